@@ -1,0 +1,171 @@
+"""The generateContent response body as typed, validated structs.
+
+Decoding follows the proto3 JSON mapping the API uses (see
+``shared/reference/gemini-wire-format.md`` §2-§3):
+
+* every field is optional; a zero int, an empty list and ``false`` are *omitted* on the wire,
+  so they default to ``0``, ``()`` and ``False`` here (``startIndex``/``partIndex`` above all);
+* unknown fields are ignored (``serviceTier``, ``renderedParts``, ``imageSearchQueries`` ... keep
+  appearing);
+* enums (``finishReason``, ``blockReason``) are kept as plain strings, so a value this code has
+  never seen (``FAKE_NEW_FINISH_REASON`` in the fixtures) still decodes;
+* a value of the wrong *type* is an error that names its place
+  (``Expected `int`, got `str` - at `$.candidates[0].groundingMetadata...```): a hostile or
+  truncated body never turns into silently wrong data.
+
+Only the fields the pipeline reads are declared; the raw body is stored beside the parsed
+answer for audit, so nothing the API sent is lost.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class _Wire(msgspec.Struct, rename="camel", frozen=True, forbid_unknown_fields=False):
+    """Base for wire structs: camelCase keys, immutable, unknown keys ignored."""
+
+
+class Part(_Wire):
+    text: str | None = None
+    thought: bool = False
+
+
+class Content(_Wire):
+    parts: tuple[Part, ...] = ()
+    role: str | None = None
+
+
+class Segment(_Wire):
+    part_index: int = 0
+    start_index: int = 0
+    end_index: int = 0
+    # Absent (None) is not the same as "": only a present text can be checked against the slice.
+    text: str | None = None
+
+
+class GroundingSupport(_Wire):
+    segment: Segment = Segment()
+    grounding_chunk_indices: tuple[int, ...] = ()
+    # None when the key is absent (2.5 and later); () when sent empty. The difference matters
+    # to a confidence filter, which must say it had nothing to act on.
+    confidence_scores: tuple[float, ...] | None = None
+
+
+class WebChunk(_Wire):
+    uri: str | None = None
+    title: str | None = None
+    domain: str | None = None
+
+
+class RetrievedContextChunk(_Wire):
+    uri: str | None = None
+    title: str | None = None
+    text: str | None = None
+    document_name: str | None = None
+
+
+class MapsChunk(_Wire):
+    uri: str | None = None
+    title: str | None = None
+    text: str | None = None
+    place_id: str | None = None
+
+
+class GroundingChunk(_Wire):
+    """A oneof on the wire; real responses also carry empty ``{}`` chunks (none set)."""
+
+    web: WebChunk | None = None
+    retrieved_context: RetrievedContextChunk | None = None
+    maps: MapsChunk | None = None
+
+
+class SearchEntryPoint(_Wire):
+    rendered_content: str | None = None
+    sdk_blob: str | None = None
+
+
+class GroundingMetadata(_Wire):
+    web_search_queries: tuple[str, ...] = ()
+    retrieval_queries: tuple[str, ...] = ()
+    search_entry_point: SearchEntryPoint | None = None
+    grounding_chunks: tuple[GroundingChunk, ...] = ()
+    grounding_supports: tuple[GroundingSupport, ...] = ()
+
+
+class Candidate(_Wire):
+    content: Content = Content()
+    finish_reason: str | None = None
+    finish_message: str | None = None
+    index: int = 0
+    # None means the key was absent: the model chose not to search (an *ungrounded* answer).
+    grounding_metadata: GroundingMetadata | None = None
+
+
+class PromptFeedback(_Wire):
+    block_reason: str | None = None
+    block_reason_message: str | None = None
+
+
+class UsageMetadata(_Wire):
+    prompt_token_count: int = 0
+    cached_content_token_count: int = 0
+    candidates_token_count: int = 0
+    tool_use_prompt_token_count: int = 0
+    thoughts_token_count: int = 0
+    total_token_count: int = 0
+
+
+class GenerateContentResponse(_Wire):
+    candidates: tuple[Candidate, ...] = ()
+    prompt_feedback: PromptFeedback | None = None
+    usage_metadata: UsageMetadata = UsageMetadata()
+    model_version: str | None = None
+    response_id: str | None = None
+
+
+class ErrorDetail(_Wire):
+    # "@type" is not camelCase-derivable, so it is named explicitly.
+    type: str | None = msgspec.field(default=None, name="@type")
+    retry_delay: str | None = None
+    reason: str | None = None
+
+
+class ErrorStatus(_Wire):
+    code: int = 0
+    message: str = ""
+    status: str | None = None
+    details: tuple[ErrorDetail, ...] = ()
+
+
+class ErrorBody(_Wire):
+    error: ErrorStatus
+
+
+_response_decoder = msgspec.json.Decoder(GenerateContentResponse)
+_error_decoder = msgspec.json.Decoder(ErrorBody)
+
+
+class MalformedResponse(ValueError):
+    """The body is not a generateContent response; the message names the place."""
+
+
+def decode_response(body: bytes) -> GenerateContentResponse:
+    """Decode a generateContent body; raise :class:`MalformedResponse` naming the bad place."""
+    try:
+        return _response_decoder.decode(body)
+    except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
+        raise MalformedResponse(f"malformed generateContent response: {exc}") from None
+
+
+def decode_error(body: bytes) -> ErrorStatus | None:
+    """Decode a Google error body (``{"error": {...}}``); None when it is not one (an HTML 502)."""
+    try:
+        return _error_decoder.decode(body).error
+    except msgspec.DecodeError:
+        return None
+
+
+def visible_text(candidate: Candidate) -> str:
+    """The answer as a reader sees it: non-thought text parts joined, as the SDK's ``.text``."""
+    return "".join(p.text for p in candidate.content.parts if p.text is not None and not p.thought)
