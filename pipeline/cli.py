@@ -1,0 +1,102 @@
+"""``ground``: argument parsing only; each command calls one function elsewhere.
+
+Exit status: 0 success, 1 the command failed (its message says why), 2 bad usage or a job file
+that does not validate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+import anyio
+
+from pipeline.jobspec import JobSpec, JobSpecError, load_jobspec
+
+EXIT_USAGE = 2
+
+
+def _job_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("job", help="the job file (TOML)")
+    common.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override one job-file key (repeatable), e.g. --set limits.concurrency=4",
+    )
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ground", description="Ground large question sets with Gemini, keep every citation."
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every question")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    job = _job_parser()
+
+    commands.add_parser("run", parents=[job], help="load the questions and ground them")
+    commands.add_parser("load", parents=[job], help="load the question file into the queue")
+    commands.add_parser("migrate", parents=[job], help="bring the database to the newest schema")
+    status = commands.add_parser("status", parents=[job], help="where the job stands")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+
+    cite = commands.add_parser("cite", help="render a saved generateContent response's citations")
+    cite.add_argument("response", help="a saved generateContent response (JSON)")
+    cite.add_argument("--format", choices=("markdown", "html", "json"), default="markdown")
+    cite.add_argument("--min-confidence", type=float, default=None, metavar="X")
+
+    emulator = commands.add_parser("emulator", help="serve the local Gemini emulator")
+    from pipeline.emulator import cli as emulator_cli
+
+    emulator_cli.add_arguments(emulator)
+    return parser
+
+
+def _job_command(
+    args: argparse.Namespace, action: Callable[[JobSpec], Coroutine[Any, Any, int]]
+) -> int:
+    try:
+        spec = load_jobspec(args.job, args.overrides)
+    except JobSpecError as exc:
+        print(f"ground: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return anyio.run(action, spec)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    from pipeline import commands
+
+    match args.command:
+        case "run":
+            return _job_command(args, commands.run_command)
+        case "load":
+            return _job_command(args, commands.load_command)
+        case "migrate":
+            return _job_command(args, commands.migrate_command)
+        case "status":
+            return _job_command(args, lambda spec: commands.status_command(spec, as_json=args.json))
+        case "cite":
+            from pipeline.cite import cite_main
+
+            return cite_main(args.response, args.format, args.min_confidence)
+        case "emulator":
+            from pipeline.emulator import cli as emulator_cli
+
+            return emulator_cli.run(args)
+    return EXIT_USAGE  # unreachable: argparse requires a command
+
+
+if __name__ == "__main__":
+    sys.exit(main())

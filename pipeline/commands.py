@@ -1,0 +1,156 @@
+"""What each ``ground`` command does: one async function per command, returning an exit status.
+
+The CLI only parses arguments and calls these. They print human-readable results to stdout and
+problems to stderr; they never print a credential.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+import orjson
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pipeline.gemini.endpoint import ConfigurationError
+from pipeline.jobspec import JobSpec
+from pipeline.loader import LoadError, LoadResult, load_questions
+from pipeline.status import job_status, render_status
+from pipeline.store import queue
+from pipeline.store.engine import create_engine, migrate
+from pipeline.worker import JobRunner, RunSummary
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # the command ran and something went wrong (bad input file, run stopped)
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+def complain(message: str) -> None:
+    print(f"ground: {message}", file=sys.stderr, flush=True)
+
+
+@asynccontextmanager
+async def opened(spec: JobSpec) -> AsyncIterator[AsyncEngine]:
+    """An engine on the job's database, brought to the newest schema."""
+    engine = create_engine(spec.database_url)
+    try:
+        await migrate(engine)
+        yield engine
+    finally:
+        await engine.dispose()
+
+
+async def migrate_command(spec: JobSpec) -> int:
+    async with opened(spec):
+        say(f"database is at the newest schema: {_display_url(spec)}")
+    return EXIT_OK
+
+
+async def load_command(spec: JobSpec) -> int:
+    async with opened(spec) as engine:
+        result = await _load(engine, spec)
+    return EXIT_OK if result is not None else EXIT_FAILED
+
+
+async def _load(engine: AsyncEngine, spec: JobSpec) -> LoadResult | None:
+    try:
+        async with engine.begin() as connection:
+            job_id = await queue.ensure_job(connection, spec.name)
+            result = await load_questions(connection, job_id, spec.source_path, spec.source)
+    except LoadError as exc:
+        complain(f"{exc} (nothing was loaded)")
+        return None
+    if result.added:
+        say(f"loaded {result.added} new questions ({result.existing} already there)")
+    else:
+        say(f"no new questions: all {result.existing} in {spec.source_path.name} already loaded")
+    return result
+
+
+async def run_command(spec: JobSpec) -> int:
+    async with opened(spec) as engine:
+        if await _load(engine, spec) is None:
+            return EXIT_FAILED
+        async with engine.connect() as connection:
+            job_id = await queue.ensure_job(connection, spec.name)
+            before = await job_status(connection, job_id, spec.name)
+        if before.terminal == before.total:
+            say(f"nothing to do: all {before.total} questions are finished; 0 calls made")
+            say(render_status(before))
+            return EXIT_OK
+        try:
+            runner = JobRunner(spec, engine, job_id)
+        except ConfigurationError as exc:
+            complain(str(exc))
+            return EXIT_FAILED
+        summary = await _run_with_signals(runner)
+        async with engine.connect() as connection:
+            after = await job_status(connection, job_id, spec.name)
+    say(_render_summary(summary))
+    say(render_status(after))
+    say(f"results: {_display_url(spec)}")
+    if summary.stopped:
+        complain(f"run stopped early: {summary.stopped}")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+async def _run_with_signals(runner: JobRunner) -> RunSummary:
+    """First SIGINT/SIGTERM: stop claiming and finish what is in flight; second: abort."""
+    import signal
+
+    async with anyio.create_task_group() as group:
+
+        async def watch() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for signum in signals:
+                    if runner.summary.stopped is None:
+                        runner.stop(f"{signal.Signals(signum).name} received")
+                    else:
+                        group.cancel_scope.cancel()
+                        return
+
+        group.start_soon(watch)
+        try:
+            await runner.run()
+        except ConfigurationError as exc:
+            runner.stop(str(exc))
+        group.cancel_scope.cancel()
+    return runner.summary
+
+
+async def status_command(spec: JobSpec, *, as_json: bool) -> int:
+    async with opened(spec) as engine, engine.connect() as connection:
+        job_id = await queue.find_job(connection, spec.name)
+        if job_id is None:
+            complain(f"job {spec.name!r} has not been loaded or run yet")
+            return EXIT_FAILED
+        status = await job_status(connection, job_id, spec.name)
+    if as_json:
+        sys.stdout.buffer.write(orjson.dumps(status.to_dict(), option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        say(render_status(status))
+    return EXIT_OK
+
+
+def _render_summary(summary: RunSummary) -> str:
+    outcomes = ", ".join(f"{state} {n}" for state, n in sorted(summary.outcomes.items()))
+    return (
+        f"run: {summary.calls} calls for {summary.claimed} claimed questions in "
+        f"{summary.elapsed_s:.1f} s ({outcomes or 'no outcomes'})"
+    )
+
+
+def _display_url(spec: JobSpec) -> str:
+    """The database, shown without a password."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(spec.database_url)
+    if url.get_backend_name() == "sqlite":
+        return str(url.database)
+    return url.render_as_string(hide_password=True)

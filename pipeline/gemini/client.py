@@ -1,0 +1,121 @@
+"""The HTTP edge: one aiohttp session per run, one POST per call, typed errors out.
+
+A call returns the raw body (stored for audit) and the decoded response, or raises a
+:class:`~pipeline.gemini.errors.GeminiError` subclass. Nothing here retries: retry policy lives
+with the worker, which knows the question's attempt budget.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Self
+
+import aiohttp
+
+from pipeline.gemini.endpoint import Endpoint
+from pipeline.gemini.errors import (
+    PermanentError,
+    TransientError,
+    Unreachable,
+    classify_http_error,
+)
+from pipeline.gemini.wire import GenerateContentResponse, MalformedResponse, decode_response
+
+CONNECT_TIMEOUT_S = 10.0  # establishing a TCP/TLS connection
+MAX_BODY_BYTES = 64 * 1024 * 1024  # a response larger than this is refused as hostile
+USER_AGENT = "ground/0.1 (+aiohttp)"
+
+
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    response: GenerateContentResponse
+    raw: bytes
+    latency_ms: float
+
+
+class GeminiClient:
+    """Calls one generateContent endpoint. Use as an async context manager."""
+
+    __slots__ = ("_endpoint", "_session", "_timeout")
+
+    def __init__(self, endpoint: Endpoint, *, max_connections: int, timeout_s: float) -> None:
+        self._endpoint = endpoint
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s, connect=CONNECT_TIMEOUT_S)
+        connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=max_connections)
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=self._timeout,
+            headers={"user-agent": USER_AGENT, "content-type": "application/json"},
+            raise_for_status=False,
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._session.close()
+
+    async def generate(self, body: bytes) -> CallResult:
+        headers = await self._endpoint.auth.headers()
+        started = time.perf_counter()
+        try:
+            async with self._session.post(self._endpoint.url, data=body, headers=headers) as resp:
+                raw = await _read_body(resp)
+                status = resp.status
+        except aiohttp.ClientConnectorError as exc:
+            raise Unreachable(
+                f"cannot connect to {_where(self._endpoint.url)}: {exc.os_error}"
+            ) from None
+        except TimeoutError:
+            raise TransientError(
+                f"no complete response within {self._timeout.total:g} s", error_class="timeout"
+            ) from None
+        except aiohttp.ClientPayloadError as exc:
+            raise TransientError(
+                f"truncated response body: {exc}", error_class="truncated"
+            ) from None
+        except aiohttp.ClientError as exc:
+            raise TransientError(
+                f"connection failed: {type(exc).__name__}: {exc}", error_class="connection"
+            ) from None
+        latency_ms = (time.perf_counter() - started) * 1000.0
+        if not 200 <= status < 300:
+            raise classify_http_error(status, raw)
+        try:
+            response = decode_response(raw)
+        except MalformedResponse as exc:
+            # A 200 with a cut or non-JSON body: the network or a proxy broke it; ask again.
+            raise TransientError(
+                str(exc), error_class="malformed_response", http_status=status
+            ) from None
+        return CallResult(response, raw, latency_ms)
+
+
+async def _read_body(resp: aiohttp.ClientResponse) -> bytes:
+    """The whole body, refusing one larger than :data:`MAX_BODY_BYTES` (a hostile server)."""
+    too_large = PermanentError(
+        f"response body over {MAX_BODY_BYTES} bytes", error_class="oversized_response"
+    )
+    if resp.content_length is not None and resp.content_length > MAX_BODY_BYTES:
+        raise too_large
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in resp.content.iter_any():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _where(url: str) -> str:
+    """The endpoint's scheme://host:port only (the URL holds no secret, but keep logs short)."""
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{rest.split('/', 1)[0]}"

@@ -1,0 +1,126 @@
+"""Where a model is called and how the call is authenticated (Developer API or Vertex AI).
+
+Environment variables are the ones Google's own SDK reads: ``GOOGLE_API_KEY`` /
+``GEMINI_API_KEY`` (the SDK prefers ``GOOGLE_API_KEY`` when both are set),
+``GOOGLE_CLOUD_PROJECT``, ``GOOGLE_CLOUD_LOCATION``, ``GOOGLE_APPLICATION_CREDENTIALS``.
+Credentials live only in request headers: never in a URL, a log line or the database.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio.to_thread
+
+from pipeline.jobspec import JobSpec
+
+DEVELOPER_API_BASE = "https://generativelanguage.googleapis.com"
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+TOKEN_REFRESH_MARGIN_S = 300  # refresh an access token this long before it expires
+
+
+class ConfigurationError(ValueError):
+    """Credentials or project settings are missing; the message says which variable to set."""
+
+
+class Auth(Protocol):
+    async def headers(self) -> Mapping[str, str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyAuth:
+    key: str
+
+    async def headers(self) -> Mapping[str, str]:
+        return {"x-goog-api-key": self.key}
+
+    def __repr__(self) -> str:  # never show the key, even in a traceback
+        return "ApiKeyAuth(key=***)"
+
+
+class GoogleAuth:
+    """OAuth2 bearer tokens from google-auth (ADC or a service-account file), refreshed early."""
+
+    __slots__ = ("_credentials", "_lock", "_request")
+
+    def __init__(self, credentials: Any) -> None:
+        import google.auth.transport.requests
+
+        self._credentials = credentials
+        self._request = google.auth.transport.requests.Request()
+        self._lock = anyio.Lock()
+
+    async def headers(self) -> Mapping[str, str]:
+        credentials = self._credentials
+        if not self._fresh():
+            async with self._lock:
+                if not self._fresh():
+                    await anyio.to_thread.run_sync(credentials.refresh, self._request)
+        return {"authorization": f"Bearer {credentials.token}"}
+
+    def _fresh(self) -> bool:
+        credentials = self._credentials
+        if credentials.token is None:
+            return False
+        expiry = credentials.expiry  # naive UTC in google-auth
+        if expiry is None:
+            return True
+        return expiry.timestamp() - time.time() + _utc_offset() > TOKEN_REFRESH_MARGIN_S
+
+
+def _utc_offset() -> float:
+    # google-auth's expiry is naive UTC; .timestamp() reads naive values as local time.
+    return time.localtime().tm_gmtoff
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    url: str  # the generateContent URL, without credentials
+    auth: Auth
+
+
+def endpoint_for(spec: JobSpec, env: Mapping[str, str] | None = None) -> Endpoint:
+    env = os.environ if env is None else env
+    model = spec.model
+    if model.backend == "developer":
+        key = env.get("GOOGLE_API_KEY") or env.get("GEMINI_API_KEY")
+        if not key:
+            raise ConfigurationError(
+                "no API key: set GEMINI_API_KEY (or GOOGLE_API_KEY) for the Developer API"
+            )
+        base = (model.base_url or DEVELOPER_API_BASE).rstrip("/")
+        return Endpoint(f"{base}/v1beta/models/{model.name}:generateContent", ApiKeyAuth(key))
+    project = model.project or env.get("GOOGLE_CLOUD_PROJECT", "")
+    location = model.location or env.get("GOOGLE_CLOUD_LOCATION", "")
+    if not project or not location:
+        raise ConfigurationError(
+            "Vertex AI needs a project and a location: set model.project and model.location "
+            "or GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION"
+        )
+    base = (model.base_url or vertex_base_url(location)).rstrip("/")
+    path = f"/v1/projects/{project}/locations/{location}/publishers/google/models/{model.name}"
+    return Endpoint(f"{base}{path}:generateContent", GoogleAuth(_google_credentials()))
+
+
+def vertex_base_url(location: str) -> str:
+    """The regional host, as python-genai picks it (reference §1.2)."""
+    if location == "global":
+        return "https://aiplatform.googleapis.com"
+    if location in ("us", "eu"):
+        return f"https://aiplatform.{location}.rep.googleapis.com"
+    return f"https://{location}-aiplatform.googleapis.com"
+
+
+def _google_credentials() -> Any:
+    import google.auth
+    from google.auth.exceptions import DefaultCredentialsError
+
+    try:
+        credentials, _project = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
+    except DefaultCredentialsError as exc:
+        raise ConfigurationError(f"no Google credentials for Vertex AI: {exc}") from None
+    return credentials

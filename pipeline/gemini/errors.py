@@ -1,0 +1,109 @@
+"""A typed hierarchy of call failures, so the worker can branch on the class, not on strings.
+
+=====================  =========  =====================================================
+class                  retryable  when
+=====================  =========  =====================================================
+``Unreachable``        yes        no connection could be made (DNS, refused): nothing was
+                                  sent, so no attempt is spent; repeated, it stops the run
+``TransientError``     yes        408/429/500/502/503/504, timeouts, resets, a truncated or
+                                  non-JSON body
+``PermanentError``     no         400 INVALID_ARGUMENT, 404 model, other 4xx
+``FatalError``         no         401/403: the credentials or project are wrong; stop the
+                                  run rather than burn every question
+=====================  =========  =====================================================
+
+Messages never contain credentials: they are built from the status, Google's ``status`` and
+``message``, and the endpoint's path, never from request headers or the query string.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pipeline.gemini.wire import ErrorStatus, decode_error
+
+RETRYABLE_HTTP = frozenset({408, 429, 500, 502, 503, 504})
+FATAL_HTTP = frozenset({401, 403})
+MAX_MESSAGE_CHARS = 500  # error text stored per question
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)s$")
+
+
+class GeminiError(Exception):
+    """A call that did not produce a usable response."""
+
+    error_class: str = "error"
+    retryable: bool = False
+
+    def __init__(self, message: str, *, http_status: int | None = None) -> None:
+        super().__init__(message[:MAX_MESSAGE_CHARS])
+        self.http_status = http_status
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
+
+
+class Unreachable(GeminiError):
+    error_class = "unreachable"
+    retryable = True
+
+
+class TransientError(GeminiError):
+    retryable = True
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        error_class: str,
+        http_status: int | None = None,
+        retry_delay: float | None = None,
+    ) -> None:
+        super().__init__(message, http_status=http_status)
+        self.error_class = error_class
+        # Seconds the server asked us to wait (RetryInfo.retryDelay); a floor, not a hint.
+        self.retry_delay = retry_delay
+
+
+class PermanentError(GeminiError):
+    def __init__(self, message: str, *, error_class: str, http_status: int | None = None) -> None:
+        super().__init__(message, http_status=http_status)
+        self.error_class = error_class
+
+
+class FatalError(GeminiError):
+    error_class = "auth"
+
+
+def parse_duration(value: str | None) -> float | None:
+    """A protobuf Duration in JSON ("34.4s") -> seconds; None when absent or malformed."""
+    if value is None:
+        return None
+    match = _DURATION.match(value.strip())
+    return float(match.group(1)) if match else None
+
+
+def retry_delay_of(error: ErrorStatus) -> float | None:
+    for detail in error.details:
+        if detail.type is not None and detail.type.endswith("google.rpc.RetryInfo"):
+            return parse_duration(detail.retry_delay)
+    return None
+
+
+def classify_http_error(status: int, body: bytes) -> GeminiError:
+    """The error for a non-2xx response, from its status and (if it is one) Google's body."""
+    error = decode_error(body)
+    if error is not None:
+        google_status = error.status or "UNKNOWN"
+        text = f"HTTP {status} {google_status}: {error.message}"
+    else:
+        google_status = None
+        text = f"HTTP {status} with a non-Google body ({len(body)} bytes)"
+    if status in RETRYABLE_HTTP:
+        delay = retry_delay_of(error) if error is not None else None
+        error_class = "rate_limited" if status == 429 else f"http_{status}"
+        return TransientError(text, error_class=error_class, http_status=status, retry_delay=delay)
+    if status in FATAL_HTTP:
+        return FatalError(text, http_status=status)
+    error_class = (google_status or f"http_{status}").lower()
+    return PermanentError(text, error_class=error_class, http_status=status)

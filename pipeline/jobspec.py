@@ -1,0 +1,214 @@
+"""The job file (TOML) -> a frozen, validated :class:`JobSpec`.
+
+Every error names the file and the key (``jobs/demo.toml: limits.concurrency: Expected `int`
+>= 1, got 0``) and is raised as :class:`JobSpecError`; the CLI turns it into exit status 2.
+Unknown keys are errors, never silently ignored: a typo in a nightly job must not quietly fall
+back to a default.
+
+Relative paths in the file (the question file, a SQLite database) are resolved against the
+directory holding the job file, so a job runs the same from any working directory.
+
+``--set section.key=value`` overrides are applied to the parsed TOML before validation, so an
+override is checked exactly like the file; its value is read as a TOML value when it parses as
+one (``5``, ``true``, ``"x"``, ``[1, 2]``) and as a plain string otherwise.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+GOOGLE_DEVELOPER_API_BASE = "https://generativelanguage.googleapis.com"
+DEFAULT_REDIRECT_HOSTS = ("vertexaisearch.cloud.google.com",)
+
+Positive = Annotated[int, msgspec.Meta(ge=1)]
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
+
+
+class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Base of every section: immutable, unknown keys rejected."""
+
+
+class JobSection(_Section):
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    # SQLAlchemy-style URL; "sqlite:///relative/path.sqlite" is relative to the job file.
+    database: str = "sqlite:///ground.sqlite"
+
+
+class SourceSection(_Section):
+    file: str
+    format: Literal["auto", "jsonl", "csv"] = "auto"
+    id_field: str = "id"
+    text_field: str = "question"
+    class_field: str | None = None
+    # Extra input fields kept with each question (JSON object); empty = none.
+    metadata_fields: tuple[str, ...] = ()
+
+
+class ModelSection(_Section):
+    backend: Literal["developer", "vertex"] = "developer"
+    name: str = "gemini-2.5-flash"
+    # Empty = Google's endpoint for the backend; set it to point at the emulator.
+    base_url: str = ""
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 1.0
+    system_instruction: str = ""
+    # Must contain "{question}"; other placeholders are not expanded.
+    prompt_template: str = "{question}"
+    request_timeout_s: PositiveFloat = 120.0
+    # Vertex only: defaults come from GOOGLE_CLOUD_PROJECT / GOOGLE_CLOUD_LOCATION.
+    project: str = ""
+    location: str = ""
+
+
+class GroundingSection(_Section):
+    tool: Literal["google_search", "vertex_ai_search", "google_maps"] = "google_search"
+    # true: an answer without groundingMetadata is not acceptable (kept, state `ungrounded`).
+    required: bool = False
+    # vertex_ai_search only: projects/.../dataStores/ID
+    datastore: str = ""
+
+
+class LimitsSection(_Section):
+    requests_per_minute: Positive = 60
+    concurrency: Positive = 8
+    max_attempts: Positive = 5
+
+
+class ResolverSection(_Section):
+    enabled: bool = True
+    allow_hosts: tuple[str, ...] = DEFAULT_REDIRECT_HOSTS
+    concurrency: Positive = 16
+    requests_per_second: PositiveFloat = 50.0
+    timeout_s: PositiveFloat = 10.0
+
+
+class RawJob(_Section):
+    job: JobSection
+    source: SourceSection
+    model: ModelSection = ModelSection()
+    grounding: GroundingSection = GroundingSection()
+    limits: LimitsSection = LimitsSection()
+    resolver: ResolverSection = ResolverSection()
+
+
+class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A validated job: the sections plus where it came from."""
+
+    path: Path
+    job: JobSection
+    source: SourceSection
+    model: ModelSection
+    grounding: GroundingSection
+    limits: LimitsSection
+    resolver: ResolverSection
+    database_url: str  # resolved, with the async driver named
+    source_path: Path  # resolved
+
+    @property
+    def name(self) -> str:
+        return self.job.name
+
+
+class JobSpecError(ValueError):
+    """A job file that cannot be used; the message names the file and the key."""
+
+
+def load_jobspec(path: str | Path, overrides: Iterable[str] = ()) -> JobSpec:
+    """Read, override and validate a job file."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise JobSpecError(f"{path}: no such job file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise JobSpecError(f"{path}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise JobSpecError(f"{path}: not valid TOML: {exc}") from None
+    for override in overrides:
+        _apply_override(raw, override, path)
+    try:
+        parsed = msgspec.convert(raw, RawJob)
+    except msgspec.ValidationError as exc:
+        raise JobSpecError(f"{path}: {_describe(exc)}") from None
+    return _finish(path, parsed)
+
+
+def _apply_override(raw: dict[str, Any], override: str, path: Path) -> None:
+    key, sep, text = override.partition("=")
+    section, dot, name = key.strip().partition(".")
+    if not sep or not dot or not section or not name or "." in name:
+        raise JobSpecError(f"{path}: --set {override!r}: expected section.key=value")
+    try:
+        value = tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = text
+    target = raw.setdefault(section, {})
+    if not isinstance(target, dict):
+        raise JobSpecError(f"{path}: --set {override!r}: [{section}] is not a table")
+    target[name] = value
+
+
+def _describe(exc: msgspec.ValidationError) -> str:
+    """Turn msgspec's "... - at `$.limits.concurrency`" into "limits.concurrency: ..."."""
+    message = str(exc)
+    reason, sep, where = message.rpartition(" - at `$")
+    if not sep:
+        reason, where = message, ""
+    key = where.rstrip("`").lstrip(".")
+    prefix = f"{key}." if key else ""
+    if reason.startswith("Object contains unknown field"):
+        return f"{prefix}{reason.split('`')[1]}: unknown key"
+    if reason.startswith("Object missing required field"):
+        return f"{prefix}{reason.split('`')[1]}: required key is missing"
+    return f"{key}: {reason}" if key else reason
+
+
+def _finish(path: Path, parsed: RawJob) -> JobSpec:
+    base = path.parent
+    if "{question}" not in parsed.model.prompt_template:
+        raise JobSpecError(f"{path}: model.prompt_template: must contain {{question}}")
+    if parsed.grounding.tool == "vertex_ai_search":
+        if parsed.model.backend != "vertex":
+            raise JobSpecError(
+                f'{path}: grounding.tool: vertex_ai_search needs model.backend = "vertex"'
+            )
+        if not parsed.grounding.datastore:
+            raise JobSpecError(f"{path}: grounding.datastore: required for vertex_ai_search")
+    if parsed.model.base_url and not parsed.model.base_url.startswith(("http://", "https://")):
+        raise JobSpecError(f"{path}: model.base_url: must start with http:// or https://")
+    for host in parsed.resolver.allow_hosts:
+        if not host or "/" in host:
+            raise JobSpecError(f"{path}: resolver.allow_hosts: {host!r} is not a host name")
+    return JobSpec(
+        path=path,
+        job=parsed.job,
+        source=parsed.source,
+        model=parsed.model,
+        grounding=parsed.grounding,
+        limits=parsed.limits,
+        resolver=parsed.resolver,
+        database_url=_database_url(path, parsed.job.database, base),
+        source_path=(base / parsed.source.file).resolve(),
+    )
+
+
+def _database_url(path: Path, url: str, base: Path) -> str:
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        raise JobSpecError(f"{path}: job.database: {url!r} is not a database URL")
+    dialect = scheme.split("+", 1)[0]
+    if dialect == "sqlite":
+        if rest.startswith("/") and rest != "/:memory:":
+            file = rest[1:]
+            if file and not file.startswith("/"):
+                file = str((base / file).resolve())
+            return f"sqlite+aiosqlite:///{file}"
+        raise JobSpecError(f"{path}: job.database: write sqlite:///FILE")
+    if dialect in ("postgresql", "postgres"):
+        return f"postgresql+asyncpg://{rest}"
+    raise JobSpecError(f"{path}: job.database: {dialect!r} is not supported (sqlite, postgresql)")

@@ -1,0 +1,179 @@
+"""Loading questions from CSV or JSONL into the queue: streamed, idempotent, all or nothing.
+
+* Streamed: rows are read and inserted in chunks of :data:`CHUNK_ROWS`, so memory stays flat
+  however large the file is.
+* Idempotent on the question id: a row whose id is already loaded with the same text is counted
+  as ``existing`` and left alone; loading the same file twice adds nothing.
+* One transaction: a malformed row (bad JSON, missing id or text, an id seen with different
+  text) raises :class:`LoadError` naming ``file:line`` and the reason, and the caller's
+  transaction is rolled back, so the database is unchanged.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from pipeline.jobspec import SourceSection
+from pipeline.store.queue import PENDING, utcnow
+from pipeline.store.tables import questions
+
+CHUNK_ROWS = 1_000  # rows per insert; bounds memory and statement size
+MAX_ID_LENGTH = 512  # characters, the column's width
+
+
+class LoadError(ValueError):
+    """A question file that cannot be loaded; the message names ``file:line``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    line: int
+    qid: str
+    text: str
+    qclass: str | None
+    meta: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    added: int
+    existing: int
+
+    @property
+    def total(self) -> int:
+        return self.added + self.existing
+
+
+def read_rows(path: Path, source: SourceSection) -> Iterator[Row]:
+    """Yield validated rows from a CSV or JSONL file, one at a time."""
+    fmt = source.format
+    if fmt == "auto":
+        fmt = "csv" if path.suffix.lower() == ".csv" else "jsonl"
+    try:
+        if fmt == "csv":
+            yield from _read_csv(path, source)
+        else:
+            yield from _read_jsonl(path, source)
+    except FileNotFoundError:
+        raise LoadError(f"{path}: no such question file") from None
+    except UnicodeDecodeError as exc:
+        raise LoadError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _read_jsonl(path: Path, source: SourceSection) -> Iterator[Row]:
+    with path.open("rb") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise LoadError(f"{path}:{line_no}: not valid JSON: {exc}") from None
+            if not isinstance(record, dict):
+                raise LoadError(f"{path}:{line_no}: expected a JSON object per line")
+            yield _row(path, line_no, record, source)
+
+
+def _read_csv(path: Path, source: SourceSection) -> Iterator[Row]:
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        reader = csv.DictReader(handle)
+        if reader.fieldnames is None:
+            return
+        for field in (source.id_field, source.text_field):
+            if field not in reader.fieldnames:
+                raise LoadError(f"{path}:1: the header has no column {field!r}")
+        try:
+            for record in reader:
+                if None in record:
+                    raise LoadError(f"{path}:{reader.line_num}: more fields than the header")
+                yield _row(path, reader.line_num, record, source)
+        except csv.Error as exc:
+            raise LoadError(f"{path}:{reader.line_num}: malformed CSV: {exc}") from None
+
+
+def _row(path: Path, line: int, record: dict[str, Any], source: SourceSection) -> Row:
+    raw_id = record.get(source.id_field)
+    if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
+        raise LoadError(f"{path}:{line}: missing or non-scalar id field {source.id_field!r}")
+    qid = str(raw_id).strip()
+    if not qid:
+        raise LoadError(f"{path}:{line}: empty id field {source.id_field!r}")
+    if len(qid) > MAX_ID_LENGTH:
+        raise LoadError(f"{path}:{line}: id longer than {MAX_ID_LENGTH} characters")
+    text = record.get(source.text_field)
+    if not isinstance(text, str) or not text.strip():
+        raise LoadError(f"{path}:{line}: missing or empty text field {source.text_field!r}")
+    qclass = None
+    if source.class_field:
+        value = record.get(source.class_field)
+        qclass = None if value in (None, "") else str(value)
+    meta = {k: record[k] for k in source.metadata_fields if k in record} or None
+    return Row(line, qid, text, qclass, meta)
+
+
+async def load_questions(
+    connection: AsyncConnection, job_id: int, path: Path, source: SourceSection
+) -> LoadResult:
+    """Insert the file's new questions in the caller's transaction."""
+    added = existing = 0
+    chunk: dict[str, Row] = {}
+    for row in read_rows(path, source):
+        earlier = chunk.get(row.qid)
+        if earlier is not None:
+            if earlier.text != row.text:
+                raise LoadError(
+                    f"{path}:{row.line}: id {row.qid!r} already appears on line {earlier.line} "
+                    "with different text"
+                )
+            continue
+        chunk[row.qid] = row
+        if len(chunk) >= CHUNK_ROWS:
+            a, e = await _insert_chunk(connection, job_id, path, chunk)
+            added, existing, chunk = added + a, existing + e, {}
+    if chunk:
+        a, e = await _insert_chunk(connection, job_id, path, chunk)
+        added, existing = added + a, existing + e
+    return LoadResult(added, existing)
+
+
+async def _insert_chunk(
+    connection: AsyncConnection, job_id: int, path: Path, chunk: dict[str, Row]
+) -> tuple[int, int]:
+    q = questions.c
+    stored = await connection.execute(
+        sa.select(q.qid, q.text).where(q.job_id == job_id, q.qid.in_(list(chunk)))
+    )
+    existing = 0
+    for qid, text in stored:
+        row = chunk.pop(qid)
+        if text != row.text:
+            raise LoadError(f"{path}:{row.line}: id {qid!r} is already loaded with different text")
+        existing += 1
+    if chunk:
+        now = utcnow()
+        await connection.execute(
+            questions.insert(),
+            [
+                {
+                    "job_id": job_id,
+                    "qid": row.qid,
+                    "text": row.text,
+                    "qclass": row.qclass,
+                    "meta": row.meta,
+                    "state": PENDING,
+                    "attempts": 0,
+                    "created_at": now,
+                    "updated_at": now,
+                }
+                for row in chunk.values()
+            ],
+        )
+    return len(chunk), existing

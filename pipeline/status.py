@@ -1,0 +1,131 @@
+"""Where a job stands: counts per state, grounded rate, latency, calls made.
+
+Everything is computed by the database (counts, sums, one ordered probe per percentile), so
+the cost does not grow with what Python has to hold in memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from pipeline.store import queue
+from pipeline.store.tables import answers, questions, sources
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatus:
+    job: str
+    total: int
+    states: dict[str, int]
+    answers: int
+    grounded: int
+    calls: int
+    latency_mean_ms: float | None
+    latency_p95_ms: float | None
+    tokens_total: int
+    sources: dict[str, int] = field(default_factory=dict)
+    failure_classes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def grounded_rate(self) -> float | None:
+        return self.grounded / self.answers if self.answers else None
+
+    @property
+    def terminal(self) -> int:
+        return sum(n for state, n in self.states.items() if state in queue.TERMINAL_STATES)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["grounded_rate"] = self.grounded_rate
+        data["terminal"] = self.terminal
+        return data
+
+
+async def job_status(connection: AsyncConnection, job_id: int, job_name: str) -> JobStatus:
+    q, a = questions.c, answers.c
+    state_rows = await connection.execute(
+        sa.select(q.state, sa.func.count(), sa.func.coalesce(sa.func.sum(q.attempts), 0))
+        .where(q.job_id == job_id)
+        .group_by(q.state)
+    )
+    states = dict.fromkeys(queue.ALL_STATES, 0)
+    calls = 0
+    for state, count, attempts in state_rows:
+        states[state] = count
+        calls += int(attempts)
+    of_job = sa.select(q.id).where(q.job_id == job_id).scalar_subquery()
+    answer_filter = a.question_id.in_(of_job)
+    n_answers, n_grounded, mean, tokens = (
+        await connection.execute(
+            sa.select(
+                sa.func.count(),
+                sa.func.count().filter(a.grounded.is_(True)),
+                sa.func.avg(a.latency_ms),
+                sa.func.coalesce(sa.func.sum(a.total_tokens), 0),
+            ).where(answer_filter)
+        )
+    ).one()
+    p95 = None
+    if n_answers:
+        p95 = await connection.scalar(
+            sa.select(a.latency_ms)
+            .where(answer_filter)
+            .order_by(a.latency_ms)
+            .offset(int(0.95 * (n_answers - 1)))
+            .limit(1)
+        )
+    source_rows = await connection.execute(
+        sa.select(sources.c.resolve_status, sa.func.count())
+        .where(sources.c.answer_id.in_(sa.select(a.id).where(answer_filter).scalar_subquery()))
+        .group_by(sources.c.resolve_status)
+    )
+    failure_rows = await connection.execute(
+        sa.select(q.error_class, sa.func.count())
+        .where(q.job_id == job_id, q.state.in_((queue.FAILED, queue.RETRY_WAIT, queue.BLOCKED)))
+        .group_by(q.error_class)
+    )
+    return JobStatus(
+        job=job_name,
+        total=sum(states.values()),
+        states=states,
+        answers=int(n_answers),
+        grounded=int(n_grounded),
+        calls=calls,
+        latency_mean_ms=None if mean is None else float(mean),
+        latency_p95_ms=None if p95 is None else float(p95),
+        tokens_total=int(tokens),
+        sources={status: count for status, count in source_rows},
+        failure_classes={cls or "unknown": count for cls, count in failure_rows},
+    )
+
+
+def render_status(status: JobStatus) -> str:
+    lines = [f"job {status.job}: {status.total} questions, {status.terminal} finished"]
+    lines.append(
+        "  states: "
+        + ", ".join(f"{state} {n}" for state, n in status.states.items() if n or state == "done")
+    )
+    if status.answers:
+        rate = status.grounded_rate or 0.0
+        lines.append(
+            f"  answers: {status.answers} ({status.grounded} grounded, {rate:.1%}); "
+            f"tokens {status.tokens_total}"
+        )
+        lines.append(
+            f"  latency: mean {status.latency_mean_ms:.0f} ms, p95 {status.latency_p95_ms:.0f} ms"
+        )
+    lines.append(f"  calls made: {status.calls}")
+    if status.sources:
+        lines.append(
+            "  sources: " + ", ".join(f"{k} {v}" for k, v in sorted(status.sources.items()))
+        )
+    if status.failure_classes:
+        lines.append(
+            "  problems: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(status.failure_classes.items()))
+        )
+    return "\n".join(lines)

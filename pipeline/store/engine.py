@@ -1,0 +1,73 @@
+"""Engine set-up (SQLite pragmas, PostgreSQL pool) and bringing a database to the newest schema."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent.parent / "migrations"
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000  # a second process waits this long for the write lock
+POSTGRES_POOL_SIZE = 10  # connections kept open per process
+POSTGRES_MAX_OVERFLOW = 10  # extra connections allowed under a burst
+
+
+def is_sqlite(url: str) -> bool:
+    return make_url(url).get_backend_name() == "sqlite"
+
+
+def create_engine(url: str) -> AsyncEngine:
+    """An async engine for ``url`` (already normalised by the job spec)."""
+    if is_sqlite(url):
+        path = make_url(url).database
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(url)
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_async_engine(
+        url,
+        pool_size=POSTGRES_POOL_SIZE,
+        max_overflow=POSTGRES_MAX_OVERFLOW,
+        pool_pre_ping=True,
+    )
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL: readers (ground status) never block the writer; NORMAL is durable across process
+    # crashes in WAL mode (only an OS crash can lose the newest commits).
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA temp_store=MEMORY")
+    cursor.close()
+
+
+def alembic_config(url: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    # A URL may hold a password: alembic's ini parser would choke on '%', and it must never be
+    # logged, so it travels as an attribute, not an option.
+    config.attributes["database_url"] = url
+    return config
+
+
+async def migrate(engine: AsyncEngine) -> None:
+    """Bring the database to the newest migration (idempotent)."""
+    url = engine.url.render_as_string(hide_password=False)
+    config = alembic_config(url)
+
+    def upgrade(connection: Any) -> None:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+
+    async with engine.begin() as connection:
+        await connection.run_sync(upgrade)

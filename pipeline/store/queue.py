@@ -1,0 +1,239 @@
+"""The questions table as a work queue: claim under a lease, heartbeat, finish, release.
+
+A question moves through these states::
+
+    pending --claim--> running --answer--> done | ungrounded
+                          |--blocked-----> blocked
+                          |--retryable---> retry_wait --(next_attempt_at)--> running ...
+                          '--permanent---> failed (dead letter, with an error class)
+
+A ``running`` row carries ``lease_owner`` and ``lease_expires_at``; the owner extends the lease
+while it works (heartbeat). A row whose lease has expired is claimable again: that is how a
+killed run's questions come back. On PostgreSQL, claims use ``FOR UPDATE SKIP LOCKED`` so many
+worker processes share one queue without blocking each other; on SQLite the database's single
+writer lock serialises claims.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from pipeline.store.tables import jobs, questions
+
+PENDING = "pending"
+RUNNING = "running"
+RETRY_WAIT = "retry_wait"
+DONE = "done"
+UNGROUNDED = "ungrounded"
+BLOCKED = "blocked"
+FAILED = "failed"
+
+TERMINAL_STATES = frozenset({DONE, UNGROUNDED, BLOCKED, FAILED})
+WAITING_STATES = (PENDING, RETRY_WAIT)
+ALL_STATES = (PENDING, RUNNING, RETRY_WAIT, DONE, UNGROUNDED, BLOCKED, FAILED)
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedQuestion:
+    id: int
+    qid: str
+    text: str
+    attempts: int
+
+
+async def ensure_job(connection: AsyncConnection, name: str) -> int:
+    """The id of the job called ``name``, creating it on first use."""
+    job_id = await connection.scalar(sa.select(jobs.c.id).where(jobs.c.name == name))
+    if job_id is not None:
+        return int(job_id)
+    result = await connection.execute(
+        jobs.insert().values(name=name, created_at=utcnow()).returning(jobs.c.id)
+    )
+    return int(result.scalar_one())
+
+
+async def find_job(connection: AsyncConnection, name: str) -> int | None:
+    job_id = await connection.scalar(sa.select(jobs.c.id).where(jobs.c.name == name))
+    return None if job_id is None else int(job_id)
+
+
+def _claimable(job_id: int, now: dt.datetime) -> sa.ColumnElement[bool]:
+    q = questions.c
+    waiting = sa.and_(
+        q.state.in_(WAITING_STATES),
+        sa.or_(q.next_attempt_at.is_(None), q.next_attempt_at <= now),
+    )
+    abandoned = sa.and_(q.state == RUNNING, q.lease_expires_at < now)
+    return sa.and_(q.job_id == job_id, sa.or_(waiting, abandoned))
+
+
+async def claim(
+    connection: AsyncConnection,
+    job_id: int,
+    owner: str,
+    limit: int,
+    lease: dt.timedelta,
+) -> list[ClaimedQuestion]:
+    """Lease up to ``limit`` claimable questions to ``owner``, oldest first."""
+    now = utcnow()
+    q = questions.c
+    candidates = (
+        sa.select(q.id)
+        .where(_claimable(job_id, now))
+        .order_by(q.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    result = await connection.execute(
+        questions.update()
+        .where(q.id.in_(candidates))
+        .values(state=RUNNING, lease_owner=owner, lease_expires_at=now + lease, updated_at=now)
+        .returning(q.id, q.qid, q.text, q.attempts)
+    )
+    claimed = [ClaimedQuestion(row.id, row.qid, row.text, row.attempts) for row in result]
+    claimed.sort(key=lambda c: c.id)
+    return claimed
+
+
+async def extend_leases(
+    connection: AsyncConnection, owner: str, ids: Iterable[int], lease: dt.timedelta
+) -> int:
+    """Heartbeat: push the lease of ``owner``'s running questions forward."""
+    ids = list(ids)
+    if not ids:
+        return 0
+    now = utcnow()
+    q = questions.c
+    result = await connection.execute(
+        questions.update()
+        .where(q.id.in_(ids), q.lease_owner == owner, q.state == RUNNING)
+        .values(lease_expires_at=now + lease)
+    )
+    return result.rowcount
+
+
+async def release(connection: AsyncConnection, owner: str, ids: Iterable[int]) -> None:
+    """Give back questions that were claimed but not called (a shutdown): no attempt is spent."""
+    ids = list(ids)
+    if not ids:
+        return
+    q = questions.c
+    await connection.execute(
+        questions.update()
+        .where(q.id.in_(ids), q.lease_owner == owner, q.state == RUNNING)
+        .values(
+            state=sa.case((q.attempts > 0, RETRY_WAIT), else_=PENDING),
+            lease_owner=None,
+            lease_expires_at=None,
+            updated_at=utcnow(),
+        )
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """A question's next state, written by :func:`apply_state_changes`."""
+
+    question_id: int
+    state: str
+    attempts: int
+    error_class: str | None = None
+    last_error: str | None = None
+    next_attempt_at: dt.datetime | None = None
+
+
+async def apply_state_changes(connection: AsyncConnection, changes: Sequence[StateChange]) -> None:
+    """Write many state changes in one statement (executemany).
+
+    A question already terminal is never moved back (a late duplicate outcome is a no-op).
+    """
+    if not changes:
+        return
+    q = questions.c
+    now = utcnow()
+    statement = (
+        questions.update()
+        # Spelled out rather than NOT IN (...): an expanding IN cannot go into executemany.
+        .where(q.id == sa.bindparam("b_id"), *(q.state != s for s in sorted(TERMINAL_STATES)))
+        .values(
+            state=sa.bindparam("b_state"),
+            attempts=sa.bindparam("b_attempts"),
+            error_class=sa.bindparam("b_error_class"),
+            last_error=sa.bindparam("b_last_error"),
+            next_attempt_at=sa.bindparam("b_next"),
+            lease_owner=None,
+            lease_expires_at=None,
+            updated_at=now,
+        )
+    )
+    params: list[dict[str, Any]] = [
+        {
+            "b_id": c.question_id,
+            "b_state": c.state,
+            "b_attempts": c.attempts,
+            "b_error_class": c.error_class,
+            "b_last_error": c.last_error,
+            "b_next": c.next_attempt_at,
+        }
+        for c in changes
+    ]
+    await connection.execute(statement, params)
+
+
+async def next_wakeup(connection: AsyncConnection, job_id: int) -> dt.datetime | None:
+    """When the earliest not-yet-claimable question becomes claimable; None if none is left.
+
+    Questions leased by another live worker count: their lease may still expire.
+    """
+    q = questions.c
+    result = await connection.execute(
+        sa.select(
+            sa.func.min(q.next_attempt_at).filter(q.state.in_(WAITING_STATES)),
+            sa.func.min(q.lease_expires_at).filter(q.state == RUNNING),
+            sa.func.count().filter(q.state.in_(WAITING_STATES), q.next_attempt_at.is_(None)),
+        ).where(q.job_id == job_id, q.state.not_in(TERMINAL_STATES))
+    )
+    retry_at, lease_at, ready = result.one()
+    if ready:
+        return utcnow()
+    times = [t for t in (retry_at, lease_at) if t is not None]
+    if not times:
+        return None
+    return min(_aware(t) for t in times)
+
+
+def _aware(value: dt.datetime) -> dt.datetime:
+    # Aggregates bypass the column type, so SQLite hands back a naive value or even a string.
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+async def requeue(
+    connection: AsyncConnection,
+    job_id: int,
+    states: Sequence[str],
+    error_class: str | None = None,
+) -> int:
+    """Move dead letters back to ``pending`` with a fresh attempt budget."""
+    q = questions.c
+    condition = sa.and_(q.job_id == job_id, q.state.in_(states))
+    if error_class is not None:
+        condition = sa.and_(condition, q.error_class == error_class)
+    result = await connection.execute(
+        questions.update()
+        .where(condition)
+        .values(state=PENDING, attempts=0, next_attempt_at=None, updated_at=utcnow())
+    )
+    return result.rowcount

@@ -1,0 +1,170 @@
+"""The schema, as SQLAlchemy Core tables.
+
+Alembic migrations in ``migrations/`` are the only source of change to a live database; this
+module must describe the same schema as the newest migration (a test compares them).
+
+Timestamps are UTC, timezone-aware ``datetime`` values. Lists (queries, chunk indices, scores)
+are JSON columns: they are read whole and never queried inside.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator
+
+# Deterministic constraint names, so migrations can refer to them on every backend.
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(column_0_label)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+class UtcDateTime(TypeDecorator[dt.datetime]):
+    """An aware UTC datetime on every backend (SQLite hands back naive values otherwise)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime: the store only takes aware UTC datetimes")
+        return value.astimezone(dt.UTC)
+
+    def process_result_value(
+        self, value: dt.datetime | None, dialect: Dialect
+    ) -> dt.datetime | None:
+        if value is None or value.tzinfo is not None:
+            return value
+        return value.replace(tzinfo=dt.UTC)
+
+
+# BigInteger primary keys autoincrement on PostgreSQL; SQLite only does so for INTEGER.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("name", String(200), nullable=False, unique=True),
+    Column("created_at", UtcDateTime(), nullable=False),
+)
+
+questions = Table(
+    "questions",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("job_id", Id, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("qid", String(512), nullable=False),  # the input's own id: the key, never the text
+    Column("text", Text, nullable=False),
+    Column("qclass", String(200)),
+    Column("meta", JSON),
+    Column("state", String(20), nullable=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("lease_owner", String(100)),
+    Column("lease_expires_at", UtcDateTime()),
+    Column("next_attempt_at", UtcDateTime()),
+    Column("error_class", String(50)),
+    Column("last_error", Text),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("updated_at", UtcDateTime(), nullable=False),
+    UniqueConstraint("job_id", "qid"),
+    Index("ix_questions_claim", "job_id", "state", "next_attempt_at"),
+)
+
+answers = Table(
+    "answers",
+    metadata,
+    Column("id", Id, primary_key=True),
+    # One stored grounded answer per question: the unique key is what makes a second paid
+    # call 1 impossible to persist twice.
+    Column(
+        "question_id",
+        Id,
+        ForeignKey("questions.id", ondelete="CASCADE"),
+        nullable=False,
+        unique=True,
+    ),
+    Column("text", Text, nullable=False),
+    Column("grounded", Boolean, nullable=False),
+    Column("finish_reason", String(50)),
+    Column("model_version", String(100)),
+    Column("response_id", String(200)),
+    Column("web_search_queries", JSON, nullable=False),
+    Column("retrieval_queries", JSON, nullable=False),
+    Column("search_entry_point_html", Text),  # verbatim: it must be shown unmodified
+    Column("prompt_tokens", Integer, nullable=False),
+    Column("candidates_tokens", Integer, nullable=False),
+    Column("tool_use_prompt_tokens", Integer, nullable=False),
+    Column("thoughts_tokens", Integer, nullable=False),
+    Column("total_tokens", Integer, nullable=False),
+    Column("coverage", Float, nullable=False),
+    Column("warnings", JSON, nullable=False),
+    Column("latency_ms", Float, nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("raw_response", Text, nullable=False),  # the body as received, for audit
+)
+
+sources = Table(
+    "sources",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("answer_id", Id, ForeignKey("answers.id", ondelete="CASCADE"), nullable=False),
+    Column("chunk_index", Integer, nullable=False),
+    Column("kind", String(20), nullable=False),  # web | retrievedContext | maps | other
+    Column("title", Text),
+    Column("uri", Text),
+    Column("domain", Text),
+    Column("text", Text),
+    Column("place_id", String(200)),
+    Column("document_name", Text),
+    Column("destination", Text),
+    # pending | resolved | direct | expired | forbidden | failed | rejected | skipped
+    Column("resolve_status", String(20), nullable=False),
+    Column("resolve_http_status", Integer),
+    Column("resolve_error", Text),
+    Column("resolve_attempts", Integer, nullable=False, default=0),
+    Column("resolved_at", UtcDateTime()),
+    UniqueConstraint("answer_id", "chunk_index"),
+    Index("ix_sources_resolve_status", "resolve_status"),
+)
+
+supports = Table(
+    "supports",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("answer_id", Id, ForeignKey("answers.id", ondelete="CASCADE"), nullable=False),
+    Column("ordinal", Integer, nullable=False),
+    Column("part_index", Integer, nullable=False),
+    Column("byte_start", Integer, nullable=False),  # within the part, UTF-8
+    Column("byte_end", Integer, nullable=False),
+    Column("char_start", Integer, nullable=False),  # code points, within the answer text
+    Column("char_end", Integer, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("chunk_indices", JSON, nullable=False),
+    Column("confidence_scores", JSON),  # null when the API sent none (2.5 and later)
+    Index("ix_supports_answer_id", "answer_id"),
+)

@@ -1,0 +1,55 @@
+"""Database helpers for tests: a migrated SQLite file per test, a fresh PostgreSQL schema."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from pipeline.store.engine import create_engine, migrate
+
+POSTGRES_URL = os.environ.get(
+    "GROUND_TEST_POSTGRES", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+)
+
+
+@asynccontextmanager
+async def sqlite_engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
+    engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'test.sqlite'}")
+    try:
+        await migrate(engine)
+        yield engine
+    finally:
+        await engine.dispose()
+
+
+@asynccontextmanager
+async def postgres_database() -> AsyncIterator[str]:
+    """A new, empty PostgreSQL database for one test; dropped afterwards. Yields its URL."""
+    name = f"ground_test_{uuid.uuid4().hex[:12]}"
+    admin = create_async_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    try:
+        async with admin.connect() as connection:
+            await connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        url = POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}"
+        yield url
+    finally:
+        async with admin.connect() as connection:
+            await connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        await admin.dispose()
+
+
+@asynccontextmanager
+async def postgres_engine() -> AsyncIterator[AsyncEngine]:
+    async with postgres_database() as url:
+        engine = create_engine(url)
+        try:
+            await migrate(engine)
+            yield engine
+        finally:
+            await engine.dispose()

@@ -1,0 +1,158 @@
+"""The queue and the schema, on SQLite and on the real PostgreSQL server."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+
+import anyio
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pipeline.store import queue
+from pipeline.store.tables import metadata, questions
+from tests.dbutil import postgres_engine, sqlite_engine
+
+pytestmark = pytest.mark.anyio
+
+LEASE = dt.timedelta(seconds=60)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def engine_factory(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Callable[[], AbstractAsyncContextManager[AsyncEngine]]:
+    if request.param == "sqlite":
+        return lambda: sqlite_engine(tmp_path)
+    return postgres_engine
+
+
+async def _seed(engine: AsyncEngine, n: int) -> int:
+    now = queue.utcnow()
+    async with engine.begin() as connection:
+        job_id = await queue.ensure_job(connection, "job")
+        await connection.execute(
+            questions.insert(),
+            [
+                {
+                    "job_id": job_id,
+                    "qid": f"q{i}",
+                    "text": f"question {i}",
+                    "state": queue.PENDING,
+                    "attempts": 0,
+                    "created_at": now,
+                    "updated_at": now,
+                }
+                for i in range(n)
+            ],
+        )
+    return job_id
+
+
+async def test_migrations_match_the_tables(engine_factory) -> None:
+    async with engine_factory() as engine, engine.connect() as connection:
+        diff = await connection.run_sync(
+            lambda sync: compare_metadata(MigrationContext.configure(sync), metadata)
+        )
+    assert diff == []
+
+
+async def test_claim_lease_finish_and_reclaim(engine_factory) -> None:
+    async with engine_factory() as engine:
+        job_id = await _seed(engine, 5)
+        async with engine.begin() as connection:
+            first = await queue.claim(connection, job_id, "a", 3, LEASE)
+            second = await queue.claim(connection, job_id, "b", 10, LEASE)
+            assert [q.qid for q in first] == ["q0", "q1", "q2"]
+            assert [q.qid for q in second] == ["q3", "q4"]
+            assert await queue.claim(connection, job_id, "c", 10, LEASE) == []
+            # b's lease expires: its questions become claimable again, a's stay leased.
+            await connection.execute(
+                questions.update()
+                .where(questions.c.lease_owner == "b")
+                .values(lease_expires_at=queue.utcnow() - dt.timedelta(seconds=1))
+            )
+            again = await queue.claim(connection, job_id, "c", 10, LEASE)
+            assert [q.qid for q in again] == ["q3", "q4"]
+            # a finishes q0; a late verdict from b on q3 must not undo c's lease state checks.
+            await queue.apply_state_changes(
+                connection,
+                [
+                    queue.StateChange(first[0].id, queue.DONE, 1),
+                    queue.StateChange(
+                        first[1].id,
+                        queue.RETRY_WAIT,
+                        1,
+                        error_class="http_503",
+                        next_attempt_at=queue.utcnow() + dt.timedelta(hours=1),
+                    ),
+                ],
+            )
+            await queue.apply_state_changes(
+                connection, [queue.StateChange(first[0].id, queue.FAILED, 2)]
+            )
+            await queue.release(connection, "a", [first[2].id])
+            states = dict(
+                (await connection.execute(sa.select(questions.c.qid, questions.c.state))).all()
+            )
+            assert states == {
+                "q0": "done",  # terminal states are never moved back
+                "q1": "retry_wait",
+                "q2": "pending",
+                "q3": "running",
+                "q4": "running",
+            }
+            wake = await queue.next_wakeup(connection, job_id)
+            assert wake is not None and wake <= queue.utcnow()  # q2 is ready now
+
+
+async def test_next_wakeup_is_none_when_everything_is_terminal(engine_factory) -> None:
+    async with engine_factory() as engine:
+        job_id = await _seed(engine, 2)
+        async with engine.begin() as connection:
+            claimed = await queue.claim(connection, job_id, "a", 10, LEASE)
+            soon = queue.utcnow() + dt.timedelta(seconds=30)
+            await queue.apply_state_changes(
+                connection,
+                [
+                    queue.StateChange(claimed[0].id, queue.DONE, 1),
+                    queue.StateChange(claimed[1].id, queue.RETRY_WAIT, 1, next_attempt_at=soon),
+                ],
+            )
+            wake = await queue.next_wakeup(connection, job_id)
+            assert wake is not None and abs((wake - soon).total_seconds()) < 0.01
+            assert await queue.claim(connection, job_id, "a", 10, LEASE) == []
+            await queue.apply_state_changes(
+                connection, [queue.StateChange(claimed[1].id, queue.FAILED, 2)]
+            )
+            assert await queue.next_wakeup(connection, job_id) is None
+            assert await queue.requeue(connection, job_id, [queue.FAILED]) == 1
+            assert [q.attempts for q in await queue.claim(connection, job_id, "a", 9, LEASE)] == [0]
+
+
+@pytest.mark.postgres
+async def test_concurrent_claims_never_overlap_on_postgres() -> None:
+    async with postgres_engine() as engine:
+        job_id = await _seed(engine, 400)
+        claimed: dict[str, list[int]] = {}
+
+        async def worker(name: str) -> None:
+            mine = claimed.setdefault(name, [])
+            while True:
+                async with engine.begin() as connection:
+                    batch = await queue.claim(connection, job_id, name, 7, LEASE)
+                if not batch:
+                    return
+                mine.extend(q.id for q in batch)
+
+        async with anyio.create_task_group() as group:
+            for i in range(8):
+                group.start_soon(worker, f"w{i}")
+        every = [i for ids in claimed.values() for i in ids]
+        assert len(every) == 400 and len(set(every)) == 400
+        assert sum(1 for ids in claimed.values() if ids) > 1  # the work was really shared

@@ -1,0 +1,141 @@
+"""Decoding real recorded responses and hostile bodies; classifying error bodies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from pipeline.gemini.errors import (
+    FatalError,
+    PermanentError,
+    TransientError,
+    classify_http_error,
+    parse_duration,
+)
+from pipeline.gemini.wire import MalformedResponse, decode_error, decode_response, visible_text
+
+
+def _bodies(root: Path) -> list[tuple[str, bytes]]:
+    """Every response body in the fixtures: whole-JSON files, and each event of the recorded
+    streams (SSE ``data:`` lines or JSON lines)."""
+    bodies = []
+    for path in sorted(root.rglob("*")):
+        if path.suffix not in (".json", ".txt"):
+            continue
+        raw = path.read_bytes()
+        name = str(path.relative_to(root))
+        try:
+            orjson.loads(raw)
+            bodies.append((name, raw))
+            continue
+        except orjson.JSONDecodeError:
+            pass
+        for i, line in enumerate(raw.splitlines()):
+            line = line.removeprefix(b"data:").strip()
+            if line.startswith(b"{") and line.endswith(b"}"):
+                bodies.append((f"{name}#{i}", line))
+    return bodies
+
+
+def test_every_real_body_decodes(real_fixtures: Path) -> None:
+    bodies = _bodies(real_fixtures)
+    assert len(bodies) > 100
+    decoded = errors = 0
+    for name, raw in bodies:
+        value = orjson.loads(raw)
+        decode_response(raw)
+        decoded += 1
+        if "error" in value:
+            assert decode_error(raw) is not None, name
+            errors += 1
+    assert decoded > 60 and errors >= 8
+
+
+def test_search_grounding_fixture_fields(real_fixtures: Path) -> None:
+    raw = (
+        real_fixtures / "vertexai-sdk-test-data/googleai/unary-success-google-search-grounding.json"
+    ).read_bytes()
+    response = decode_response(raw)
+    candidate = response.candidates[0]
+    meta = candidate.grounding_metadata
+    assert meta is not None
+    assert meta.web_search_queries and meta.search_entry_point is not None
+    assert meta.search_entry_point.rendered_content.startswith("<style>")
+    first = meta.grounding_supports[0].segment
+    assert first.start_index == 0 and first.part_index == 0  # omitted on the wire
+    assert meta.grounding_chunks[0].web is not None
+    assert "°" in visible_text(candidate)
+    assert response.usage_metadata.prompt_token_count > 0
+
+
+def test_empty_chunks_and_thought_parts(real_fixtures: Path) -> None:
+    base = real_fixtures / "vertexai-sdk-test-data/googleai"
+    empty = decode_response(
+        (base / "unary-success-google-search-grounding-empty-grounding-chunks.json").read_bytes()
+    )
+    chunks = empty.candidates[0].grounding_metadata.grounding_chunks
+    assert [c.web is None and c.maps is None and c.retrieved_context is None for c in chunks] == [
+        True,
+        True,
+    ]
+    thinking = decode_response(
+        (base / "unary-success-thinking-reply-thought-summary.json").read_bytes()
+    )
+    parts = thinking.candidates[0].content.parts
+    assert any(p.thought for p in parts)
+    assert visible_text(thinking.candidates[0]) == "".join(
+        p.text or "" for p in parts if not p.thought
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "place"),
+    [
+        (b'{"candidates": "nope"}', "$.candidates"),
+        (
+            b'{"candidates": [{"groundingMetadata": {"groundingSupports": '
+            b'[{"segment": {"endIndex": "12"}}]}}]}',
+            "$.candidates[0].groundingMetadata",
+        ),
+        (b'{"candidates": [{"content": {"parts": [{"text": "cut', "truncated"),
+        (b"<html>502 Bad Gateway</html>", "malformed"),
+        (b"[]", "Expected `object`"),
+    ],
+)
+def test_hostile_bodies_name_the_place(body: bytes, place: str) -> None:
+    with pytest.raises(MalformedResponse) as caught:
+        decode_response(body)
+    assert place in str(caught.value)
+
+
+def test_429_with_fractional_retry_delay(real_fixtures: Path) -> None:
+    raw = (real_fixtures / "vercel-ai/google-429-retry-info.json").read_bytes()
+    error = classify_http_error(429, raw)
+    assert isinstance(error, TransientError)
+    assert error.error_class == "rate_limited"
+    assert error.retry_delay == pytest.approx(34.4)
+    assert "RESOURCE_EXHAUSTED" in error.message
+
+
+def test_error_classes(real_fixtures: Path) -> None:
+    base = real_fixtures / "vertexai-sdk-test-data/vertexai"
+    not_found = classify_http_error(404, (base / "unary-failure-unknown-model.json").read_bytes())
+    assert isinstance(not_found, PermanentError) and not_found.error_class == "not_found"
+    quota = classify_http_error(429, (base / "unary-failure-quota-exceeded.json").read_bytes())
+    assert isinstance(quota, TransientError) and quota.retry_delay is None
+    assert isinstance(classify_http_error(401, b"{}"), FatalError)
+    html = classify_http_error(502, b"<html><body>Bad Gateway</body></html>")
+    assert isinstance(html, TransientError) and "non-Google body" in html.message
+    bad = classify_http_error(
+        400, b'{"error": {"code": 400, "message": "x", "status": "INVALID_ARGUMENT"}}'
+    )
+    assert isinstance(bad, PermanentError) and bad.error_class == "invalid_argument"
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("34.4s", 34.4), ("15s", 15.0), ("0.5s", 0.5), ("x", None), (None, None)]
+)
+def test_parse_duration(text: str | None, seconds: float | None) -> None:
+    assert parse_duration(text) == seconds
