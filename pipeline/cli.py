@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("run", parents=[job], help="load the questions and ground them")
     commands.add_parser("load", parents=[job], help="load the question file into the queue")
     commands.add_parser("migrate", parents=[job], help="bring the database to the newest schema")
+    commands.add_parser(
+        "resolve", parents=[job], help="resolve the sources' redirect links still pending"
+    )
     status = commands.add_parser("status", parents=[job], help="where the job stands")
     status.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -85,6 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _job_command(args, commands.load_command)
         case "migrate":
             return _job_command(args, commands.migrate_command)
+        case "resolve":
+            return _job_command(args, commands.resolve_command)
         case "status":
             return _job_command(args, lambda spec: commands.status_command(spec, as_json=args.json))
         case "cite":

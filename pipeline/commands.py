@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pipeline.gemini.endpoint import ConfigurationError
 from pipeline.jobspec import JobSpec
 from pipeline.loader import LoadError, LoadResult, load_questions
+from pipeline.resolver import Lookup, Resolver, pending_lookups
 from pipeline.status import job_status, render_status
 from pipeline.store import queue
 from pipeline.store.engine import create_engine, migrate
@@ -83,11 +84,8 @@ async def run_command(spec: JobSpec) -> int:
             say(f"nothing to do: all {before.total} questions are finished; 0 calls made")
             say(render_status(before))
             return EXIT_OK
-        try:
-            runner = JobRunner(spec, engine, job_id)
-        except ConfigurationError as exc:
-            complain(str(exc))
-            return EXIT_FAILED
+        resolver = Resolver(engine, spec.resolver) if spec.resolver.enabled else None
+        runner = JobRunner(spec, engine, job_id, resolver=resolver)
         summary = await _run_with_signals(runner)
         async with engine.connect() as connection:
             after = await job_status(connection, job_id, spec.name)
@@ -122,6 +120,26 @@ async def _run_with_signals(runner: JobRunner) -> RunSummary:
             runner.stop(str(exc))
         group.cancel_scope.cancel()
     return runner.summary
+
+
+async def resolve_command(spec: JobSpec) -> int:
+    """Resolve every source of the job still pending (after a crash, or a run without it)."""
+    async with opened(spec) as engine:
+        async with engine.connect() as connection:
+            job_id = await queue.find_job(connection, spec.name)
+        if job_id is None:
+            complain(f"job {spec.name!r} has not been loaded or run yet")
+            return EXIT_FAILED
+        resolver = Resolver(engine, spec.resolver)
+        send, receive = anyio.create_memory_object_stream[Lookup](spec.resolver.concurrency * 4)
+        async with anyio.create_task_group() as group:
+            group.start_soon(resolver.serve, receive)
+            async with send:
+                async for lookup in pending_lookups(engine, job_id):
+                    await send.send(lookup)
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(resolver.counts.items()))
+    say(f"resolved {sum(resolver.counts.values())} sources ({counts or 'none pending'})")
+    return EXIT_OK
 
 
 async def status_command(spec: JobSpec, *, as_json: bool) -> int:

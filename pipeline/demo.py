@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     job_file, overrides = args[0], [a for a in args[1:] if a != "--set"]
     with emulator_process() as base_url:
-        host = base_url.split("://", 1)[1].split(":", 1)[0]
+        host = base_url.split("://", 1)[1]  # host:port, the allow-list entry for its redirects
         try:
             spec = load_jobspec(
                 job_file,

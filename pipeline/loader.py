@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.jobspec import SourceSection
 from pipeline.store.queue import PENDING, utcnow
 from pipeline.store.tables import questions
+from pipeline.store.upsert import insert_ignoring_conflicts
 
 CHUNK_ROWS = 1_000  # rows per insert; bounds memory and statement size
 MAX_ID_LENGTH = 512  # characters, the column's width
@@ -157,23 +158,27 @@ async def _insert_chunk(
         if text != row.text:
             raise LoadError(f"{path}:{row.line}: id {qid!r} is already loaded with different text")
         existing += 1
-    if chunk:
-        now = utcnow()
-        await connection.execute(
-            questions.insert(),
-            [
-                {
-                    "job_id": job_id,
-                    "qid": row.qid,
-                    "text": row.text,
-                    "qclass": row.qclass,
-                    "meta": row.meta,
-                    "state": PENDING,
-                    "attempts": 0,
-                    "created_at": now,
-                    "updated_at": now,
-                }
-                for row in chunk.values()
-            ],
-        )
-    return len(chunk), existing
+    if not chunk:
+        return 0, existing
+    now = utcnow()
+    # Another worker loading the same file at the same moment may insert some of these rows
+    # first: those are skipped here, not errors.
+    result = await connection.execute(
+        insert_ignoring_conflicts(connection, questions),
+        [
+            {
+                "job_id": job_id,
+                "qid": row.qid,
+                "text": row.text,
+                "qclass": row.qclass,
+                "meta": row.meta,
+                "state": PENDING,
+                "attempts": 0,
+                "created_at": now,
+                "updated_at": now,
+            }
+            for row in chunk.values()
+        ],
+    )
+    added = result.rowcount if result.rowcount >= 0 else len(chunk)
+    return added, existing + len(chunk) - added

@@ -6,6 +6,7 @@
        ^                                  |                                  |
        '--------- progress (in-flight set shrinks after each commit) --------'
     heartbeat: extends the leases of everything in flight
+    writer --(sources to resolve)--> resolver feed (pipeline.resolver), within seconds
 
 * The claimer leases questions in batches and keeps at most ``2 x concurrency`` in flight.
 * Each caller waits for the rate limiter, makes the grounded call and turns the result into an
@@ -14,6 +15,8 @@
   goes into the next transaction (group commit), so the database cost per question shrinks as
   the rate grows. Commits run shielded from cancellation: an answer that was paid for is
   stored even when the run is being stopped.
+* The resolver runs beside the pool: the writer hands it each stored redirect at once; a
+  start-up sweep picks up what earlier runs left, a final sweep what the feed dropped.
 * A stop (signal, too many auth failures, the endpoint unreachable) stops claiming; calls
   already started finish and are stored; questions claimed but not yet called are released
   without spending an attempt.
@@ -28,7 +31,6 @@ import os
 import random
 import socket
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import anyio
@@ -43,6 +45,8 @@ from pipeline.gemini.request import GroundedRequestBuilder
 from pipeline.gemini.wire import GenerateContentResponse
 from pipeline.grounding import ground_answer
 from pipeline.jobspec import JobSpec
+from pipeline.redirects import AllowList, initial_verdict
+from pipeline.resolver import Lookup, Resolver, pending_lookups
 from pipeline.store import queue
 from pipeline.store.answers import AnswerRecord, persist_answers
 from pipeline.store.queue import ClaimedQuestion, StateChange
@@ -60,6 +64,7 @@ BACKOFF_CAP_S = 60.0  # ... and cap, in seconds
 UNREACHABLE_RETRY_S = 5.0  # a question whose call could not connect waits this long
 UNREACHABLE_STOP_AFTER = 5  # consecutive connection failures (no success between) stop the run
 FATAL_STOP_AFTER = 3  # auth failures that stop the run
+RESOLVER_FEED_BUFFER = 10_000  # lookups queued for the resolver; beyond, the final sweep has them
 
 # Finish reasons that mean the answer was withheld, not given.
 BLOCKING_FINISH_REASONS = frozenset(
@@ -121,7 +126,7 @@ class JobRunner:
         *,
         client: GeminiClient | None = None,
         owner: str | None = None,
-        on_answers_stored: Callable[[dict[int, int]], None] | None = None,
+        resolver: Resolver | None = None,
     ) -> None:
         self.spec = spec
         self.engine = engine
@@ -140,7 +145,11 @@ class JobRunner:
         self._stopping = False
         self._unreachable_streak = 0
         self._fatal_count = 0
-        self._on_answers_stored = on_answers_stored
+        self._resolver = resolver
+        allow = AllowList(spec.resolver.allow_hosts)
+        self._verdict_of = lambda uri: initial_verdict(uri, allow)
+        self._feed: ObjectSendStream[Lookup] | None = None
+        self._feed_dropped = 0
 
     # -- control -----------------------------------------------------------------------------
 
@@ -181,16 +190,36 @@ class JobRunner:
     async def _run_pipeline(self) -> None:
         work_send, work_recv = anyio.create_memory_object_stream[ClaimedQuestion](self._concurrency)
         out_send, out_recv = anyio.create_memory_object_stream[Outcome](self._concurrency * 2)
+        feed_send, feed_recv = anyio.create_memory_object_stream[Lookup](RESOLVER_FEED_BUFFER)
+        run_started = queue.utcnow()
         async with anyio.create_task_group() as outer:
             outer.start_soon(self._heartbeat)
-            async with anyio.create_task_group() as pipeline:
-                pipeline.start_soon(self._writer, out_recv)
-                pipeline.start_soon(self._claimer, work_send)
-                for _ in range(self._concurrency):
-                    pipeline.start_soon(self._caller, work_recv.clone(), out_send.clone())
-                work_recv.close()
-                out_send.close()
+            async with anyio.create_task_group() as resolving:
+                if self._resolver is not None:
+                    self._feed = feed_send
+                    resolving.start_soon(self._resolver.serve, feed_recv)
+                else:
+                    feed_recv.close()
+                async with feed_send:  # closing the feed lets the resolver finish and flush
+                    async with anyio.create_task_group() as pipeline:
+                        pipeline.start_soon(self._writer, out_recv)
+                        pipeline.start_soon(self._claimer, work_send)
+                        for _ in range(self._concurrency):
+                            pipeline.start_soon(self._caller, work_recv.clone(), out_send.clone())
+                        work_recv.close()
+                        out_send.close()
+                        pipeline.start_soon(self._sweep, run_started)
+                    if self._feed_dropped:
+                        await self._sweep(None)
             outer.cancel_scope.cancel()
+
+    async def _sweep(self, stored_before: dt.datetime | None) -> None:
+        """Feed the resolver the sources still pending in the database: at start-up those of
+        earlier runs, at the end those the full feed had to drop."""
+        if self._resolver is None or self._feed is None:
+            return
+        async for lookup in pending_lookups(self.engine, self.job_id, stored_before=stored_before):
+            await self._feed.send(lookup)
 
     async def _claimer(self, work: ObjectSendStream[ClaimedQuestion]) -> None:
         high_water = self._concurrency * IN_FLIGHT_PER_SLOT
@@ -252,10 +281,12 @@ class JobRunner:
                 self.stop(f"the model endpoint is unreachable: {exc.message}")
             return _retry_later(question.id, question.attempts, exc, UNREACHABLE_RETRY_S)
         except FatalError as exc:
+            # The credentials are at fault, not the question: it keeps its attempt budget and
+            # waits for a run with working credentials.
             self._fatal_count += 1
             if self._fatal_count >= FATAL_STOP_AFTER:
                 self.stop(f"authentication or permission failure: {exc.message}")
-            return _failed(question.id, attempts, exc)
+            return _retry_later(question.id, question.attempts, exc, 0.0)
         except GeminiError as exc:
             self._unreachable_streak = 0
             if exc.retryable and attempts < self.spec.limits.max_attempts:
@@ -317,8 +348,9 @@ class JobRunner:
 
     async def _commit(self, batch: list[Outcome]) -> None:
         records = [o.record for o in batch if o.record is not None]
+        now = queue.utcnow()
         async with self.engine.begin() as connection:
-            stored = await persist_answers(connection, records, queue.utcnow())
+            stored = await persist_answers(connection, records, now, self._verdict_of)
             await queue.apply_state_changes(connection, [o.change for o in batch])
         for outcome in batch:
             self._in_flight.discard(outcome.change.question_id)
@@ -329,8 +361,12 @@ class JobRunner:
                 outcome.change.state,
                 extra={"action": "question_finished", "state": outcome.change.state},
             )
-        if stored and self._on_answers_stored is not None:
-            self._on_answers_stored(stored)
+        if self._feed is not None:
+            for answer_id, chunk_index, uri in stored.pending_sources:
+                try:
+                    self._feed.send_nowait(Lookup(answer_id, chunk_index, uri, now))
+                except anyio.WouldBlock:
+                    self._feed_dropped += 1  # still pending in the database: swept later
         self._notify()
 
     async def _heartbeat(self) -> None:

@@ -126,6 +126,12 @@ def test_error_classes(real_fixtures: Path) -> None:
     quota = classify_http_error(429, (base / "unary-failure-quota-exceeded.json").read_bytes())
     assert isinstance(quota, TransientError) and quota.retry_delay is None
     assert isinstance(classify_http_error(401, b"{}"), FatalError)
+    wrong_key = (
+        b'{"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.", '
+        b'"status": "INVALID_ARGUMENT", "details": [{"@type": '
+        b'"type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID"}]}}'
+    )
+    assert isinstance(classify_http_error(400, wrong_key), FatalError)
     html = classify_http_error(502, b"<html><body>Bad Gateway</body></html>")
     assert isinstance(html, TransientError) and "non-Google body" in html.message
     bad = classify_http_error(

@@ -103,6 +103,7 @@ def upgrade() -> None:
         sa.Column("resolve_error", sa.Text(), nullable=True),
         sa.Column("resolve_attempts", sa.Integer(), nullable=False),
         sa.Column("resolved_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("resolve_latency_ms", sa.Float(), nullable=True),
         sa.ForeignKeyConstraint(
             ["answer_id"],
             ["answers.id"],

@@ -24,6 +24,20 @@ from pipeline.gemini.wire import ErrorStatus, decode_error
 
 RETRYABLE_HTTP = frozenset({408, 429, 500, 502, 503, 504})
 FATAL_HTTP = frozenset({401, 403})
+# ErrorInfo reasons that no retry can fix: a wrong key arrives as 400 INVALID_ARGUMENT with
+# reason API_KEY_INVALID on the Developer API, so the status alone does not tell.
+FATAL_REASONS = frozenset(
+    {
+        "API_KEY_INVALID",
+        "API_KEY_SERVICE_BLOCKED",
+        "ACCESS_TOKEN_EXPIRED",
+        "ACCESS_TOKEN_SCOPE_INSUFFICIENT",
+        "BILLING_DISABLED",
+        "CONSUMER_INVALID",
+        "CREDENTIALS_MISSING",
+        "SERVICE_DISABLED",
+    }
+)
 MAX_MESSAGE_CHARS = 500  # error text stored per question
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)s$")
 
@@ -103,7 +117,9 @@ def classify_http_error(status: int, body: bytes) -> GeminiError:
         delay = retry_delay_of(error) if error is not None else None
         error_class = "rate_limited" if status == 429 else f"http_{status}"
         return TransientError(text, error_class=error_class, http_status=status, retry_delay=delay)
-    if status in FATAL_HTTP:
+    if status in FATAL_HTTP or (
+        error is not None and any(d.reason in FATAL_REASONS for d in error.details)
+    ):
         return FatalError(text, http_status=status)
     error_class = (google_status or f"http_{status}").lower()
     return PermanentError(text, error_class=error_class, http_status=status)

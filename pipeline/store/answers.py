@@ -9,19 +9,19 @@ question that already has one (a lease lost to another worker) is dropped, never
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.gemini.wire import GenerateContentResponse
-from pipeline.grounding import GroundedAnswer
+from pipeline.grounding import GroundedAnswer, Source
+from pipeline.redirects import PENDING, Verdict
 from pipeline.store.tables import answers, sources, supports
 
-# A new source waits for the resolver (pipeline/resolver.py) to record its destination.
-UNRESOLVED = "pending"
+VerdictOf = Callable[[str | None], Verdict]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,15 +36,30 @@ class AnswerRecord:
     latency_ms: float
 
 
-async def persist_answers(
-    connection: AsyncConnection, records: Sequence[AnswerRecord], now: dt.datetime
-) -> dict[int, int]:
-    """Insert answers, sources and supports; return question id -> new answer id.
+@dataclass(slots=True)
+class StoredAnswers:
+    """What a batch stored: question id -> answer id, and the sources left to resolve."""
 
+    answer_ids: dict[int, int] = field(default_factory=dict)
+    # (answer id, chunk index, redirect URI) of each source whose verdict is "pending"
+    pending_sources: list[tuple[int, int, str]] = field(default_factory=list)
+
+
+async def persist_answers(
+    connection: AsyncConnection,
+    records: Sequence[AnswerRecord],
+    now: dt.datetime,
+    verdict_of: VerdictOf,
+) -> StoredAnswers:
+    """Insert answers, sources and supports in the caller's transaction.
+
+    ``verdict_of`` classifies each source URI up front (pipeline.redirects.initial_verdict):
+    a publisher URL is stored as its own destination at once; a redirect is stored pending.
     Questions that already have a stored answer are skipped (and absent from the result).
     """
+    stored = StoredAnswers()
     if not records:
-        return {}
+        return stored
     existing = set(
         (
             await connection.scalars(
@@ -56,25 +71,29 @@ async def persist_answers(
     )
     fresh = [r for r in records if r.question_id not in existing]
     if not fresh:
-        return {}
+        return stored
     result = await connection.execute(
         answers.insert().returning(
             answers.c.id, answers.c.question_id, sort_by_parameter_order=True
         ),
         [_answer_row(r, now) for r in fresh],
     )
-    answer_ids = {row.question_id: row.id for row in result}
+    stored.answer_ids = {row.question_id: row.id for row in result}
     source_rows: list[dict[str, Any]] = []
     support_rows: list[dict[str, Any]] = []
     for record in fresh:
-        answer_id = answer_ids[record.question_id]
-        source_rows.extend(_source_rows(answer_id, record.answer))
+        answer_id = stored.answer_ids[record.question_id]
+        for source in record.answer.sources:
+            verdict = verdict_of(source.uri)
+            source_rows.append(_source_row(answer_id, source, verdict))
+            if verdict.status == PENDING and source.uri is not None:
+                stored.pending_sources.append((answer_id, source.index, source.uri))
         support_rows.extend(_support_rows(answer_id, record.answer))
     if source_rows:
         await connection.execute(sources.insert(), source_rows)
     if support_rows:
         await connection.execute(supports.insert(), support_rows)
-    return answer_ids
+    return stored
 
 
 def _answer_row(record: AnswerRecord, now: dt.datetime) -> dict[str, Any]:
@@ -105,24 +124,22 @@ def _answer_row(record: AnswerRecord, now: dt.datetime) -> dict[str, Any]:
     }
 
 
-def _source_rows(answer_id: int, answer: GroundedAnswer) -> list[dict[str, Any]]:
-    return [
-        {
-            "answer_id": answer_id,
-            "chunk_index": s.index,
-            "kind": s.kind,
-            "title": s.title,
-            "uri": s.uri,
-            "domain": s.domain,
-            "text": s.text,
-            "place_id": s.place_id,
-            "document_name": s.document_name,
-            "destination": None,
-            "resolve_status": UNRESOLVED,
-            "resolve_attempts": 0,
-        }
-        for s in answer.sources
-    ]
+def _source_row(answer_id: int, s: Source, verdict: Verdict) -> dict[str, Any]:
+    return {
+        "answer_id": answer_id,
+        "chunk_index": s.index,
+        "kind": s.kind,
+        "title": s.title,
+        "uri": s.uri,
+        "domain": s.domain,
+        "text": s.text,
+        "place_id": s.place_id,
+        "document_name": s.document_name,
+        "destination": verdict.destination,
+        "resolve_status": verdict.status,
+        "resolve_error": verdict.reason,
+        "resolve_attempts": 0,
+    }
 
 
 def _support_rows(answer_id: int, answer: GroundedAnswer) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import event
+from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -16,6 +16,9 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent.parent.parent / "migrations"
 SQLITE_BUSY_TIMEOUT_MS = 30_000  # a second process waits this long for the write lock
 POSTGRES_POOL_SIZE = 10  # connections kept open per process
 POSTGRES_MAX_OVERFLOW = 10  # extra connections allowed under a burst
+# Workers starting together on a new database would race to create it; on PostgreSQL the
+# migration runs under this transaction-scoped advisory lock (an arbitrary constant).
+MIGRATION_LOCK_KEY = 0x67726F756E64  # "ground"
 
 
 def is_sqlite(url: str) -> bool:
@@ -70,4 +73,8 @@ async def migrate(engine: AsyncEngine) -> None:
         command.upgrade(config, "head")
 
     async with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            await connection.execute(
+                text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY}
+            )
         await connection.run_sync(upgrade)

@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.store.tables import jobs, questions
+from pipeline.store.upsert import insert_ignoring_conflicts
 
 PENDING = "pending"
 RUNNING = "running"
@@ -53,13 +54,14 @@ class ClaimedQuestion:
 
 async def ensure_job(connection: AsyncConnection, name: str) -> int:
     """The id of the job called ``name``, creating it on first use."""
-    job_id = await connection.scalar(sa.select(jobs.c.id).where(jobs.c.name == name))
+    job_id = await find_job(connection, name)
     if job_id is not None:
-        return int(job_id)
-    result = await connection.execute(
-        jobs.insert().values(name=name, created_at=utcnow()).returning(jobs.c.id)
+        return job_id
+    # Several workers may start the same new job at once: the first insert wins.
+    await connection.execute(
+        insert_ignoring_conflicts(connection, jobs).values(name=name, created_at=utcnow())
     )
-    return int(result.scalar_one())
+    return int(await connection.scalar(sa.select(jobs.c.id).where(jobs.c.name == name)))
 
 
 async def find_job(connection: AsyncConnection, name: str) -> int | None:

@@ -142,12 +142,13 @@ sources = Table(
     Column("place_id", String(200)),
     Column("document_name", Text),
     Column("destination", Text),
-    # pending | resolved | direct | expired | forbidden | failed | rejected | skipped
+    # pipeline.redirects: pending resolved direct expired forbidden failed rejected no_uri
     Column("resolve_status", String(20), nullable=False),
     Column("resolve_http_status", Integer),
     Column("resolve_error", Text),
     Column("resolve_attempts", Integer, nullable=False, default=0),
     Column("resolved_at", UtcDateTime()),
+    Column("resolve_latency_ms", Float),  # from the answer being stored to this resolution
     UniqueConstraint("answer_id", "chunk_index"),
     Index("ix_sources_resolve_status", "resolve_status"),
 )

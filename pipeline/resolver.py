@@ -1,0 +1,334 @@
+"""Resolving redirect URIs to their destinations, before the redirects expire.
+
+For each pending source on an allow-listed redirect host: ``HEAD`` with redirects off (``GET``
+without reading the body when ``HEAD`` answers 405, 403 or 501), read ``Location``, store the
+destination. The destination is **never** requested: a ``Location`` on an allow-listed host is
+followed (at most :data:`MAX_HOPS` hops), any other is recorded and the walk stops there.
+
+* 404/410 -> ``expired``; 403 -> ``forbidden`` (retried once, by a later sweep); timeouts,
+  connection errors and 5xx -> retried with backoff, then ``failed``.
+* The same URI is resolved once per run: concurrent requests for it share one lookup, and
+  results are remembered in a bounded LRU.
+* :class:`Resolver` runs inside ``ground run`` as a feed (answers are resolved within seconds of
+  being stored) and in ``ground resolve`` / the start-up sweep over whatever is left.
+
+The HTTP session is the resolver's own: no cookies, no credentials, no default headers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import random
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+import aiohttp
+import anyio
+import sqlalchemy as sa
+from aiolimiter import AsyncLimiter
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pipeline import redirects
+from pipeline.jobspec import ResolverSection
+from pipeline.redirects import AllowList, Verdict
+from pipeline.store.queue import utcnow
+from pipeline.store.tables import answers, questions, sources
+
+log = logging.getLogger(__name__)
+
+MAX_HOPS = 3  # redirects followed on allow-listed hosts before giving up
+TRANSIENT_RETRIES = 3  # extra tries for timeouts, connection errors and 5xx
+RETRY_BASE_S = 0.5  # backoff before the first transient retry, doubled each time
+FORBIDDEN_ATTEMPTS = 2  # a 403 is tried this many times in all (the second by a later sweep)
+CACHE_ENTRIES = 50_000  # resolved URIs remembered per run
+WRITE_BATCH_MAX = 500  # source updates per transaction
+SWEEP_BATCH = 500  # pending sources read per sweep query
+FALLBACK_TO_GET = frozenset({403, 405, 501})
+USER_AGENT = "ground-resolver/0.1"
+
+
+@dataclass(frozen=True, slots=True)
+class Lookup:
+    """One source to resolve, as the feed and the sweep hand it over."""
+
+    answer_id: int
+    chunk_index: int
+    uri: str
+    persisted_at: dt.datetime
+    attempts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    verdict: Verdict
+    http_status: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedSource:
+    lookup: Lookup
+    outcome: Outcome
+    resolved_at: dt.datetime
+
+
+class RedirectClient:
+    """Follows one redirect chain with HEAD/GET, never leaving the allow-list."""
+
+    __slots__ = ("_allow", "_limiter", "_session")
+
+    def __init__(self, settings: ResolverSection, allow: AllowList) -> None:
+        self._allow = allow
+        self._limiter = AsyncLimiter(max(1.0, settings.requests_per_second), 1.0)
+        timeout = aiohttp.ClientTimeout(total=settings.timeout_s)
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=settings.concurrency),
+            timeout=timeout,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            headers={"user-agent": USER_AGENT},
+        )
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._session.close()
+
+    async def resolve(self, uri: str) -> Outcome:
+        """Walk the redirect chain from ``uri``; transient failures are retried here."""
+        delay = RETRY_BASE_S
+        for attempt in range(TRANSIENT_RETRIES + 1):
+            outcome = await self._walk(uri)
+            if outcome.verdict.status != _TRANSIENT or attempt == TRANSIENT_RETRIES:
+                break
+            await anyio.sleep(delay * (1 + random.random()))
+            delay *= 2
+        if outcome.verdict.status == _TRANSIENT:
+            return Outcome(
+                Verdict(redirects.FAILED, None, outcome.verdict.reason), outcome.http_status
+            )
+        return outcome
+
+    async def _walk(self, uri: str) -> Outcome:
+        url = uri
+        for _hop in range(MAX_HOPS):
+            if not self._allow.allows(url):  # checked again before every request
+                return Outcome(Verdict(redirects.REJECTED, url, "host is not allow-listed"))
+            try:
+                status, location = await self._ask(url)
+            except TimeoutError:
+                return Outcome(Verdict(_TRANSIENT, None, "timed out"))
+            except aiohttp.ClientError as exc:
+                return Outcome(Verdict(_TRANSIENT, None, f"{type(exc).__name__}: {exc}"))
+            if status in (404, 410):
+                return Outcome(Verdict(redirects.EXPIRED, None, f"HTTP {status}"), status)
+            if status == 403:
+                return Outcome(Verdict(redirects.FORBIDDEN, None, "HTTP 403"), status)
+            if status >= 500 or status in (408, 429):
+                return Outcome(Verdict(_TRANSIENT, None, f"HTTP {status}"), status)
+            if not 300 <= status < 400 or location is None:
+                return Outcome(
+                    Verdict(redirects.FAILED, None, f"HTTP {status} without a redirect"), status
+                )
+            target = redirects.resolve_location(location, url)
+            if self._allow.allows(target):
+                url = target
+                continue
+            problem = redirects.check_destination(target)
+            if problem is not None:
+                return Outcome(
+                    Verdict(redirects.REJECTED, target[: redirects.MAX_URL_CHARS], problem), status
+                )
+            return Outcome(Verdict(redirects.RESOLVED, target), status)
+        return Outcome(Verdict(redirects.FAILED, None, f"more than {MAX_HOPS} redirects"))
+
+    async def _ask(self, url: str) -> tuple[int, str | None]:
+        await self._limiter.acquire()
+        async with self._session.head(url, allow_redirects=False) as response:
+            status, location = response.status, response.headers.get("Location")
+        if status in FALLBACK_TO_GET:
+            await self._limiter.acquire()
+            # The body is never read: the response is released as soon as the headers are in.
+            async with self._session.get(url, allow_redirects=False) as response:
+                status, location = response.status, response.headers.get("Location")
+        return status, location
+
+
+_TRANSIENT = "_transient"  # internal: retried by RedirectClient.resolve, never stored
+
+
+class Resolver:
+    """Resolves lookups with bounded concurrency, coalescing and caching by URI, and writes
+    the results in batches. Feed it with :meth:`submit` (in-run) or :meth:`sweep`."""
+
+    def __init__(self, engine: AsyncEngine, settings: ResolverSection) -> None:
+        self.engine = engine
+        self.settings = settings
+        self.allow = AllowList(settings.allow_hosts)
+        self.counts: dict[str, int] = {}
+        self._cache: OrderedDict[str, Outcome] = OrderedDict()
+        self._inflight: dict[str, anyio.Event] = {}
+        self._client: RedirectClient | None = None
+        self._send: ObjectSendStream[Lookup] | None = None
+
+    def __repr__(self) -> str:
+        return f"Resolver(allow={sorted(self.settings.allow_hosts)})"
+
+    async def serve(
+        self,
+        lookups: ObjectReceiveStream[Lookup],
+    ) -> None:
+        """Resolve everything received on ``lookups`` until it is closed, then flush."""
+        results_send, results_recv = anyio.create_memory_object_stream[ResolvedSource](
+            self.settings.concurrency * 4
+        )
+        async with RedirectClient(self.settings, self.allow) as client:
+            self._client = client
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._writer, results_recv)
+                async with anyio.create_task_group() as workers:
+                    for _ in range(self.settings.concurrency):
+                        workers.start_soon(self._work, lookups.clone(), results_send.clone())
+                    lookups.close()
+                    results_send.close()
+
+    async def _work(
+        self, lookups: ObjectReceiveStream[Lookup], results: ObjectSendStream[ResolvedSource]
+    ) -> None:
+        async with lookups, results:
+            async for lookup in lookups:
+                outcome = await self._resolve_once(lookup.uri)
+                await results.send(ResolvedSource(lookup, outcome, utcnow()))
+
+    async def _resolve_once(self, uri: str) -> Outcome:
+        if not self.allow.allows(uri):  # e.g. the allow-list changed since it was stored
+            return Outcome(redirects.initial_verdict(uri, self.allow))
+        cached = self._cache.get(uri)
+        if cached is not None:
+            self._cache.move_to_end(uri)
+            return cached
+        waiting = self._inflight.get(uri)
+        if waiting is not None:  # someone is resolving this URI right now: share the answer
+            await waiting.wait()
+            cached = self._cache.get(uri)
+            if cached is not None:
+                return cached
+        done = self._inflight[uri] = anyio.Event()
+        try:
+            assert self._client is not None
+            outcome = await self._client.resolve(uri)
+            self._cache[uri] = outcome
+            if len(self._cache) > CACHE_ENTRIES:
+                self._cache.popitem(last=False)
+            return outcome
+        finally:
+            del self._inflight[uri]
+            done.set()
+
+    async def _writer(self, results: ObjectReceiveStream[ResolvedSource]) -> None:
+        async with results:
+            while True:
+                try:
+                    batch = [await results.receive()]
+                except anyio.EndOfStream:
+                    return
+                while len(batch) < WRITE_BATCH_MAX:
+                    try:
+                        batch.append(results.receive_nowait())
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                with anyio.CancelScope(shield=True):
+                    await self._store(batch)
+
+    async def _store(self, batch: Sequence[ResolvedSource]) -> None:
+        s = sources.c
+        statement = (
+            sources.update()
+            .where(
+                s.answer_id == sa.bindparam("b_answer"),
+                s.chunk_index == sa.bindparam("b_chunk"),
+            )
+            .values(
+                resolve_status=sa.bindparam("b_status"),
+                destination=sa.bindparam("b_destination"),
+                resolve_http_status=sa.bindparam("b_http"),
+                resolve_error=sa.bindparam("b_error"),
+                resolve_attempts=sa.bindparam("b_attempts"),
+                resolved_at=sa.bindparam("b_at"),
+                resolve_latency_ms=sa.bindparam("b_latency"),
+            )
+        )
+        rows: list[dict[str, Any]] = []
+        for item in batch:
+            verdict = item.outcome.verdict
+            rows.append(
+                {
+                    "b_answer": item.lookup.answer_id,
+                    "b_chunk": item.lookup.chunk_index,
+                    "b_status": verdict.status,
+                    "b_destination": verdict.destination,
+                    "b_http": item.outcome.http_status,
+                    "b_error": verdict.reason,
+                    "b_attempts": item.lookup.attempts + 1,
+                    "b_at": item.resolved_at,
+                    "b_latency": (item.resolved_at - item.lookup.persisted_at).total_seconds()
+                    * 1000.0,
+                }
+            )
+            self.counts[verdict.status] = self.counts.get(verdict.status, 0) + 1
+        async with self.engine.begin() as connection:
+            await connection.execute(statement, rows)
+
+
+async def pending_lookups(
+    engine: AsyncEngine, job_id: int, *, stored_before: dt.datetime | None = None
+) -> AsyncIterator[Lookup]:
+    """Sources of ``job_id`` still to resolve (pending, or forbidden once), read in batches.
+
+    ``stored_before`` limits the sweep to answers stored before a run began, so a start-up
+    sweep does not race the run's own feed.
+    """
+    s, a, q = sources.c, answers.c, questions.c
+    after = 0
+    while True:
+        condition = sa.or_(
+            s.resolve_status == redirects.PENDING,
+            sa.and_(
+                s.resolve_status == redirects.FORBIDDEN,
+                s.resolve_attempts < FORBIDDEN_ATTEMPTS,
+            ),
+        )
+        async with engine.connect() as connection:
+            rows = (
+                await connection.execute(
+                    sa.select(
+                        s.id, s.answer_id, s.chunk_index, s.uri, s.resolve_attempts, a.created_at
+                    )
+                    .join(answers, a.id == s.answer_id)
+                    .join(questions, q.id == a.question_id)
+                    .where(
+                        q.job_id == job_id,
+                        condition,
+                        s.id > after,
+                        a.created_at < stored_before if stored_before is not None else sa.true(),
+                    )
+                    .order_by(s.id)
+                    .limit(SWEEP_BATCH)
+                )
+            ).all()
+        if not rows:
+            return
+        for row in rows:
+            yield Lookup(
+                row.answer_id, row.chunk_index, row.uri, row.created_at, row.resolve_attempts
+            )
+        after = rows[-1].id
