@@ -41,7 +41,7 @@ async def test_worker_processes_share_one_queue_without_double_calls(tmp_path: P
                 await anyio.to_thread.run_sync(lambda c=c: c.communicate(timeout=120))
                 for c in children
             ]
-            for child, (out, err) in zip(children, outputs, strict=True):
+            for child, (_out, err) in zip(children, outputs, strict=True):
                 assert child.returncode == 0, err.decode()
             stats = emu.stats()
         calls = stats["requests"]["by_kind"].get("developer", 0)

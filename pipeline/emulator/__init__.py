@@ -1,0 +1,22 @@
+"""A local Gemini-compatible server speaking the real wire format (tests, demo, benchmarks).
+
+Public surface:
+
+* :class:`EmulatorConfig` / :func:`load_config` - what the emulator does (``config.py``);
+* :func:`build_app` - the aiohttp application (``server.py``);
+* :func:`running_emulator` - a live server in a background thread (``testing.py``);
+* ``ground emulator`` / ``python -m pipeline.emulator`` - the command (``cli.py``).
+"""
+
+from pipeline.emulator.config import EmulatorConfig, ModelQuota, load_config
+from pipeline.emulator.server import build_app
+from pipeline.emulator.testing import RunningEmulator, running_emulator
+
+__all__ = [
+    "EmulatorConfig",
+    "ModelQuota",
+    "RunningEmulator",
+    "build_app",
+    "load_config",
+    "running_emulator",
+]
