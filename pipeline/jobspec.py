@@ -83,7 +83,7 @@ class ResolverSection(_Section):
     enabled: bool = True
     allow_hosts: tuple[str, ...] = DEFAULT_REDIRECT_HOSTS
     concurrency: Positive = 16
-    requests_per_second: PositiveFloat = 50.0
+    requests_per_second: PositiveFloat = 200.0
     timeout_s: PositiveFloat = 10.0
 
 

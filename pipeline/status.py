@@ -28,6 +28,9 @@ class JobStatus:
     latency_p95_ms: float | None
     tokens_total: int
     sources: dict[str, int] = field(default_factory=dict)
+    # From an answer being stored to its redirect's destination being stored.
+    resolve_p50_ms: float | None = None
+    resolve_p99_ms: float | None = None
     failure_classes: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -69,20 +72,18 @@ async def job_status(connection: AsyncConnection, job_id: int, job_name: str) ->
             ).where(answer_filter)
         )
     ).one()
-    p95 = None
-    if n_answers:
-        p95 = await connection.scalar(
-            sa.select(a.latency_ms)
-            .where(answer_filter)
-            .order_by(a.latency_ms)
-            .offset(int(0.95 * (n_answers - 1)))
-            .limit(1)
-        )
+    p95 = await _percentile(connection, a.latency_ms, answer_filter, n_answers, 0.95)
+    source_filter = sources.c.answer_id.in_(sa.select(a.id).where(answer_filter).scalar_subquery())
     source_rows = await connection.execute(
         sa.select(sources.c.resolve_status, sa.func.count())
-        .where(sources.c.answer_id.in_(sa.select(a.id).where(answer_filter).scalar_subquery()))
+        .where(source_filter)
         .group_by(sources.c.resolve_status)
     )
+    timed = sa.and_(source_filter, sources.c.resolve_latency_ms.is_not(None))
+    n_timed = await connection.scalar(sa.select(sa.func.count()).where(timed)) or 0
+    latency = sources.c.resolve_latency_ms
+    resolve_p50 = await _percentile(connection, latency, timed, n_timed, 0.50)
+    resolve_p99 = await _percentile(connection, latency, timed, n_timed, 0.99)
     failure_rows = await connection.execute(
         sa.select(q.error_class, sa.func.count())
         .where(q.job_id == job_id, q.state.in_((queue.FAILED, queue.RETRY_WAIT, queue.BLOCKED)))
@@ -96,11 +97,29 @@ async def job_status(connection: AsyncConnection, job_id: int, job_name: str) ->
         grounded=int(n_grounded),
         calls=calls,
         latency_mean_ms=None if mean is None else float(mean),
-        latency_p95_ms=None if p95 is None else float(p95),
+        latency_p95_ms=p95,
         tokens_total=int(tokens),
         sources={status: count for status, count in source_rows},
+        resolve_p50_ms=resolve_p50,
+        resolve_p99_ms=resolve_p99,
         failure_classes={cls or "unknown": count for cls, count in failure_rows},
     )
+
+
+async def _percentile(
+    connection: AsyncConnection,
+    column: sa.ColumnElement[float],
+    where: sa.ColumnElement[bool],
+    count: int,
+    fraction: float,
+) -> float | None:
+    """The nearest-rank percentile of ``column`` over ``count`` rows, computed in the database."""
+    if not count:
+        return None
+    value = await connection.scalar(
+        sa.select(column).where(where).order_by(column).offset(int(fraction * (count - 1))).limit(1)
+    )
+    return None if value is None else float(value)
 
 
 def render_status(status: JobStatus) -> str:
@@ -122,6 +141,11 @@ def render_status(status: JobStatus) -> str:
     if status.sources:
         lines.append(
             "  sources: " + ", ".join(f"{k} {v}" for k, v in sorted(status.sources.items()))
+        )
+    if status.resolve_p50_ms is not None and status.resolve_p99_ms is not None:
+        lines.append(
+            f"  stored -> destination resolved: p50 {status.resolve_p50_ms:.0f} ms, "
+            f"p99 {status.resolve_p99_ms:.0f} ms"
         )
     if status.failure_classes:
         lines.append(
