@@ -50,10 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", parents=[job], help="where the job stands")
     status.add_argument("--json", action="store_true", help="machine-readable output")
 
-    cite = commands.add_parser("cite", help="render a saved generateContent response's citations")
-    cite.add_argument("response", help="a saved generateContent response (JSON)")
-    cite.add_argument("--format", choices=("markdown", "html", "json"), default="markdown")
-    cite.add_argument("--min-confidence", type=float, default=None, metavar="X")
+    from pipeline.cite import add_cite_arguments
+
+    add_cite_arguments(
+        commands.add_parser("cite", help="render a saved generateContent response's citations")
+    )
 
     emulator = commands.add_parser("emulator", help="serve the local Gemini emulator")
     from pipeline.emulator import cli as emulator_cli
@@ -95,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         case "cite":
             from pipeline.cite import cite_main
 
-            return cite_main(args.response, args.format, args.min_confidence)
+            return cite_main(args.response, args.fmt, args.min_confidence)
         case "emulator":
             from pipeline.emulator import cli as emulator_cli
 

@@ -1,0 +1,113 @@
+"""``ground cite RESPONSE.json``: render a saved generateContent response with its citations."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TextIO
+
+import orjson
+
+from pipeline.gemini.wire import MalformedResponse, decode_error, decode_response
+from pipeline.grounding import (
+    GroundedAnswer,
+    ground_answer,
+    render_html_document,
+    render_markdown,
+    to_json_dict,
+)
+
+FORMATS = ("markdown", "html", "json")
+
+
+def add_cite_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``cite`` subcommand's arguments (for the CLI wiring); pass them to :func:`cite_main`."""
+    parser.add_argument("response", metavar="RESPONSE.json", help="saved generateContent body")
+    parser.add_argument("--format", dest="fmt", choices=FORMATS, default="markdown")
+    parser.add_argument(
+        "--min-confidence",
+        type=float,
+        default=None,
+        metavar="X",
+        help="drop chunk references scored below X (only where scores were sent)",
+    )
+
+
+def _fail(path: str, reason: str, err: TextIO) -> int:
+    print(f"ground cite: {path}: {reason}", file=err)
+    return 1
+
+
+def render(answer: GroundedAnswer, fmt: str) -> str:
+    """The answer in one of :data:`FORMATS`."""
+    if fmt == "markdown":
+        return render_markdown(answer)
+    if fmt == "html":
+        return render_html_document(answer)
+    if fmt == "json":
+        return orjson.dumps(to_json_dict(answer), option=orjson.OPT_INDENT_2).decode() + "\n"
+    raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def cite_main(path: str, fmt: str, min_confidence: float | None) -> int:
+    """Print a saved response's answer with citations to stdout; 0 on success, 1 on failure.
+
+    Failures (missing or unreadable file, not JSON, not a generateContent response, an API
+    error body, a blocked prompt, no candidate, a candidate with no answer text) print one line
+    naming the file and the reason to stderr. Mapping warnings go to stderr too (for JSON
+    output they are in the document instead).
+    """
+    out, err = sys.stdout, sys.stderr
+    if fmt not in FORMATS:
+        return _fail(path, f"unknown format {fmt!r} (expected one of {', '.join(FORMATS)})", err)
+    try:
+        body = Path(path).read_bytes()
+    except FileNotFoundError:
+        return _fail(path, "no such file", err)
+    except OSError as exc:
+        return _fail(path, f"cannot read: {exc.strerror or exc}", err)
+
+    try:
+        orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        return _fail(path, f"not JSON ({exc})", err)
+    api_error = decode_error(body)
+    if api_error is not None:
+        status = f" {api_error.status}" if api_error.status else ""
+        return _fail(path, f"API error {api_error.code}{status}: {api_error.message}", err)
+    try:
+        response = decode_response(body)
+    except MalformedResponse as exc:
+        return _fail(path, f"not a generateContent response ({exc})", err)
+
+    feedback = response.prompt_feedback
+    if not response.candidates:
+        if feedback is not None and feedback.block_reason:
+            detail = f": {feedback.block_reason_message}" if feedback.block_reason_message else ""
+            return _fail(path, f"prompt blocked ({feedback.block_reason}){detail}", err)
+        return _fail(path, "no candidates (not a generateContent response?)", err)
+    if len(response.candidates) > 1:
+        print(
+            f"ground cite: {path}: note: {len(response.candidates)} candidates; showing the first",
+            file=err,
+        )
+    candidate = response.candidates[0]
+
+    try:
+        answer = ground_answer(candidate, min_confidence=min_confidence)
+    except ValueError as exc:
+        return _fail(path, str(exc), err)
+    if not answer.text and candidate.finish_reason not in (None, "STOP"):
+        return _fail(path, f"no answer text (finishReason {candidate.finish_reason})", err)
+
+    if candidate.finish_reason not in (None, "STOP"):
+        print(f"ground cite: {path}: note: finishReason {candidate.finish_reason}", file=err)
+    if not answer.grounded:
+        print(f"ground cite: {path}: note: no groundingMetadata (ungrounded answer)", file=err)
+    if fmt != "json":
+        for warning in answer.warnings:
+            print(f"ground cite: {path}: warning: {warning}", file=err)
+    out.write(render(answer, fmt))
+    out.flush()
+    return 0
