@@ -103,7 +103,18 @@ class Outcome:
 
 
 def default_owner() -> str:
+    """``host:pid:nonce``: unique per run, and tells a later run on this host if we died."""
     return f"{socket.gethostname()}:{os.getpid()}:{random.getrandbits(32):08x}"
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, under another user
+    return True
 
 
 def backoff_delay(attempts: int, server_delay: float | None) -> float:
@@ -176,6 +187,16 @@ class JobRunner:
                 endpoint,
                 max_connections=self._concurrency,
                 timeout_s=self.spec.model.request_timeout_s,
+            )
+        async with self.engine.begin() as connection:
+            released = await queue.release_dead_owners(
+                connection, self.job_id, socket.gethostname(), pid_alive
+            )
+        if released:
+            log.warning(
+                "took back %d questions leased by a run that died",
+                released,
+                extra={"action": "released_dead_leases", "count": released},
             )
         async with client:
             self._client = client

@@ -17,7 +17,7 @@ writer lock serialises claims.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -141,6 +141,42 @@ async def release(connection: AsyncConnection, owner: str, ids: Iterable[int]) -
             updated_at=utcnow(),
         )
     )
+
+
+async def release_dead_owners(
+    connection: AsyncConnection, job_id: int, host: str, is_alive: Callable[[int], bool]
+) -> int:
+    """Release leases held by processes of this host that no longer exist.
+
+    A killed run's leases would otherwise only come back when they expire; owners are
+    ``host:pid:nonce`` (see :func:`pipeline.worker.default_owner`), so a dead local pid is
+    certain. A reused pid merely looks alive, and its leases expire as usual.
+    """
+    q = questions.c
+    owners = await connection.scalars(
+        sa.select(q.lease_owner)
+        .where(q.job_id == job_id, q.state == RUNNING, q.lease_owner.like(f"{host}:%"))
+        .distinct()
+    )
+    dead = []
+    for owner in owners:
+        _host, _, rest = owner.partition(":")
+        pid = rest.split(":", 1)[0]
+        if pid.isdigit() and not is_alive(int(pid)):
+            dead.append(owner)
+    if not dead:
+        return 0
+    result = await connection.execute(
+        questions.update()
+        .where(q.job_id == job_id, q.state == RUNNING, q.lease_owner.in_(dead))
+        .values(
+            state=sa.case((q.attempts > 0, RETRY_WAIT), else_=PENDING),
+            lease_owner=None,
+            lease_expires_at=None,
+            updated_at=utcnow(),
+        )
+    )
+    return result.rowcount
 
 
 @dataclass(frozen=True, slots=True)
