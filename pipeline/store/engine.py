@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import event, text
@@ -25,13 +26,21 @@ def is_sqlite(url: str) -> bool:
     return make_url(url).get_backend_name() == "sqlite"
 
 
+def _json_dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+# JSON columns (queries, chunk indices, scores) are encoded on the hot path: orjson, not json.
+JSON_CODEC: dict[str, Any] = {"json_serializer": _json_dumps, "json_deserializer": orjson.loads}
+
+
 def create_engine(url: str) -> AsyncEngine:
     """An async engine for ``url`` (already normalised by the job spec)."""
     if is_sqlite(url):
         path = make_url(url).database
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(url)
+        engine = create_async_engine(url, **JSON_CODEC)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
     return create_async_engine(
@@ -39,6 +48,7 @@ def create_engine(url: str) -> AsyncEngine:
         pool_size=POSTGRES_POOL_SIZE,
         max_overflow=POSTGRES_MAX_OVERFLOW,
         pool_pre_ping=True,
+        **JSON_CODEC,
     )
 
 
