@@ -1,0 +1,230 @@
+"""Emulator configuration: one frozen dataclass, loadable from a small TOML file.
+
+Every behaviour the emulator can vary is a field here, so a test, the demo and a benchmark
+each say exactly which Google they are talking to. A *share* is a probability in ``[0, 1]``
+drawn from a per-request RNG derived from ``seed`` (never the global ``random``), so a run
+is reproducible under the same seed and request order.
+
+The TOML file mirrors the field names one to one (see ``jobs/emulator.toml``)::
+
+    seed = 7
+    latency_p50_ms = 800
+    api_keys = ["emulator-key"]
+
+    [quotas."*"]                 # every model without its own table
+    rpm = 600
+
+    [quotas."gemini-2.5-flash"]
+    rpm = 1000
+    tpm = 1_000_000
+    grounded_rpd = 1500
+
+Unknown keys are errors that name the file and the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+DEFAULT_API_KEY = "emulator-key"
+DEFAULT_BEARER_TOKEN = "emulator-token"  # noqa: S105 - a test token, accepted on the Vertex surface without /token
+ALL_MODELS = "*"  # the quota table that applies to models without their own
+
+MINUTE_S = 60.0  # seconds
+DAY_S = 86_400.0  # seconds
+
+
+class ConfigError(ValueError):
+    """A bad emulator config; the message names the file (when there is one) and the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelQuota:
+    """Limits for one model; ``0`` means unlimited.
+
+    * ``rpm``: admitted generateContent requests per ``quota_window_s`` (sliding window).
+    * ``tpm``: admitted prompt tokens per ``quota_window_s`` (input tokens, as Google counts
+      ``...InputTokensPerModelPerMinute``).
+    * ``grounded_rpd``: admitted requests that declare a grounding tool per
+      ``grounding_window_s`` (counted when declared, whether or not the answer ends up
+      grounded: the conservative reading, it runs out no later than Google's would).
+    """
+
+    rpm: int = 0
+    tpm: int = 0
+    grounded_rpd: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class EmulatorConfig:
+    """Everything the emulator can vary. Shares are probabilities in ``[0, 1]``."""
+
+    seed: int = 0
+    # Latency added to each generateContent response: lognormal with this median and 99th
+    # percentile (milliseconds). 0 = none. p99 <= p50 means a constant p50.
+    latency_p50_ms: float = 0.0
+    latency_p99_ms: float = 0.0
+
+    # Auth. Developer API: x-goog-api-key header or ?key=. Vertex: Bearer token, either one
+    # issued by POST /token or one of bearer_tokens.
+    api_keys: frozenset[str] = frozenset({DEFAULT_API_KEY})
+    bearer_tokens: frozenset[str] = frozenset({DEFAULT_BEARER_TOKEN})
+    access_token_ttl_s: float = 3600.0  # lifetime of tokens issued by POST /token
+
+    # Grounding content (decided from seed + request text: the same question, same outcome).
+    ungrounded_share: float = 0.1  # grounding tool declared, no groundingMetadata at all
+    thought_share: float = 0.1  # a thought part (thought: true) before the answer (2.5+)
+    multipart_share: float = 0.1  # the answer split over two parts (partIndex 1 in segments)
+    overlap_share: float = 0.05  # one extra support that overlaps two others
+    empty_chunk_share: float = 0.03  # one grounding chunk replaced by {} (still cited)
+    empty_query_share: float = 0.1  # a "" in webSearchQueries (gemini-3 and later only)
+    block_share: float = 0.0  # promptFeedback.blockReason SAFETY, no candidates
+    safety_share: float = 0.0  # a candidate cut with finishReason SAFETY, no grounding
+
+    # Redirect links /grounding-api-redirect/<token>.
+    redirect_ttl_s: float = 3600.0  # after this many seconds since issue: 404
+    redirect_forbidden_share: float = 0.0  # this share of links always answers 403
+
+    # Quotas, per model (ALL_MODELS = default), over sliding windows.
+    quotas: Mapping[str, ModelQuota] = field(default_factory=lambda: MappingProxyType({}))
+    quota_window_s: float = MINUTE_S  # window of rpm and tpm
+    grounding_window_s: float = DAY_S  # window of grounded_rpd
+
+    # Injected faults, decided from seed + request sequence number (a retry can succeed).
+    fault_500_share: float = 0.0  # 500 INTERNAL "Internal error encountered."
+    fault_503_share: float = 0.0  # 503 UNAVAILABLE "The model is overloaded..."
+    fault_504_share: float = 0.0  # 504 DEADLINE_EXCEEDED
+    fault_502_html_share: float = 0.0  # 502 with an HTML page (a front end, not the API)
+    fault_truncate_share: float = 0.0  # 200 whose JSON body is cut short
+    fault_hang_share: float = 0.0  # no answer for hang_s (cancelled when the client leaves)
+    hang_s: float = 3600.0  # seconds
+
+    def quota_for(self, model: str) -> ModelQuota:
+        """The limits for ``model``: its own table, else ``"*"``, else unlimited."""
+        q = self.quotas.get(model)
+        if q is None:
+            q = self.quotas.get(ALL_MODELS)
+        return q if q is not None else _UNLIMITED
+
+    def replace(self, **changes: Any) -> EmulatorConfig:
+        """A copy with ``changes`` applied (validated like a loaded file)."""
+        return _validated(dataclasses.replace(self, **changes), source="replace()")
+
+
+_UNLIMITED = ModelQuota()
+_SHARE_FIELDS = tuple(
+    f.name for f in dataclasses.fields(EmulatorConfig) if f.name.endswith("_share")
+)
+_NON_NEGATIVE_FIELDS = (
+    "latency_p50_ms",
+    "latency_p99_ms",
+    "access_token_ttl_s",
+    "redirect_ttl_s",
+    "quota_window_s",
+    "grounding_window_s",
+    "hang_s",
+)
+
+
+def _validated(cfg: EmulatorConfig, *, source: str) -> EmulatorConfig:
+    for name in _SHARE_FIELDS:
+        v = getattr(cfg, name)
+        if not 0.0 <= v <= 1.0:
+            raise ConfigError(f"{source}: {name} must be within [0, 1], got {v!r}")
+    for name in _NON_NEGATIVE_FIELDS:
+        if getattr(cfg, name) < 0:
+            raise ConfigError(f"{source}: {name} must be >= 0, got {getattr(cfg, name)!r}")
+    fault_total = sum(getattr(cfg, n) for n in _SHARE_FIELDS if n.startswith("fault_"))
+    if fault_total > 1.0:
+        raise ConfigError(f"{source}: the fault_*_share values add up to {fault_total} > 1")
+    for model, q in cfg.quotas.items():
+        for name in ("rpm", "tpm", "grounded_rpd"):
+            if getattr(q, name) < 0:
+                raise ConfigError(f"{source}: quotas.{model!r}.{name} must be >= 0")
+    return cfg
+
+
+def _coerce(name: str, value: Any, source: str) -> Any:
+    """Convert a TOML/CLI value to the type of field ``name``."""
+    default = getattr(EmulatorConfig(), name)
+    where = f"{source}: {name}"
+    if isinstance(default, frozenset):
+        if isinstance(value, str):
+            value = [v for v in value.split(",") if v]
+        if not isinstance(value, list | tuple | frozenset) or not all(
+            isinstance(v, str) for v in value
+        ):
+            raise ConfigError(f"{where} must be a list of strings")
+        return frozenset(value)
+    if isinstance(default, bool):
+        raise ConfigError(f"{where}: unsupported type")
+    if isinstance(default, int):
+        if isinstance(value, str):
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ConfigError(f"{where} must be an integer, got {value!r}")
+        return value
+    if isinstance(default, float):
+        if isinstance(value, str):
+            try:
+                value = float(value)
+            except ValueError:
+                raise ConfigError(f"{where} must be a number, got {value!r}") from None
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise ConfigError(f"{where} must be a number, got {value!r}")
+        return float(value)
+    raise ConfigError(f"{where}: unsupported type")
+
+
+def _quotas(raw: Any, source: str) -> Mapping[str, ModelQuota]:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: quotas must be a table of model tables")
+    out: dict[str, ModelQuota] = {}
+    known = {f.name for f in dataclasses.fields(ModelQuota)}
+    for model, table in raw.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{source}: quotas.{model!r} must be a table")
+        for key, val in table.items():
+            if key not in known:
+                raise ConfigError(f"{source}: unknown key quotas.{model!r}.{key}")
+            if not isinstance(val, int) or isinstance(val, bool):
+                raise ConfigError(f"{source}: quotas.{model!r}.{key} must be an integer")
+        out[model] = ModelQuota(**table)
+    return MappingProxyType(out)
+
+
+_FIELDS = {f.name for f in dataclasses.fields(EmulatorConfig)}
+
+
+def config_from_mapping(
+    data: Mapping[str, Any], *, source: str = "config", base: EmulatorConfig | None = None
+) -> EmulatorConfig:
+    """Build a config from plain data (a parsed TOML file, CLI overrides), over ``base``."""
+    changes: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in _FIELDS:
+            raise ConfigError(f"{source}: unknown key {key!r}")
+        if key == "quotas":
+            changes[key] = _quotas(value, source)
+        else:
+            changes[key] = _coerce(key, value, source)
+    cfg = dataclasses.replace(base or EmulatorConfig(), **changes)
+    return _validated(cfg, source=source)
+
+
+def load_config(path: str | Path, *, base: EmulatorConfig | None = None) -> EmulatorConfig:
+    """Read a TOML file whose keys are :class:`EmulatorConfig` field names."""
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: invalid TOML: {exc}") from None
+    return config_from_mapping(data, source=str(p), base=base)

@@ -1,0 +1,185 @@
+"""``groundingMetadata`` for the three grounding kinds (reference §2).
+
+Wire rules kept exactly:
+
+* segment offsets are UTF-8 **byte** offsets into ``parts[partIndex].text``, end exclusive;
+* proto3 zero omission: ``partIndex`` 0 and ``startIndex`` 0 are left out;
+* web chunks: ``{"web": {"uri": <redirect on this server>, "title": <bare domain>}}``;
+* ``confidenceScores`` (same length as ``groundingChunkIndices``) only for models before 2.5;
+* key order as in real bodies: searchEntryPoint, groundingChunks, groundingSupports,
+  retrievalMetadata, webSearchQueries.
+
+Messy-but-real variants, each decided by the caller: an extra support overlapping two
+others, one chunk emptied to ``{}`` (still cited), a ``""`` among ``webSearchQueries``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.emulator import redirects
+from pipeline.emulator.corpus import Entry, Layout
+from pipeline.emulator.draws import Rng
+from pipeline.emulator.rendered import rendered_content
+
+
+@dataclass(frozen=True, slots=True)
+class Variant:
+    """Which real-world irregularities this response carries."""
+
+    overlap: bool = False
+    empty_chunk: int = -1  # index of the chunk sent as {}, -1 = none
+    empty_query_at: int = -1  # position of a "" in webSearchQueries, -1 = none
+    confidence: bool = True  # send confidenceScores
+    part_offset: int = 0  # parts before the answer's first part (a thought part)
+
+
+def _segment(part: int, start: int, end: int, text: str) -> dict[str, Any]:
+    seg: dict[str, Any] = {}
+    if part:
+        seg["partIndex"] = part
+    if start:
+        seg["startIndex"] = start
+    seg["endIndex"] = end
+    seg["text"] = text
+    return seg
+
+
+def _score(rng: Rng) -> float:
+    # float32-looking values such as 0.98559904 (8 significant digits)
+    return float(f"{rng.uniform(0.55, 0.99):.8g}")
+
+
+def supports(layout: Layout, variant: Variant, rng: Rng) -> list[dict[str, Any]]:
+    """One support per cited sentence, plus (variant.overlap) one spanning two neighbours."""
+    out: list[dict[str, Any]] = []
+    spans = layout.spans
+    for s in spans:
+        sup: dict[str, Any] = {
+            "segment": _segment(s.part + variant.part_offset, s.start, s.end, s.text),
+            "groundingChunkIndices": list(s.cites),
+        }
+        if variant.confidence:
+            sup["confidenceScores"] = [_score(rng) for _ in s.cites]
+        out.append(sup)
+    if variant.overlap:
+        pairs = [i for i in range(len(spans) - 1) if spans[i].part == spans[i + 1].part]
+        if pairs:
+            i = pairs[rng.randrange(len(pairs))]
+            a, b = spans[i], spans[i + 1]
+            data = layout.part_bytes[a.part]
+            cites = tuple(dict.fromkeys(a.cites + b.cites))
+            sup = {
+                "segment": _segment(
+                    a.part + variant.part_offset, a.start, b.end, data[a.start : b.end].decode()
+                ),
+                "groundingChunkIndices": list(cites),
+            }
+            if variant.confidence:
+                sup["confidenceScores"] = [_score(rng) for _ in cites]
+            out.insert(i + 2, sup)
+    return out
+
+
+def web(
+    entry: Entry,
+    layout: Layout,
+    variant: Variant,
+    rng: Rng,
+    *,
+    base_url: str,
+    redirect_key: bytes,
+    issued_ms: int,
+    nonce: int,
+) -> dict[str, Any]:
+    """Google Search grounding: redirect web chunks, entry point, queries."""
+    chunks: list[dict[str, Any]] = []
+    prefix = base_url + redirects.PATH_PREFIX
+    for i, (src, sid) in enumerate(zip(entry.answer.sources, entry.source_ids, strict=True)):
+        if i == variant.empty_chunk:
+            chunks.append({})
+            continue
+        token = redirects.issue(redirect_key, sid, issued_ms, nonce + i)
+        chunks.append({"web": {"uri": prefix + token, "title": src.domain}})
+    queries = list(entry.answer.queries)
+    if variant.empty_query_at >= 0:
+        queries.insert(min(variant.empty_query_at, len(queries)), "")
+    return {
+        "searchEntryPoint": {"renderedContent": rendered_content(queries)},
+        "groundingChunks": chunks,
+        "groundingSupports": supports(layout, variant, rng),
+        "retrievalMetadata": {},
+        "webSearchQueries": queries,
+    }
+
+
+def _document_name(datastore: str | None, project: str, location: str, key: str) -> str:
+    doc = hashlib.sha256(key.encode()).hexdigest()[:32]
+    if datastore and "/dataStores/" in datastore:
+        base = datastore.rstrip("/")
+    else:
+        ds = (datastore or "emulator-datastore").rstrip("/").rsplit("/", 1)[-1]
+        base = (
+            f"projects/{project}/locations/{location}/collections/default_collection"
+            f"/dataStores/{ds}"
+        )
+    return f"{base}/branches/0/documents/{doc}"
+
+
+def retrieval(
+    entry: Entry,
+    layout: Layout,
+    variant: Variant,
+    rng: Rng,
+    *,
+    datastore: str | None,
+    project: str,
+    location: str,
+) -> dict[str, Any]:
+    """Vertex AI Search grounding: ``retrievedContext`` chunks and ``retrievalQueries``."""
+    chunks: list[dict[str, Any]] = []
+    for i, src in enumerate(entry.answer.sources):
+        if i == variant.empty_chunk:
+            chunks.append({})
+            continue
+        snippet = " ".join(s.text for s in entry.answer.sentences if i in s.cites)
+        slug = src.url.rstrip("/").rsplit("/", 1)[-1] or src.domain
+        uri = src.url if i % 2 else f"gs://emulator-corpus/{src.domain}/{slug}.pdf"
+        chunks.append(
+            {
+                "retrievedContext": {
+                    "uri": uri,
+                    "title": src.page_title,
+                    "text": snippet,
+                    "documentName": _document_name(datastore, project, location, src.url),
+                }
+            }
+        )
+    return {
+        "groundingChunks": chunks,
+        "groundingSupports": supports(layout, variant, rng),
+        "retrievalQueries": list(entry.answer.queries),
+    }
+
+
+def maps(
+    entry: Entry, layout: Layout, variant: Variant, rng: Rng, *, vertex: bool
+) -> dict[str, Any]:
+    """Google Maps grounding: ``maps`` chunks; queries as ``retrievalQueries`` on Vertex and
+    ``webSearchQueries`` on the Developer API (the two recorded fixtures)."""
+    chunks: list[dict[str, Any]] = [
+        {}
+        if i == variant.empty_chunk
+        else {"maps": {"uri": s.url, "title": s.page_title, "placeId": s.place_id}}
+        for i, s in enumerate(entry.answer.sources)
+    ]
+    md: dict[str, Any] = {}
+    if vertex:
+        md["retrievalQueries"] = list(entry.answer.queries)
+    md["groundingChunks"] = chunks
+    md["groundingSupports"] = supports(layout, variant, rng)
+    if not vertex:
+        md["webSearchQueries"] = list(entry.answer.queries)
+    return md

@@ -1,0 +1,52 @@
+"""Model names -> the generation-dependent behaviours the emulator reproduces.
+
+A model name is known when it starts with ``gemini-``; its generation is read from the
+``gemini-MAJOR[.MINOR]`` prefix (``gemini-2.5-flash`` -> (2, 5), ``gemini-3-flash-preview``
+-> (3, 0)). A ``gemini-`` name without a version (``gemini-flash-latest``) counts as (3, 0),
+the newest behaviour. Anything else is a 404, as Google answers for unknown models.
+
+Per generation (reference §1.4, §2.2, §3, §4.2):
+
+* ``confidenceScores`` in supports: present before 2.5, absent from 2.5 on.
+* thinking (``thoughtsTokenCount``, optional thought parts): 2.5 and later.
+* ``googleSearchRetrieval``: 1.x only; 2.x and 3.x+ each have their own 400 text.
+* JSON output + a search tool: 400 up to 2.x; from 3 a 200 with the search silently skipped.
+* ``""`` entries in ``webSearchQueries`` and ``serviceTier`` in usage: 3 and later.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+_VERSION = re.compile(r"^gemini-(\d+)(?:\.(\d+))?(?:-|$)")
+_NEWEST = (3, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTraits:
+    name: str
+    version: tuple[int, int]
+
+    @property
+    def confidence_scores(self) -> bool:
+        return self.version < (2, 5)
+
+    @property
+    def thinks(self) -> bool:
+        return self.version >= (2, 5)
+
+    @property
+    def major(self) -> int:
+        return self.version[0]
+
+
+@lru_cache(maxsize=256)
+def traits(model: str) -> ModelTraits | None:
+    """Traits of ``model``, or None when the emulator treats it as an unknown model."""
+    if not model.startswith("gemini-"):
+        return None
+    m = _VERSION.match(model)
+    version = (int(m.group(1)), int(m.group(2) or 0)) if m else _NEWEST
+    return ModelTraits(model, version)

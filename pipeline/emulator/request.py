@@ -1,0 +1,195 @@
+"""Parse a generateContent request body the way the proto3 JSON parser does.
+
+Field names are accepted in lowerCamelCase and in the proto's snake_case (reference §1.3);
+a tool the backend's ``Tool`` message does not have is the parser's own 400 ("Unknown name
+... Cannot find field."), so ``retrieval`` on the Developer API fails like it does at Google.
+Only the fields the emulator acts on are read; everything else is ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from pipeline.emulator import errors
+
+DEVELOPER = "developer"
+VERTEX = "vertex"
+
+# Tool message fields per backend (reference §1.4), camelCase.
+_DEV_TOOLS = frozenset(
+    {
+        "functionDeclarations",
+        "googleSearchRetrieval",
+        "codeExecution",
+        "googleSearch",
+        "computerUse",
+        "urlContext",
+        "fileSearch",
+        "googleMaps",
+    }
+)
+_VERTEX_TOOLS = frozenset(
+    {
+        "functionDeclarations",
+        "retrieval",
+        "googleSearch",
+        "googleSearchRetrieval",
+        "googleMaps",
+        "enterpriseWebSearch",
+        "parallelAiSearch",
+        "exaAiSearch",
+        "codeExecution",
+        "urlContext",
+        "computerUse",
+    }
+)
+# Which grounding each tool produces; tools not listed produce none.
+WEB_SEARCH = "web"
+RETRIEVAL = "retrieval"
+MAPS = "maps"
+_GROUNDING = {
+    "googleSearch": WEB_SEARCH,
+    "googleSearchRetrieval": WEB_SEARCH,
+    "enterpriseWebSearch": WEB_SEARCH,
+    "retrieval": RETRIEVAL,
+    "googleMaps": MAPS,
+}
+SEARCH_TOOLS = frozenset({"googleSearch", "googleSearchRetrieval", "enterpriseWebSearch"})
+
+_SNAKE = re.compile(r"_([a-z0-9])")
+
+
+def camel(name: str) -> str:
+    """``google_search`` -> ``googleSearch`` (camelCase names pass through)."""
+    return _SNAKE.sub(lambda m: m.group(1).upper(), name) if "_" in name else name
+
+
+_SNAKE_OF: dict[str, str] = {}
+
+
+def _get(d: dict[str, Any], camel_name: str) -> Any:
+    """``d[camelName]``, else ``d[snake_name]``, else None."""
+    v = d.get(camel_name)
+    if v is None:
+        snake = _SNAKE_OF.get(camel_name)
+        if snake is None:
+            snake = _SNAKE_OF[camel_name] = re.sub(r"([A-Z])", r"_\1", camel_name).lower()
+        v = d.get(snake)
+    return v
+
+
+@dataclass(frozen=True, slots=True)
+class GenerateRequest:
+    prompt: str  # every text part of every content, joined with "\n"
+    prompt_bytes: bytes
+    tools: tuple[
+        str, ...
+    ]  # declared tool fields, camelCase, in order ("vertexAiSearch" for retrieval)
+    grounding: str | None  # WEB_SEARCH | RETRIEVAL | MAPS | None (first grounding tool wins)
+    grounding_tool: str | None  # the tool field that chose ``grounding``
+    dynamic_threshold: float | None  # googleSearchRetrieval MODE_DYNAMIC threshold
+    datastore: str | None  # retrieval.vertexAiSearch datastore or engine
+    json_output: bool  # responseMimeType == application/json
+    schema: Any  # responseSchema (OpenAPI subset) or responseJsonSchema, or None
+    schema_is_openapi: bool
+    include_thoughts: bool
+
+
+def parse(body: bytes, surface: str) -> GenerateRequest:
+    """Parse and validate; raise :class:`errors.ApiError` as Google would."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise errors.invalid_json("Unexpected token.") from None
+    if not isinstance(data, dict):
+        raise errors.invalid_json("Root element must be a message.")
+
+    contents = data.get("contents")
+    if not contents:
+        raise errors.invalid_argument(errors.CONTENTS_MISSING, kind="contents_missing")
+    if isinstance(contents, dict):  # a single Content is accepted by the REST parser too
+        contents = [contents]
+    if not isinstance(contents, list):
+        raise errors.invalid_json("Expected a list for contents.")
+    texts: list[str] = []
+    for c in contents:
+        parts = c.get("parts") if isinstance(c, dict) else None
+        for p in parts or ():
+            t = p.get("text") if isinstance(p, dict) else None
+            if isinstance(t, str):
+                texts.append(t)
+    prompt = "\n".join(texts)
+
+    known = _DEV_TOOLS if surface == DEVELOPER else _VERTEX_TOOLS
+    tools: list[str] = []
+    grounding = grounding_tool = datastore = None
+    threshold = None
+    for i, tool in enumerate(data.get("tools") or ()):
+        if not isinstance(tool, dict):
+            raise errors.invalid_json(f"Expected an object for tools[{i}].")
+        for raw_name, spec in tool.items():
+            name = camel(raw_name)
+            if name not in known:
+                raise errors.unknown_field(raw_name, f"tools[{i}]")
+            label = name
+            if name == "retrieval":
+                spec = spec if isinstance(spec, dict) else {}
+                vas = _get(spec, "vertexAiSearch")
+                if isinstance(vas, dict):
+                    label = "vertexAiSearch"
+                    datastore = _get(vas, "datastore") or _get(vas, "engine")
+                else:
+                    label = "vertexRagStore" if _get(spec, "vertexRagStore") else "retrieval"
+            if name == "googleSearchRetrieval" and isinstance(spec, dict):
+                drc = _get(spec, "dynamicRetrievalConfig")
+                if isinstance(drc, dict) and drc.get("mode") == "MODE_DYNAMIC":
+                    t = _get(drc, "dynamicThreshold")
+                    threshold = float(t) if isinstance(t, int | float) else 0.7
+            tools.append(label)
+            kind = _GROUNDING.get(name)
+            if kind is not None and grounding is None:
+                grounding, grounding_tool = kind, name
+
+    gen = _get(data, "generationConfig") or {}
+    if not isinstance(gen, dict):
+        raise errors.invalid_json("Expected an object for generationConfig.")
+    mime = _get(gen, "responseMimeType")
+    schema = _get(gen, "responseSchema")
+    json_schema = _get(gen, "responseJsonSchema") or gen.get("_responseJsonSchema")
+    if schema is not None and json_schema is not None:
+        # Reference §4.3 says "do not send both"; Google's exact text is unconfirmed.
+        raise errors.invalid_argument(
+            "* GenerateContentRequest.generation_config: only one of response_schema and"
+            " response_json_schema may be set.\n",
+            kind="schema_conflict",
+        )
+    if (schema is not None or json_schema is not None) and mime not in (
+        "application/json",
+        "text/x.enum",
+    ):
+        # Reference §4.3: responseMimeType is required with either schema (text unconfirmed).
+        raise errors.invalid_argument(
+            "* GenerateContentRequest.generation_config.response_mime_type: must be"
+            " application/json when a response schema is set.\n",
+            kind="schema_without_mime",
+        )
+    thinking = _get(gen, "thinkingConfig") or {}
+    include_thoughts = bool(isinstance(thinking, dict) and _get(thinking, "includeThoughts"))
+
+    return GenerateRequest(
+        prompt=prompt,
+        prompt_bytes=prompt.encode(),
+        tools=tuple(tools),
+        grounding=grounding,
+        grounding_tool=grounding_tool,
+        dynamic_threshold=threshold,
+        datastore=datastore if isinstance(datastore, str) else None,
+        json_output=mime == "application/json",
+        schema=json_schema if json_schema is not None else schema,
+        schema_is_openapi=schema is not None,
+        include_thoughts=include_thoughts,
+    )

@@ -1,0 +1,242 @@
+"""Assemble a successful generateContent body (a dict, encoded by the server with orjson).
+
+What a response looks like is decided from ``(seed, request text)``, so the same question
+gets the same answer, the same grounded/ungrounded outcome and the same irregularities on
+every run; only the redirect tokens (issue time) and ``responseId`` (sequence number) vary.
+
+Decisions, from one keyed hash of the request text (eight 16-bit draws, in this order):
+blocked, safety, ungrounded, thought part, multi-part, overlapping support, empty chunk,
+empty query; the rest (scores, counts, positions) from an RNG seeded by the same hash. Then:
+
+* JSON output (``responseMimeType: application/json``): the part's text is a JSON value
+  filled from the schema; there is no ``groundingMetadata`` (the server has already
+  answered 400 for a search tool on 2.x models; from 3 the search is silently skipped).
+* a grounding tool, not ungrounded: ``groundingMetadata`` of the tool's kind.
+* ``usageMetadata``: prompt = ceil(prompt bytes / 4), candidates = ceil(answer bytes / 4),
+  tool-use tokens when grounded, thoughts for 2.5+; ``totalTokenCount`` is their sum; zero
+  counts are omitted. Vertex omits ``toolUsePromptTokenCount`` (its public proto has only the
+  details list; whether it sends the count is unconfirmed) but keeps it in the total.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from pipeline.emulator import corpus, draws, grounding
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.models import ModelTraits
+from pipeline.emulator.request import MAPS, RETRIEVAL, WEB_SEARCH, GenerateRequest
+from pipeline.emulator.schema_fill import fill
+
+_CONTENT = b"content"
+_SAFETY_CATEGORIES = (
+    "HARM_CATEGORY_HATE_SPEECH",
+    "HARM_CATEGORY_DANGEROUS_CONTENT",
+    "HARM_CATEGORY_HARASSMENT",
+    "HARM_CATEGORY_SEXUALLY_EXPLICIT",
+)
+BYTES_PER_TOKEN = 4  # rough tokenizer: ceil(bytes / 4)
+
+
+@dataclass(slots=True)
+class Context:
+    config: EmulatorConfig
+    seed_key: bytes
+    redirect_key: bytes
+    traits: ModelTraits
+    request: GenerateRequest
+    vertex: bool
+    base_url: str  # scheme://host of this request, no trailing slash
+    seq: int  # request sequence number (responseId, redirect nonce)
+    now: float  # Unix seconds
+    project: str = ""
+    location: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Built:
+    body: dict[str, Any]
+    # "grounded" | "ungrounded" (tool declared, no metadata) | "plain" (no grounding tool)
+    # | "blocked" | "safety" | "structured"
+    outcome: str
+
+
+def tokens(data: bytes) -> int:
+    return max(1, -(-len(data) // BYTES_PER_TOKEN))
+
+
+def response_id(seed_key: bytes, seq: int) -> str:
+    d = hashlib.blake2b(seq.to_bytes(8, "big"), key=seed_key, digest_size=17).digest()
+    return base64.urlsafe_b64encode(d).decode().rstrip("=")
+
+
+def _usage(
+    ctx: Context, candidates: int, tool_use: int, thoughts: int, *, details: bool = True
+) -> dict[str, Any]:
+    prompt = tokens(ctx.request.prompt_bytes)
+    u: dict[str, Any] = {"promptTokenCount": prompt}
+    if candidates:
+        u["candidatesTokenCount"] = candidates
+    if tool_use and not ctx.vertex:
+        u["toolUsePromptTokenCount"] = tool_use
+    if thoughts:
+        u["thoughtsTokenCount"] = thoughts
+    u["totalTokenCount"] = prompt + candidates + tool_use + thoughts
+    if details:
+        u["promptTokensDetails"] = [{"modality": "TEXT", "tokenCount": prompt}]
+        if tool_use:
+            u["toolUsePromptTokensDetails"] = [{"modality": "TEXT", "tokenCount": tool_use}]
+        if candidates and ctx.traits.version < (2, 5):
+            u["candidatesTokensDetails"] = [{"modality": "TEXT", "tokenCount": candidates}]
+    if ctx.vertex:
+        u["trafficType"] = "ON_DEMAND"
+    elif ctx.traits.major >= 3:
+        u["serviceTier"] = "standard"
+    return u
+
+
+def _envelope(ctx: Context, body: dict[str, Any]) -> dict[str, Any]:
+    body["modelVersion"] = ctx.traits.name
+    if ctx.vertex:
+        ts = dt.datetime.fromtimestamp(ctx.now, tz=dt.UTC)
+        body["createTime"] = ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    body["responseId"] = response_id(ctx.seed_key, ctx.seq)
+    return body
+
+
+def _ratings(blocked_category: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for i, c in enumerate(_SAFETY_CATEGORIES):
+        r: dict[str, Any] = {
+            "category": c,
+            "probability": "HIGH" if i == blocked_category else "NEGLIGIBLE",
+        }
+        if i == blocked_category:
+            r["blocked"] = True
+        out.append(r)
+    return out
+
+
+def build(ctx: Context) -> Built:
+    cfg, req, t = ctx.config, ctx.request, ctx.traits
+    u, r = draws.shares_and_rng(ctx.seed_key, _CONTENT, req.prompt_bytes)
+    blocked = u[0] < cfg.block_share
+    safety = u[1] < cfg.safety_share
+    ungrounded = u[2] < cfg.ungrounded_share
+    thought = u[3] < cfg.thought_share
+    multipart = u[4] < cfg.multipart_share
+    overlap = u[5] < cfg.overlap_share
+    empty_chunk = u[6] < cfg.empty_chunk_share
+    empty_query = u[7] < cfg.empty_query_share
+
+    if blocked:
+        body = {
+            "promptFeedback": {"blockReason": "SAFETY", "safetyRatings": _ratings(r.randrange(4))},
+            "usageMetadata": _usage(ctx, 0, 0, 0),
+        }
+        return Built(_envelope(ctx, body), "blocked")
+
+    entry = corpus.pick(
+        ctx.seed_key, req.prompt_bytes, corpus.MAPS if req.grounding == MAPS else corpus.WEB
+    )
+    thoughts = r.randint(40, 400) if t.thinks else 0
+    parts: list[dict[str, Any]] = []
+    if t.thinks and (req.include_thoughts or thought):
+        q = entry.answer.queries[0]
+        parts.append(
+            {
+                "text": f"**Looking up {entry.answer.topic}**\n\nI'll search for “{q}” and"
+                " summarise what the sources agree on.",
+                "thought": True,
+            }
+        )
+
+    if safety:
+        first = entry.answer.sentences[0].text
+        parts.append({"text": first})
+        cand = {
+            "content": {"parts": parts, "role": "model"},
+            "finishReason": "SAFETY",
+            "safetyRatings": _ratings(r.randrange(4)),
+        }
+        body = {
+            "candidates": [cand],
+            "usageMetadata": _usage(ctx, tokens(first.encode()), 0, thoughts),
+        }
+        return Built(_envelope(ctx, body), "safety")
+
+    if req.json_output:
+        value = fill(req.schema, req.prompt, r)
+        text = orjson.dumps(value).decode()
+        parts.append({"text": text})
+        cand = {"content": {"parts": parts, "role": "model"}, "finishReason": "STOP"}
+        body = {
+            "candidates": [cand],
+            "usageMetadata": _usage(ctx, tokens(text.encode()), 0, thoughts),
+        }
+        return Built(_envelope(ctx, body), "structured")
+
+    layout = entry.split if multipart else entry.single
+    variant = grounding.Variant(
+        overlap=overlap,
+        empty_chunk=r.randrange(len(entry.answer.sources)) if empty_chunk else -1,
+        empty_query_at=r.randrange(len(entry.answer.queries) + 1)
+        if empty_query and t.major >= 3
+        else -1,
+        confidence=t.confidence_scores,
+        part_offset=len(parts),
+    )
+    parts.extend({"text": p} for p in layout.parts)
+    cand: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "finishReason": "STOP"}
+
+    metadata: dict[str, Any] | None = None
+    if req.grounding is not None and not ungrounded:
+        score = r.random()
+        if req.dynamic_threshold is not None and score < req.dynamic_threshold:
+            metadata = None  # dynamic retrieval chose not to search
+        elif req.grounding == WEB_SEARCH:
+            metadata = grounding.web(
+                entry,
+                layout,
+                variant,
+                r,
+                base_url=ctx.base_url,
+                redirect_key=ctx.redirect_key,
+                issued_ms=int(ctx.now * 1000),
+                nonce=ctx.seq * 8,
+            )
+            if req.dynamic_threshold is not None:
+                metadata["retrievalMetadata"] = {
+                    "googleSearchDynamicRetrievalScore": round(score, 7)
+                }
+        elif req.grounding == RETRIEVAL:
+            metadata = grounding.retrieval(
+                entry,
+                layout,
+                variant,
+                r,
+                datastore=req.datastore,
+                project=ctx.project,
+                location=ctx.location,
+            )
+        else:
+            metadata = grounding.maps(entry, layout, variant, r, vertex=ctx.vertex)
+    if metadata is not None:
+        cand["groundingMetadata"] = metadata
+
+    candidates = sum(tokens(b) for b in layout.part_bytes)
+    tool_use = 0
+    if metadata is not None:
+        tool_use = 40 * len(entry.answer.sources) + r.randint(10, 60)
+    body = {"candidates": [cand], "usageMetadata": _usage(ctx, candidates, tool_use, thoughts)}
+    if metadata is not None:
+        outcome = "grounded"
+    else:
+        outcome = "ungrounded" if req.grounding is not None else "plain"
+    return Built(_envelope(ctx, body), outcome)

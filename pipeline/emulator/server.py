@@ -1,0 +1,289 @@
+"""The aiohttp application: routes, auth, the order of checks, stats.
+
+Routes (``{tail}`` is ``MODEL:generateContent`` or ``MODEL:streamGenerateContent``):
+
+* ``POST /v1beta/models/{tail}``, ``POST /v1/models/{tail}``: Developer API. Key in the
+  ``x-goog-api-key`` header or ``?key=``; none -> 403 PERMISSION_DENIED, unknown -> 400
+  API_KEY_INVALID.
+* ``POST /{v1|v1beta1}/projects/{p}/locations/{l}/publishers/{pub}/models/{tail}`` and the
+  endpoint-less ``/{v1|v1beta1}/publishers/{pub}/models/{tail}``: Vertex. ``Authorization:
+  Bearer``; otherwise 401 UNAUTHENTICATED.
+* ``GET|HEAD /grounding-api-redirect/{token}``: 302 to the publisher page; 404 once
+  ``redirect_ttl_s`` has passed since issue (or for a token that does not verify); 403 for a
+  fixed ``redirect_forbidden_share`` of tokens.
+* ``POST /token``: OAuth JWT-bearer grant (see :mod:`pipeline.emulator.oauth`).
+* ``GET /emulator/stats`` (see :mod:`pipeline.emulator.stats`), ``POST /emulator/reset``
+  (zero the counters and empty the quota windows).
+
+Order of checks for generateContent, as Google's front end orders them: auth, model name,
+body parse (proto JSON), tool/model/schema compatibility (400s), injected fault (500, 503,
+504, HTML 502, hang), quota (429; a rejected request uses no quota), latency, answer
+(possibly truncated). Only requests that pass validation count towards quotas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from pipeline.emulator import draws, errors, faults, models, oauth, redirects, responses
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.corpus import SOURCES
+from pipeline.emulator.quotas import Quotas
+from pipeline.emulator.request import DEVELOPER, SEARCH_TOOLS, VERTEX, parse
+from pipeline.emulator.stats import Stats
+
+_JSON = errors.JSON_CONTENT_TYPE
+_HTML = errors.HTML_CONTENT_TYPE
+
+
+class Emulator:
+    """Per-app state: config, keys, counters, quota windows, the request sequence."""
+
+    def __init__(self, config: EmulatorConfig) -> None:
+        self.config = config
+        self.seed_key = draws.seed_key(config.seed)
+        self.redirect_key = redirects.redirect_key(self.seed_key)
+        self.token_key = oauth.token_key(self.seed_key)
+        self.stats = Stats()
+        self.quotas = Quotas(config)
+        self.plan = faults.FaultPlan(config, self.seed_key)
+        self.seq = 0
+
+    def reset(self) -> None:
+        self.stats.reset()
+        self.quotas.reset()
+
+    # --- helpers ----------------------------------------------------------------------
+
+    def _error(self, kind: str, e: errors.ApiError) -> web.Response:
+        self.stats.errors[e.kind or e.status] += 1
+        self.stats.request(kind, e.code)
+        return web.Response(body=e.body(), status=e.code, headers={"Content-Type": _JSON})
+
+    def _ok(self, kind: str, body: bytes, content_type: str = _JSON) -> web.Response:
+        self.stats.request(kind, 200)
+        return web.Response(body=body, status=200, headers={"Content-Type": content_type})
+
+    # --- generateContent --------------------------------------------------------------
+
+    async def developer(self, request: web.Request) -> web.Response:
+        key = request.headers.get("x-goog-api-key") or request.query.get("key")
+        try:
+            if not key:
+                raise errors.api_key_missing()
+            if key not in self.config.api_keys:
+                raise errors.api_key_invalid()
+            version = request.path.split("/", 2)[1]
+            return await self._generate(request, DEVELOPER, version, "", "")
+        except errors.ApiError as e:
+            return self._error(DEVELOPER, e)
+
+    async def vertex(self, request: web.Request) -> web.Response:
+        version = request.match_info["version"]
+        auth = request.headers.get("Authorization", "")
+        try:
+            if not auth.lower().startswith("bearer "):
+                has_key = request.headers.get("x-goog-api-key") or request.query.get("key")
+                raise errors.vertex_unauthenticated(
+                    "API_KEY_ONLY" if has_key else "CREDENTIALS_MISSING", version
+                )
+            reason = oauth.check(
+                self.token_key, auth[7:].strip(), time.time(), self.config.bearer_tokens
+            )
+            if reason is not None:
+                raise errors.vertex_unauthenticated(reason, version)
+            return await self._generate(
+                request,
+                VERTEX,
+                version,
+                request.match_info.get("project", ""),
+                request.match_info.get("location", "global"),
+            )
+        except errors.ApiError as e:
+            return self._error(VERTEX, e)
+
+    async def _generate(
+        self, request: web.Request, surface: str, version: str, project: str, location: str
+    ) -> web.Response:
+        tail = request.match_info["tail"]
+        model, _, method = tail.partition(":")
+        vertex = surface == VERTEX
+        traits = models.traits(model)
+        if traits is None or request.match_info.get("publisher", "google") != "google":
+            if vertex:
+                pub = request.match_info.get("publisher", "google")
+                raise errors.publisher_model_not_found(
+                    f"projects/{project}/locations/{location}/publishers/{pub}/models/{model}"
+                )
+            raise errors.model_not_found(model, version)
+        if method not in ("generateContent", "streamGenerateContent"):
+            raise errors.ApiError(
+                404, "NOT_FOUND", f"Method {method!r} is not found.", kind="method_not_found"
+            )
+        seq = self.seq
+        self.seq += 1
+        req = parse(await request.read(), surface)
+        st = self.stats
+        st.by_model[model] += 1
+        for t in req.tools or ("none",):
+            st.by_tool[t] += 1
+
+        if "googleSearchRetrieval" in req.tools and traits.major >= 2:
+            msg = (
+                errors.SEARCH_RETRIEVAL_ON_2 if traits.major == 2 else errors.SEARCH_RETRIEVAL_ON_3
+            )
+            raise errors.invalid_argument(msg, kind="search_retrieval_unsupported")
+        if req.json_output and traits.major <= 2 and SEARCH_TOOLS.intersection(req.tools):
+            raise errors.invalid_argument(errors.SCHEMA_WITH_SEARCH, kind="schema_with_search")
+
+        fault = self.plan.fault(seq)
+        if fault is not None:
+            st.faults[fault] += 1
+            if fault == "fault_500":
+                raise errors.internal()
+            if fault == "fault_503":
+                raise errors.unavailable()
+            if fault == "fault_504":
+                raise errors.deadline_exceeded()
+            if fault == "fault_502_html":
+                st.request(surface, 502)
+                return web.Response(
+                    body=errors.BAD_GATEWAY_HTML, status=502, headers={"Content-Type": _HTML}
+                )
+            if fault == "fault_hang":
+                await asyncio.sleep(self.config.hang_s)  # cancelled when the client leaves
+                raise errors.deadline_exceeded()
+
+        rejection = self.quotas.admit(
+            model,
+            responses.tokens(req.prompt_bytes),
+            req.grounding is not None,
+            time.monotonic(),
+        )
+        if rejection is not None:
+            st.quota[rejection.bucket] += 1
+            if vertex:
+                raise errors.vertex_quota_exceeded()
+            raise errors.quota_exceeded(
+                rejection.bucket, model, rejection.limit, rejection.retry_after_s
+            )
+
+        delay = self.plan.latency_s(seq)
+        if delay:
+            await asyncio.sleep(delay)
+
+        ctx = responses.Context(
+            config=self.config,
+            seed_key=self.seed_key,
+            redirect_key=self.redirect_key,
+            traits=traits,
+            request=req,
+            vertex=vertex,
+            base_url=f"{request.scheme}://{request.host}",
+            seq=seq,
+            now=time.time(),
+            project=project,
+            location=location,
+        )
+        built = responses.build(ctx)
+        st.responses[built.outcome] += 1
+        payload = orjson.dumps(built.body)
+        content_type = _JSON
+        if method == "streamGenerateContent":
+            # One event carrying the whole answer (the unary body), in either framing.
+            if request.query.get("alt") == "sse":
+                payload = b"data: " + payload + b"\r\n\r\n"
+                content_type = "text/event-stream"
+            else:
+                payload = b"[" + payload + b"]"
+        if fault == "fault_truncate":
+            st.responses["truncated"] += 1
+            payload = payload[: self.plan.truncate_at(seq, len(payload))]
+        return self._ok(surface, payload, content_type)
+
+    # --- redirects, token, stats ------------------------------------------------------
+
+    async def redirect(self, request: web.Request) -> web.Response:
+        d = redirects.decode(self.redirect_key, request.match_info["token"])
+        now_ms = time.time() * 1000
+        st = self.stats
+        if (
+            d is None
+            or d.destination >= len(SOURCES)
+            or now_ms - d.issued_ms > self.config.redirect_ttl_s * 1000
+        ):
+            status, body = 404, errors.NOT_FOUND_HTML
+        elif d.forbidden_draw < self.config.redirect_forbidden_share:
+            status, body = 403, errors.FORBIDDEN_HTML
+        else:
+            st.redirects["302"] += 1
+            st.request("redirect", 302)
+            return web.Response(
+                status=302,
+                headers={"Location": SOURCES[d.destination].url, "Content-Type": _HTML},
+            )
+        st.redirects[str(status)] += 1
+        st.request("redirect", status)
+        return web.Response(body=body, status=status, headers={"Content-Type": _HTML})
+
+    async def token(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        now = time.time()
+        try:
+            if form.get("grant_type") != oauth.JWT_BEARER:
+                raise oauth.GrantError("unsupported_grant_type", "Invalid grant_type.")
+            assertion = form.get("assertion")
+            if not isinstance(assertion, str):
+                raise oauth.GrantError("invalid_request", "Missing required parameter: assertion")
+            oauth.decode_assertion(assertion, now)
+        except oauth.GrantError as e:
+            self.stats.request("token", 400)
+            return web.Response(body=e.body(), status=400, headers={"Content-Type": _JSON})
+        tok, ttl = oauth.issue(self.token_key, now, self.config.access_token_ttl_s)
+        self.stats.tokens_issued += 1
+        body = orjson.dumps({"access_token": tok, "expires_in": ttl, "token_type": "Bearer"})
+        return self._ok("token", body)
+
+    async def stats_view(self, _request: web.Request) -> web.Response:
+        return web.Response(
+            body=orjson.dumps(self.stats.snapshot()), headers={"Content-Type": _JSON}
+        )
+
+    async def reset_view(self, _request: web.Request) -> web.Response:
+        self.reset()
+        return web.Response(body=b"{}", headers={"Content-Type": _JSON})
+
+
+EMULATOR: web.AppKey[Emulator] = web.AppKey("emulator", Emulator)
+
+
+def build_app(config: EmulatorConfig | None = None) -> web.Application:
+    """The emulator as an aiohttp application (state in ``app[EMULATOR]``)."""
+    emu = Emulator(config or EmulatorConfig())
+    app = web.Application(client_max_size=32 * 1024 * 1024)  # bytes
+    app[EMULATOR] = emu
+    r = app.router
+    for version in ("v1beta", "v1"):
+        r.add_post(f"/{version}/models/{{tail}}", emu.developer)
+    vertex_versions = "{version:v1|v1beta1}"
+    r.add_post(
+        f"/{vertex_versions}/projects/{{project}}/locations/{{location}}"
+        "/publishers/{publisher}/models/{tail}",
+        emu.vertex,
+    )
+    r.add_post(f"/{vertex_versions}/publishers/{{publisher}}/models/{{tail}}", emu.vertex)
+    r.add_get(redirects.PATH_PREFIX + "{token}", emu.redirect)
+    r.add_post("/token", emu.token)
+    r.add_get("/emulator/stats", emu.stats_view)
+    r.add_post("/emulator/reset", emu.reset_view)
+    return app
+
+
+def snapshot(app: web.Application) -> dict[str, Any]:
+    """The stats of ``app`` (call on the app's own event loop)."""
+    return app[EMULATOR].stats.snapshot()
