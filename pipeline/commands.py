@@ -23,6 +23,8 @@ from pipeline.store import queue
 from pipeline.store.engine import create_engine, migrate
 from pipeline.worker import JobRunner, RunSummary
 
+PROGRESS_INTERVAL_S = 2.0  # how often a running job prints a progress line
+
 EXIT_OK = 0
 EXIT_FAILED = 1  # the command ran and something went wrong (bad input file, run stopped)
 
@@ -113,7 +115,17 @@ async def _run_with_signals(runner: JobRunner) -> RunSummary:
                         group.cancel_scope.cancel()
                         return
 
+        async def progress() -> None:
+            started = anyio.current_time()
+            while True:
+                await anyio.sleep(PROGRESS_INTERVAL_S)
+                summary = runner.summary
+                finished = sum(summary.outcomes.values())
+                rate = finished / (anyio.current_time() - started)
+                say(f"  ... {finished} finished, {summary.calls} calls, {rate:.0f} questions/s")
+
         group.start_soon(watch)
+        group.start_soon(progress)
         try:
             await runner.run()
         except ConfigurationError as exc:

@@ -23,6 +23,8 @@ from pipeline.jobspec import JobSpecError, load_jobspec
 
 EMULATOR_KEY = "emulator-key"  # the emulator's built-in demo key; not a secret
 EMULATOR_SEED = 7
+# Grounded calls take seconds; the demo's emulator answers in ~0.4 s (p99 2 s) to show that.
+EMULATOR_LATENCY = ("--latency-ms", "400", "--latency-p99-ms", "2000")
 EMULATOR_START_TIMEOUT_S = 30.0
 _LISTENING = re.compile(r"listening on (http://\S+)")
 
@@ -31,7 +33,7 @@ _LISTENING = re.compile(r"listening on (http://\S+)")
 def emulator_process() -> Iterator[str]:
     """A running emulator child process; yields its base URL."""
     command = [sys.executable, "-m", "pipeline.emulator", "--port", "0"]
-    command += ["--seed", str(EMULATOR_SEED)]
+    command += ["--seed", str(EMULATOR_SEED), *EMULATOR_LATENCY]
     child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)  # noqa: S603
     try:
         assert child.stdout is not None
