@@ -17,6 +17,16 @@ from pipeline.store.tables import answers, questions, sources
 
 
 @dataclass(frozen=True, slots=True)
+class Problem:
+    """Questions sharing a state and an error class: the dead-letter view."""
+
+    state: str
+    error_class: str
+    count: int
+    example: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class JobStatus:
     job: str
     total: int
@@ -31,7 +41,8 @@ class JobStatus:
     # From an answer being stored to its redirect's destination being stored.
     resolve_p50_ms: float | None = None
     resolve_p99_ms: float | None = None
-    failure_classes: dict[str, int] = field(default_factory=dict)
+    # (state, error class) -> how many, and one example message
+    problems: list[Problem] = field(default_factory=list)
 
     @property
     def grounded_rate(self) -> float | None:
@@ -84,10 +95,11 @@ async def job_status(connection: AsyncConnection, job_id: int, job_name: str) ->
     latency = sources.c.resolve_latency_ms
     resolve_p50 = await _percentile(connection, latency, timed, n_timed, 0.50)
     resolve_p99 = await _percentile(connection, latency, timed, n_timed, 0.99)
-    failure_rows = await connection.execute(
-        sa.select(q.error_class, sa.func.count())
-        .where(q.job_id == job_id, q.state.in_((queue.FAILED, queue.RETRY_WAIT, queue.BLOCKED)))
-        .group_by(q.error_class)
+    problem_rows = await connection.execute(
+        sa.select(q.state, q.error_class, sa.func.count(), sa.func.min(q.last_error))
+        .where(q.job_id == job_id, q.error_class.is_not(None))
+        .group_by(q.state, q.error_class)
+        .order_by(sa.func.count().desc())
     )
     return JobStatus(
         job=job_name,
@@ -102,7 +114,7 @@ async def job_status(connection: AsyncConnection, job_id: int, job_name: str) ->
         sources={status: count for status, count in source_rows},
         resolve_p50_ms=resolve_p50,
         resolve_p99_ms=resolve_p99,
-        failure_classes={cls or "unknown": count for cls, count in failure_rows},
+        problems=[Problem(*row) for row in problem_rows],
     )
 
 
@@ -147,9 +159,11 @@ def render_status(status: JobStatus) -> str:
             f"  stored -> destination resolved: p50 {status.resolve_p50_ms:.0f} ms, "
             f"p99 {status.resolve_p99_ms:.0f} ms"
         )
-    if status.failure_classes:
-        lines.append(
-            "  problems: "
-            + ", ".join(f"{k} {v}" for k, v in sorted(status.failure_classes.items()))
-        )
+    if status.problems:
+        lines.append("  problems (state / error class: count, example):")
+        for p in status.problems:
+            example = (p.example or "").replace("\n", " ")
+            if len(example) > 120:
+                example = example[:117] + "..."
+            lines.append(f"    {p.state} / {p.error_class}: {p.count}, e.g. {example}")
     return "\n".join(lines)
