@@ -47,6 +47,18 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "resolve", parents=[job], help="resolve the sources' redirect links still pending"
     )
+    commands.add_parser(
+        "estimate", parents=[job], help="the expected cost of the questions not yet finished"
+    )
+    retry = commands.add_parser("retry", parents=[job], help="requeue dead letters")
+    retry.add_argument(
+        "--state",
+        dest="states",
+        action="append",
+        choices=("failed", "ungrounded", "blocked", "invalid"),
+        help="which dead letters (repeatable; default: failed)",
+    )
+    retry.add_argument("--class", dest="error_class", metavar="C", help="only this error class")
     status = commands.add_parser("status", parents=[job], help="where the job stands")
     status.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -91,6 +103,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _job_command(args, commands.migrate_command)
         case "resolve":
             return _job_command(args, commands.resolve_command)
+        case "estimate":
+            return _job_command(args, commands.estimate_command)
+        case "retry":
+            return _job_command(
+                args,
+                lambda spec: commands.retry_command(
+                    spec, states=args.states or ["failed"], error_class=args.error_class
+                ),
+            )
         case "status":
             return _job_command(args, lambda spec: commands.status_command(spec, as_json=args.json))
         case "cite":

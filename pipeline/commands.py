@@ -7,6 +7,7 @@ problems to stderr; they never print a credential.
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -14,6 +15,8 @@ import anyio
 import orjson
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pipeline.costs import UnconfirmedPriceWarning, load_prices
+from pipeline.estimate import estimate_remaining
 from pipeline.gemini.endpoint import ConfigurationError
 from pipeline.jobspec import JobSpec
 from pipeline.loader import LoadError, LoadResult, load_questions
@@ -21,7 +24,7 @@ from pipeline.resolver import Lookup, Resolver, pending_lookups
 from pipeline.status import job_status, render_status
 from pipeline.store import queue
 from pipeline.store.engine import create_engine, migrate
-from pipeline.worker import JobRunner, RunSummary
+from pipeline.worker import JobRunner, RunSummary, job_spend
 
 PROGRESS_INTERVAL_S = 2.0  # how often a running job prints a progress line
 
@@ -151,6 +154,45 @@ async def resolve_command(spec: JobSpec) -> int:
                     await send.send(lookup)
     counts = ", ".join(f"{k} {v}" for k, v in sorted(resolver.counts.items()))
     say(f"resolved {sum(resolver.counts.values())} sources ({counts or 'none pending'})")
+    return EXIT_OK
+
+
+async def estimate_command(spec: JobSpec) -> int:
+    """Print the expected (and worst-case) cost of the questions not yet finished."""
+    async with opened(spec) as engine:
+        async with engine.connect() as connection:
+            job_id = await queue.ensure_job(connection, spec.name)
+        await _load(engine, spec)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnconfirmedPriceWarning)
+            prices = load_prices(spec.limits.prices_file or None)
+        price = prices.for_model(spec.model.name, spec.model.backend)
+        async with engine.connect() as connection:
+            estimate = await estimate_remaining(connection, job_id, spec, price)
+            spent = await job_spend(engine, job_id)
+    say(f"{estimate.remaining} questions left; spent so far ${spent:.4f}")
+    each = f"${estimate.per_question:.6f} a question, from {estimate.basis}"
+    say(f"expected: ${estimate.total:.4f} ({each})")
+    if estimate.worst_total is not None:
+        say(f"worst case, as the budget reserves it: ${estimate.worst_total:.4f}")
+    if spec.budget is not None:
+        left = spec.budget - spent
+        say(f"budget: ${spec.budget} (${left:.4f} left)")
+        if estimate.total > left:
+            say("the expected cost is over what is left of the budget: the run will stop early")
+    return EXIT_OK
+
+
+async def retry_command(spec: JobSpec, *, states: list[str], error_class: str | None) -> int:
+    """Requeue dead letters (``ground retry``)."""
+    async with opened(spec) as engine, engine.begin() as connection:
+        job_id = await queue.find_job(connection, spec.name)
+        if job_id is None:
+            complain(f"job {spec.name!r} has not been loaded or run yet")
+            return EXIT_FAILED
+        count = await queue.requeue(connection, job_id, states, error_class)
+    which = "/".join(states) + (f" with error class {error_class}" if error_class else "")
+    say(f"requeued {count} questions ({which}); `ground run` will ask them again")
     return EXIT_OK
 
 

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Iterable
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import msgspec
+
+from pipeline.structure import PreparedSchema, SchemaError, prepare_schema_file
 
 GOOGLE_DEVELOPER_API_BASE = "https://generativelanguage.googleapis.com"
 DEFAULT_REDIRECT_HOSTS = ("vertexaisearch.cloud.google.com",)
@@ -67,16 +70,57 @@ class ModelSection(_Section):
 
 class GroundingSection(_Section):
     tool: Literal["google_search", "vertex_ai_search", "google_maps"] = "google_search"
-    # true: an answer without groundingMetadata is not acceptable (kept, state `ungrounded`).
+    # true: an answer without groundingMetadata is asked again with a recency nudge, up to
+    # ungrounded_retries times, then kept as `ungrounded` (never presented as grounded).
     required: bool = False
+    ungrounded_retries: NonNegative = 2
     # vertex_ai_search only: projects/.../dataStores/ID
     datastore: str = ""
 
 
 class LimitsSection(_Section):
     requests_per_minute: Positive = 60
+    # Input tokens per minute (estimated before a call, corrected after it); 0 = no limit.
+    tokens_per_minute: NonNegative = 0
+    # Grounded prompts per day (the grounding daily bucket); 0 = no limit.
+    grounded_prompts_per_day: NonNegative = 0
+    # Lower the sending rate on 429s and recover slowly (AIMD), for quotas with no fixed number.
+    adaptive: bool = True
     concurrency: Positive = 8
     max_attempts: Positive = 5
+    # Seconds a claimed question stays ours without a heartbeat (a crashed run's questions come
+    # back after this, or at once when the dead run was on this host).
+    lease_s: Annotated[float, msgspec.Meta(ge=5)] = 120.0
+    # USD for the whole job (every run); a call whose worst case would exceed what is left is
+    # not started. 0 = no budget.
+    budget_usd: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    # Sent as generationConfig.maxOutputTokens (thinking included): the worst case of a call.
+    max_output_tokens: Positive = 8192
+    # Worst-case search queries per grounded call, for per-query grounding fees.
+    max_search_queries: Positive = 10
+    # Worst-case search-result tokens per grounded call (toolUsePromptTokenCount).
+    max_tool_use_tokens: NonNegative = 10_000
+    # A prices file in the format of pipeline/prices.toml; "" = the bundled one.
+    prices_file: str = ""
+
+
+class StructureSection(_Section):
+    """Call 2: the grounded answer reshaped into the user's JSON schema (no tools)."""
+
+    enabled: bool = False
+    # A JSON Schema file (relative to the job file); checked at load, before any call.
+    schema: str = ""
+    # "" = the same model as call 1.
+    model: str = ""
+    instructions: str = ""
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 0.0
+    # responseJsonSchema (JSON Schema) or responseSchema (the OpenAPI subset).
+    wire_field: Literal["responseJsonSchema", "responseSchema"] = "responseJsonSchema"
+    # true: records with a value found in no supported span of the answer are flagged.
+    require_supported: bool = False
+    # "two_call": ground, then structure. "single": ask for both in call 1 (models that claim
+    # to accept schema + search); falls back to two calls on a 400 or an ungrounded reply.
+    mode: Literal["two_call", "single"] = "two_call"
 
 
 class ResolverSection(_Section):
@@ -94,6 +138,7 @@ class RawJob(_Section):
     grounding: GroundingSection = GroundingSection()
     limits: LimitsSection = LimitsSection()
     resolver: ResolverSection = ResolverSection()
+    structure: StructureSection = StructureSection()
 
 
 class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -106,8 +151,11 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     grounding: GroundingSection
     limits: LimitsSection
     resolver: ResolverSection
+    structure: StructureSection
     database_url: str  # resolved, with the async driver named
     source_path: Path  # resolved
+    schema: PreparedSchema | None  # call 2's schema, prepared and checked; None when disabled
+    budget: Decimal | None  # [limits] budget_usd as an exact amount; None = no budget
 
     @property
     def name(self) -> str:
@@ -184,6 +232,17 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
     for host in parsed.resolver.allow_hosts:
         if not host or "/" in host:
             raise JobSpecError(f"{path}: resolver.allow_hosts: {host!r} is not a host name")
+    schema = None
+    if parsed.structure.enabled:
+        if not parsed.structure.schema:
+            raise JobSpecError(f"{path}: structure.schema: required when structure is enabled")
+        try:
+            schema = prepare_schema_file(
+                base / parsed.structure.schema, wire_field=parsed.structure.wire_field
+            )
+        except SchemaError as exc:
+            raise JobSpecError(f"{path}: structure.schema: {exc}") from None
+    budget = parsed.limits.budget_usd
     return JobSpec(
         path=path,
         job=parsed.job,
@@ -192,8 +251,11 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
         grounding=parsed.grounding,
         limits=parsed.limits,
         resolver=parsed.resolver,
+        structure=parsed.structure,
         database_url=_database_url(path, parsed.job.database, base),
         source_path=(base / parsed.source.file).resolve(),
+        schema=schema,
+        budget=Decimal(str(budget)) if budget else None,
     )
 
 

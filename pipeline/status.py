@@ -7,13 +7,14 @@ the cost does not grow with what Python has to hold in memory.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.store import queue
-from pipeline.store.tables import answers, questions, sources
+from pipeline.store.tables import answers, calls, questions, sources, structured
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +34,13 @@ class JobStatus:
     states: dict[str, int]
     answers: int
     grounded: int
-    calls: int
+    calls: int  # requests made to the model (the ledger), failed ones included
+    spend_usd: Decimal  # the sum of the ledger's call costs
+    unpriced_calls: int  # successful calls whose cost is incomplete (no price known)
+    structured_valid: int
+    structured_invalid: int
+    structured_flagged: int  # require_supported and a value found in no supported span
+    supported_fraction_mean: float | None
     latency_mean_ms: float | None
     latency_p95_ms: float | None
     tokens_total: int
@@ -54,6 +61,7 @@ class JobStatus:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["spend_usd"] = str(self.spend_usd)  # exact, as the ledger sums it
         data["grounded_rate"] = self.grounded_rate
         data["terminal"] = self.terminal
         return data
@@ -62,16 +70,32 @@ class JobStatus:
 async def job_status(connection: AsyncConnection, job_id: int, job_name: str) -> JobStatus:
     q, a = questions.c, answers.c
     state_rows = await connection.execute(
-        sa.select(q.state, sa.func.count(), sa.func.coalesce(sa.func.sum(q.attempts), 0))
-        .where(q.job_id == job_id)
-        .group_by(q.state)
+        sa.select(q.state, sa.func.count()).where(q.job_id == job_id).group_by(q.state)
     )
     states = dict.fromkeys(queue.ALL_STATES, 0)
-    calls = 0
-    for state, count, attempts in state_rows:
-        states[state] = count
-        calls += int(attempts)
+    states.update({state: count for state, count in state_rows})
     of_job = sa.select(q.id).where(q.job_id == job_id).scalar_subquery()
+    c = calls.c
+    n_calls, micro, unpriced = (
+        await connection.execute(
+            sa.select(
+                sa.func.count(),
+                sa.func.coalesce(sa.func.sum(c.cost_micro_usd), 0),
+                sa.func.count().filter(c.cost_complete.is_(False), c.outcome == "ok"),
+            ).where(c.question_id.in_(of_job))
+        )
+    ).one()
+    st = structured.c
+    n_valid, n_invalid, n_flagged, mean_supported = (
+        await connection.execute(
+            sa.select(
+                sa.func.count().filter(st.valid.is_(True)),
+                sa.func.count().filter(st.valid.is_(False)),
+                sa.func.count().filter(st.flagged.is_(True)),
+                sa.func.avg(st.supported_fraction),
+            ).where(st.question_id.in_(of_job))
+        )
+    ).one()
     answer_filter = a.question_id.in_(of_job)
     n_answers, n_grounded, mean, tokens = (
         await connection.execute(
@@ -107,7 +131,13 @@ async def job_status(connection: AsyncConnection, job_id: int, job_name: str) ->
         states=states,
         answers=int(n_answers),
         grounded=int(n_grounded),
-        calls=calls,
+        calls=int(n_calls),
+        spend_usd=Decimal(int(micro)) / 1_000_000,
+        unpriced_calls=int(unpriced),
+        structured_valid=int(n_valid),
+        structured_invalid=int(n_invalid),
+        structured_flagged=int(n_flagged),
+        supported_fraction_mean=None if mean_supported is None else float(mean_supported),
         latency_mean_ms=None if mean is None else float(mean),
         latency_p95_ms=p95,
         tokens_total=int(tokens),
@@ -149,7 +179,19 @@ def render_status(status: JobStatus) -> str:
         lines.append(
             f"  latency: mean {status.latency_mean_ms:.0f} ms, p95 {status.latency_p95_ms:.0f} ms"
         )
-    lines.append(f"  calls made: {status.calls}")
+    spend = f"spend ${status.spend_usd:.6f}"
+    if status.unpriced_calls:
+        spend += f" (+ {status.unpriced_calls} calls with no known price)"
+    lines.append(f"  calls made: {status.calls}; {spend}")
+    if status.structured_valid or status.structured_invalid:
+        supported = status.supported_fraction_mean or 0.0
+        line = (
+            f"  structured: {status.structured_valid} valid, {status.structured_invalid} invalid;"
+            f" values in supported spans {supported:.0%} on average"
+        )
+        if status.structured_flagged:
+            line += f"; {status.structured_flagged} flagged (unsupported values)"
+        lines.append(line)
     if status.sources:
         lines.append(
             "  sources: " + ", ".join(f"{k} {v}" for k, v in sorted(status.sources.items()))

@@ -1,4 +1,4 @@
-"""The async pool that drives one job: claimer, callers, batched writer, heartbeat.
+"""The async pool that drives one job: claimer, callers, batched writer, heartbeat, resolver feed.
 
 ::
 
@@ -9,75 +9,61 @@
     writer --(sources to resolve)--> resolver feed (pipeline.resolver), within seconds
 
 * The claimer leases questions in batches and keeps at most ``2 x concurrency`` in flight.
-* Each caller waits for the rate limiter, makes the grounded call and turns the result into an
-  outcome; it never touches the database.
+* Each caller hands its question to the :class:`~pipeline.answering.Answerer` (call 1, then
+  call 2 when the structure step is on) and sends the outcomes to the writer; it never touches
+  the database. Between call 1 and call 2 it waits until call 1's answer is committed: from
+  then on the grounded call is never paid for again, whatever happens to the run.
 * The writer commits outcomes in groups: whatever has arrived while the previous commit ran
   goes into the next transaction (group commit), so the database cost per question shrinks as
   the rate grows. Commits run shielded from cancellation: an answer that was paid for is
   stored even when the run is being stopped.
 * The resolver runs beside the pool: the writer hands it each stored redirect at once; a
   start-up sweep picks up what earlier runs left, a final sweep what the feed dropped.
-* A stop (signal, too many auth failures, the endpoint unreachable) stops claiming; calls
-  already started finish and are stored; questions claimed but not yet called are released
-  without spending an attempt.
+* A stop (signal, budget spent, too many auth failures, the endpoint unreachable) stops
+  claiming; calls already started finish and are stored; questions claimed but not yet called
+  are released without spending an attempt.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-import math
 import os
 import random
 import socket
 import time
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 import anyio
-from aiolimiter import AsyncLimiter
+import sqlalchemy as sa
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipeline.gemini.client import CallResult, GeminiClient
+from pipeline.answering import Answerer, Outcome, stored_answer
+from pipeline.gemini.client import GeminiClient
 from pipeline.gemini.endpoint import endpoint_for
-from pipeline.gemini.errors import FatalError, GeminiError, TransientError, Unreachable
-from pipeline.gemini.request import GroundedRequestBuilder
-from pipeline.gemini.wire import GenerateContentResponse
-from pipeline.grounding import ground_answer
+from pipeline.gemini.errors import Unreachable
 from pipeline.jobspec import JobSpec
+from pipeline.metered import BudgetExhausted, GroundingPaused, MeteredCaller
 from pipeline.redirects import AllowList, initial_verdict
 from pipeline.resolver import Lookup, Resolver, pending_lookups
 from pipeline.store import queue
-from pipeline.store.answers import AnswerRecord, persist_answers
+from pipeline.store.answers import persist_answers
 from pipeline.store.queue import ClaimedQuestion, StateChange
+from pipeline.store.results import persist_calls, persist_structured
+from pipeline.store.tables import calls, questions
 
 log = logging.getLogger(__name__)
 
 CLAIM_BATCH = 100  # questions leased per claim query
 IN_FLIGHT_PER_SLOT = 2  # questions held per unit of concurrency (one calling, one waiting)
-LEASE = dt.timedelta(seconds=120)  # a claimed question is ours this long without a heartbeat
-HEARTBEAT_INTERVAL_S = 30.0  # how often leases of in-flight questions are extended
 IDLE_POLL_S = 2.0  # longest sleep when nothing is claimable but work may become due
 WRITE_BATCH_MAX = 500  # outcomes per transaction at most
-BACKOFF_BASE_S = 1.0  # full-jitter exponential backoff: base ...
-BACKOFF_CAP_S = 60.0  # ... and cap, in seconds
 UNREACHABLE_RETRY_S = 5.0  # a question whose call could not connect waits this long
 UNREACHABLE_STOP_AFTER = 5  # consecutive connection failures (no success between) stop the run
 FATAL_STOP_AFTER = 3  # auth failures that stop the run
 RESOLVER_FEED_BUFFER = 10_000  # lookups queued for the resolver; beyond, the final sweep has them
-
-# Finish reasons that mean the answer was withheld, not given.
-BLOCKING_FINISH_REASONS = frozenset(
-    {
-        "SAFETY",
-        "RECITATION",
-        "BLOCKLIST",
-        "PROHIBITED_CONTENT",
-        "SPII",
-        "IMAGE_SAFETY",
-        "MODEL_ARMOR",
-    }
-)
 
 
 @dataclass(slots=True)
@@ -92,14 +78,6 @@ class RunSummary:
 
     def count(self, state: str) -> None:
         self.outcomes[state] = self.outcomes.get(state, 0) + 1
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """A caller's verdict on one question; ``record`` is set when an answer is to be stored."""
-
-    change: StateChange
-    record: AnswerRecord | None = None
 
 
 def default_owner() -> str:
@@ -117,13 +95,17 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def backoff_delay(attempts: int, server_delay: float | None) -> float:
-    """Full-jitter exponential backoff; the server's RetryInfo delay is a floor."""
-    ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** max(attempts - 1, 0))
-    delay = random.uniform(0, ceiling)
-    if server_delay is not None:
-        delay = server_delay + random.uniform(0, min(server_delay, BACKOFF_CAP_S) * 0.2 + 0.1)
-    return delay
+async def job_spend(engine: AsyncEngine, job_id: int) -> Decimal:
+    """What the job's calls have cost so far (the ledger), in USD."""
+    async with engine.connect() as connection:
+        micro = await connection.scalar(
+            sa.select(sa.func.coalesce(sa.func.sum(calls.c.cost_micro_usd), 0)).where(
+                calls.c.question_id.in_(
+                    sa.select(questions.c.id).where(questions.c.job_id == job_id)
+                )
+            )
+        )
+    return Decimal(int(micro or 0)) / 1_000_000
 
 
 class JobRunner:
@@ -135,7 +117,6 @@ class JobRunner:
         engine: AsyncEngine,
         job_id: int,
         *,
-        client: GeminiClient | None = None,
         owner: str | None = None,
         resolver: Resolver | None = None,
     ) -> None:
@@ -144,12 +125,10 @@ class JobRunner:
         self.job_id = job_id
         self.owner = owner or default_owner()
         self.summary = RunSummary()
-        self._client = client
-        self._builder = GroundedRequestBuilder(spec)
-        rpm = spec.limits.requests_per_minute
-        # Capacity 1: requests leave evenly spaced, never in a burst above the rate.
-        self._limiter = AsyncLimiter(1, 60.0 / rpm)
+        self.caller: MeteredCaller | None = None
+        self._answerer: Answerer | None = None
         self._concurrency = spec.limits.concurrency
+        self._lease = dt.timedelta(seconds=spec.limits.lease_s)
         self._in_flight: set[int] = set()
         self._unstarted: list[int] = []
         self._progress = anyio.Event()
@@ -180,14 +159,11 @@ class JobRunner:
 
     async def run(self) -> RunSummary:
         started = time.perf_counter()
-        client = self._client
-        if client is None:
-            endpoint = endpoint_for(self.spec)
-            client = GeminiClient(
-                endpoint,
-                max_connections=self._concurrency,
-                timeout_s=self.spec.model.request_timeout_s,
-            )
+        spec = self.spec
+        ground_endpoint = endpoint_for(spec)
+        structure_endpoint = endpoint_for(
+            spec, model_name=spec.structure.model or None, auth=ground_endpoint.auth
+        )
         async with self.engine.begin() as connection:
             released = await queue.release_dead_owners(
                 connection, self.job_id, socket.gethostname(), pid_alive
@@ -198,8 +174,14 @@ class JobRunner:
                 released,
                 extra={"action": "released_dead_leases", "count": released},
             )
+        client = GeminiClient(
+            max_connections=self._concurrency, timeout_s=spec.model.request_timeout_s
+        )
         async with client:
-            self._client = client
+            self.caller = MeteredCaller(
+                spec, client, spent=await job_spend(self.engine, self.job_id)
+            )
+            self._answerer = Answerer(spec, self.caller, ground_endpoint, structure_endpoint)
             try:
                 await self._run_pipeline()
             finally:
@@ -252,7 +234,7 @@ class JobRunner:
                     continue
                 async with self.engine.begin() as connection:
                     batch = await queue.claim(
-                        connection, self.job_id, self.owner, min(free, CLAIM_BATCH), LEASE
+                        connection, self.job_id, self.owner, min(free, CLAIM_BATCH), self._lease
                     )
                 if batch:
                     self.summary.claimed += len(batch)
@@ -282,75 +264,94 @@ class JobRunner:
                 if self._stopping:
                     self._unstarted.append(question.id)
                     continue
-                await self._limiter.acquire()
-                if self._stopping:
-                    self._unstarted.append(question.id)
-                    continue
-                await outcomes.send(await self._ask(question))
+                try:
+                    await self._handle(question, outcomes)
+                except Exception as exc:  # a bug of ours must cost one question, not the run
+                    log.exception("question %s", question.qid, extra={"action": "internal_error"})
+                    change = StateChange(
+                        question.id,
+                        queue.FAILED,
+                        question.attempts,
+                        error_class="internal_error",
+                        last_error=f"internal error: {exc!r}"[:500],
+                    )
+                    await outcomes.send(Outcome(change))
 
-    async def _ask(self, question: ClaimedQuestion) -> Outcome:
-        assert self._client is not None
-        body = self._builder.body(question.text)
-        attempts = question.attempts + 1
-        self.summary.calls += 1
+    async def _handle(self, question: ClaimedQuestion, outcomes: ObjectSendStream[Outcome]) -> None:
+        """Call 1 unless its answer is stored, then call 2 when the structure step is on."""
+        answerer = self._answerer
+        assert answerer is not None
+        has_answer = question.answer_raw is not None
+        attempts = question.attempts
         try:
-            result = await self._client.generate(body)
+            if question.answer_raw is None:
+                first = await answerer.ground(question)
+                await self._send(first, outcomes)
+                if not first.change.keep_lease or first.answer is None:
+                    return
+                # Call 2 follows, but only once call 1's answer is safely stored.
+                assert first.committed is not None
+                await first.committed.wait()
+                has_answer = True
+                if self._stopping:
+                    self._unstarted.append(question.id)  # released as `grounded`
+                    return
+                answer, attempts = first.answer.answer, first.change.attempts
+            elif answerer.structuring:
+                answer, attempts = stored_answer(question.answer_raw), question.attempts
+            else:  # answered by an earlier run that had the structure step on; now it is off
+                await outcomes.send(
+                    Outcome(StateChange(question.id, queue.DONE, question.attempts))
+                )
+                return
+            second = await answerer.structure(
+                question, answer, attempts=attempts, structure_attempts=question.structure_attempts
+            )
+            await self._send(second, outcomes)
+        except BudgetExhausted as exc:
+            self.stop(f"budget: {exc}")
+            self._unstarted.append(question.id)  # not called: released with its attempts
+        except GroundingPaused as exc:  # only call 1 is grounded, so there is no answer yet
+            change = StateChange(
+                question.id,
+                queue.RETRY_WAIT,
+                question.attempts,
+                error_class="grounding_paused",
+                last_error=str(exc),
+                next_attempt_at=exc.until,
+            )
+            await outcomes.send(Outcome(change))
         except Unreachable as exc:
-            self.summary.calls -= 1  # nothing reached the server
-            self._unreachable_streak += 1
-            if self._unreachable_streak >= UNREACHABLE_STOP_AFTER:
-                self.stop(f"the model endpoint is unreachable: {exc.message}")
-            return _retry_later(question.id, question.attempts, exc, UNREACHABLE_RETRY_S)
-        except FatalError as exc:
-            # The credentials are at fault, not the question: it keeps its attempt budget and
-            # waits for a run with working credentials.
+            await outcomes.send(self._unreachable(question, exc, attempts, has_answer=has_answer))
+
+    async def _send(self, outcome: Outcome, outcomes: ObjectSendStream[Outcome]) -> None:
+        self.summary.calls += len(outcome.calls)
+        if any(c.outcome == "ok" for c in outcome.calls):
+            self._unreachable_streak = 0
+        if outcome.change.error_class == "auth":
             self._fatal_count += 1
             if self._fatal_count >= FATAL_STOP_AFTER:
-                self.stop(f"authentication or permission failure: {exc.message}")
-            return _retry_later(question.id, question.attempts, exc, 0.0)
-        except GeminiError as exc:
-            self._unreachable_streak = 0
-            if exc.retryable and attempts < self.spec.limits.max_attempts:
-                server_delay = exc.retry_delay if isinstance(exc, TransientError) else None
-                return _retry_later(
-                    question.id, attempts, exc, backoff_delay(attempts, server_delay)
-                )
-            return _failed(question.id, attempts, exc)
-        self._unreachable_streak = 0
-        try:
-            return self._judge(question, attempts, result)
-        except Exception as exc:  # a bug of ours must cost one question, not the run
-            log.exception("cannot judge the response", extra={"action": "judge_failed"})
-            error = GeminiError(f"internal error judging the response: {exc!r}")
-            error.error_class = "internal_error"
-            return _failed(question.id, attempts, error)
+                self.stop(f"authentication or permission failure: {outcome.change.last_error}")
+        if outcome.change.keep_lease:
+            outcome.committed = anyio.Event()
+        await outcomes.send(outcome)
 
-    def _judge(self, question: ClaimedQuestion, attempts: int, result: CallResult) -> Outcome:
-        """Turn a 200 response into the question's next state (and the answer to store)."""
-        response = result.response
-        blocked = _block_reason(response)
-        if blocked is not None:
-            change = StateChange(
-                question.id, queue.BLOCKED, attempts, error_class="blocked", last_error=blocked
-            )
-            return Outcome(change)
-        candidate = response.candidates[0]
-        answer = ground_answer(candidate)
-        if not answer.text.strip():
-            error = TransientError("the response has no answer text", error_class="empty_answer")
-            if attempts < self.spec.limits.max_attempts:
-                return _retry_later(question.id, attempts, error, backoff_delay(attempts, None))
-            return _failed(question.id, attempts, error)
-        state = queue.DONE if answer.grounded else queue.UNGROUNDED
-        record = AnswerRecord(
-            question_id=question.id,
-            answer=answer,
-            response=response,
-            finish_reason=candidate.finish_reason,
-            raw_response=result.raw,
-            latency_ms=result.latency_ms,
+    def _unreachable(
+        self, question: ClaimedQuestion, exc: Unreachable, attempts: int, *, has_answer: bool
+    ) -> Outcome:
+        """No request could be sent: the question waits a little, its attempts untouched."""
+        self._unreachable_streak += 1
+        if self._unreachable_streak >= UNREACHABLE_STOP_AFTER:
+            self.stop(f"the model endpoint is unreachable: {exc.message}")
+        change = StateChange(
+            question.id,
+            queue.GROUNDED if has_answer else queue.RETRY_WAIT,
+            attempts,
+            error_class=exc.error_class,
+            last_error=exc.message,
+            next_attempt_at=queue.utcnow() + dt.timedelta(seconds=UNREACHABLE_RETRY_S),
         )
-        return Outcome(StateChange(question.id, state, attempts), record)
+        return Outcome(change)
 
     async def _writer(self, outcomes: ObjectReceiveStream[Outcome]) -> None:
         async with outcomes:
@@ -368,19 +369,28 @@ class JobRunner:
                     await self._commit(batch)
 
     async def _commit(self, batch: list[Outcome]) -> None:
-        records = [o.record for o in batch if o.record is not None]
         now = queue.utcnow()
         async with self.engine.begin() as connection:
-            stored = await persist_answers(connection, records, now, self._verdict_of)
+            stored = await persist_answers(
+                connection, [o.answer for o in batch if o.answer is not None], now, self._verdict_of
+            )
+            await persist_structured(
+                connection, [o.structured for o in batch if o.structured is not None], now
+            )
+            await persist_calls(connection, [c for o in batch for c in o.calls])
             await queue.apply_state_changes(connection, [o.change for o in batch])
         for outcome in batch:
-            self._in_flight.discard(outcome.change.question_id)
-            self.summary.count(outcome.change.state)
+            change = outcome.change
+            if outcome.committed is not None:
+                outcome.committed.set()  # the caller goes on to call 2; still in flight
+                continue
+            self._in_flight.discard(change.question_id)
+            self.summary.count(change.state)
             log.debug(
                 "question %s -> %s",
-                outcome.change.question_id,
-                outcome.change.state,
-                extra={"action": "question_finished", "state": outcome.change.state},
+                change.question_id,
+                change.state,
+                extra={"action": "question_finished", "state": change.state},
             )
         if self._feed is not None:
             for answer_id, chunk_index, uri in stored.pending_sources:
@@ -392,10 +402,10 @@ class JobRunner:
 
     async def _heartbeat(self) -> None:
         while True:
-            await anyio.sleep(HEARTBEAT_INTERVAL_S)
+            await anyio.sleep(self._lease.total_seconds() / 4)
             if self._in_flight:
                 async with self.engine.begin() as connection:
-                    await queue.extend_leases(connection, self.owner, self._in_flight, LEASE)
+                    await queue.extend_leases(connection, self.owner, self._in_flight, self._lease)
 
     async def _release_leftovers(self) -> None:
         leftovers = set(self._unstarted) | self._in_flight
@@ -403,42 +413,3 @@ class JobRunner:
             async with self.engine.begin() as connection:
                 await queue.release(connection, self.owner, leftovers)
             self._in_flight.clear()
-
-
-def _block_reason(response: GenerateContentResponse) -> str | None:
-    feedback = response.prompt_feedback
-    if feedback is not None and feedback.block_reason:
-        detail = f": {feedback.block_reason_message}" if feedback.block_reason_message else ""
-        return f"prompt blocked ({feedback.block_reason}){detail}"
-    if not response.candidates:
-        return "no candidates in the response"
-    candidate = response.candidates[0]
-    if candidate.finish_reason in BLOCKING_FINISH_REASONS:
-        return f"answer withheld (finishReason {candidate.finish_reason})"
-    return None
-
-
-def _retry_later(question_id: int, attempts: int, error: GeminiError, delay: float) -> Outcome:
-    when = queue.utcnow() + dt.timedelta(seconds=max(delay, 0.0) if math.isfinite(delay) else 0)
-    return Outcome(
-        StateChange(
-            question_id,
-            queue.RETRY_WAIT,
-            attempts,
-            error_class=error.error_class,
-            last_error=error.message,
-            next_attempt_at=when,
-        )
-    )
-
-
-def _failed(question_id: int, attempts: int, error: GeminiError) -> Outcome:
-    return Outcome(
-        StateChange(
-            question_id,
-            queue.FAILED,
-            attempts,
-            error_class=error.error_class,
-            last_error=error.message,
-        )
-    )

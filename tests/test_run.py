@@ -147,14 +147,14 @@ async def test_faults_are_retried_and_bounded(tmp_path: Path) -> None:
             n_questions=60,
             overrides=["limits.max_attempts=4"],
         )
-        import pipeline.worker as worker
+        import pipeline.answering as answering
 
-        original = worker.BACKOFF_CAP_S
-        worker.BACKOFF_CAP_S = 0.05  # keep the test fast; the policy is the same
+        original = answering.BACKOFF_CAP_S
+        answering.BACKOFF_CAP_S = 0.05  # keep the test fast; the policy is the same
         try:
             assert await run_command(spec) == 0
         finally:
-            worker.BACKOFF_CAP_S = original
+            answering.BACKOFF_CAP_S = original
         calls = _generate_calls(emu.stats())
     rows = await _rows(
         spec.database_url,

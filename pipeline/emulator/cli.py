@@ -43,6 +43,7 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--redirect-forbidden-share", "redirect_forbidden_share", float, "share of 403 links"),
     ("--quota-window-s", "quota_window_s", float, "rpm/tpm sliding window, seconds"),
     ("--grounding-window-s", "grounding_window_s", float, "grounded_rpd window, seconds"),
+    ("--fault-429-share", "fault_429_share", float, "share of 429s with RetryInfo"),
     ("--fault-500-share", "fault_500_share", float, "share of 500 INTERNAL"),
     ("--fault-503-share", "fault_503_share", float, "share of 503 UNAVAILABLE"),
     ("--fault-504-share", "fault_504_share", float, "share of 504 DEADLINE_EXCEEDED"),

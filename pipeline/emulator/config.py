@@ -97,6 +97,8 @@ class EmulatorConfig:
     grounding_window_s: float = DAY_S  # window of grounded_rpd
 
     # Injected faults, decided from seed + request sequence number (a retry can succeed).
+    fault_429_share: float = 0.0  # 429 RESOURCE_EXHAUSTED with RetryInfo (a per-minute quota)
+    fault_429_retry_delay_s: float = 34.4  # the RetryInfo.retryDelay those 429s carry
     fault_500_share: float = 0.0  # 500 INTERNAL "Internal error encountered."
     fault_503_share: float = 0.0  # 503 UNAVAILABLE "The model is overloaded..."
     fault_504_share: float = 0.0  # 504 DEADLINE_EXCEEDED
@@ -104,6 +106,10 @@ class EmulatorConfig:
     fault_truncate_share: float = 0.0  # 200 whose JSON body is cut short
     fault_hang_share: float = 0.0  # no answer for hang_s (cancelled when the client leaves)
     hang_s: float = 3600.0  # seconds
+    # Structured output (responseMimeType application/json), per request: a share that breaks
+    # the schema (required keys dropped), a share that is not JSON at all.
+    structured_invalid_share: float = 0.0
+    structured_garbage_share: float = 0.0
 
     def quota_for(self, model: str) -> ModelQuota:
         """The limits for ``model``: its own table, else ``"*"``, else unlimited."""
@@ -129,6 +135,7 @@ _NON_NEGATIVE_FIELDS = (
     "quota_window_s",
     "grounding_window_s",
     "hang_s",
+    "fault_429_retry_delay_s",
 )
 
 

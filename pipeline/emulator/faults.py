@@ -19,6 +19,7 @@ from pipeline.emulator.config import EmulatorConfig
 
 # (kind, config field) in the order their shares are laid out on [0, 1).
 KINDS: tuple[tuple[str, str], ...] = (
+    ("fault_429", "fault_429_share"),
     ("fault_500", "fault_500_share"),
     ("fault_503", "fault_503_share"),
     ("fault_504", "fault_504_share"),

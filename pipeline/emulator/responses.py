@@ -67,6 +67,9 @@ class Built:
     outcome: str
 
 
+_STRUCTURED_FAULT = b"structured-fault"
+
+
 def tokens(data: bytes) -> int:
     return max(1, -(-len(data) // BYTES_PER_TOKEN))
 
@@ -174,6 +177,12 @@ def build(ctx: Context) -> Built:
     if req.json_output:
         value = fill(req.schema, req.prompt, r)
         text = orjson.dumps(value).decode()
+        # Per request (not per question), so that asking again can succeed.
+        u = draws.unit(ctx.seed_key, _STRUCTURED_FAULT, ctx.seq.to_bytes(8, "big"))
+        if u < ctx.config.structured_garbage_share:
+            text = "Sure! Here is the JSON you asked for: {" + text[1:-1]
+        elif u < ctx.config.structured_garbage_share + ctx.config.structured_invalid_share:
+            text = "{}"  # every required property missing
         parts.append({"text": text})
         cand = {"content": {"parts": parts, "role": "model"}, "finishReason": "STOP"}
         body = {

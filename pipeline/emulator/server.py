@@ -37,6 +37,7 @@ from pipeline.emulator.quotas import Quotas
 from pipeline.emulator.request import DEVELOPER, SEARCH_TOOLS, VERTEX, parse
 from pipeline.emulator.stats import Stats
 
+FAULT_429_NOMINAL_RPM = 1000  # the quotaValue an injected 429 names when no rpm is set
 _JSON = errors.JSON_CONTENT_TYPE
 _HTML = errors.HTML_CONTENT_TYPE
 
@@ -144,6 +145,11 @@ class Emulator:
         fault = self.plan.fault(seq)
         if fault is not None:
             st.faults[fault] += 1
+            if fault == "fault_429":
+                limit = self.config.quota_for(model).rpm or FAULT_429_NOMINAL_RPM
+                raise errors.quota_exceeded(
+                    "rpm", model, limit, self.config.fault_429_retry_delay_s
+                )
             if fault == "fault_500":
                 raise errors.internal()
             if fault == "fault_503":

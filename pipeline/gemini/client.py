@@ -36,12 +36,11 @@ class CallResult:
 
 
 class GeminiClient:
-    """Calls one generateContent endpoint. Use as an async context manager."""
+    """Calls generateContent endpoints over one session. Use as an async context manager."""
 
-    __slots__ = ("_endpoint", "_session", "_timeout")
+    __slots__ = ("_session", "_timeout")
 
-    def __init__(self, endpoint: Endpoint, *, max_connections: int, timeout_s: float) -> None:
-        self._endpoint = endpoint
+    def __init__(self, *, max_connections: int, timeout_s: float) -> None:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s, connect=CONNECT_TIMEOUT_S)
         connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=max_connections)
         self._session = aiohttp.ClientSession(
@@ -62,17 +61,15 @@ class GeminiClient:
     ) -> None:
         await self._session.close()
 
-    async def generate(self, body: bytes) -> CallResult:
-        headers = await self._endpoint.auth.headers()
+    async def generate(self, endpoint: Endpoint, body: bytes) -> CallResult:
+        headers = await endpoint.auth.headers()
         started = time.perf_counter()
         try:
-            async with self._session.post(self._endpoint.url, data=body, headers=headers) as resp:
+            async with self._session.post(endpoint.url, data=body, headers=headers) as resp:
                 raw = await _read_body(resp)
                 status = resp.status
         except aiohttp.ClientConnectorError as exc:
-            raise Unreachable(
-                f"cannot connect to {_where(self._endpoint.url)}: {exc.os_error}"
-            ) from None
+            raise Unreachable(f"cannot connect to {_where(endpoint.url)}: {exc.os_error}") from None
         except TimeoutError:
             raise TransientError(
                 f"no complete response within {self._timeout.total:g} s", error_class="timeout"

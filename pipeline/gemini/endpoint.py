@@ -83,9 +83,20 @@ class Endpoint:
     auth: Auth
 
 
-def endpoint_for(spec: JobSpec, env: Mapping[str, str] | None = None) -> Endpoint:
+def endpoint_for(
+    spec: JobSpec,
+    env: Mapping[str, str] | None = None,
+    *,
+    model_name: str | None = None,
+    auth: Auth | None = None,
+) -> Endpoint:
+    """The job's generateContent endpoint, for ``model_name`` (default: the job's model).
+
+    Pass ``auth`` to share credentials (and their token refreshes) between endpoints.
+    """
     env = os.environ if env is None else env
     model = spec.model
+    name = model_name or model.name
     if model.backend == "developer":
         key = env.get("GOOGLE_API_KEY") or env.get("GEMINI_API_KEY")
         if not key:
@@ -93,7 +104,7 @@ def endpoint_for(spec: JobSpec, env: Mapping[str, str] | None = None) -> Endpoin
                 "no API key: set GEMINI_API_KEY (or GOOGLE_API_KEY) for the Developer API"
             )
         base = (model.base_url or DEVELOPER_API_BASE).rstrip("/")
-        return Endpoint(f"{base}/v1beta/models/{model.name}:generateContent", ApiKeyAuth(key))
+        return Endpoint(f"{base}/v1beta/models/{name}:generateContent", auth or ApiKeyAuth(key))
     project = model.project or env.get("GOOGLE_CLOUD_PROJECT", "")
     location = model.location or env.get("GOOGLE_CLOUD_LOCATION", "")
     if not project or not location:
@@ -102,8 +113,8 @@ def endpoint_for(spec: JobSpec, env: Mapping[str, str] | None = None) -> Endpoin
             "or GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION"
         )
     base = (model.base_url or vertex_base_url(location)).rstrip("/")
-    path = f"/v1/projects/{project}/locations/{location}/publishers/google/models/{model.name}"
-    return Endpoint(f"{base}{path}:generateContent", GoogleAuth(_google_credentials()))
+    path = f"/v1/projects/{project}/locations/{location}/publishers/google/models/{name}"
+    return Endpoint(f"{base}{path}:generateContent", auth or GoogleAuth(_google_credentials()))
 
 
 def vertex_base_url(location: str) -> str:

@@ -39,6 +39,7 @@ FATAL_REASONS = frozenset(
     }
 )
 MAX_MESSAGE_CHARS = 500  # error text stored per question
+MAX_KEPT_BODY = 16 * 1024  # bytes of an error body kept for classification (429 kinds)
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)s$")
 
 
@@ -51,6 +52,7 @@ class GeminiError(Exception):
     def __init__(self, message: str, *, http_status: int | None = None) -> None:
         super().__init__(message[:MAX_MESSAGE_CHARS])
         self.http_status = http_status
+        self.body = b""  # the error body as received (truncated), for finer classification
 
     @property
     def message(self) -> str:
@@ -113,13 +115,19 @@ def classify_http_error(status: int, body: bytes) -> GeminiError:
     else:
         google_status = None
         text = f"HTTP {status} with a non-Google body ({len(body)} bytes)"
+    result: GeminiError
     if status in RETRYABLE_HTTP:
         delay = retry_delay_of(error) if error is not None else None
         error_class = "rate_limited" if status == 429 else f"http_{status}"
-        return TransientError(text, error_class=error_class, http_status=status, retry_delay=delay)
-    if status in FATAL_HTTP or (
+        result = TransientError(
+            text, error_class=error_class, http_status=status, retry_delay=delay
+        )
+    elif status in FATAL_HTTP or (
         error is not None and any(d.reason in FATAL_REASONS for d in error.details)
     ):
-        return FatalError(text, http_status=status)
-    error_class = (google_status or f"http_{status}").lower()
-    return PermanentError(text, error_class=error_class, http_status=status)
+        result = FatalError(text, http_status=status)
+    else:
+        error_class = (google_status or f"http_{status}").lower()
+        result = PermanentError(text, error_class=error_class, http_status=status)
+    result.body = body[:MAX_KEPT_BODY]
+    return result

@@ -5,7 +5,14 @@ A question moves through these states::
     pending --claim--> running --answer--> done | ungrounded
                           |--blocked-----> blocked
                           |--retryable---> retry_wait --(next_attempt_at)--> running ...
-                          '--permanent---> failed (dead letter, with an error class)
+                          |--permanent---> failed (dead letter, with an error class)
+                          '--answer, structure step on--> (running, lease kept) --call 2-->
+                                 done | invalid, or grounded (call 2 to retry) | failed
+
+``grounded`` means: the grounded answer is stored (call 1 is never made again), the
+structuring call is still to come. Whether a claimed question needs call 1 or call 2 is read
+from the answers table, not from the state, so a question whose run died between the two
+resumes at call 2 whatever state it was left in.
 
 A ``running`` row carries ``lease_owner`` and ``lease_expires_at``; the owner extends the lease
 while it works (heartbeat). A row whose lease has expired is claimable again: that is how a
@@ -24,20 +31,22 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.store.tables import jobs, questions
+from pipeline.store.tables import answers, jobs, questions, structured
 from pipeline.store.upsert import insert_ignoring_conflicts
 
 PENDING = "pending"
 RUNNING = "running"
 RETRY_WAIT = "retry_wait"
+GROUNDED = "grounded"
 DONE = "done"
+INVALID = "invalid"
 UNGROUNDED = "ungrounded"
 BLOCKED = "blocked"
 FAILED = "failed"
 
-TERMINAL_STATES = frozenset({DONE, UNGROUNDED, BLOCKED, FAILED})
-WAITING_STATES = (PENDING, RETRY_WAIT)
-ALL_STATES = (PENDING, RUNNING, RETRY_WAIT, DONE, UNGROUNDED, BLOCKED, FAILED)
+TERMINAL_STATES = frozenset({DONE, UNGROUNDED, BLOCKED, FAILED, INVALID})
+WAITING_STATES = (PENDING, RETRY_WAIT, GROUNDED)
+ALL_STATES = (PENDING, RUNNING, RETRY_WAIT, GROUNDED, DONE, UNGROUNDED, BLOCKED, INVALID, FAILED)
 
 
 def utcnow() -> dt.datetime:
@@ -50,6 +59,9 @@ class ClaimedQuestion:
     qid: str
     text: str
     attempts: int
+    structure_attempts: int = 0
+    # The stored call-1 response when the grounded answer exists: only call 2 is left.
+    answer_raw: bytes | None = None
 
 
 async def ensure_job(connection: AsyncConnection, name: str) -> int:
@@ -101,11 +113,38 @@ async def claim(
         questions.update()
         .where(q.id.in_(candidates))
         .values(state=RUNNING, lease_owner=owner, lease_expires_at=now + lease, updated_at=now)
-        .returning(q.id, q.qid, q.text, q.attempts)
+        .returning(q.id, q.qid, q.text, q.attempts, q.structure_attempts)
     )
-    claimed = [ClaimedQuestion(row.id, row.qid, row.text, row.attempts) for row in result]
-    claimed.sort(key=lambda c: c.id)
-    return claimed
+    rows = sorted(result.all(), key=lambda row: row.id)
+    if not rows:
+        return []
+    stored = dict(
+        (
+            await connection.execute(
+                sa.select(answers.c.question_id, answers.c.raw_response).where(
+                    answers.c.question_id.in_([row.id for row in rows])
+                )
+            )
+        ).all()
+    )
+    return [
+        ClaimedQuestion(
+            row.id,
+            row.qid,
+            row.text,
+            row.attempts,
+            row.structure_attempts,
+            stored[row.id].encode() if row.id in stored else None,
+        )
+        for row in rows
+    ]
+
+
+def _waiting_state() -> sa.Case[str]:
+    """The state a question goes back to when its lease is given up without a verdict."""
+    q = questions.c
+    has_answer = sa.exists().where(answers.c.question_id == q.id)
+    return sa.case((has_answer, GROUNDED), (q.attempts > 0, RETRY_WAIT), else_=PENDING)
 
 
 async def extend_leases(
@@ -135,7 +174,7 @@ async def release(connection: AsyncConnection, owner: str, ids: Iterable[int]) -
         questions.update()
         .where(q.id.in_(ids), q.lease_owner == owner, q.state == RUNNING)
         .values(
-            state=sa.case((q.attempts > 0, RETRY_WAIT), else_=PENDING),
+            state=_waiting_state(),
             lease_owner=None,
             lease_expires_at=None,
             updated_at=utcnow(),
@@ -170,7 +209,7 @@ async def release_dead_owners(
         questions.update()
         .where(q.job_id == job_id, q.state == RUNNING, q.lease_owner.in_(dead))
         .values(
-            state=sa.case((q.attempts > 0, RETRY_WAIT), else_=PENDING),
+            state=_waiting_state(),
             lease_owner=None,
             lease_expires_at=None,
             updated_at=utcnow(),
@@ -189,6 +228,9 @@ class StateChange:
     error_class: str | None = None
     last_error: str | None = None
     next_attempt_at: dt.datetime | None = None
+    structure_attempts: int | None = None  # None: unchanged
+    # The same caller goes on with the question (call 2 right after call 1): keep the lease.
+    keep_lease: bool = False
 
 
 async def apply_state_changes(connection: AsyncConnection, changes: Sequence[StateChange]) -> None:
@@ -210,8 +252,13 @@ async def apply_state_changes(connection: AsyncConnection, changes: Sequence[Sta
             error_class=sa.bindparam("b_error_class"),
             last_error=sa.bindparam("b_last_error"),
             next_attempt_at=sa.bindparam("b_next"),
-            lease_owner=None,
-            lease_expires_at=None,
+            structure_attempts=sa.func.coalesce(
+                sa.bindparam("b_structure_attempts", type_=sa.Integer), q.structure_attempts
+            ),
+            lease_owner=sa.case((sa.bindparam("b_keep", type_=sa.Boolean), q.lease_owner)),
+            lease_expires_at=sa.case(
+                (sa.bindparam("b_keep", type_=sa.Boolean), q.lease_expires_at)
+            ),
             updated_at=now,
         )
     )
@@ -223,6 +270,8 @@ async def apply_state_changes(connection: AsyncConnection, changes: Sequence[Sta
             "b_error_class": c.error_class,
             "b_last_error": c.last_error,
             "b_next": c.next_attempt_at,
+            "b_structure_attempts": c.structure_attempts,
+            "b_keep": c.keep_lease,
         }
         for c in changes
     ]
@@ -264,14 +313,39 @@ async def requeue(
     states: Sequence[str],
     error_class: str | None = None,
 ) -> int:
-    """Move dead letters back to ``pending`` with a fresh attempt budget."""
+    """Move dead letters back to ``pending`` with a fresh attempt budget (``ground retry``).
+
+    What was stored for them and must be asked again goes: an ``ungrounded`` question's answer
+    (call 1 is made again), an ``invalid`` question's structured output (call 2 again). A
+    ``failed`` question whose grounded answer is stored keeps it: only call 2 is made again.
+    """
     q = questions.c
     condition = sa.and_(q.job_id == job_id, q.state.in_(states))
     if error_class is not None:
         condition = sa.and_(condition, q.error_class == error_class)
+    chosen = sa.select(q.id).where(condition)
+    if UNGROUNDED in states:
+        await connection.execute(
+            answers.delete().where(
+                answers.c.question_id.in_(chosen.where(q.state == UNGROUNDED).scalar_subquery())
+            )
+        )
+    if INVALID in states:
+        await connection.execute(
+            structured.delete().where(
+                structured.c.question_id.in_(chosen.where(q.state == INVALID).scalar_subquery())
+            )
+        )
     result = await connection.execute(
         questions.update()
         .where(condition)
-        .values(state=PENDING, attempts=0, next_attempt_at=None, updated_at=utcnow())
+        .values(
+            state=PENDING,
+            attempts=0,
+            structure_attempts=0,
+            next_attempt_at=None,
+            error_class=None,
+            updated_at=utcnow(),
+        )
     )
     return result.rowcount

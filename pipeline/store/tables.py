@@ -83,7 +83,8 @@ questions = Table(
     Column("qclass", String(200)),
     Column("meta", JSON),
     Column("state", String(20), nullable=False),
-    Column("attempts", Integer, nullable=False, default=0),
+    Column("attempts", Integer, nullable=False, default=0),  # grounded calls made (call 1)
+    Column("structure_attempts", Integer, nullable=False, default=0),  # call 2 attempts
     Column("lease_owner", String(100)),
     Column("lease_expires_at", UtcDateTime()),
     Column("next_attempt_at", UtcDateTime()),
@@ -168,4 +169,47 @@ supports = Table(
     Column("chunk_indices", JSON, nullable=False),
     Column("confidence_scores", JSON),  # null when the API sent none (2.5 and later)
     Index("ix_supports_answer_id", "answer_id"),
+)
+
+structured = Table(
+    "structured",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column(
+        "question_id",
+        Id,
+        ForeignKey("questions.id", ondelete="CASCADE"),
+        nullable=False,
+        unique=True,
+    ),
+    Column("valid", Boolean, nullable=False),
+    Column("value", JSON),  # the object; null when the output was not JSON
+    Column("raw_text", Text, nullable=False),  # the model's output as received
+    Column("errors", JSON, nullable=False),  # validation errors of the stored output
+    # [{path, value, supported, sources, in_answer}] per leaf (pipeline.structure.provenance)
+    Column("provenance", JSON, nullable=False),
+    Column("supported_fraction", Float),
+    Column("flagged", Boolean, nullable=False),  # require_supported and a value unsupported
+    Column("model_version", String(100)),
+    Column("calls", Integer, nullable=False),  # 1, or 2 with the repair retry
+    Column("created_at", UtcDateTime(), nullable=False),
+)
+
+calls = Table(
+    "calls",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("question_id", Id, ForeignKey("questions.id", ondelete="CASCADE"), nullable=False),
+    Column("step", String(20), nullable=False),  # ground | structure
+    Column("model", String(100), nullable=False),
+    Column("started_at", UtcDateTime(), nullable=False),
+    Column("latency_ms", Float, nullable=False),
+    Column("http_status", Integer),  # null when no response came (timeout, reset)
+    Column("outcome", String(50), nullable=False),  # ok, or the error class
+    Column("input_tokens", Integer, nullable=False),  # prompt + tool use (billed as input)
+    Column("output_tokens", Integer, nullable=False),  # candidates + thoughts
+    Column("grounding_units", Integer, nullable=False),  # grounded prompts or billed queries
+    Column("cost_micro_usd", BigInteger, nullable=False),  # rounded up; 0 for failed calls
+    Column("cost_complete", Boolean, nullable=False),  # false: no price known for a part
+    Index("ix_calls_question_id", "question_id"),
 )

@@ -1,0 +1,258 @@
+"""One model call under the account's limits and the job's budget, and what it cost.
+
+Before a call, in this order: the budget reserves the call's worst case (refused: the call is
+not made, :class:`BudgetExhausted`); a grounded call waits while the daily grounding bucket is
+known to be empty (:class:`GroundingPaused`, with the reset time); the rate limiter spaces the
+request (no burst above the rate, lowered by AIMD on 429s); the token limiter reserves the
+prompt's estimated tokens. After it: the token estimate is corrected from ``usageMetadata``,
+the cost computed from the price table and settled against the budget, and a
+:class:`~pipeline.store.results.CallRecord` made for the ledger (failed calls too, at cost 0).
+
+All state here lives in one process. With several worker processes on one PostgreSQL queue,
+give each its share of the rate; the budget is checked against what each process has seen.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+import warnings
+from dataclasses import dataclass
+from decimal import Decimal
+
+from pipeline.costs import (
+    Budget,
+    Price,
+    PriceTable,
+    UnconfirmedPriceWarning,
+    call_cost,
+    load_prices,
+    worst_case_cost,
+)
+from pipeline.gemini.client import CallResult, GeminiClient
+from pipeline.gemini.endpoint import Endpoint
+from pipeline.gemini.errors import GeminiError, Unreachable
+from pipeline.jobspec import JobSpec
+from pipeline.limits import (
+    AdaptiveRate,
+    DailyGroundingGate,
+    RateLimiter,
+    TokenBudgetLimiter,
+    TokenReservation,
+    classify_429,
+    estimate_tokens,
+    pacing_rate,
+)
+from pipeline.store.queue import utcnow
+from pipeline.store.results import CallRecord
+
+log = logging.getLogger(__name__)
+
+# Request overhead beyond the prompt text (system instruction, tools, config), in tokens, added
+# to the estimate so the worst case stays a bound.
+PROMPT_OVERHEAD_TOKENS = 200
+
+
+def _micro_to_usd(micro: int) -> Decimal:
+    return Decimal(micro) / 1_000_000
+
+
+class BudgetExhausted(Exception):
+    """The next call's worst case does not fit in what is left of the budget."""
+
+
+class GroundingPaused(Exception):
+    """The daily grounding bucket is empty until ``until``."""
+
+    def __init__(self, until: dt.datetime, message: str) -> None:
+        super().__init__(message)
+        self.until = until
+
+
+@dataclass(frozen=True, slots=True)
+class Metered:
+    """A call's result (or error) and its ledger row."""
+
+    result: CallResult | None
+    error: GeminiError | None
+    record: CallRecord
+
+
+class MeteredCaller:
+    """Makes calls for one run; one instance shared by every caller task."""
+
+    def __init__(
+        self,
+        spec: JobSpec,
+        client: GeminiClient,
+        *,
+        spent: Decimal = Decimal(0),
+        prices: PriceTable | None = None,
+    ) -> None:
+        limits = spec.limits
+        self.spec = spec
+        self.client = client
+        with warnings.catch_warnings():  # only the rows this job uses are worth a warning
+            warnings.simplefilter("ignore", UnconfirmedPriceWarning)
+            self.prices = prices or load_prices(limits.prices_file or None)
+        rate = pacing_rate(limits.requests_per_minute)
+        self.limiter = RateLimiter(rate)
+        self.aimd = AdaptiveRate(rate, limiter=self.limiter) if limits.adaptive else None
+        self.tokens = (
+            TokenBudgetLimiter(limits.tokens_per_minute) if limits.tokens_per_minute else None
+        )
+        self.gate = DailyGroundingGate(limits.grounded_prompts_per_day or None)
+        self.budget = Budget(spec.budget, spent=spent) if spec.budget is not None else None
+        self._price_cache: dict[str, Price | None] = {}
+
+    def price_for(self, model: str) -> Price | None:
+        if model not in self._price_cache:
+            price = self.prices.for_model(model, self.spec.model.backend)
+            self._price_cache[model] = price
+            if price is None:
+                log.warning(
+                    "no price for %s (%s): its calls are recorded at cost 0, marked incomplete",
+                    model,
+                    self.spec.model.backend,
+                    extra={"action": "price_missing", "model": model},
+                )
+            elif not price.confirmed:
+                log.warning(
+                    "the price of %s rests on placeholder figures: %s",
+                    model,
+                    price.describe(),
+                    extra={"action": "price_unconfirmed", "model": model},
+                )
+        return self._price_cache[model]
+
+    async def call(
+        self,
+        endpoint: Endpoint,
+        body: bytes,
+        *,
+        model: str,
+        question_id: int,
+        step: str,
+        prompt_text: str,
+        tool: str | None,
+    ) -> Metered:
+        """Make one call. ``tool`` is the grounding tool declared (None for call 2).
+
+        Raises :class:`BudgetExhausted` or :class:`GroundingPaused` before any request, and
+        :class:`~pipeline.gemini.errors.Unreachable` when no request could be sent.
+        """
+        price = self.price_for(model)
+        estimate = estimate_tokens(prompt_text) + PROMPT_OVERHEAD_TOKENS
+        worst = self._reserve(price, model, estimate, tool)
+        if tool is not None and self.gate.paused_until is not None:
+            self._release(worst)
+            raise GroundingPaused(self.gate.paused_until, self.gate.message())
+        await self.limiter.acquire()
+        reservation: TokenReservation | None = None
+        if self.tokens is not None:
+            reservation = await self.tokens.acquire(min(estimate, self.tokens.limit))
+        started_at, started = utcnow(), time.perf_counter()
+        try:
+            result = await self.client.generate(endpoint, body)
+        except Unreachable:
+            self._settle(worst, None, reservation, 0)
+            raise
+        except GeminiError as error:
+            self._settle(worst, None, reservation, 0)
+            self._on_error(error, tool)
+            record = CallRecord(
+                question_id,
+                step,
+                model,
+                started_at,
+                (time.perf_counter() - started) * 1000.0,
+                error.http_status,
+                error.error_class,
+            )
+            return Metered(None, error, record)
+        response = result.response
+        usage = response.usage_metadata
+        if self.aimd is not None:
+            self.aimd.on_success()
+        grounding = response.candidates[0].grounding_metadata if response.candidates else None
+        if tool is not None and grounding is not None:
+            self.gate.record_grounded()
+        cost = call_cost(price, usage, grounding, tool=tool) if price is not None else None
+        # The budget counts what the ledger stores (micro-dollars, rounded up), so the spend
+        # `ground status` sums is the spend the budget was held to.
+        actual = _micro_to_usd(cost.micro_usd()) if cost is not None else None
+        self._settle(worst, actual, reservation, usage.prompt_token_count)
+        record = CallRecord(
+            question_id,
+            step,
+            model,
+            started_at,
+            result.latency_ms,
+            200,
+            "ok",
+            input_tokens=usage.prompt_token_count + usage.tool_use_prompt_token_count,
+            output_tokens=usage.candidates_token_count + usage.thoughts_token_count,
+            grounding_units=cost.grounding_units if cost else 0,
+            cost_micro_usd=cost.micro_usd() if cost else 0,
+            cost_complete=cost is not None and cost.complete,
+        )
+        return Metered(result, None, record)
+
+    def _reserve(
+        self, price: Price | None, model: str, estimate: int, tool: str | None
+    ) -> Decimal | None:
+        if self.budget is None:
+            return None
+        if price is None:
+            raise BudgetExhausted(
+                f"no price is known for {model!r} ({self.spec.model.backend}), so a budget "
+                "cannot be enforced: add a row to the prices file (limits.prices_file)"
+            )
+        limits = self.spec.limits
+        worst_cost = worst_case_cost(
+            price,
+            prompt_tokens_estimate=estimate,
+            max_output_tokens=limits.max_output_tokens,
+            max_search_queries=limits.max_search_queries,
+            max_tool_use_tokens=limits.max_tool_use_tokens if tool is not None else 0,
+            tool=tool,
+        )
+        worst = _micro_to_usd(worst_cost.micro_usd())  # rounded up, like the stored actual cost
+        if not self.budget.reserve(worst):
+            raise BudgetExhausted(self.budget.message(worst))
+        return worst
+
+    def _release(self, worst: Decimal | None) -> None:
+        if self.budget is not None and worst is not None:
+            self.budget.release(worst)
+
+    def _settle(
+        self,
+        worst: Decimal | None,
+        actual: Decimal | None,
+        reservation: TokenReservation | None,
+        tokens: int,
+    ) -> None:
+        if self.budget is not None and worst is not None:
+            self.budget.settle(worst, actual if actual is not None else Decimal(0))
+        if self.tokens is not None and reservation is not None:
+            self.tokens.reconcile(reservation, tokens)
+
+    def _on_error(self, error: GeminiError, tool: str | None) -> None:
+        if error.http_status != 429:
+            return
+        kind = classify_429(error.body, grounded=tool is not None, backend=self.spec.model.backend)
+        if kind in ("daily_grounding", "daily"):
+            until = self.gate.pause_for_day(f"the daily {kind.replace('_', ' ')} quota ran out")
+            log.warning(
+                "daily quota exhausted: grounded calls paused until %s",
+                until.isoformat(),
+                extra={"action": "grounding_paused", "until": until.isoformat()},
+            )
+        elif self.aimd is not None and self.aimd.on_throttle():
+            log.info(
+                "429: sending rate lowered to %.1f/s",
+                self.aimd.rate,
+                extra={"action": "rate_lowered", "rate": self.aimd.rate},
+            )
