@@ -9,8 +9,10 @@ Accepts both schema kinds of ``generationConfig`` (reference §4.3):
   ``anyOf``/``oneOf``, type lists with ``"null"``, ``prefixItems``, ``minLength``/``maxLength``,
   ``exclusiveMinimum``/``exclusiveMaximum``, ``additionalProperties``, ``allOf``).
 
-Values come from the prompt where they can: strings are the prompt's sentences (in turn),
-numbers are the numbers in the prompt (in turn), an enum value that appears in the prompt is
+Values come from the prompt where they can, as a model would take them from the text it was
+given: the part between ``<grounded_answer>`` tags when there is one (our call-2 prompt), else
+the whole prompt, with ``<tag>`` lines and ``[n]`` citation markers left out. Strings are its
+sentences (in turn), numbers its numbers (in turn, thousands separators read as such), an enum value that appears in the prompt is
 preferred, ``date``/``date-time``/``uri``/``email`` formats get well-formed values (a date or
 URL from the prompt when there is one). Every property is filled, optional ones too, except
 below :data:`MAX_DEPTH` where only required ones are (so cyclic ``$ref`` terminates).
@@ -27,7 +29,10 @@ from pipeline.emulator.draws import Rng
 MAX_DEPTH = 6  # nesting below which optional properties and extra array items are dropped
 DEFAULT_ITEMS = 2  # array length when the schema does not constrain it
 
-_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:[.,]\d+)?(?![\w])")
+_NUMBER = re.compile(r"(?<![\w.,])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w])")
+_TAG_LINE = re.compile(r"^\s*</?[a-z_]+>\s*$", re.MULTILINE)
+_MARKER = re.compile(r"\[\d+\]")
+_ANSWER = re.compile(r"<grounded_answer>(.*?)</grounded_answer>", re.DOTALL)
 _DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 _URL = re.compile(r"https?://[^\s)\"'<>]+")
 _SENTENCE = re.compile(r"[^.!?\n。！？]+[.!?。！？]?")
@@ -39,10 +44,12 @@ class _Source:
     def __init__(self, prompt: str, rng: Rng) -> None:
         self.prompt = prompt
         self.rng = rng
-        self.sentences = [s.strip() for s in _SENTENCE.findall(prompt) if s.strip()] or [
+        answer = _ANSWER.search(prompt)
+        text = _MARKER.sub("", _TAG_LINE.sub("", answer.group(1) if answer else prompt))
+        self.sentences = [s.strip() for s in _SENTENCE.findall(text) if s.strip()] or [
             "emulated value"
         ]
-        self.numbers = [float(n.replace(",", ".")) for n in _NUMBER.findall(prompt)]
+        self.numbers = [float(n.replace(",", "")) for n in _NUMBER.findall(text)]
         self.dates = ["-".join(m) for m in _DATE.findall(prompt)]
         self.urls = _URL.findall(prompt)
         self._s = self._n = 0
