@@ -332,9 +332,14 @@ class Answerer:
     def _call_failed(
         self, question_id: int, attempts: int, error: GeminiError, calls: list[CallRecord]
     ) -> Outcome:
+        paused_until = self.caller.gate.paused_until
         if isinstance(error, FatalError):
             # The credentials are at fault, not the question: no attempt is spent.
             change = _waiting(question_id, queue.RETRY_WAIT, attempts - 1, error, 0.0)
+        elif error.http_status == 429 and paused_until is not None:
+            # The daily bucket ran out: wait for the reset, without spending an attempt.
+            delay = (paused_until - queue.utcnow()).total_seconds()
+            change = _waiting(question_id, queue.RETRY_WAIT, attempts - 1, error, delay)
         elif error.retryable and attempts < self.spec.limits.max_attempts:
             change = _waiting(
                 question_id, queue.RETRY_WAIT, attempts, error, self._backoff(attempts, error)

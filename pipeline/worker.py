@@ -64,6 +64,9 @@ UNREACHABLE_RETRY_S = 5.0  # a question whose call could not connect waits this 
 UNREACHABLE_STOP_AFTER = 5  # consecutive connection failures (no success between) stop the run
 FATAL_STOP_AFTER = 3  # auth failures that stop the run
 RESOLVER_FEED_BUFFER = 10_000  # lookups queued for the resolver; beyond, the final sweep has them
+# A daily-quota pause longer than this ends the run (the questions wait, dated, for the next
+# run after the reset) rather than holding a process idle for hours.
+LONG_PAUSE = dt.timedelta(minutes=10)
 
 
 @dataclass(slots=True)
@@ -249,6 +252,14 @@ class JobRunner:
                     wake_at = await queue.next_wakeup(connection, self.job_id)
                 if wake_at is None:
                     return  # every question of the job is terminal
+                if wake_at - queue.utcnow() > LONG_PAUSE:
+                    paused = self.caller is not None and self.caller.gate.paused_until is not None
+                    why = self.caller.gate.message() if paused and self.caller else "waiting"
+                    self.stop(
+                        f"nothing is due before {wake_at:%Y-%m-%d %H:%M} UTC ({why});"
+                        " run again then"
+                    )
+                    return
                 wait = (wake_at - queue.utcnow()).total_seconds()
                 await self._wait_for_progress(min(max(wait, 0.05), IDLE_POLL_S))
 
@@ -312,6 +323,8 @@ class JobRunner:
             self.stop(f"budget: {exc}")
             self._unstarted.append(question.id)  # not called: released with its attempts
         except GroundingPaused as exc:  # only call 1 is grounded, so there is no answer yet
+            if exc.until - queue.utcnow() > LONG_PAUSE:
+                self.stop(f"{exc}; run again after {exc.until:%Y-%m-%d %H:%M} UTC")
             change = StateChange(
                 question.id,
                 queue.RETRY_WAIT,

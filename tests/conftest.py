@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parent.parent
 # The real recorded API responses live beside the checkout, never inside it.
@@ -21,3 +23,10 @@ def real_fixtures() -> Path:
     if not SHARED_FIXTURES.is_dir():
         pytest.skip("../shared/fixtures/real is not beside this checkout")
     return SHARED_FIXTURES
+
+
+# Property tests explore new examples on a developer's machine, but CI must not turn red on a
+# draw: there they are derandomized (the same examples every run).
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")

@@ -34,6 +34,7 @@ def make_job(
     overrides: list[str] | None = None,
 ) -> JobSpec:
     """A job over ``n_questions`` generated questions, pointed at ``base_url``."""
+    directory.mkdir(parents=True, exist_ok=True)
     write_questions(directory, n_questions)
     host = base_url.split("://", 1)[1]
     database = database or "sqlite:///job.sqlite"

@@ -12,10 +12,11 @@ Accepts both schema kinds of ``generationConfig`` (reference §4.3):
 Values come from the prompt where they can, as a model would take them from the text it was
 given: the part between ``<grounded_answer>`` tags when there is one (our call-2 prompt), else
 the whole prompt, with ``<tag>`` lines and ``[n]`` citation markers left out. Strings are its
-sentences (in turn), numbers its numbers (in turn, thousands separators read as such), an enum value that appears in the prompt is
-preferred, ``date``/``date-time``/``uri``/``email`` formats get well-formed values (a date or
-URL from the prompt when there is one). Every property is filled, optional ones too, except
-below :data:`MAX_DEPTH` where only required ones are (so cyclic ``$ref`` terminates).
+sentences (in turn), numbers its numbers (in turn, thousands separators read as such); an
+enum value that appears in the prompt is preferred; ``date``/``date-time``/``uri``/``email``
+formats get well-formed values (a date or URL from the prompt when there is one). Every
+property is filled, optional ones too, except below :data:`MAX_DEPTH` where only required
+ones are (so cyclic ``$ref`` terminates).
 Objects keep ``propertyOrdering`` when given, else the schema's key order.
 """
 
