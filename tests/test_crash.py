@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.store.engine import create_engine
-from pipeline.store.tables import answers, questions, structured
+from pipeline.store.tables import answers, calls, questions, structured
 from tests.jobutil import make_job
 
 pytestmark = pytest.mark.anyio
@@ -39,25 +39,37 @@ STRUCTURE = [
 ]
 
 
+async def _ledger_ground_calls(url: str) -> int:
+    """Grounded calls the database knows of (every call is in the ledger once stored)."""
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as connection:
+            return await connection.scalar(
+                sa.select(sa.func.count()).where(calls.c.step == "ground")
+            )
+    finally:
+        await engine.dispose()
+
+
 @pytest.mark.parametrize("structure", [False, True], ids=["ground", "ground+structure"])
 async def test_five_sigkills_then_completion_pay_for_each_answer_once(
     tmp_path: Path, structure: bool
 ) -> None:
     rng = random.Random(1234)
     config = EmulatorConfig(seed=31, latency_p50_ms=40, latency_p99_ms=200)
+    lost_at_kills: list[int] = []
     with running_emulator(config) as emu:
+        overrides = [
+            f"limits.concurrency={CONCURRENCY}",
+            "limits.requests_per_minute=30000",
+            *(STRUCTURE if structure else []),
+        ]
         spec = make_job(
-            tmp_path,
-            base_url=emu.base_url,
-            n_questions=N_QUESTIONS,
-            overrides=[
-                f"limits.concurrency={CONCURRENCY}",
-                "limits.requests_per_minute=30000",
-                *(STRUCTURE if structure else []),
-            ],
+            tmp_path, base_url=emu.base_url, n_questions=N_QUESTIONS, overrides=overrides
         )
         env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
         command = [sys.executable, "-m", "pipeline.cli", "run", str(spec.path)]
+        command += [arg for override in overrides for arg in ("--set", override)]
         for _ in range(KILLS):
             child = subprocess.Popen(
                 command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -65,12 +77,17 @@ async def test_five_sigkills_then_completion_pay_for_each_answer_once(
             time.sleep(rng.uniform(0.8, 2.0))  # start-up is ~0.5 s; kill mid-run
             child.send_signal(signal.SIGKILL)
             child.wait()
+            # Calls the server answered that the killed run never stored: the calls in flight.
+            seen = _generate_calls(emu.stats())
+            lost_at_kills.append(
+                seen - await _ledger_ground_calls(spec.database_url) - sum(lost_at_kills)
+            )
         killed_calls = _generate_calls(emu.stats())
         assert killed_calls > 0  # the kills really landed mid-run
 
         final = subprocess.run(command, env=env, capture_output=True, timeout=240, check=False)
         assert final.returncode == 0, final.stderr.decode()
-        calls = _generate_calls(emu.stats())
+        total = _generate_calls(emu.stats())
 
     engine = create_engine(spec.database_url)
     try:
@@ -90,6 +107,13 @@ async def test_five_sigkills_then_completion_pay_for_each_answer_once(
                     sa.select(sa.func.count(), sa.func.count(sa.distinct(answers.c.question_id)))
                 )
             ).one()
+            paid_per_question = (
+                await connection.execute(
+                    sa.select(calls.c.question_id, sa.func.count())
+                    .where(calls.c.step == "ground", calls.c.outcome == "ok")
+                    .group_by(calls.c.question_id)
+                )
+            ).all()
     finally:
         await engine.dispose()
     assert sum(states.values()) == N_QUESTIONS
@@ -97,7 +121,10 @@ async def test_five_sigkills_then_completion_pay_for_each_answer_once(
     assert n_answers == n_distinct == N_QUESTIONS  # exactly one stored answer per question
     if structure:  # and one structured output for each grounded one
         assert n_structured == states.get("done", 0) + states.get("invalid", 0)
-    # Each kill can lose at most the calls in flight at that moment (the concurrency, plus the
-    # questions already sent to the limiter): everything else was stored and never re-asked.
-    print(f"calls: {killed_calls} before the last run, {calls} in all")
-    assert calls <= N_QUESTIONS + KILLS * CONCURRENCY
+    # Every stored call 1 was paid for once: no question's answer was asked for twice ...
+    assert len(paid_per_question) == N_QUESTIONS
+    assert {n for _, n in paid_per_question} == {1}
+    # ... and the only calls beyond the stored ones are those in flight at each kill.
+    print(f"calls: {total} in all; in flight at the kills: {lost_at_kills}")
+    assert total == N_QUESTIONS + sum(lost_at_kills)
+    assert all(lost <= CONCURRENCY * 3 for lost in lost_at_kills)
