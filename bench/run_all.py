@@ -13,7 +13,7 @@ def main() -> int:
     here = Path(__file__).resolve().parent
     for name in BENCHES:
         print(f"== {name}", flush=True)
-        if subprocess.run([sys.executable, str(here / name)], check=False).returncode:  # noqa: S603
+        if subprocess.run([sys.executable, str(here / name)], check=False).returncode:
             return 1
     return 0
 
