@@ -88,7 +88,7 @@ def main() -> None:
     os.environ["GEMINI_API_KEY"] = "emulator-key"
     variants = {"group commit": worker.WRITE_BATCH_MAX, "commit per answer": 1}
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
-    with emulator_process() as base_url:
+    with emulator_process(realistic_latency=False) as base_url:
         for _ in range(args.rounds):
             for name, batch in variants.items():
                 worker.WRITE_BATCH_MAX = batch

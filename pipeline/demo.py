@@ -30,10 +30,12 @@ _LISTENING = re.compile(r"listening on (http://\S+)")
 
 
 @contextmanager
-def emulator_process() -> Iterator[str]:
+def emulator_process(*, realistic_latency: bool = True) -> Iterator[str]:
     """A running emulator child process; yields its base URL."""
     command = [sys.executable, "-m", "pipeline.emulator", "--port", "0"]
-    command += ["--seed", str(EMULATOR_SEED), *EMULATOR_LATENCY]
+    command += ["--seed", str(EMULATOR_SEED)]
+    if realistic_latency:
+        command += EMULATOR_LATENCY
     child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)  # noqa: S603
     try:
         assert child.stdout is not None
