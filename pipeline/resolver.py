@@ -34,6 +34,7 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline import redirects
+from pipeline.batching import batches
 from pipeline.jobspec import ResolverSection
 from pipeline.redirects import AllowList, Verdict
 from pipeline.store.queue import utcnow
@@ -235,19 +236,9 @@ class Resolver:
             done.set()
 
     async def _writer(self, results: ObjectReceiveStream[ResolvedSource]) -> None:
-        async with results:
-            while True:
-                try:
-                    batch = [await results.receive()]
-                except anyio.EndOfStream:
-                    return
-                while len(batch) < WRITE_BATCH_MAX:
-                    try:
-                        batch.append(results.receive_nowait())
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                with anyio.CancelScope(shield=True):
-                    await self._store(batch)
+        async for batch in batches(results, WRITE_BATCH_MAX):
+            with anyio.CancelScope(shield=True):
+                await self._store(batch)
 
     async def _store(self, batch: Sequence[ResolvedSource]) -> None:
         s = sources.c

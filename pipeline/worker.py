@@ -41,6 +41,7 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.answering import Answerer, Outcome, stored_answer
+from pipeline.batching import batches
 from pipeline.gemini.client import GeminiClient
 from pipeline.gemini.endpoint import endpoint_for
 from pipeline.gemini.errors import Unreachable
@@ -367,19 +368,9 @@ class JobRunner:
         return Outcome(change)
 
     async def _writer(self, outcomes: ObjectReceiveStream[Outcome]) -> None:
-        async with outcomes:
-            while True:
-                try:
-                    batch = [await outcomes.receive()]
-                except anyio.EndOfStream:
-                    return
-                while len(batch) < WRITE_BATCH_MAX:
-                    try:
-                        batch.append(outcomes.receive_nowait())
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                with anyio.CancelScope(shield=True):
-                    await self._commit(batch)
+        async for batch in batches(outcomes, WRITE_BATCH_MAX):
+            with anyio.CancelScope(shield=True):
+                await self._commit(batch)
 
     async def _commit(self, batch: list[Outcome]) -> None:
         now = queue.utcnow()

@@ -18,6 +18,14 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture
+def emulator_key(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The emulator's API key in the environment, as a user's key would be."""
+    monkeypatch.setenv("GEMINI_API_KEY", "emulator-key")
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    return "emulator-key"
+
+
 @pytest.fixture(scope="session")
 def real_fixtures() -> Path:
     if not SHARED_FIXTURES.is_dir():

@@ -53,3 +53,13 @@ async def postgres_engine() -> AsyncIterator[AsyncEngine]:
             yield engine
         finally:
             await engine.dispose()
+
+
+async def fetch_rows(url: str, statement: sa.Select) -> list[sa.Row]:
+    """Run one query on the database at ``url`` (its own engine, disposed after)."""
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as connection:
+            return list((await connection.execute(statement)).all())
+    finally:
+        await engine.dispose()

@@ -64,3 +64,10 @@ requests_per_second = 1000.0
         encoding="utf-8",
     )
     return load_jobspec(directory / "job.toml", overrides or [])
+
+
+def generate_calls(stats: dict, model: str | None = None) -> int:
+    """generateContent requests the emulator saw (Developer API), or those for ``model``."""
+    if model is not None:
+        return stats["requests"]["by_model"].get(model, 0)
+    return stats["requests"]["by_kind"].get("developer", 0)

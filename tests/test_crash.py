@@ -17,18 +17,13 @@ from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.store.engine import create_engine
 from pipeline.store.tables import answers, calls, questions, structured
-from tests.jobutil import make_job
+from tests.jobutil import generate_calls, make_job
 
 pytestmark = pytest.mark.anyio
 
 N_QUESTIONS = 1_000
 CONCURRENCY = 16
 KILLS = 5
-
-
-def _generate_calls(stats: dict) -> int:
-    """Grounded calls (call 1) the emulator saw."""
-    return stats["requests"]["by_model"].get("gemini-2.5-flash", 0)
 
 
 DEMO_SCHEMA = Path(__file__).resolve().parent.parent / "jobs" / "demo_schema.json"
@@ -78,16 +73,16 @@ async def test_five_sigkills_then_completion_pay_for_each_answer_once(
             child.send_signal(signal.SIGKILL)
             child.wait()
             # Calls the server answered that the killed run never stored: the calls in flight.
-            seen = _generate_calls(emu.stats())
+            seen = generate_calls(emu.stats(), "gemini-2.5-flash")
             lost_at_kills.append(
                 seen - await _ledger_ground_calls(spec.database_url) - sum(lost_at_kills)
             )
-        killed_calls = _generate_calls(emu.stats())
+        killed_calls = generate_calls(emu.stats(), "gemini-2.5-flash")
         assert killed_calls > 0  # the kills really landed mid-run
 
         final = subprocess.run(command, env=env, capture_output=True, timeout=240, check=False)
         assert final.returncode == 0, final.stderr.decode()
-        total = _generate_calls(emu.stats())
+        total = generate_calls(emu.stats(), "gemini-2.5-flash")
 
     engine = create_engine(spec.database_url)
     try:

@@ -22,9 +22,9 @@ from pipeline.emulator.testing import running_emulator
 from pipeline.jobspec import JobSpec
 from pipeline.resolver import Resolver
 from pipeline.store import queue
-from pipeline.store.engine import create_engine
 from pipeline.store.tables import calls, questions
 from pipeline.worker import JobRunner
+from tests.dbutil import fetch_rows
 from tests.jobutil import make_job
 
 pytestmark = pytest.mark.anyio
@@ -34,9 +34,7 @@ PER_WINDOW = 100  # with a 1 s window: a 6,000 requests-per-minute quota
 
 
 @pytest.fixture(autouse=True)
-def fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GEMINI_API_KEY", "emulator-key")
-    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+def fast_backoff(emulator_key: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(answering, "BACKOFF_CAP_S", 0.2)  # same policy, shorter waits
 
 
@@ -47,15 +45,6 @@ def _quota(rpm: int) -> EmulatorConfig:
         quotas={"*": ModelQuota(rpm=rpm)},
         quota_window_s=WINDOW_S,
     )
-
-
-async def _rows(url: str, statement: sa.Select) -> list[sa.Row]:
-    engine = create_engine(url)
-    try:
-        async with engine.connect() as connection:
-            return list((await connection.execute(statement)).all())
-    finally:
-        await engine.dispose()
 
 
 async def _run(spec: JobSpec) -> JobRunner:
@@ -109,7 +98,7 @@ async def test_above_the_quota_the_adaptive_rate_converges_and_all_finish(tmp_pa
     assert aimd.rate < aimd.ceiling * 0.8  # the sending rate came down towards the quota
     print(f"429s: {rejected} for 1,000 questions; final rate {aimd.rate * 60:.0f}/min")
     assert rejected < 0.3 * 1_000  # converged: not a 429 storm
-    attempts = await _rows(spec.database_url, sa.select(questions.c.attempts))
+    attempts = await fetch_rows(spec.database_url, sa.select(questions.c.attempts))
     assert max(a for (a,) in attempts) <= 10
 
 
@@ -138,16 +127,25 @@ async def test_fault_mix_every_question_terminal_and_retries_bounded(tmp_path: P
         )
         runner = await _run(spec)
         stats = emu.stats()
-    rows = await _rows(
+    rows = await fetch_rows(
         spec.database_url,
         sa.select(questions.c.state, questions.c.attempts, questions.c.error_class),
     )
     assert {s for s, _, _ in rows} <= {"done", "ungrounded", "failed"}
     assert all(1 <= a <= 4 for _, a, _ in rows)
     assert not [c for _, _, c in rows if c == "internal_error"]  # no unhandled exception
+    retryable = {
+        "http_500",
+        "http_503",
+        "http_504",
+        "rate_limited",
+        "timeout",
+        "malformed_response",
+    }
+    assert {c for s, _, c in rows if s == "failed"} <= retryable  # failed only with attempts spent
     faults = stats["faults"]["by_kind"]
     assert all(faults.get(k, 0) > 0 for k in ("fault_429", "fault_hang", "fault_truncate"))
-    ledger = await _rows(spec.database_url, sa.select(calls.c.outcome))
+    ledger = await fetch_rows(spec.database_url, sa.select(calls.c.outcome))
     outcomes = [o for (o,) in ledger]
     assert "timeout" in outcomes and "rate_limited" in outcomes and "malformed_response" in outcomes
     assert len(outcomes) == runner.summary.calls == sum(a for _, a, _ in rows)
@@ -162,7 +160,7 @@ async def test_a_budget_is_a_limit_not_a_report(
         per_question = (
             sum(
                 Decimal(m)
-                for (m,) in await _rows(probe.database_url, sa.select(calls.c.cost_micro_usd))
+                for (m,) in await fetch_rows(probe.database_url, sa.select(calls.c.cost_micro_usd))
             )
             / 20
             / 1_000_000
@@ -180,13 +178,13 @@ async def test_a_budget_is_a_limit_not_a_report(
         captured = capsys.readouterr()
         assert "budget" in captured.err
         spent_micro = [
-            m for (m,) in await _rows(spec.database_url, sa.select(calls.c.cost_micro_usd))
+            m for (m,) in await fetch_rows(spec.database_url, sa.select(calls.c.cost_micro_usd))
         ]
         spent = Decimal(sum(spent_micro)) / 1_000_000
         assert spent <= budget
         done = [
             s
-            for (s,) in await _rows(spec.database_url, sa.select(questions.c.state))
+            for (s,) in await fetch_rows(spec.database_url, sa.select(questions.c.state))
             if s == "done"
         ]
         assert 50 <= len(done) <= 100  # the worst case of the next call must fit, so a little less
@@ -200,7 +198,7 @@ async def test_a_budget_is_a_limit_not_a_report(
                 Decimal(
                     sum(
                         m
-                        for (m,) in await _rows(
+                        for (m,) in await fetch_rows(
                             spec.database_url, sa.select(calls.c.cost_micro_usd)
                         )
                     )
@@ -235,7 +233,7 @@ async def test_the_daily_grounding_bucket_pauses_instead_of_hammering(
     err = capsys.readouterr().err
     assert "grounding paused until" in err and "run again" in err
     assert stats["quota_rejections"]["by_bucket"]["grounded_rpd"] <= 4  # one per call in flight
-    rows = await _rows(
+    rows = await fetch_rows(
         spec.database_url,
         sa.select(questions.c.state, questions.c.attempts, questions.c.next_attempt_at),
     )

@@ -219,12 +219,6 @@ async def test_walk_outcomes() -> None:
 # -- in a run -----------------------------------------------------------------------------------
 
 
-@pytest.fixture(autouse=True)
-def emulator_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GEMINI_API_KEY", "emulator-key")
-    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-
-
 async def _statuses(url: str) -> dict[str, int]:
     engine = create_engine(url)
     try:
@@ -239,6 +233,7 @@ async def _statuses(url: str) -> dict[str, int]:
         await engine.dispose()
 
 
+@pytest.mark.usefixtures("emulator_key")
 async def test_every_redirect_resolves_before_a_5s_ttl(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -261,6 +256,7 @@ async def test_every_redirect_resolves_before_a_5s_ttl(
     assert "resolved" in capsys.readouterr().out
 
 
+@pytest.mark.usefixtures("emulator_key")
 async def test_resolving_after_the_ttl_finds_every_redirect_expired(tmp_path: Path) -> None:
     with running_emulator(EmulatorConfig(seed=22, redirect_ttl_s=1.0)) as emu:
         spec = make_job(

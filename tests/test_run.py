@@ -13,30 +13,11 @@ from pipeline.commands import run_command, status_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.gemini.wire import decode_response
-from pipeline.store.engine import create_engine
 from pipeline.store.tables import answers, questions, sources, supports
-from tests.jobutil import make_job
+from tests.dbutil import fetch_rows
+from tests.jobutil import generate_calls, make_job
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(autouse=True)
-def emulator_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GEMINI_API_KEY", "emulator-key")
-    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-
-
-async def _rows(url: str, statement: sa.Select) -> list[sa.Row]:
-    engine = create_engine(url)
-    try:
-        async with engine.connect() as connection:
-            return list((await connection.execute(statement)).all())
-    finally:
-        await engine.dispose()
-
-
-def _generate_calls(stats: dict) -> int:
-    return sum(stats["requests"]["by_kind"].get(k, 0) for k in ("developer", "vertex"))
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("emulator_key")]
 
 
 async def test_run_stores_answers_sources_and_exact_supports(
@@ -45,7 +26,7 @@ async def test_run_stores_answers_sources_and_exact_supports(
     with running_emulator(EmulatorConfig(seed=3, ungrounded_share=0.2)) as emu:
         spec = make_job(tmp_path, base_url=emu.base_url, n_questions=40)
         assert await run_command(spec) == 0
-        calls = _generate_calls(emu.stats())
+        calls = generate_calls(emu.stats())
         assert calls == 40
         out = capsys.readouterr().out
         assert "40 questions, 40 finished" in out
@@ -54,12 +35,12 @@ async def test_run_stores_answers_sources_and_exact_supports(
         # Run again: every question is finished, so nothing is asked.
         assert await run_command(spec) == 0
         assert "0 calls made" in capsys.readouterr().out
-        assert _generate_calls(emu.stats()) == calls
+        assert generate_calls(emu.stats()) == calls
 
-    states = await _rows(spec.database_url, sa.select(questions.c.state, questions.c.attempts))
+    states = await fetch_rows(spec.database_url, sa.select(questions.c.state, questions.c.attempts))
     assert {s for s, _ in states} <= {"done", "ungrounded"}
     assert all(a == 1 for _, a in states)
-    stored = await _rows(spec.database_url, sa.select(answers))
+    stored = await fetch_rows(spec.database_url, sa.select(answers))
     assert len(stored) == 40
     grounded = [a for a in stored if a.grounded]
     assert 20 <= len(grounded) < 40  # the emulator leaves a share ungrounded
@@ -67,7 +48,7 @@ async def test_run_stores_answers_sources_and_exact_supports(
     assert all(not a.web_search_queries and a.coverage == 0 for a in stored if not a.grounded)
 
     by_answer = {a.id: a for a in stored}
-    support_rows = await _rows(spec.database_url, sa.select(supports))
+    support_rows = await fetch_rows(spec.database_url, sa.select(supports))
     assert support_rows
     for row in support_rows:
         answer = by_answer[row.answer_id]
@@ -83,7 +64,7 @@ async def test_run_stores_answers_sources_and_exact_supports(
         }
         assert row.text in segment_texts
 
-    source_rows = await _rows(spec.database_url, sa.select(sources))
+    source_rows = await fetch_rows(spec.database_url, sa.select(sources))
     assert source_rows
     redirects = [s for s in source_rows if s.uri and "/grounding-api-redirect/" in s.uri]
     assert redirects and all(s.resolve_status == "resolved" for s in redirects)
@@ -119,7 +100,7 @@ async def test_emulator_down_loses_nothing_and_a_later_run_finishes(
     err = capsys.readouterr().err
     assert "unreachable" in err and f"127.0.0.1:{port}" in err
     assert "emulator-key" not in err
-    states = await _rows(spec.database_url, sa.select(questions.c.state, questions.c.attempts))
+    states = await fetch_rows(spec.database_url, sa.select(questions.c.state, questions.c.attempts))
     assert len(states) == 30
     assert {s for s, _ in states} <= {"pending", "retry_wait"}
     assert all(a == 0 for _, a in states)  # nothing reached a server: no attempt spent
@@ -127,55 +108,19 @@ async def test_emulator_down_loses_nothing_and_a_later_run_finishes(
     with running_emulator(EmulatorConfig(seed=5)) as emu:
         later = make_job(tmp_path, base_url=emu.base_url, n_questions=30)
         assert await run_command(later) == 0
-        assert _generate_calls(emu.stats()) == 30
-    states = await _rows(spec.database_url, sa.select(questions.c.state))
+        assert generate_calls(emu.stats()) == 30
+    states = await fetch_rows(spec.database_url, sa.select(questions.c.state))
     assert {s for (s,) in states} <= {"done", "ungrounded"}
-
-
-async def test_faults_are_retried_and_bounded(tmp_path: Path) -> None:
-    config = EmulatorConfig(
-        seed=6,
-        fault_503_share=0.2,
-        fault_500_share=0.1,
-        fault_502_html_share=0.05,
-        fault_truncate_share=0.05,
-    )
-    with running_emulator(config) as emu:
-        spec = make_job(
-            tmp_path,
-            base_url=emu.base_url,
-            n_questions=60,
-            overrides=["limits.max_attempts=4"],
-        )
-        import pipeline.answering as answering
-
-        original = answering.BACKOFF_CAP_S
-        answering.BACKOFF_CAP_S = 0.05  # keep the test fast; the policy is the same
-        try:
-            assert await run_command(spec) == 0
-        finally:
-            answering.BACKOFF_CAP_S = original
-        calls = _generate_calls(emu.stats())
-    rows = await _rows(
-        spec.database_url,
-        sa.select(questions.c.state, questions.c.attempts, questions.c.error_class),
-    )
-    assert all(state in ("done", "ungrounded", "failed") for state, _, _ in rows)
-    assert all(1 <= attempts <= 4 for _, attempts, _ in rows)
-    assert sum(a for _, a, _ in rows) == calls
-    assert calls > 60  # some faults were met and retried
-    failed = [c for s, _, c in rows if s == "failed"]
-    assert all(c in {"http_500", "http_503", "http_502", "malformed_response"} for c in failed)
 
 
 async def test_blocked_prompts_end_blocked(tmp_path: Path) -> None:
     with running_emulator(EmulatorConfig(seed=8, block_share=1.0)) as emu:
         spec = make_job(tmp_path, base_url=emu.base_url, n_questions=5)
         assert await run_command(spec) == 0
-    rows = await _rows(spec.database_url, sa.select(questions.c.state, questions.c.last_error))
+    rows = await fetch_rows(spec.database_url, sa.select(questions.c.state, questions.c.last_error))
     assert {s for s, _ in rows} == {"blocked"}
     assert all("SAFETY" in e for _, e in rows)
-    assert await _rows(spec.database_url, sa.select(answers.c.id)) == []
+    assert await fetch_rows(spec.database_url, sa.select(answers.c.id)) == []
 
 
 async def test_a_wrong_key_stops_the_run_quickly(
@@ -185,10 +130,10 @@ async def test_a_wrong_key_stops_the_run_quickly(
     with running_emulator(EmulatorConfig(seed=9)) as emu:
         spec = make_job(tmp_path, base_url=emu.base_url, n_questions=200)
         assert await run_command(spec) == 1
-        calls = _generate_calls(emu.stats())
+        calls = generate_calls(emu.stats())
     assert calls < 50  # stopped after the first few, not one call per question
     err = capsys.readouterr().err
     assert "not-the-key" not in err
-    rows = await _rows(spec.database_url, sa.select(questions.c.state, questions.c.attempts))
+    rows = await fetch_rows(spec.database_url, sa.select(questions.c.state, questions.c.attempts))
     assert {s for s, _ in rows} <= {"pending", "retry_wait"}  # nothing burnt on a bad key
     assert all(a == 0 for _, a in rows)

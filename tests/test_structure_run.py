@@ -12,43 +12,24 @@ from pipeline.cli import main
 from pipeline.commands import retry_command, run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
-from pipeline.store.engine import create_engine
 from pipeline.store.tables import answers, calls, questions, structured
+from tests.dbutil import fetch_rows
 from tests.jobutil import make_job
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("emulator_key")]
 
 DEMO_SCHEMA = Path(__file__).resolve().parent.parent / "jobs" / "demo_schema.json"
 STRUCTURE_ON = ["structure.enabled=true", f'structure.schema="{DEMO_SCHEMA}"']
-
-
-@pytest.fixture(autouse=True)
-def emulator_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GEMINI_API_KEY", "emulator-key")
-    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-
-
-async def _rows(url: str, statement: sa.Select) -> list[sa.Row]:
-    engine = create_engine(url)
-    try:
-        async with engine.connect() as connection:
-            return list((await connection.execute(statement)).all())
-    finally:
-        await engine.dispose()
-
-
-def _by_model(stats: dict) -> dict[str, int]:
-    return stats["requests"]["by_model"]
 
 
 async def test_demo_schema_gives_valid_objects_with_provenance(tmp_path: Path) -> None:
     with running_emulator(EmulatorConfig(seed=41)) as emu:
         spec = make_job(tmp_path, base_url=emu.base_url, n_questions=60, overrides=STRUCTURE_ON)
         assert await run_command(spec) == 0
-    grounded = await _rows(
+    grounded = await fetch_rows(
         spec.database_url, sa.select(answers.c.question_id).where(answers.c.grounded.is_(True))
     )
-    rows = await _rows(spec.database_url, sa.select(structured))
+    rows = await fetch_rows(spec.database_url, sa.select(structured))
     valid = [r for r in rows if r.valid]
     assert len(valid) >= 0.95 * len(grounded)
     assert {r.question_id for r in rows} == {q for (q,) in grounded}  # never for ungrounded
@@ -60,7 +41,7 @@ async def test_demo_schema_gives_valid_objects_with_provenance(tmp_path: Path) -
         assert all(p["sources"] for p in leaves if p["supported"])
     # A value the answer does not contain is marked unsupported.
     assert any(not p["supported"] and not p["in_answer"] for r in valid for p in r.provenance)
-    states = {s for (s,) in await _rows(spec.database_url, sa.select(questions.c.state))}
+    states = {s for (s,) in await fetch_rows(spec.database_url, sa.select(questions.c.state))}
     assert states <= {"done", "ungrounded"}
 
 
@@ -71,7 +52,7 @@ async def test_invalid_output_is_repaired_once_then_stored_invalid(tmp_path: Pat
     with running_emulator(config) as emu:
         spec = make_job(tmp_path, base_url=emu.base_url, n_questions=60, overrides=STRUCTURE_ON)
         assert await run_command(spec) == 0
-    rows = await _rows(spec.database_url, sa.select(structured))
+    rows = await fetch_rows(spec.database_url, sa.select(structured))
     assert len(rows) == 60
     repaired = [r for r in rows if r.valid and r.calls == 2]
     invalid = [r for r in rows if not r.valid]
@@ -79,10 +60,10 @@ async def test_invalid_output_is_repaired_once_then_stored_invalid(tmp_path: Pat
     assert invalid, "some failed twice"
     assert all(r.calls == 2 and r.errors and r.provenance == [] for r in invalid)
     assert any("not valid JSON" in e or "JSON" in e for r in invalid for e in r.errors)
-    states = dict(await _rows(spec.database_url, sa.select(questions.c.id, questions.c.state)))
+    states = dict(await fetch_rows(spec.database_url, sa.select(questions.c.id, questions.c.state)))
     assert {states[r.question_id] for r in invalid} == {"invalid"}
     assert {states[r.question_id] for r in rows if r.valid} == {"done"}
-    structure_calls = await _rows(
+    structure_calls = await fetch_rows(
         spec.database_url, sa.select(calls.c.id).where(calls.c.step == "structure")
     )
     assert len(structure_calls) == sum(r.calls for r in rows)
@@ -99,9 +80,9 @@ async def test_single_call_mode_falls_back_on_the_400(tmp_path: Path) -> None:
         assert await run_command(spec) == 0
         stats = emu.stats()
     assert stats["errors"]["by_kind"].get("schema_with_search") == 1  # remembered after one
-    rows = await _rows(spec.database_url, sa.select(structured.c.valid))
+    rows = await fetch_rows(spec.database_url, sa.select(structured.c.valid))
     assert len(rows) == 30 and all(v for (v,) in rows)
-    ground_calls = await _rows(
+    ground_calls = await fetch_rows(
         spec.database_url, sa.select(calls.c.outcome).where(calls.c.step == "ground")
     )
     assert sorted(o for (o,) in ground_calls).count("invalid_argument") == 1
@@ -121,11 +102,11 @@ async def test_single_call_mode_falls_back_on_the_silent_skip(tmp_path: Path) ->
             ],
         )
         assert await run_command(spec) == 0
-    stored = await _rows(spec.database_url, sa.select(answers.c.grounded))
+    stored = await fetch_rows(spec.database_url, sa.select(answers.c.grounded))
     assert len(stored) == 20 and all(g for (g,) in stored)  # the skipped search was redone
-    rows = await _rows(spec.database_url, sa.select(structured.c.valid))
+    rows = await fetch_rows(spec.database_url, sa.select(structured.c.valid))
     assert len(rows) == 20 and all(v for (v,) in rows)
-    steps = [s for (s,) in await _rows(spec.database_url, sa.select(calls.c.step))]
+    steps = [s for (s,) in await fetch_rows(spec.database_url, sa.select(calls.c.step))]
     assert steps.count("ground") == 21  # one ungrounded single call, then two calls each
     assert steps.count("structure") == 20
 
@@ -141,8 +122,8 @@ async def test_a_failed_call_2_resumes_at_call_2_and_never_repeats_call_1(
             overrides=[*STRUCTURE_ON, 'structure.model="no-such-model"'],
         )
         assert await run_command(broken) == 0
-        first = dict(_by_model(emu.stats()))
-        states = {s for (s,) in await _rows(broken.database_url, sa.select(questions.c.state))}
+        first = dict(emu.stats()["requests"]["by_model"])
+        states = {s for (s,) in await fetch_rows(broken.database_url, sa.select(questions.c.state))}
         assert states == {"failed"}  # call 2 hit a 404; the grounded answers are stored
         assert await retry_command(broken, states=["failed"], error_class=None) == 0
         fixed = make_job(
@@ -152,13 +133,13 @@ async def test_a_failed_call_2_resumes_at_call_2_and_never_repeats_call_1(
             overrides=[*STRUCTURE_ON, 'structure.model="gemini-2.5-flash-lite"'],
         )
         assert await run_command(fixed) == 0
-        second = _by_model(emu.stats())
+        second = emu.stats()["requests"]["by_model"]
     assert first["gemini-2.5-flash"] == 25
     assert second["gemini-2.5-flash"] == 25  # no second call 1
     assert second["gemini-2.5-flash-lite"] == 25
-    rows = await _rows(fixed.database_url, sa.select(structured.c.valid))
+    rows = await fetch_rows(fixed.database_url, sa.select(structured.c.valid))
     assert len(rows) == 25 and all(v for (v,) in rows)
-    assert len(await _rows(fixed.database_url, sa.select(answers.c.id))) == 25
+    assert len(await fetch_rows(fixed.database_url, sa.select(answers.c.id))) == 25
 
 
 async def test_an_unsupported_schema_keyword_is_refused_before_any_call(
