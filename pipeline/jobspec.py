@@ -126,9 +126,24 @@ class StructureSection(_Section):
 class ResolverSection(_Section):
     enabled: bool = True
     allow_hosts: tuple[str, ...] = DEFAULT_REDIRECT_HOSTS
-    concurrency: Positive = 16
-    requests_per_second: PositiveFloat = 200.0
+    # Lookups in flight; 0 = automatic: requests_per_second / 4, within 16..256.
+    concurrency: NonNegative = 0
+    # Lookups per second; 0 = automatic: enough to keep up with the answers
+    # (limits.requests_per_minute / 60 x RESOLVES_PER_ANSWER), at least 20.
+    requests_per_second: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     timeout_s: PositiveFloat = 10.0
+
+
+# Redirects to resolve per answer when sizing the resolver automatically: real answers carry
+# up to ~5 web sources (several dozen are possible), so keep well ahead of the answer rate.
+RESOLVES_PER_ANSWER = 8
+
+
+def _sized(resolver: ResolverSection, requests_per_minute: int) -> ResolverSection:
+    """The resolver's rate and concurrency, with the automatic (0) ones worked out."""
+    rate = resolver.requests_per_second or max(20.0, requests_per_minute / 60 * RESOLVES_PER_ANSWER)
+    concurrency = resolver.concurrency or int(min(256, max(16, rate / 4)))
+    return msgspec.structs.replace(resolver, requests_per_second=rate, concurrency=concurrency)
 
 
 class RawJob(_Section):
@@ -250,7 +265,7 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
         model=parsed.model,
         grounding=parsed.grounding,
         limits=parsed.limits,
-        resolver=parsed.resolver,
+        resolver=_sized(parsed.resolver, parsed.limits.requests_per_minute),
         structure=parsed.structure,
         database_url=_database_url(path, parsed.job.database, base),
         source_path=(base / parsed.source.file).resolve(),

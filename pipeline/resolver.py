@@ -29,13 +29,13 @@ from typing import Any, Self
 import aiohttp
 import anyio
 import sqlalchemy as sa
-from aiolimiter import AsyncLimiter
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline import redirects
 from pipeline.batching import batches
 from pipeline.jobspec import ResolverSection
+from pipeline.limits import RateLimiter
 from pipeline.redirects import AllowList, Verdict
 from pipeline.store.queue import utcnow
 from pipeline.store.tables import answers, questions, sources
@@ -84,7 +84,7 @@ class RedirectClient:
 
     def __init__(self, settings: ResolverSection, allow: AllowList) -> None:
         self._allow = allow
-        self._limiter = AsyncLimiter(max(1.0, settings.requests_per_second), 1.0)
+        self._limiter = RateLimiter(settings.requests_per_second)  # evenly spaced, no burst
         timeout = aiohttp.ClientTimeout(total=settings.timeout_s)
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=settings.concurrency),

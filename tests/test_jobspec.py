@@ -105,3 +105,16 @@ def test_cli_exits_2_with_the_file_and_key(
     assert str(path) in err and "limits.max_attempts" in err
     assert main(["run", str(tmp_path / "missing.toml")]) == 2
     assert "no such job file" in capsys.readouterr().err
+
+
+def test_the_resolver_is_sized_to_keep_up_with_the_answers(tmp_path: Path) -> None:
+    path = write(tmp_path, MINIMAL)
+    slow = load_jobspec(path, ["limits.requests_per_minute=60"]).resolver
+    assert (slow.requests_per_second, slow.concurrency) == (20.0, 16)
+    fast = load_jobspec(path, ["limits.requests_per_minute=30000"]).resolver
+    assert fast.requests_per_second == 30000 / 60 * 8  # 8 lookups per answer a second
+    assert fast.concurrency == 256
+    fixed = load_jobspec(
+        path, ["resolver.requests_per_second=5.0", "resolver.concurrency=2"]
+    ).resolver
+    assert (fixed.requests_per_second, fixed.concurrency) == (5.0, 2)

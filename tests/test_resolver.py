@@ -149,7 +149,9 @@ async def redirect_server(locations: dict[str, str]) -> AsyncIterator[str]:
 
 
 def _settings(host: str) -> ResolverSection:
-    return ResolverSection(allow_hosts=(host,), requests_per_second=1000.0, timeout_s=2.0)
+    return ResolverSection(
+        allow_hosts=(host,), concurrency=8, requests_per_second=1000.0, timeout_s=2.0
+    )
 
 
 async def test_hostile_locations_are_stored_as_given_and_never_contacted() -> None:
