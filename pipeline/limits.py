@@ -607,10 +607,14 @@ class DailyGroundingGate:
             self._count = 0
             self._count_resets_at = next_daily_reset(now)
 
-    def record_grounded(self) -> None:
-        """Count one grounded prompt (already sent); pause when the configured limit is hit."""
+    def record_grounded(self, count: int = 1) -> None:
+        """Count grounded prompts (sent); pause when the configured limit is hit.
+
+        A run starts by recording what earlier runs sent since the last reset (the ledger),
+        so the limit holds across runs of the same day.
+        """
         self._roll_day()
-        self._count += 1
+        self._count += count
         if self.grounded_per_day is not None and self._count >= self.grounded_per_day:
             self.pause_until(
                 self._count_resets_at + DAILY_RESET_MARGIN,

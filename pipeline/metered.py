@@ -145,9 +145,12 @@ class MeteredCaller:
         price = self.price_for(model)
         estimate = estimate_tokens(prompt_text) + PROMPT_OVERHEAD_TOKENS
         worst = self._reserve(price, model, estimate, tool)
-        if tool is not None and self.gate.paused_until is not None:
-            self._release(worst)
-            raise GroundingPaused(self.gate.paused_until, self.gate.message())
+        if tool is not None:
+            if self.gate.paused_until is not None:
+                self._release(worst)
+                raise GroundingPaused(self.gate.paused_until, self.gate.message())
+            # Counted when sent: the daily bucket counts requests that declare grounding.
+            self.gate.record_grounded()
         await self.limiter.acquire()
         reservation: TokenReservation | None = None
         if self.tokens is not None:
@@ -176,8 +179,6 @@ class MeteredCaller:
         if self.aimd is not None:
             self.aimd.on_success()
         grounding = response.candidates[0].grounding_metadata if response.candidates else None
-        if tool is not None and grounding is not None:
-            self.gate.record_grounded()
         cost = call_cost(price, usage, grounding, tool=tool) if price is not None else None
         # The budget counts what the ledger stores (micro-dollars, rounded up), so the spend
         # `ground status` sums is the spend the budget was held to.

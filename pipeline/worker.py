@@ -46,6 +46,7 @@ from pipeline.gemini.client import GeminiClient
 from pipeline.gemini.endpoint import endpoint_for
 from pipeline.gemini.errors import Unreachable
 from pipeline.jobspec import JobSpec
+from pipeline.limits import next_daily_reset
 from pipeline.metered import BudgetExhausted, GroundingPaused, MeteredCaller
 from pipeline.redirects import AllowList, initial_verdict
 from pipeline.resolver import Lookup, Resolver, pending_lookups
@@ -110,6 +111,16 @@ async def job_spend(engine: AsyncEngine, job_id: int) -> Decimal:
             )
         )
     return Decimal(int(micro or 0)) / 1_000_000
+
+
+async def grounded_calls_today(engine: AsyncEngine) -> int:
+    """Grounded calls sent since the last daily reset, by any job in this database."""
+    since = next_daily_reset(queue.utcnow()) - dt.timedelta(days=1)
+    async with engine.connect() as connection:
+        count = await connection.scalar(
+            sa.select(sa.func.count()).where(calls.c.step == "ground", calls.c.started_at >= since)
+        )
+    return int(count or 0)
 
 
 class JobRunner:
@@ -185,6 +196,8 @@ class JobRunner:
             self.caller = MeteredCaller(
                 spec, client, spent=await job_spend(self.engine, self.job_id)
             )
+            if spec.limits.grounded_prompts_per_day:
+                self.caller.gate.record_grounded(await grounded_calls_today(self.engine))
             self._answerer = Answerer(spec, self.caller, ground_endpoint, structure_endpoint)
             try:
                 await self._run_pipeline()

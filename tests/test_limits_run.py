@@ -244,3 +244,21 @@ async def test_the_daily_grounding_bucket_pauses_instead_of_hammering(
     later = queue.utcnow() + dt.timedelta(minutes=10)
     paused = [r for r in waiting if r.state == "retry_wait"]
     assert paused and all(r.next_attempt_at > later and r.attempts == 0 for r in paused)
+
+
+async def test_a_configured_daily_grounding_limit_holds_across_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with running_emulator(EmulatorConfig(seed=55, ungrounded_share=0.0)) as emu:
+        spec = make_job(
+            tmp_path,
+            base_url=emu.base_url,
+            n_questions=40,
+            overrides=["limits.grounded_prompts_per_day=15", "limits.concurrency=1"],
+        )
+        assert await run_command(spec) == 1
+        assert emu.stats()["requests"]["by_kind"]["developer"] == 15
+        assert await run_command(spec) == 1  # the same day: the ledger says 15 were sent
+        assert emu.stats()["requests"]["by_kind"]["developer"] == 15
+        assert emu.stats()["quota_rejections"]["total"] == 0  # never ran into the server's
+    assert "grounded_prompts_per_day (15) is used up" in capsys.readouterr().err
