@@ -17,6 +17,7 @@ from pipeline.grounding import (
     render_markdown,
     to_json_dict,
 )
+from pipeline.terminal import printable
 
 FORMATS = ("markdown", "html", "json")
 
@@ -35,7 +36,7 @@ def add_cite_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _fail(path: str, reason: str, err: TextIO) -> int:
-    print(f"ground cite: {path}: {reason}", file=err)
+    print(printable(f"ground cite: {path}: {reason}"), file=err)
     return 1
 
 
@@ -107,7 +108,9 @@ def cite_main(path: str, fmt: str, min_confidence: float | None) -> int:
         print(f"ground cite: {path}: note: no groundingMetadata (ungrounded answer)", file=err)
     if fmt != "json":
         for warning in answer.warnings:
-            print(f"ground cite: {path}: warning: {warning}", file=err)
-    out.write(render(answer, fmt))
+            print(printable(f"ground cite: {path}: warning: {warning}"), file=err)
+    rendered = render(answer, fmt)
+    # JSON escapes control characters itself; HTML and Markdown are text a terminal may show.
+    out.write(rendered if fmt == "json" else printable(rendered))
     out.flush()
     return 0

@@ -24,6 +24,7 @@ from pipeline.resolver import Lookup, Resolver, pending_lookups
 from pipeline.status import job_status, render_status
 from pipeline.store import queue
 from pipeline.store.engine import create_engine, migrate
+from pipeline.terminal import printable
 from pipeline.worker import JobRunner, RunSummary, job_spend
 
 PROGRESS_INTERVAL_S = 2.0  # how often a running job prints a progress line
@@ -33,11 +34,11 @@ EXIT_FAILED = 1  # the command ran and something went wrong (bad input file, run
 
 
 def say(message: str) -> None:
-    print(message, flush=True)
+    print(printable(message), flush=True)
 
 
 def complain(message: str) -> None:
-    print(f"ground: {message}", file=sys.stderr, flush=True)
+    print(printable(f"ground: {message}"), file=sys.stderr, flush=True)
 
 
 @asynccontextmanager

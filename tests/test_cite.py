@@ -157,3 +157,30 @@ def test_add_cite_arguments() -> None:
     assert (args.response, args.fmt, args.min_confidence) == ("r.json", "html", 0.5)
     args = parser.parse_args(["r.json"])
     assert (args.fmt, args.min_confidence) == ("markdown", None)
+
+
+def test_control_characters_never_reach_the_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = {
+        "candidates": [
+            {
+                "content": {"parts": [{"text": "Hello \x1b[31mRED\x1b[0m world \x07"}]},
+                "groundingMetadata": {
+                    "groundingChunks": [
+                        {"web": {"uri": "https://x.example/a", "title": "t\x1b]0;pwned\x07"}}
+                    ],
+                    "groundingSupports": [
+                        {"segment": {"endIndex": 5, "text": "Hello"}, "groundingChunkIndices": [0]}
+                    ],
+                },
+            }
+        ]
+    }
+    path = tmp_path / "evil.json"
+    path.write_text(json.dumps(body), encoding="utf-8")
+    for fmt in ("markdown", "html"):
+        assert cite_main(str(path), fmt, None) == 0
+        out = capsys.readouterr().out
+        assert "\x1b" not in out and "\x07" not in out
+        assert "\\x1b" in out
