@@ -8,14 +8,19 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import anyio
+import orjson
 import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pipeline.gemini.wire import decode_response
+from pipeline.grounding import ground_answer
+from pipeline.redirects import AllowList, initial_verdict
 from pipeline.store import queue
-from pipeline.store.tables import metadata, questions
+from pipeline.store.answers import AnswerRecord, persist_answers
+from pipeline.store.tables import answers, metadata, questions, sources
 from tests.dbutil import postgres_engine, sqlite_engine
 
 pytestmark = pytest.mark.anyio
@@ -156,3 +161,53 @@ async def test_concurrent_claims_never_overlap_on_postgres() -> None:
         every = [i for ids in claimed.values() for i in ids]
         assert len(every) == 400 and len(set(every)) == 400
         assert sum(1 for ids in claimed.values() if ids) > 1  # the work was really shared
+
+
+REDIRECT = "https://vertexaisearch.cloud.google.com/grounding-api-redirect/x"
+
+
+def _record(question_id: int) -> AnswerRecord:
+    text = "Kraków has 800,000 people."
+    body = {
+        "candidates": [
+            {
+                "content": {"parts": [{"text": text}]},
+                "groundingMetadata": {
+                    "groundingChunks": [{"web": {"uri": REDIRECT, "title": "gus.gov.pl"}}],
+                    "groundingSupports": [
+                        {
+                            "segment": {"endIndex": len(text.encode()), "text": text},
+                            "groundingChunkIndices": [0],
+                        }
+                    ],
+                },
+            }
+        ]
+    }
+    raw = orjson.dumps(body)
+    response = decode_response(raw)
+    answer = ground_answer(response.candidates[0])
+    return AnswerRecord(question_id, answer, response, "STOP", raw, 1.0)
+
+
+async def test_a_second_answer_for_a_question_is_dropped_not_an_error(engine_factory) -> None:
+    allow = AllowList(["vertexaisearch.cloud.google.com"])
+    verdict_of = lambda uri: initial_verdict(uri, allow)  # noqa: E731
+    async with engine_factory() as engine:
+        job_id = await _seed(engine, 2)
+        async with engine.connect() as connection:
+            ids = list(await connection.scalars(sa.select(questions.c.id).order_by(questions.c.id)))
+        async with engine.begin() as connection:
+            first = await persist_answers(connection, [_record(ids[0])], queue.utcnow(), verdict_of)
+        assert list(first.answer_ids) == [ids[0]]
+        assert first.pending_sources == [(first.answer_ids[ids[0]], 0, REDIRECT)]
+        async with engine.begin() as connection:
+            again = await persist_answers(
+                connection, [_record(ids[0]), _record(ids[1])], queue.utcnow(), verdict_of
+            )
+        assert list(again.answer_ids) == [ids[1]]  # the duplicate was skipped, the other stored
+        async with engine.connect() as connection:
+            n_answers = await connection.scalar(sa.select(sa.func.count()).select_from(answers))
+            n_sources = await connection.scalar(sa.select(sa.func.count()).select_from(sources))
+        assert (n_answers, n_sources) == (2, 2)
+        assert job_id

@@ -13,13 +13,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.gemini.wire import GenerateContentResponse
 from pipeline.grounding import GroundedAnswer, Source
 from pipeline.redirects import PENDING, Verdict
 from pipeline.store.tables import answers, sources, supports
+from pipeline.store.upsert import insert_ignoring_conflicts
 
 VerdictOf = Callable[[str | None], Verdict]
 
@@ -60,25 +60,16 @@ async def persist_answers(
     stored = StoredAnswers()
     if not records:
         return stored
-    existing = set(
-        (
-            await connection.scalars(
-                sa.select(answers.c.question_id).where(
-                    answers.c.question_id.in_([r.question_id for r in records])
-                )
-            )
-        ).all()
-    )
-    fresh = [r for r in records if r.question_id not in existing]
-    if not fresh:
-        return stored
+    # ON CONFLICT DO NOTHING: a second answer for a question (its lease was lost to another
+    # worker, which stored first) is skipped even when both commit at the same moment.
     result = await connection.execute(
-        answers.insert().returning(
-            answers.c.id, answers.c.question_id, sort_by_parameter_order=True
+        insert_ignoring_conflicts(connection, answers).returning(
+            answers.c.id, answers.c.question_id
         ),
-        [_answer_row(r, now) for r in fresh],
+        [_answer_row(r, now) for r in records],
     )
     stored.answer_ids = {row.question_id: row.id for row in result}
+    fresh = [r for r in records if r.question_id in stored.answer_ids]
     source_rows: list[dict[str, Any]] = []
     support_rows: list[dict[str, Any]] = []
     for record in fresh:
