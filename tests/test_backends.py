@@ -7,13 +7,12 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 from pipeline.commands import run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.store.tables import answers, metadata, sources
+from tests.credentials import service_account_info
 from tests.dbutil import fetch_rows
 from tests.jobutil import make_job
 
@@ -23,20 +22,7 @@ DATASTORE = "projects/proj-1/locations/global/collections/default_collection/dat
 
 
 def _service_account_file(directory: Path, token_uri: str) -> Path:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    info = {
-        "type": "service_account",
-        "project_id": "proj-1",
-        "private_key_id": "k1",
-        "private_key": key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        ).decode(),
-        "client_email": "ground@proj-1.iam.gserviceaccount.com",
-        "client_id": "1",
-        "token_uri": token_uri,
-    }
+    info = service_account_info(token_uri)
     path = directory / "service-account.json"
     path.write_text(json.dumps(info), encoding="utf-8")
     return path

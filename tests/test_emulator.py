@@ -23,6 +23,7 @@ from pipeline.emulator import EmulatorConfig, ModelQuota, load_config, running_e
 from pipeline.emulator.config import ConfigError
 from pipeline.emulator.errors import format_retry_delay
 from pipeline.emulator.testing import RunningEmulator
+from tests.credentials import service_account_info
 
 pytestmark = pytest.mark.anyio
 
@@ -744,26 +745,10 @@ async def test_vertex_auth_and_grounding(emu: RunningEmulator) -> None:
 
 
 async def test_vertex_service_account_flow(emu: RunningEmulator, tmp_path: Path) -> None:
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
     from google.auth.transport.requests import Request
     from google.oauth2 import service_account
 
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ).decode()
-    info = {
-        "type": "service_account",
-        "project_id": "proj-1",
-        "private_key_id": "k1",
-        "private_key": pem,
-        "client_email": "sa@proj-1.iam.gserviceaccount.com",
-        "client_id": "1",
-        "token_uri": f"{emu.base_url}/token",
-    }
+    info = service_account_info(f"{emu.base_url}/token")
     path = tmp_path / "sa.json"
     path.write_text(json.dumps(info))
     creds = service_account.Credentials.from_service_account_file(

@@ -15,6 +15,7 @@ import pytest
 
 from pipeline.emulator import EmulatorConfig, running_emulator
 from pipeline.emulator.testing import RunningEmulator
+from tests.credentials import service_account_info
 
 genai = pytest.importorskip("google.genai")  # a dev dependency; skips only if not installed
 from google.genai import errors, types  # noqa: E402
@@ -111,24 +112,9 @@ def test_sdk_sees_quota_error_with_retry_info() -> None:
 
 
 def test_vertex_with_service_account(emu: RunningEmulator, tmp_path: Path) -> None:
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
     from google.oauth2 import service_account
 
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    info = {
-        "type": "service_account",
-        "project_id": "proj-1",
-        "private_key_id": "k1",
-        "private_key": key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        ).decode(),
-        "client_email": "sa@proj-1.iam.gserviceaccount.com",
-        "client_id": "1",
-        "token_uri": f"{emu.base_url}/token",
-    }
+    info = service_account_info(f"{emu.base_url}/token")
     creds = service_account.Credentials.from_service_account_info(
         info, scopes=["https://www.googleapis.com/auth/cloud-platform"]
     )
