@@ -6,6 +6,7 @@ problems to stderr; they never print a credential.
 
 from __future__ import annotations
 
+import signal
 import sys
 import warnings
 from collections.abc import AsyncIterator
@@ -19,7 +20,8 @@ from pipeline.costs import UnconfirmedPriceWarning, load_prices
 from pipeline.estimate import estimate_remaining
 from pipeline.gemini.endpoint import ConfigurationError
 from pipeline.jobspec import JobSpec
-from pipeline.loader import LoadError, LoadResult, load_questions
+from pipeline.loader import LoadError, load_questions
+from pipeline.redirects import PENDING as PENDING_SOURCE
 from pipeline.resolver import Lookup, Resolver, pending_lookups
 from pipeline.status import job_status, render_status
 from pipeline.store import queue
@@ -60,11 +62,12 @@ async def migrate_command(spec: JobSpec) -> int:
 
 async def load_command(spec: JobSpec) -> int:
     async with opened(spec) as engine:
-        result = await _load(engine, spec)
-    return EXIT_OK if result is not None else EXIT_FAILED
+        job_id = await _load(engine, spec)
+    return EXIT_OK if job_id is not None else EXIT_FAILED
 
 
-async def _load(engine: AsyncEngine, spec: JobSpec) -> LoadResult | None:
+async def _load(engine: AsyncEngine, spec: JobSpec) -> int | None:
+    """Load the job's question file (idempotent); the job's id, or None when it failed."""
     try:
         async with engine.begin() as connection:
             job_id = await queue.ensure_job(connection, spec.name)
@@ -76,18 +79,22 @@ async def _load(engine: AsyncEngine, spec: JobSpec) -> LoadResult | None:
         say(f"loaded {result.added} new questions ({result.existing} already there)")
     else:
         say(f"no new questions: all {result.existing} in {spec.source_path.name} already loaded")
-    return result
+    return job_id
 
 
 async def run_command(spec: JobSpec) -> int:
     async with opened(spec) as engine:
-        if await _load(engine, spec) is None:
+        job_id = await _load(engine, spec)
+        if job_id is None:
             return EXIT_FAILED
         async with engine.connect() as connection:
-            job_id = await queue.ensure_job(connection, spec.name)
             before = await job_status(connection, job_id, spec.name)
         if before.terminal == before.total:
             say(f"nothing to do: all {before.total} questions are finished; 0 calls made")
+            if spec.resolver.enabled and before.sources.get(PENDING_SOURCE):
+                await _resolve_pending(engine, spec, job_id)  # what an earlier run left
+                async with engine.connect() as connection:
+                    before = await job_status(connection, job_id, spec.name)
             say(render_status(before))
             return EXIT_OK
         resolver = Resolver(engine, spec.resolver) if spec.resolver.enabled else None
@@ -106,8 +113,6 @@ async def run_command(spec: JobSpec) -> int:
 
 async def _run_with_signals(runner: JobRunner) -> RunSummary:
     """First SIGINT/SIGTERM: stop claiming and finish what is in flight; second: abort."""
-    import signal
-
     async with anyio.create_task_group() as group:
 
         async def watch() -> None:
@@ -146,24 +151,30 @@ async def resolve_command(spec: JobSpec) -> int:
         if job_id is None:
             complain(f"job {spec.name!r} has not been loaded or run yet")
             return EXIT_FAILED
-        resolver = Resolver(engine, spec.resolver)
-        send, receive = anyio.create_memory_object_stream[Lookup](spec.resolver.concurrency * 4)
-        async with anyio.create_task_group() as group:
-            group.start_soon(resolver.serve, receive)
-            async with send:
-                async for lookup in pending_lookups(engine, job_id):
-                    await send.send(lookup)
-    counts = ", ".join(f"{k} {v}" for k, v in sorted(resolver.counts.items()))
-    say(f"resolved {sum(resolver.counts.values())} sources ({counts or 'none pending'})")
+        counts = await _resolve_pending(engine, spec, job_id)
+    listed = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    say(f"resolved {sum(counts.values())} sources ({listed or 'none pending'})")
     return EXIT_OK
+
+
+async def _resolve_pending(engine: AsyncEngine, spec: JobSpec, job_id: int) -> dict[str, int]:
+    """Sweep the job's pending redirect sources through a resolver; counts by status."""
+    resolver = Resolver(engine, spec.resolver)
+    send, receive = anyio.create_memory_object_stream[Lookup](spec.resolver.concurrency * 4)
+    async with anyio.create_task_group() as group:
+        group.start_soon(resolver.serve, receive)
+        async with send:
+            async for lookup in pending_lookups(engine, job_id):
+                await send.send(lookup)
+    return resolver.counts
 
 
 async def estimate_command(spec: JobSpec) -> int:
     """Print the expected (and worst-case) cost of the questions not yet finished."""
     async with opened(spec) as engine:
-        async with engine.connect() as connection:
-            job_id = await queue.ensure_job(connection, spec.name)
-        await _load(engine, spec)
+        job_id = await _load(engine, spec)
+        if job_id is None:
+            return EXIT_FAILED
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UnconfirmedPriceWarning)
             prices = load_prices(spec.limits.prices_file or None)

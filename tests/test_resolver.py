@@ -272,3 +272,18 @@ async def test_resolving_after_the_ttl_finds_every_redirect_expired(tmp_path: Pa
     statuses = await _statuses(spec.database_url)
     assert statuses.get(redirects.EXPIRED) == pending[redirects.PENDING]
     assert set(statuses) <= {redirects.EXPIRED, redirects.NO_URI}
+
+
+@pytest.mark.usefixtures("emulator_key")
+async def test_a_run_with_nothing_to_ask_still_resolves_what_was_left(tmp_path: Path) -> None:
+    with running_emulator(EmulatorConfig(seed=23)) as emu:
+        spec = make_job(
+            tmp_path, base_url=emu.base_url, n_questions=10, overrides=["resolver.enabled=false"]
+        )
+        assert await run_command(spec) == 0
+        assert (await _statuses(spec.database_url)).get(redirects.PENDING, 0) > 10
+        calls = emu.stats()["requests"]["by_kind"]["developer"]
+        again = make_job(tmp_path, base_url=emu.base_url, n_questions=10)
+        assert await run_command(again) == 0
+        assert emu.stats()["requests"]["by_kind"]["developer"] == calls  # nothing re-asked
+    assert set(await _statuses(spec.database_url)) <= {redirects.RESOLVED, redirects.NO_URI}
