@@ -215,7 +215,6 @@ class Answerer:
             model=self.spec.model.name,
             question_id=question.id,
             step="ground",
-            prompt_text=builder.prompt(question.text, nudge=nudge),
             tool=self.spec.grounding.tool,
         )
         calls.append(metered.record)
@@ -263,7 +262,6 @@ class Answerer:
                     model=self._structure_model,
                     question_id=question.id,
                     step="structure",
-                    prompt_text=answer.text,
                     tool=None,
                 )
             except (BudgetExhausted, Unreachable):

@@ -49,9 +49,6 @@ from pipeline.store.results import CallRecord
 
 log = logging.getLogger(__name__)
 
-# Request overhead beyond the prompt text (system instruction, tools, config), in tokens, added
-# to the estimate so the worst case stays a bound.
-PROMPT_OVERHEAD_TOKENS = 200
 
 
 def _micro_to_usd(micro: int) -> Decimal:
@@ -134,7 +131,6 @@ class MeteredCaller:
         model: str,
         question_id: int,
         step: str,
-        prompt_text: str,
         tool: str | None,
     ) -> Metered:
         """Make one call. ``tool`` is the grounding tool declared (None for call 2).
@@ -143,7 +139,9 @@ class MeteredCaller:
         :class:`~pipeline.gemini.errors.Unreachable` when no request could be sent.
         """
         price = self.price_for(model)
-        estimate = estimate_tokens(prompt_text) + PROMPT_OVERHEAD_TOKENS
+        # The whole body, not only the prompt: system instruction, schema and source list
+        # are input too, and the JSON around them only makes the estimate err high.
+        estimate = estimate_tokens(body.decode())
         worst = self._reserve(price, model, estimate, tool)
         if tool is not None:
             if self.gate.paused_until is not None:
