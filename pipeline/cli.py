@@ -86,12 +86,29 @@ def _job_command(
     return anyio.run(action, spec)
 
 
+class _ActionDefault(logging.Filter):
+    """Every line carries a machine-readable ``action`` (``-`` when the call site gave none)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "action"):
+            record.action = "-"
+        return True
+
+
+def _configure_logging(*, verbose: bool) -> None:
+    handler = logging.StreamHandler()
+    handler.addFilter(_ActionDefault())
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)s %(name)s action=%(action)s %(message)s")
+    )
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, handlers=[handler])
+    for chatty in ("alembic", "aiosqlite", "asyncio", "google", "urllib3"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    _configure_logging(verbose=args.verbose)
     from pipeline import commands
 
     match args.command:
