@@ -50,7 +50,6 @@ from pipeline.store.results import CallRecord
 log = logging.getLogger(__name__)
 
 
-
 def _micro_to_usd(micro: int) -> Decimal:
     return Decimal(micro) / 1_000_000
 

@@ -169,7 +169,8 @@ _TRANSIENT = "_transient"  # internal: retried by RedirectClient.resolve, never 
 
 class Resolver:
     """Resolves lookups with bounded concurrency, coalescing and caching by URI, and writes
-    the results in batches. Feed it with :meth:`submit` (in-run) or :meth:`sweep`."""
+    the results in batches. :meth:`serve` takes its lookups from a stream: the run's in-memory
+    feed, or :func:`pending_lookups` (a sweep of the database)."""
 
     def __init__(self, engine: AsyncEngine, settings: ResolverSection) -> None:
         self.engine = engine
@@ -179,15 +180,11 @@ class Resolver:
         self._cache: OrderedDict[str, Outcome] = OrderedDict()
         self._inflight: dict[str, anyio.Event] = {}
         self._client: RedirectClient | None = None
-        self._send: ObjectSendStream[Lookup] | None = None
 
     def __repr__(self) -> str:
         return f"Resolver(allow={sorted(self.settings.allow_hosts)})"
 
-    async def serve(
-        self,
-        lookups: ObjectReceiveStream[Lookup],
-    ) -> None:
+    async def serve(self, lookups: ObjectReceiveStream[Lookup]) -> None:
         """Resolve everything received on ``lookups`` until it is closed, then flush."""
         results_send, results_recv = anyio.create_memory_object_stream[ResolvedSource](
             self.settings.concurrency * 4
