@@ -129,7 +129,9 @@ async def _run_with_signals(runner: JobRunner) -> RunSummary:
             while True:
                 await anyio.sleep(PROGRESS_INTERVAL_S)
                 summary = runner.summary
-                finished = sum(summary.outcomes.values())
+                finished = sum(
+                    n for state, n in summary.outcomes.items() if state in queue.TERMINAL_STATES
+                )
                 rate = finished / (anyio.current_time() - started)
                 say(f"  ... {finished} finished, {summary.calls} calls, {rate:.0f} questions/s")
 
