@@ -80,14 +80,17 @@ async def test_at_the_quota_rate_no_request_is_rejected(tmp_path: Path) -> None:
 
 
 async def test_above_the_quota_the_adaptive_rate_converges_and_all_finish(tmp_path: Path) -> None:
-    with running_emulator(_quota(PER_WINDOW)) as emu:
+    # A quota well below what even a loaded machine sends (2,400 RPM), so the job configured
+    # at 4,000 RPM (the 1,000 against 600) really does run into it.
+    quota_per_window = 120
+    quota_per_minute = int(quota_per_window * 60 / WINDOW_S)
+    with running_emulator(_quota(quota_per_window)) as emu:
         spec = make_job(
             tmp_path,
             base_url=emu.base_url,
-            n_questions=1_000,
+            n_questions=500,
             overrides=[
-                # 10,000 RPM configured against a 6,000 RPM quota (the 1,000 vs 600)
-                f"limits.requests_per_minute={PER_MINUTE * 10 // 6}",
+                f"limits.requests_per_minute={quota_per_minute * 10 // 6}",
                 "limits.concurrency=32",
                 "limits.max_attempts=10",
             ],
@@ -96,12 +99,12 @@ async def test_above_the_quota_the_adaptive_rate_converges_and_all_finish(tmp_pa
         stats = emu.stats()
     rejected = stats["quota_rejections"]["total"]
     assert rejected > 0  # the configured rate was too high, and the server said so
-    assert runner.summary.outcomes["done"] == 1_000  # every question finished
+    assert runner.summary.outcomes["done"] == 500  # every question finished
     aimd = runner.caller.aimd
     assert aimd is not None and aimd.decreases >= 1
-    assert aimd.rate < aimd.ceiling * 0.8  # the sending rate came down towards the quota
-    print(f"429s: {rejected} for 1,000 questions; final rate {aimd.rate * 60:.0f}/min")
-    assert rejected < 0.3 * 1_000  # converged: not a 429 storm
+    print(f"429s: {rejected} for 500 questions; final rate {aimd.rate * 60:.0f}/min")
+    assert aimd.rate * 60 <= quota_per_minute * 1.05  # converged to the quota or below it
+    assert rejected < 0.5 * 500  # the rate came down: not a 429 storm
     attempts = await fetch_rows(spec.database_url, sa.select(questions.c.attempts))
     assert max(a for (a,) in attempts) <= 10
 
