@@ -333,13 +333,13 @@ class Answerer:
         paused_until = self.caller.gate.paused_until
         if isinstance(error, FatalError):
             # The credentials are at fault, not the question: no attempt is spent.
-            change = _waiting(question_id, queue.RETRY_WAIT, attempts - 1, error, 0.0)
+            change = waiting_change(question_id, queue.RETRY_WAIT, attempts - 1, error, 0.0)
         elif error.http_status == 429 and paused_until is not None:
             # The daily bucket ran out: wait for the reset, without spending an attempt.
             delay = (paused_until - queue.utcnow()).total_seconds()
-            change = _waiting(question_id, queue.RETRY_WAIT, attempts - 1, error, delay)
+            change = waiting_change(question_id, queue.RETRY_WAIT, attempts - 1, error, delay)
         elif error.retryable and attempts < self.spec.limits.max_attempts:
-            change = _waiting(
+            change = waiting_change(
                 question_id, queue.RETRY_WAIT, attempts, error, self._backoff(attempts, error)
             )
         else:
@@ -355,11 +355,11 @@ class Answerer:
         calls: list[CallRecord],
     ) -> Outcome:
         if isinstance(error, FatalError):
-            change = _waiting(question_id, queue.GROUNDED, attempts, error, 0.0)
+            change = waiting_change(question_id, queue.GROUNDED, attempts, error, 0.0)
             change = _with_structure_attempts(change, structure_attempts - 1)
         elif error.retryable and structure_attempts < self.spec.limits.max_attempts:
             delay = self._backoff(structure_attempts, error)
-            change = _waiting(question_id, queue.GROUNDED, attempts, error, delay)
+            change = waiting_change(question_id, queue.GROUNDED, attempts, error, delay)
             change = _with_structure_attempts(change, structure_attempts)
         else:
             change = _with_structure_attempts(
@@ -401,9 +401,10 @@ def _block_reason(response: GenerateContentResponse) -> str | None:
     return None
 
 
-def _waiting(
+def waiting_change(
     question_id: int, state: str, attempts: int, error: GeminiError, delay_s: float
 ) -> StateChange:
+    """The question waits ``delay_s`` in ``state``, the error kept as its last one."""
     return StateChange(
         question_id,
         state,

@@ -74,7 +74,6 @@ _PRICE_KEYS = frozenset(
     }
 )
 _FEE_KEYS = frozenset({"kind", "usd_per_1k", "free", "source"})
-_TOOL_FEE_KEYS = _FEE_KEYS | {"tool", "backend"}
 
 
 class PriceError(ValueError):
@@ -368,10 +367,10 @@ def _date(value: Any, where: str) -> dt.date:
     raise PriceError(f"{where}: expected a date (YYYY-MM-DD), got {value!r}")
 
 
-def _fee(raw: Any, where: str, keys: frozenset[str] = _FEE_KEYS) -> GroundingFee:
+def _fee(raw: Any, where: str) -> GroundingFee:
     if not isinstance(raw, dict):
         raise PriceError(f"{where}: expected a table")
-    unknown = set(raw) - keys
+    unknown = set(raw) - _FEE_KEYS
     if unknown:
         raise PriceError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
     kind = raw.get("kind")

@@ -25,7 +25,6 @@ EMULATOR_KEY = "emulator-key"  # the emulator's built-in demo key; not a secret
 EMULATOR_SEED = 7
 # Grounded calls take seconds; the demo's emulator answers in ~0.4 s (p99 2 s) to show that.
 EMULATOR_LATENCY = ("--latency-ms", "400", "--latency-p99-ms", "2000")
-EMULATOR_START_TIMEOUT_S = 30.0
 _LISTENING = re.compile(r"listening on (http://\S+)")
 
 

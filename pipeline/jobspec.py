@@ -25,7 +25,6 @@ import msgspec
 
 from pipeline.structure import PreparedSchema, SchemaError, prepare_schema_file
 
-GOOGLE_DEVELOPER_API_BASE = "https://generativelanguage.googleapis.com"
 DEFAULT_REDIRECT_HOSTS = ("vertexaisearch.cloud.google.com",)
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]

@@ -34,8 +34,6 @@ FAILED = "failed"  # timeouts, 5xx or no Location, after retries
 REJECTED = "rejected"  # the URI or destination is not acceptable (reason kept)
 NO_URI = "no_uri"  # the chunk carried no URI (empty {} chunks)
 
-FINAL_STATUSES = frozenset({RESOLVED, DIRECT, EXPIRED, FAILED, REJECTED, NO_URI})
-
 
 class AllowList:
     """Redirect hosts that may be requested, as ``host`` or ``host:port`` entries."""

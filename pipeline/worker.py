@@ -40,7 +40,7 @@ import sqlalchemy as sa
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipeline.answering import Answerer, Outcome, stored_answer
+from pipeline.answering import Answerer, Outcome, stored_answer, waiting_change
 from pipeline.batching import batches
 from pipeline.gemini.client import GeminiClient
 from pipeline.gemini.endpoint import endpoint_for
@@ -370,15 +370,8 @@ class JobRunner:
         self._unreachable_streak += 1
         if self._unreachable_streak >= UNREACHABLE_STOP_AFTER:
             self.stop(f"the model endpoint is unreachable: {exc.message}")
-        change = StateChange(
-            question.id,
-            queue.GROUNDED if has_answer else queue.RETRY_WAIT,
-            attempts,
-            error_class=exc.error_class,
-            last_error=exc.message,
-            next_attempt_at=queue.utcnow() + dt.timedelta(seconds=UNREACHABLE_RETRY_S),
-        )
-        return Outcome(change)
+        state = queue.GROUNDED if has_answer else queue.RETRY_WAIT
+        return Outcome(waiting_change(question.id, state, attempts, exc, UNREACHABLE_RETRY_S))
 
     async def _writer(self, outcomes: ObjectReceiveStream[Outcome]) -> None:
         async for batch in batches(outcomes, WRITE_BATCH_MAX):
