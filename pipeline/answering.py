@@ -51,6 +51,7 @@ from pipeline.structure import (
     provenance,
     provenance_to_json,
 )
+from pipeline.targets import request_builder
 
 log = logging.getLogger(__name__)
 
@@ -103,9 +104,9 @@ class Answerer:
         self._ground_endpoint = ground_endpoint
         self._structure_endpoint = structure_endpoint
         self._structure_model = spec.structure.model or spec.model.name
-        self._plain = GroundedRequestBuilder(spec)
+        self._plain = request_builder(spec)
         single = spec.schema is not None and spec.structure.mode == "single"
-        self._single = GroundedRequestBuilder(spec, schema=spec.schema) if single else None
+        self._single = request_builder(spec, schema=spec.schema) if single else None
         self._two_call_models: set[str] = set()  # models that refused or skipped single mode
         self._rng = rng or random.Random()
 

@@ -68,11 +68,20 @@ def build_parser() -> argparse.ArgumentParser:
         commands.add_parser("cite", help="render a saved generateContent response's citations")
     )
 
-    emulator = commands.add_parser("emulator", help="serve the local Gemini emulator")
+    # The emulator's own parser reads its flags (`ground emulator --help`): importing it here
+    # would make every other command pay for the emulator's imports.
+    commands.add_parser("emulator", help="serve the local Gemini emulator", add_help=False)
+    return parser
+
+
+def _emulator_command(argv: list[str]) -> int:
     from pipeline.emulator import cli as emulator_cli
 
-    emulator_cli.add_arguments(emulator)
-    return parser
+    parser = argparse.ArgumentParser(
+        prog="ground emulator", description="Serve the local Gemini-compatible emulator."
+    )
+    emulator_cli.add_arguments(parser)
+    return emulator_cli.run(parser.parse_args(argv))
 
 
 def _job_command(
@@ -86,28 +95,55 @@ def _job_command(
     return anyio.run(action, spec)
 
 
-class _ActionDefault(logging.Filter):
-    """Every line carries a machine-readable ``action`` (``-`` when the call site gave none)."""
+# The attributes every LogRecord has; anything else on a record came from ``extra=``.
+_RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "taskName",
+}
 
-    def filter(self, record: logging.LogRecord) -> bool:
+
+class KeyValueFormatter(logging.Formatter):
+    """``time level logger action=A message key=value ...``: every ``extra`` field is kept.
+
+    Each line carries a machine-readable ``action`` (``-`` when the call site gave none).
+    """
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s action=%(action)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
         if not hasattr(record, "action"):
             record.action = "-"
-        return True
+        line = super().format(record)
+        extras = [
+            f"{key}={_log_value(value)}"
+            for key, value in vars(record).items()
+            if key not in _RECORD_FIELDS and key != "action"
+        ]
+        return f"{line} {' '.join(extras)}" if extras else line
+
+
+def _log_value(value: object) -> str:
+    text = str(value)
+    return repr(text) if not text or any(c.isspace() or c in "\"'=" for c in text) else text
 
 
 def _configure_logging(*, verbose: bool) -> None:
     handler = logging.StreamHandler()
-    handler.addFilter(_ActionDefault())
-    handler.setFormatter(
-        logging.Formatter("%(asctime)s %(levelname)s %(name)s action=%(action)s %(message)s")
-    )
+    handler.setFormatter(KeyValueFormatter())
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, handlers=[handler])
     for chatty in ("alembic", "aiosqlite", "asyncio", "google", "urllib3"):
         logging.getLogger(chatty).setLevel(logging.WARNING)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "emulator":
+        return _emulator_command(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     _configure_logging(verbose=args.verbose)
     from pipeline import commands
 
@@ -135,10 +171,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pipeline.cite import cite_main
 
             return cite_main(args.response, args.fmt, args.min_confidence)
-        case "emulator":
-            from pipeline.emulator import cli as emulator_cli
-
-            return emulator_cli.run(args)
     return EXIT_USAGE  # unreachable: argparse requires a command
 
 

@@ -43,7 +43,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pipeline.answering import Answerer, Outcome, stored_answer, waiting_change
 from pipeline.batching import batches
 from pipeline.gemini.client import GeminiClient
-from pipeline.gemini.endpoint import endpoint_for
 from pipeline.gemini.errors import Unreachable
 from pipeline.jobspec import JobSpec
 from pipeline.limits import next_daily_reset
@@ -55,6 +54,7 @@ from pipeline.store.answers import persist_answers
 from pipeline.store.queue import ClaimedQuestion, StateChange
 from pipeline.store.results import persist_calls, persist_structured
 from pipeline.store.tables import calls, questions
+from pipeline.targets import job_endpoints
 
 log = logging.getLogger(__name__)
 
@@ -175,10 +175,7 @@ class JobRunner:
     async def run(self) -> RunSummary:
         started = time.perf_counter()
         spec = self.spec
-        ground_endpoint = endpoint_for(spec)
-        structure_endpoint = endpoint_for(
-            spec, model_name=spec.structure.model or None, auth=ground_endpoint.auth
-        )
+        ground_endpoint, structure_endpoint = job_endpoints(spec)
         async with self.engine.begin() as connection:
             released = await queue.release_dead_owners(
                 connection, self.job_id, socket.gethostname(), pid_alive

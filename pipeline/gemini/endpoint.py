@@ -9,18 +9,14 @@ Credentials live only in request headers: never in a URL, a log line or the data
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import anyio.to_thread
 
-from pipeline.jobspec import JobSpec
-
 DEVELOPER_API_BASE = "https://generativelanguage.googleapis.com"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
-TOKEN_REFRESH_MARGIN_S = 300  # refresh an access token this long before it expires
 
 
 class ConfigurationError(ValueError):
@@ -43,7 +39,12 @@ class ApiKeyAuth:
 
 
 class GoogleAuth:
-    """OAuth2 bearer tokens from google-auth (ADC or a service-account file), refreshed early."""
+    """OAuth2 bearer tokens from google-auth (ADC or a service-account file), refreshed early.
+
+    google-auth's ``token_state`` says when: ``STALE`` within its refresh threshold (3 min
+    45 s) of the expiry, ``INVALID`` with no token or past it. The refresh is a blocking HTTP
+    call, so it runs in a worker thread, once for every caller waiting on it.
+    """
 
     __slots__ = ("_credentials", "_lock", "_request")
 
@@ -63,18 +64,9 @@ class GoogleAuth:
         return {"authorization": f"Bearer {credentials.token}"}
 
     def _fresh(self) -> bool:
-        credentials = self._credentials
-        if credentials.token is None:
-            return False
-        expiry = credentials.expiry  # naive UTC in google-auth
-        if expiry is None:
-            return True
-        return expiry.timestamp() - time.time() + _utc_offset() > TOKEN_REFRESH_MARGIN_S
+        from google.auth.credentials import TokenState
 
-
-def _utc_offset() -> float:
-    # google-auth's expiry is naive UTC; .timestamp() reads naive values as local time.
-    return time.localtime().tm_gmtoff
+        return self._credentials.token_state == TokenState.FRESH
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,36 +76,38 @@ class Endpoint:
 
 
 def endpoint_for(
-    spec: JobSpec,
-    env: Mapping[str, str] | None = None,
+    backend: str,
+    model: str,
     *,
-    model_name: str | None = None,
+    base_url: str | None = None,
+    project: str | None = None,
+    location: str | None = None,
+    env: Mapping[str, str] | None = None,
     auth: Auth | None = None,
 ) -> Endpoint:
-    """The job's generateContent endpoint, for ``model_name`` (default: the job's model).
+    """The generateContent endpoint of ``model`` on ``backend`` (``developer`` or ``vertex``).
 
-    Pass ``auth`` to share credentials (and their token refreshes) between endpoints.
+    ``project`` and ``location`` (Vertex) default to the SDK's environment variables. Pass
+    ``auth`` to share credentials (and their token refreshes) between endpoints.
     """
     env = os.environ if env is None else env
-    model = spec.model
-    name = model_name or model.name
-    if model.backend == "developer":
+    if backend == "developer":
         key = env.get("GOOGLE_API_KEY") or env.get("GEMINI_API_KEY")
         if not key:
             raise ConfigurationError(
                 "no API key: set GEMINI_API_KEY (or GOOGLE_API_KEY) for the Developer API"
             )
-        base = (model.base_url or DEVELOPER_API_BASE).rstrip("/")
-        return Endpoint(f"{base}/v1beta/models/{name}:generateContent", auth or ApiKeyAuth(key))
-    project = model.project or env.get("GOOGLE_CLOUD_PROJECT", "")
-    location = model.location or env.get("GOOGLE_CLOUD_LOCATION", "")
+        base = (base_url or DEVELOPER_API_BASE).rstrip("/")
+        return Endpoint(f"{base}/v1beta/models/{model}:generateContent", auth or ApiKeyAuth(key))
+    project = project or env.get("GOOGLE_CLOUD_PROJECT", "")
+    location = location or env.get("GOOGLE_CLOUD_LOCATION", "")
     if not project or not location:
         raise ConfigurationError(
             "Vertex AI needs a project and a location: set model.project and model.location "
             "or GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION"
         )
-    base = (model.base_url or vertex_base_url(location)).rstrip("/")
-    path = f"/v1/projects/{project}/locations/{location}/publishers/google/models/{name}"
+    base = (base_url or vertex_base_url(location)).rstrip("/")
+    path = f"/v1/projects/{project}/locations/{location}/publishers/google/models/{model}"
     return Endpoint(f"{base}{path}:generateContent", auth or GoogleAuth(_google_credentials()))
 
 

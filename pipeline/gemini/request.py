@@ -8,21 +8,19 @@ samples send; the API accepts either casing (proto3 JSON, reference §1.3).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
-from pipeline.jobspec import JobSpec
-from pipeline.structure import PreparedSchema
 
-
-def grounding_tool(spec: JobSpec) -> dict[str, Any]:
-    tool = spec.grounding.tool
+def grounding_tool(tool: str, *, datastore: str | None = None) -> dict[str, Any]:
+    """The ``tools`` entry that declares one grounding tool."""
     if tool == "google_search":
         return {"googleSearch": {}}
     if tool == "google_maps":
         return {"googleMaps": {}}
-    return {"retrieval": {"vertexAiSearch": {"datastore": spec.grounding.datastore}}}
+    return {"retrieval": {"vertexAiSearch": {"datastore": datastore}}}
 
 
 # The seeds' advice when a model answered without searching: name the recency requirement and
@@ -34,23 +32,31 @@ NUDGE_SUFFIX = "\n\nSearch for current sources and cite the source of each claim
 class GroundedRequestBuilder:
     """Builds call-1 bodies: the question in the prompt template, grounding declared.
 
-    ``schema`` (single-call mode) also asks for JSON in that schema in the same call.
+    ``response_schema`` (single-call mode) is ``(wire_field, schema)``: ask for JSON in that
+    schema in the same call.
     """
 
     __slots__ = ("_head", "_template")
 
-    def __init__(self, spec: JobSpec, *, schema: PreparedSchema | None = None) -> None:
-        self._template = spec.model.prompt_template
-        config: dict[str, Any] = {
-            "temperature": spec.model.temperature,
-            "maxOutputTokens": spec.limits.max_output_tokens,
-        }
-        if schema is not None:
+    def __init__(
+        self,
+        *,
+        tool: Mapping[str, Any],
+        prompt_template: str,
+        temperature: float,
+        max_output_tokens: int,
+        system_instruction: str = "",
+        response_schema: tuple[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        self._template = prompt_template
+        config: dict[str, Any] = {"temperature": temperature, "maxOutputTokens": max_output_tokens}
+        if response_schema is not None:
+            wire_field, schema = response_schema
             config["responseMimeType"] = "application/json"
-            config[schema.wire_field] = schema.wire_schema
-        head: dict[str, Any] = {"tools": [grounding_tool(spec)], "generationConfig": config}
-        if spec.model.system_instruction:
-            head["systemInstruction"] = {"parts": [{"text": spec.model.system_instruction}]}
+            config[wire_field] = schema
+        head: dict[str, Any] = {"tools": [tool], "generationConfig": config}
+        if system_instruction:
+            head["systemInstruction"] = {"parts": [{"text": system_instruction}]}
         self._head = head
 
     def prompt(self, question: str, *, nudge: bool = False) -> str:
