@@ -1,0 +1,490 @@
+"""JSON Schema -> the Gemini API's schema subset (reference §4.3). Pure.
+
+* ``responseJsonSchema`` keeps ``$id $defs $ref $anchor type format title description enum
+  items prefixItems minItems maxItems minimum maximum anyOf properties additionalProperties
+  required propertyOrdering``;
+* lossless conversions: ``const`` -> ``enum: [value]``; ``exclusiveMinimum`` /
+  ``exclusiveMaximum`` -> ``minimum`` / ``maximum`` on integer-only schemas (``x > 2.5`` is
+  ``x >= 3`` for integers; refused where numbers are allowed or no type is given);
+  draft-7 ``definitions`` -> ``$defs`` and array-form ``items`` -> ``prefixItems`` (``$ref``
+  pointers rewritten); a ``true`` subschema -> ``{}``; ``items: false`` after
+  ``prefixItems`` -> ``maxItems``;
+* ``oneOf`` is sent as ``anyOf``, as the API itself treats it. That is *not* lossless in
+  general (a value matching two branches); it is accepted because validation uses the
+  original schema, which still catches such a value;
+* annotations are dropped (``$schema $comment examples default deprecated readOnly
+  writeOnly``): they constrain nothing, and validation keeps them anyway;
+* every other keyword is refused with a :class:`SchemaError` naming the file, the JSON
+  pointer and the keyword (``pattern``, ``minLength``, ``multipleOf``, ``uniqueItems``,
+  ``not``, ``allOf``, ``if``/``then``/``else``, ``contains``, ``patternProperties``, the
+  OpenAPI-only ``nullable``, unknown keywords ...): the API would reject or ignore them, and
+  an ignored constraint costs a paid call that then fails validation.
+* a ``$ref`` cycle that every value must follow (through ``$ref``, required properties, or
+  arrays with ``minItems > 0``) is refused: the API accepts cycles only through optional
+  properties. Refs must be local (``#...``); ``$id`` only at the root.
+
+``responseSchema`` (the OpenAPI 3.0 subset, for backends or models that need it) further:
+type names in upper case; ``["string", "null"]`` -> ``type: STRING, nullable: true``
+(likewise a ``null`` branch of ``anyOf``, or ``null`` in an ``enum``); ``$ref`` inlined
+(refused when recursive; ``$defs``, ``$id`` and ``$anchor`` then dropped); ``enum`` values
+must be strings; ``prefixItems`` and ``additionalProperties`` other than ``false`` are
+refused (``false`` is dropped: the API generates declared properties only);
+``propertyOrdering`` is added in the schema's key order when absent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from decimal import Decimal
+from typing import Any
+from urllib.parse import unquote
+
+import orjson
+
+from pipeline.structure.errors import SchemaError, _esc, _json_kind
+
+_MAX_WIRE_NODES = 5_000  # schema objects in a converted schema ($ref inlining can multiply them)
+
+_KEEP = frozenset(
+    {"type", "format", "title", "description", "enum", "minItems", "maxItems"}
+    | {"minimum", "maximum", "required", "propertyOrdering"}
+)
+_DROP = frozenset(
+    {"$schema", "$comment", "examples", "default", "deprecated", "readOnly", "writeOnly"}
+)
+_SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions"})  # values are name -> schema
+_SCHEMA_LISTS = frozenset({"prefixItems", "anyOf", "oneOf", "allOf"})  # values are [schema]
+_HINTS = {
+    "nullable": '; in JSON Schema write the type as a list with "null", e.g. ["string", "null"]',
+    "allOf": "; merge the subschemas into one",
+}
+_OPENAPI_TYPES = {
+    "string": "STRING",
+    "number": "NUMBER",
+    "integer": "INTEGER",
+    "boolean": "BOOLEAN",
+    "array": "ARRAY",
+    "object": "OBJECT",
+}
+_ANNOTATION_SIBLINGS = frozenset({"title", "description"}) | _DROP
+
+
+def _unesc(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def _types(node: Mapping[str, Any]) -> set[str] | None:
+    t = node.get("type")
+    if t is None:
+        return None
+    return {t} if isinstance(t, str) else set(t)
+
+
+class _Converter:
+    """One conversion of one schema; ``openapi`` selects the ``responseSchema`` flavour."""
+
+    def __init__(self, root: dict[str, Any], *, openapi: bool, source: str) -> None:
+        self.root = root
+        self.openapi = openapi
+        self.source = source
+        self.root_id = root.get("$id") if isinstance(root.get("$id"), str) else None
+        self.inlining: list[int] = []  # id() of $ref targets being inlined (openapi)
+        self.nodes = 0
+
+    def err(self, pointer: str, keyword: str | None, reason: str) -> SchemaError:
+        return SchemaError(reason, source=self.source, pointer=pointer, keyword=keyword)
+
+    # -- $ref resolution ---------------------------------------------------------------------
+
+    def local_fragment(self, ref: Any, pointer: str) -> str:
+        """The fragment of a local ``$ref`` (without ``#``); refuse anything remote."""
+        if not isinstance(ref, str):
+            raise self.err(pointer, "$ref", "must be a string")
+        if self.root_id and ref.startswith(self.root_id + "#"):
+            ref = ref[len(self.root_id) :]
+        if not ref.startswith("#"):
+            raise self.err(
+                pointer,
+                "$ref",
+                f"{ref!r} is not supported: only local references (#/$defs/...) are"
+                " (nothing is fetched)",
+            )
+        return ref[1:]
+
+    def resolve(self, fragment: str, pointer: str) -> tuple[Any, str]:
+        """(target node, its pointer in the user's schema) for a local fragment."""
+        if fragment and not fragment.startswith("/"):  # a plain-name fragment: $anchor
+            for node, at in _walk_schemas(self.root, ""):
+                if node.get("$anchor") == fragment:
+                    return node, at
+            raise self.err(pointer, "$ref", f"no $anchor named {fragment!r}")
+        node: Any = self.root
+        for token in fragment.split("/")[1:] if fragment else ():
+            key = _unesc(unquote(token))
+            if isinstance(node, dict) and key in node:
+                node = node[key]
+            elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+                node = node[int(key)]
+            else:
+                raise self.err(pointer, "$ref", f"'#{fragment}' does not resolve in the schema")
+        if not isinstance(node, dict | bool):
+            raise self.err(pointer, "$ref", f"'#{fragment}' does not point at a schema")
+        return node, fragment
+
+    def translate(self, fragment: str) -> str:
+        """A JSON pointer into the user's schema -> the same place in the converted schema.
+
+        Follows keyword renames: ``definitions`` -> ``$defs``, ``oneOf`` -> ``anyOf``, array
+        ``items`` -> ``prefixItems``.
+        """
+        if not fragment.startswith("/"):
+            return fragment
+        out: list[str] = []
+        node: Any = self.root
+        expect = "schema"  # what the current token indexes: "schema" | "map" | "list"
+        for token in fragment.split("/")[1:]:
+            key = _unesc(unquote(token))
+            if expect == "schema" and isinstance(node, dict):
+                renamed = key
+                if key == "definitions":
+                    renamed = "$defs"
+                elif key == "oneOf":
+                    renamed = "anyOf"
+                elif key == "items" and isinstance(node.get("items"), list):
+                    renamed = "prefixItems"
+                out.append(_esc(renamed))
+                expect = (
+                    "map"
+                    if key in _SCHEMA_MAPS
+                    else "list"
+                    if key in _SCHEMA_LISTS or isinstance(node.get(key), list)
+                    else "schema"
+                )
+            else:
+                out.append(token)
+                expect = "schema"
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        return "".join("/" + t for t in out)
+
+    # -- nodes -------------------------------------------------------------------------------
+
+    def convert(self, node: Any, pointer: str) -> dict[str, Any]:
+        self.nodes += 1
+        if self.nodes > _MAX_WIRE_NODES:
+            raise self.err(
+                pointer, None, f"the converted schema exceeds {_MAX_WIRE_NODES} subschemas"
+            )
+        if node is True:
+            return {}
+        if node is False:
+            raise self.err(pointer, None, "the schema 'false' (no value allowed) cannot be filled")
+        if not isinstance(node, dict):
+            raise self.err(pointer, None, f"a schema must be an object, got {_json_kind(node)}")
+        if "$ref" in node and self.openapi:
+            return self.inline_ref(node, pointer)
+        if "$id" in node and pointer:
+            raise self.err(
+                pointer,
+                "$id",
+                "is supported at the top level only (a nested $id starts a separate schema"
+                " resource); move its $defs to the root",
+            )
+        if "oneOf" in node and "anyOf" in node:
+            raise self.err(
+                pointer, "oneOf", "cannot be sent as anyOf: the schema already has an anyOf"
+            )
+
+        out: dict[str, Any] = {}
+        null_branch = False
+        for key, value in node.items():
+            at = f"{pointer}/{_esc(key)}"
+            if key in _DROP or key in ("const", "exclusiveMinimum", "exclusiveMaximum"):
+                continue  # dropped, or handled below
+            if key in _KEEP:
+                out[key] = value
+            elif key == "$ref":
+                fragment = self.local_fragment(value, pointer)
+                self.resolve(fragment, pointer)
+                out[key] = "#" + self.translate(fragment)
+            elif key in ("$id", "$anchor"):
+                if not self.openapi:
+                    out[key] = value
+            elif key in ("$defs", "definitions"):
+                if not self.openapi:  # openapi: inlined where referenced
+                    defs = out.setdefault("$defs", {})
+                    for name, sub in value.items():
+                        if name in defs:
+                            raise self.err(
+                                at, key, f"defines {name!r} again (also in $defs at {pointer})"
+                            )
+                        defs[name] = self.convert(sub, f"{at}/{_esc(name)}")
+            elif key == "properties":
+                out[key] = {k: self.convert(v, f"{at}/{_esc(k)}") for k, v in value.items()}
+            elif key == "items":
+                if isinstance(value, list):  # draft 4-2019: tuple form is prefixItems
+                    out["prefixItems"] = self.convert_list(value, at, "prefixItems")
+                elif value is not False:  # false: see close_tuple
+                    out[key] = self.convert(value, at)
+            elif key == "additionalItems":
+                if isinstance(node.get("items"), list) and value is not False:
+                    out["items"] = self.convert(value, at)
+                # with a schema-form items, additionalItems is ignored by JSON Schema: drop
+            elif key == "prefixItems":
+                out[key] = self.convert_list(value, at, key)
+            elif key in ("anyOf", "oneOf"):
+                branches = list(enumerate(value))
+                if self.openapi:  # a {"type": "null"} branch becomes nullable (below)
+                    branches = [(i, v) for i, v in branches if not _is_null_schema(v)]
+                    null_branch = len(branches) < len(value)
+                out["anyOf"] = [self.convert(v, f"{at}/{i}") for i, v in branches]
+            elif key == "additionalProperties":
+                if isinstance(value, bool):
+                    out[key] = value
+                else:
+                    out[key] = self.convert(value, at)
+            else:
+                raise self.err(
+                    pointer, key, f"is not supported by the Gemini API{_HINTS.get(key, '')}"
+                )
+        self.convert_const(node, out, pointer)
+        self.convert_exclusive(node, out, pointer)
+        self.close_tuple(node, out)
+        if "propertyOrdering" in out:
+            self.check_ordering(out, pointer)
+        if self.openapi:
+            self.to_openapi(out, pointer, null_branch=null_branch)
+        return out
+
+    def convert_list(self, value: list[Any], at: str, keyword: str) -> list[dict[str, Any]]:
+        if self.openapi and keyword == "prefixItems":
+            raise self.err(
+                at.rsplit("/", 1)[0],
+                "items" if at.endswith("/items") else keyword,
+                "(tuple validation) is not supported by responseSchema; use responseJsonSchema",
+            )
+        return [self.convert(v, f"{at}/{i}") for i, v in enumerate(value)]
+
+    def inline_ref(self, node: dict[str, Any], pointer: str) -> dict[str, Any]:
+        """responseSchema has no $ref: put a converted copy of the target in its place."""
+        extra = set(node) - {"$ref"} - _ANNOTATION_SIBLINGS
+        if extra:
+            raise self.err(
+                pointer,
+                "$ref",
+                f"next to {sorted(extra)[0]!r} cannot be inlined for responseSchema;"
+                " move that keyword into the referenced schema",
+            )
+        target, at = self.resolve(self.local_fragment(node["$ref"], pointer), pointer)
+        if id(target) in self.inlining:
+            raise self.err(
+                pointer,
+                "$ref",
+                f"is recursive ('#{at}' refers back to itself) and cannot be inlined for"
+                " responseSchema; use responseJsonSchema",
+            )
+        self.inlining.append(id(target))
+        try:
+            out = dict(self.convert(target, at))
+        finally:
+            self.inlining.pop()
+        for key in ("title", "description"):  # annotations next to the $ref win
+            if key in node:
+                out[key] = node[key]
+        return out
+
+    def convert_const(self, node: Mapping[str, Any], out: dict[str, Any], pointer: str) -> None:
+        if "const" not in node:
+            return
+        const = node["const"]
+        if "enum" in node and const not in node["enum"]:
+            raise self.err(pointer, "const", "is not one of the enum values: no value is allowed")
+        out["enum"] = [const]
+
+    def close_tuple(self, node: Mapping[str, Any], out: dict[str, Any]) -> None:
+        """``items: false`` after ``prefixItems`` (draft 7: ``additionalItems: false`` after a
+        list ``items``) allows no further item: that is ``maxItems: len(prefix)``."""
+        items = node.get("items")
+        if items is False:
+            prefix = node.get("prefixItems", [])
+        elif isinstance(items, list) and node.get("additionalItems") is False:
+            prefix = items
+        else:
+            return
+        out["maxItems"] = min(len(prefix), out.get("maxItems", len(prefix)))
+
+    def convert_exclusive(self, node: Mapping[str, Any], out: dict[str, Any], pointer: str) -> None:
+        for key, bound, step in (
+            ("exclusiveMinimum", "minimum", 1),
+            ("exclusiveMaximum", "maximum", -1),
+        ):
+            if key not in node:
+                continue
+            value = node[key]
+            if isinstance(value, bool):  # draft 4: a flag on minimum / maximum
+                if not value or bound not in node:
+                    continue
+                value = node[bound]
+            types = _types(node)
+            if types is None or "number" in types:
+                raise self.err(
+                    pointer,
+                    key,
+                    "is not supported by the Gemini API and converts to"
+                    f' {bound} only for integers (declare "type": "integer")',
+                )
+            if "integer" not in types:
+                continue  # no numeric value is possible: the keyword constrains nothing
+            # x > v  <=>  x >= floor(v) + 1 ;  x < v  <=>  x <= ceil(v) - 1   (x integer)
+            d = Decimal(str(value))
+            edge = int(d.to_integral_value(rounding="ROUND_FLOOR" if step > 0 else "ROUND_CEILING"))
+            converted = edge + step
+            if bound in out:
+                converted = max(converted, out[bound]) if step > 0 else min(converted, out[bound])
+            out[bound] = converted
+
+    def check_ordering(self, out: dict[str, Any], pointer: str) -> None:
+        ordering = out["propertyOrdering"]
+        props = out.get("properties", {})
+        if not isinstance(ordering, list) or not all(isinstance(k, str) for k in ordering):
+            raise self.err(pointer, "propertyOrdering", "must be a list of property names")
+        unknown = [k for k in ordering if k not in props]
+        if unknown:
+            raise self.err(
+                pointer, "propertyOrdering", f"names {unknown[0]!r}, which is not in properties"
+            )
+
+    def to_openapi(self, out: dict[str, Any], pointer: str, *, null_branch: bool) -> None:
+        """Rewrite one converted node into the OpenAPI subset, in place."""
+        if out.get("additionalProperties") is False:
+            del out["additionalProperties"]  # the API generates declared properties only
+        if "additionalProperties" in out:
+            raise self.err(
+                pointer,
+                "additionalProperties",
+                "is not supported by responseSchema (only false, which is dropped)",
+            )
+        nullable = null_branch
+        if "type" in out:
+            types = [out["type"]] if isinstance(out["type"], str) else list(out["type"])
+            nullable = nullable or "null" in types
+            rest = [t for t in types if t != "null"]
+            if len(rest) != 1:
+                raise self.err(
+                    pointer,
+                    "type",
+                    f"{orjson.dumps(out['type']).decode()} cannot be expressed in responseSchema"
+                    " (one type, optionally nullable); use anyOf",
+                )
+            out["type"] = _OPENAPI_TYPES[rest[0]]
+        if "enum" in out:
+            values = out["enum"]
+            if None in values:
+                nullable = True
+                values = [v for v in values if v is not None]
+            if not all(isinstance(v, str) for v in values):
+                raise self.err(
+                    pointer, "enum", "values must be strings for responseSchema (OpenAPI subset)"
+                )
+            if not values:
+                raise self.err(
+                    pointer, "enum", "allows only null: not expressible in responseSchema"
+                )
+            out["enum"] = values
+            out.setdefault("type", "STRING")
+        if null_branch:
+            branches = out["anyOf"]
+            if len(branches) == 1 and set(out) <= {"anyOf", "title", "description"}:
+                merged = {**branches[0], **{k: v for k, v in out.items() if k != "anyOf"}}
+                out.clear()
+                out.update(merged)
+            else:
+                for branch in branches:
+                    branch["nullable"] = True
+        if nullable:
+            out["nullable"] = True
+        props = out.get("properties")
+        if isinstance(props, dict) and len(props) > 1 and "propertyOrdering" not in out:
+            out["propertyOrdering"] = list(props)
+
+
+def _is_null_schema(node: Any) -> bool:
+    """``{"type": "null"}``, annotations aside."""
+    return (
+        isinstance(node, dict)
+        and node.get("type") == "null"
+        and set(node) <= {"type"} | _ANNOTATION_SIBLINGS
+    )
+
+
+def _walk_schemas(node: Any, pointer: str) -> Iterator[tuple[dict[str, Any], str]]:
+    """Every schema object in ``node`` (depth first) with its JSON pointer."""
+    if not isinstance(node, dict):
+        return
+    yield node, pointer
+    for key, value in node.items():
+        at = f"{pointer}/{_esc(key)}"
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            for name, sub in value.items():
+                yield from _walk_schemas(sub, f"{at}/{_esc(name)}")
+        elif (key in _SCHEMA_LISTS or key == "items") and isinstance(value, list):
+            for i, sub in enumerate(value):
+                yield from _walk_schemas(sub, f"{at}/{i}")
+        elif key in ("items", "additionalProperties", "additionalItems", "not") or key in (
+            "if",
+            "then",
+            "else",
+            "contains",
+        ):
+            yield from _walk_schemas(value, at)
+
+
+def _forced_cycles(conv: _Converter) -> None:
+    """Refuse ``$ref`` cycles that every value must follow (the API cannot end them)."""
+    state: dict[int, int] = {}  # id(node) -> 1 on the path, 2 done
+
+    def forced(node: dict[str, Any], pointer: str) -> Iterator[tuple[Any, str, str | None]]:
+        """(child, child pointer, $ref pointer or None) for edges every value must follow."""
+        if "$ref" in node:
+            target, at = conv.resolve(conv.local_fragment(node["$ref"], pointer), pointer)
+            yield target, at, pointer
+        props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+        for name in node.get("required", ()):
+            if name in props:
+                yield props[name], f"{pointer}/properties/{_esc(name)}", None
+        min_items = node.get("minItems", 0)
+        items = node.get("items")
+        prefix = node.get("prefixItems") or (items if isinstance(items, list) else [])
+        for i, sub in enumerate(prefix[:min_items]):
+            yield sub, f"{pointer}/prefixItems/{i}", None
+        if min_items > len(prefix) and isinstance(items, dict):
+            yield items, f"{pointer}/items", None
+
+    def visit(node: Any, pointer: str, via: str | None) -> None:
+        if not isinstance(node, dict):
+            return
+        key = id(node)
+        if state.get(key) == 1:
+            raise conv.err(
+                via or pointer,
+                "$ref",
+                "makes a cycle through required properties (or non-empty arrays), which no"
+                " finite value can fill; make a property on the cycle optional",
+            )
+        if state.get(key) == 2:
+            return
+        state[key] = 1
+        for child, at, ref_at in forced(node, pointer):
+            visit(child, at, ref_at)
+        state[key] = 2
+
+    for node, pointer in _walk_schemas(conv.root, ""):
+        visit(node, pointer, None)
+
+
+def _convert(schema: dict[str, Any], *, openapi: bool, source: str) -> dict[str, Any]:
+    """The wire form of a valid JSON Schema (``openapi``: for ``responseSchema``)."""
+    conv = _Converter(schema, openapi=openapi, source=source)
+    wire = conv.convert(schema, "")
+    if not openapi:
+        _forced_cycles(conv)
+    return wire
