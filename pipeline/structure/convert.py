@@ -34,7 +34,7 @@ refused (``false`` is dropped: the API generates declared properties only);
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 from urllib.parse import unquote
@@ -67,6 +67,9 @@ _OPENAPI_TYPES = {
     "object": "OBJECT",
 }
 _ANNOTATION_SIBLINGS = frozenset({"title", "description"}) | _DROP
+
+_Out = dict[str, Any]  # the converted node being built
+_Node = Mapping[str, Any]  # the user's node
 
 
 def _unesc(token: str) -> str:
@@ -169,6 +172,7 @@ class _Converter:
     # -- nodes -------------------------------------------------------------------------------
 
     def convert(self, node: Any, pointer: str) -> dict[str, Any]:
+        """One subschema: each keyword through its handler in :data:`_HANDLERS`."""
         self.nodes += 1
         if self.nodes > _MAX_WIRE_NODES:
             raise self.err(
@@ -182,6 +186,15 @@ class _Converter:
             raise self.err(pointer, None, f"a schema must be an object, got {_json_kind(node)}")
         if "$ref" in node and self.openapi:
             return self.inline_ref(node, pointer)
+        self.check_node(node, pointer)
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            _HANDLERS.get(key, _Converter.refuse)(self, out, node, key, value, pointer)
+        self.finish(node, out, pointer)
+        return out
+
+    def check_node(self, node: _Node, pointer: str) -> None:
+        """Refuse keyword combinations no single keyword's handler can see."""
         if "$id" in node and pointer:
             raise self.err(
                 pointer,
@@ -194,66 +207,99 @@ class _Converter:
                 pointer, "oneOf", "cannot be sent as anyOf: the schema already has an anyOf"
             )
 
-        out: dict[str, Any] = {}
-        null_branch = False
-        for key, value in node.items():
-            at = f"{pointer}/{_esc(key)}"
-            if key in _DROP or key in ("const", "exclusiveMinimum", "exclusiveMaximum"):
-                continue  # dropped, or handled below
-            if key in _KEEP:
-                out[key] = value
-            elif key == "$ref":
-                fragment = self.local_fragment(value, pointer)
-                self.resolve(fragment, pointer)
-                out[key] = "#" + self.translate(fragment)
-            elif key in ("$id", "$anchor"):
-                if not self.openapi:
-                    out[key] = value
-            elif key in ("$defs", "definitions"):
-                if not self.openapi:  # openapi: inlined where referenced
-                    defs = out.setdefault("$defs", {})
-                    for name, sub in value.items():
-                        if name in defs:
-                            raise self.err(
-                                at, key, f"defines {name!r} again (also in $defs at {pointer})"
-                            )
-                        defs[name] = self.convert(sub, f"{at}/{_esc(name)}")
-            elif key == "properties":
-                out[key] = {k: self.convert(v, f"{at}/{_esc(k)}") for k, v in value.items()}
-            elif key == "items":
-                if isinstance(value, list):  # draft 4-2019: tuple form is prefixItems
-                    out["prefixItems"] = self.convert_list(value, at, "prefixItems")
-                elif value is not False:  # false: see close_tuple
-                    out[key] = self.convert(value, at)
-            elif key == "additionalItems":
-                if isinstance(node.get("items"), list) and value is not False:
-                    out["items"] = self.convert(value, at)
-                # with a schema-form items, additionalItems is ignored by JSON Schema: drop
-            elif key == "prefixItems":
-                out[key] = self.convert_list(value, at, key)
-            elif key in ("anyOf", "oneOf"):
-                branches = list(enumerate(value))
-                if self.openapi:  # a {"type": "null"} branch becomes nullable (below)
-                    branches = [(i, v) for i, v in branches if not _is_null_schema(v)]
-                    null_branch = len(branches) < len(value)
-                out["anyOf"] = [self.convert(v, f"{at}/{i}") for i, v in branches]
-            elif key == "additionalProperties":
-                if isinstance(value, bool):
-                    out[key] = value
-                else:
-                    out[key] = self.convert(value, at)
-            else:
-                raise self.err(
-                    pointer, key, f"is not supported by the Gemini API{_HINTS.get(key, '')}"
-                )
+    def finish(self, node: _Node, out: _Out, pointer: str) -> None:
+        """The conversions that need the whole node, once every keyword is handled."""
         self.convert_const(node, out, pointer)
         self.convert_exclusive(node, out, pointer)
         self.close_tuple(node, out)
         if "propertyOrdering" in out:
             self.check_ordering(out, pointer)
         if self.openapi:
+            branches = node.get("anyOf", node.get("oneOf", ()))
+            null_branch = any(_is_null_schema(v) for v in branches)
             self.to_openapi(out, pointer, null_branch=null_branch)
-        return out
+
+    # -- one handler per keyword (see _HANDLERS) ----------------------------------------------
+    # Each takes (out, node, key, value, pointer): the converted node being built, the user's
+    # node, the keyword, its value, and the node's JSON pointer.
+
+    def refuse(self, out: _Out, node: _Node, key: str, value: Any, pointer: str) -> None:
+        """Any keyword without a handler: the API would reject or ignore it."""
+        raise self.err(pointer, key, f"is not supported by the Gemini API{_HINTS.get(key, '')}")
+
+    def keep(self, out: _Out, node: _Node, key: str, value: Any, pointer: str) -> None:
+        """A keyword both wire fields take as is."""
+        out[key] = value
+
+    def drop(self, out: _Out, node: _Node, key: str, value: Any, pointer: str) -> None:
+        """An annotation (constrains nothing; validation still uses it)."""
+
+    def const_or_exclusive(
+        self, out: _Out, node: _Node, key: str, value: Any, pointer: str
+    ) -> None:
+        """``const``, ``exclusiveMinimum``, ``exclusiveMaximum``: converted in :meth:`finish`,
+        which needs their siblings (``enum``, ``type``, ``minimum`` / ``maximum``)."""
+
+    def ref(self, out: _Out, node: _Node, key: str, value: Any, pointer: str) -> None:
+        """``$ref`` (responseJsonSchema; responseSchema inlines it in :meth:`convert`)."""
+        fragment = self.local_fragment(value, pointer)
+        self.resolve(fragment, pointer)
+        out[key] = "#" + self.translate(fragment)
+
+    def id_or_anchor(self, out: _Out, node: _Node, key: str, value: Any, pointer: str) -> None:
+        """``$id``, ``$anchor``: kept for responseJsonSchema; responseSchema has no $ref."""
+        if not self.openapi:
+            out[key] = value
+
+    def defs(self, out: _Out, node: _Node, key: str, value: Any, pointer: str) -> None:
+        """``$defs``, draft-7 ``definitions``: merged into ``$defs`` (openapi: inlined)."""
+        if self.openapi:
+            return
+        at = f"{pointer}/{_esc(key)}"
+        defs = out.setdefault("$defs", {})
+        for name, sub in value.items():
+            if name in defs:
+                raise self.err(at, key, f"defines {name!r} again (also in $defs at {pointer})")
+            defs[name] = self.convert(sub, f"{at}/{_esc(name)}")
+
+    def properties(self, out: _Out, node: _Node, key: str, value: Any, pointer: str) -> None:
+        at = f"{pointer}/{_esc(key)}"
+        out[key] = {k: self.convert(v, f"{at}/{_esc(k)}") for k, v in value.items()}
+
+    def items(self, out: _Out, node: _Node, key: str, value: Any, pointer: str) -> None:
+        """``items``; its draft 4-2019 tuple form is ``prefixItems``; ``false``: close_tuple."""
+        at = f"{pointer}/{_esc(key)}"
+        if isinstance(value, list):
+            out["prefixItems"] = self.convert_list(value, at, "prefixItems")
+        elif value is not False:
+            out[key] = self.convert(value, at)
+
+    def additional_items(self, out: _Out, node: _Node, key: str, value: Any, pointer: str) -> None:
+        """Draft 4-2019 ``additionalItems`` after a tuple ``items`` is ``items``; after a
+        schema-form ``items`` JSON Schema ignores it: dropped. ``false``: close_tuple."""
+        if isinstance(node.get("items"), list) and value is not False:
+            out["items"] = self.convert(value, f"{pointer}/{_esc(key)}")
+
+    def prefix_items(self, out: _Out, node: _Node, key: str, value: Any, pointer: str) -> None:
+        out[key] = self.convert_list(value, f"{pointer}/{_esc(key)}", key)
+
+    def any_of(self, out: _Out, node: _Node, key: str, value: Any, pointer: str) -> None:
+        """``anyOf``, ``oneOf`` (sent as anyOf); openapi: a null branch becomes nullable."""
+        at = f"{pointer}/{_esc(key)}"
+        branches = list(enumerate(value))
+        if self.openapi:  # the null branch is put back as nullable in finish
+            branches = [(i, v) for i, v in branches if not _is_null_schema(v)]
+        out["anyOf"] = [self.convert(v, f"{at}/{i}") for i, v in branches]
+
+    def additional_properties(
+        self, out: _Out, node: _Node, key: str, value: Any, pointer: str
+    ) -> None:
+        """A boolean as is (openapi: only false, dropped in to_openapi), or a schema."""
+        out[key] = (
+            value if isinstance(value, bool) else self.convert(value, f"{pointer}/{_esc(key)}")
+        )
+
+    # -- whole-node conversions ---------------------------------------------------------------
 
     def convert_list(self, value: list[Any], at: str, keyword: str) -> list[dict[str, Any]]:
         if self.openapi and keyword == "prefixItems":
@@ -405,6 +451,30 @@ class _Converter:
         props = out.get("properties")
         if isinstance(props, dict) and len(props) > 1 and "propertyOrdering" not in out:
             out["propertyOrdering"] = list(props)
+
+
+_Handler = Callable[[_Converter, _Out, _Node, str, Any, str], None]
+
+# keyword -> its handler; a keyword not listed is refused (_Converter.refuse)
+_HANDLERS: dict[str, _Handler] = {
+    **dict.fromkeys(_KEEP, _Converter.keep),
+    **dict.fromkeys(_DROP, _Converter.drop),
+    **dict.fromkeys(
+        ("const", "exclusiveMinimum", "exclusiveMaximum"), _Converter.const_or_exclusive
+    ),
+    "$ref": _Converter.ref,
+    "$id": _Converter.id_or_anchor,
+    "$anchor": _Converter.id_or_anchor,
+    "$defs": _Converter.defs,
+    "definitions": _Converter.defs,
+    "properties": _Converter.properties,
+    "items": _Converter.items,
+    "additionalItems": _Converter.additional_items,
+    "prefixItems": _Converter.prefix_items,
+    "anyOf": _Converter.any_of,
+    "oneOf": _Converter.any_of,
+    "additionalProperties": _Converter.additional_properties,
+}
 
 
 def _is_null_schema(node: Any) -> bool:
