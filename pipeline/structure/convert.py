@@ -34,14 +34,14 @@ refused (``false`` is dropped: the API generates declared properties only);
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
-from urllib.parse import unquote
 
 import orjson
 
 from pipeline.structure.errors import SchemaError, _esc, _json_kind
+from pipeline.structure.refs import _forced_cycles, _Refs
 
 _MAX_WIRE_NODES = 5_000  # schema objects in a converted schema ($ref inlining can multiply them)
 
@@ -52,8 +52,6 @@ _KEEP = frozenset(
 _DROP = frozenset(
     {"$schema", "$comment", "examples", "default", "deprecated", "readOnly", "writeOnly"}
 )
-_SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions"})  # values are name -> schema
-_SCHEMA_LISTS = frozenset({"prefixItems", "anyOf", "oneOf", "allOf"})  # values are [schema]
 _HINTS = {
     "nullable": '; in JSON Schema write the type as a list with "null", e.g. ["string", "null"]',
     "allOf": "; merge the subschemas into one",
@@ -72,10 +70,6 @@ _Out = dict[str, Any]  # the converted node being built
 _Node = Mapping[str, Any]  # the user's node
 
 
-def _unesc(token: str) -> str:
-    return token.replace("~1", "/").replace("~0", "~")
-
-
 def _types(node: Mapping[str, Any]) -> set[str] | None:
     t = node.get("type")
     if t is None:
@@ -87,87 +81,13 @@ class _Converter:
     """One conversion of one schema; ``openapi`` selects the ``responseSchema`` flavour."""
 
     def __init__(self, root: dict[str, Any], *, openapi: bool, source: str) -> None:
-        self.root = root
+        self.refs = _Refs(root, source)
         self.openapi = openapi
-        self.source = source
-        self.root_id = root.get("$id") if isinstance(root.get("$id"), str) else None
         self.inlining: list[int] = []  # id() of $ref targets being inlined (openapi)
         self.nodes = 0
 
     def err(self, pointer: str, keyword: str | None, reason: str) -> SchemaError:
-        return SchemaError(reason, source=self.source, pointer=pointer, keyword=keyword)
-
-    # -- $ref resolution ---------------------------------------------------------------------
-
-    def local_fragment(self, ref: Any, pointer: str) -> str:
-        """The fragment of a local ``$ref`` (without ``#``); refuse anything remote."""
-        if not isinstance(ref, str):
-            raise self.err(pointer, "$ref", "must be a string")
-        if self.root_id and ref.startswith(self.root_id + "#"):
-            ref = ref[len(self.root_id) :]
-        if not ref.startswith("#"):
-            raise self.err(
-                pointer,
-                "$ref",
-                f"{ref!r} is not supported: only local references (#/$defs/...) are"
-                " (nothing is fetched)",
-            )
-        return ref[1:]
-
-    def resolve(self, fragment: str, pointer: str) -> tuple[Any, str]:
-        """(target node, its pointer in the user's schema) for a local fragment."""
-        if fragment and not fragment.startswith("/"):  # a plain-name fragment: $anchor
-            for node, at in _walk_schemas(self.root, ""):
-                if node.get("$anchor") == fragment:
-                    return node, at
-            raise self.err(pointer, "$ref", f"no $anchor named {fragment!r}")
-        node: Any = self.root
-        for token in fragment.split("/")[1:] if fragment else ():
-            key = _unesc(unquote(token))
-            if isinstance(node, dict) and key in node:
-                node = node[key]
-            elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
-                node = node[int(key)]
-            else:
-                raise self.err(pointer, "$ref", f"'#{fragment}' does not resolve in the schema")
-        if not isinstance(node, dict | bool):
-            raise self.err(pointer, "$ref", f"'#{fragment}' does not point at a schema")
-        return node, fragment
-
-    def translate(self, fragment: str) -> str:
-        """A JSON pointer into the user's schema -> the same place in the converted schema.
-
-        Follows keyword renames: ``definitions`` -> ``$defs``, ``oneOf`` -> ``anyOf``, array
-        ``items`` -> ``prefixItems``.
-        """
-        if not fragment.startswith("/"):
-            return fragment
-        out: list[str] = []
-        node: Any = self.root
-        expect = "schema"  # what the current token indexes: "schema" | "map" | "list"
-        for token in fragment.split("/")[1:]:
-            key = _unesc(unquote(token))
-            if expect == "schema" and isinstance(node, dict):
-                renamed = key
-                if key == "definitions":
-                    renamed = "$defs"
-                elif key == "oneOf":
-                    renamed = "anyOf"
-                elif key == "items" and isinstance(node.get("items"), list):
-                    renamed = "prefixItems"
-                out.append(_esc(renamed))
-                expect = (
-                    "map"
-                    if key in _SCHEMA_MAPS
-                    else "list"
-                    if key in _SCHEMA_LISTS or isinstance(node.get(key), list)
-                    else "schema"
-                )
-            else:
-                out.append(token)
-                expect = "schema"
-            node = node[int(key)] if isinstance(node, list) else node[key]
-        return "".join("/" + t for t in out)
+        return self.refs.err(pointer, keyword, reason)
 
     # -- nodes -------------------------------------------------------------------------------
 
@@ -242,9 +162,9 @@ class _Converter:
 
     def ref(self, out: _Out, node: _Node, key: str, value: Any, pointer: str) -> None:
         """``$ref`` (responseJsonSchema; responseSchema inlines it in :meth:`convert`)."""
-        fragment = self.local_fragment(value, pointer)
-        self.resolve(fragment, pointer)
-        out[key] = "#" + self.translate(fragment)
+        fragment = self.refs.local_fragment(value, pointer)
+        self.refs.resolve(fragment, pointer)
+        out[key] = "#" + self.refs.translate(fragment)
 
     def id_or_anchor(self, out: _Out, node: _Node, key: str, value: Any, pointer: str) -> None:
         """``$id``, ``$anchor``: kept for responseJsonSchema; responseSchema has no $ref."""
@@ -320,7 +240,7 @@ class _Converter:
                 f"next to {sorted(extra)[0]!r} cannot be inlined for responseSchema;"
                 " move that keyword into the referenced schema",
             )
-        target, at = self.resolve(self.local_fragment(node["$ref"], pointer), pointer)
+        target, at = self.refs.resolve(self.refs.local_fragment(node["$ref"], pointer), pointer)
         if id(target) in self.inlining:
             raise self.err(
                 pointer,
@@ -486,75 +406,10 @@ def _is_null_schema(node: Any) -> bool:
     )
 
 
-def _walk_schemas(node: Any, pointer: str) -> Iterator[tuple[dict[str, Any], str]]:
-    """Every schema object in ``node`` (depth first) with its JSON pointer."""
-    if not isinstance(node, dict):
-        return
-    yield node, pointer
-    for key, value in node.items():
-        at = f"{pointer}/{_esc(key)}"
-        if key in _SCHEMA_MAPS and isinstance(value, dict):
-            for name, sub in value.items():
-                yield from _walk_schemas(sub, f"{at}/{_esc(name)}")
-        elif (key in _SCHEMA_LISTS or key == "items") and isinstance(value, list):
-            for i, sub in enumerate(value):
-                yield from _walk_schemas(sub, f"{at}/{i}")
-        elif key in ("items", "additionalProperties", "additionalItems", "not") or key in (
-            "if",
-            "then",
-            "else",
-            "contains",
-        ):
-            yield from _walk_schemas(value, at)
-
-
-def _forced_cycles(conv: _Converter) -> None:
-    """Refuse ``$ref`` cycles that every value must follow (the API cannot end them)."""
-    state: dict[int, int] = {}  # id(node) -> 1 on the path, 2 done
-
-    def forced(node: dict[str, Any], pointer: str) -> Iterator[tuple[Any, str, str | None]]:
-        """(child, child pointer, $ref pointer or None) for edges every value must follow."""
-        if "$ref" in node:
-            target, at = conv.resolve(conv.local_fragment(node["$ref"], pointer), pointer)
-            yield target, at, pointer
-        props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
-        for name in node.get("required", ()):
-            if name in props:
-                yield props[name], f"{pointer}/properties/{_esc(name)}", None
-        min_items = node.get("minItems", 0)
-        items = node.get("items")
-        prefix = node.get("prefixItems") or (items if isinstance(items, list) else [])
-        for i, sub in enumerate(prefix[:min_items]):
-            yield sub, f"{pointer}/prefixItems/{i}", None
-        if min_items > len(prefix) and isinstance(items, dict):
-            yield items, f"{pointer}/items", None
-
-    def visit(node: Any, pointer: str, via: str | None) -> None:
-        if not isinstance(node, dict):
-            return
-        key = id(node)
-        if state.get(key) == 1:
-            raise conv.err(
-                via or pointer,
-                "$ref",
-                "makes a cycle through required properties (or non-empty arrays), which no"
-                " finite value can fill; make a property on the cycle optional",
-            )
-        if state.get(key) == 2:
-            return
-        state[key] = 1
-        for child, at, ref_at in forced(node, pointer):
-            visit(child, at, ref_at)
-        state[key] = 2
-
-    for node, pointer in _walk_schemas(conv.root, ""):
-        visit(node, pointer, None)
-
-
 def _convert(schema: dict[str, Any], *, openapi: bool, source: str) -> dict[str, Any]:
     """The wire form of a valid JSON Schema (``openapi``: for ``responseSchema``)."""
     conv = _Converter(schema, openapi=openapi, source=source)
     wire = conv.convert(schema, "")
     if not openapi:
-        _forced_cycles(conv)
+        _forced_cycles(conv.refs)
     return wire
