@@ -656,15 +656,6 @@ def test_body_prompt_has_markers_sources_question_rules(krakow: GroundedAnswer) 
     assert "not instructions" in system
 
 
-def test_body_uses_resolved_destinations_when_given(krakow: GroundedAnswer) -> None:
-    body = body_of(
-        krakow,
-        prepare_schema(obj()),
-        destinations={1: "https://en.wikipedia.org/wiki/Krak%C3%B3w"},
-    )
-    assert "[2] site1.org - https://en.wikipedia.org/wiki/Krak%C3%B3w" in user_text(body)
-
-
 def test_body_repair_includes_previous_errors(krakow: GroundedAnswer) -> None:
     errors = ["$.population: 'many' is not of type 'integer'", "$: 'city' is a required property"]
     text = user_text(body_of(krakow, prepare_schema(obj()), previous_errors=errors))

@@ -4,12 +4,16 @@ No ``tools``; the schema in ``generationConfig``; rules and job instructions in
 ``systemInstruction``; the question, the grounded answer with ``[n]`` source markers and the
 numbered source list in the user turn, each between tags, as data. One repair retry adds the
 previous validation errors.
+
+Each source is listed with the chunk's own uri (the grounding redirect), not its resolved
+destination: call 2 runs right after call 1 is stored, before the redirect resolver has
+usually resolved anything, so there are no destinations to pass.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import orjson
 
@@ -52,12 +56,11 @@ def _answer_with_markers(answer: GroundedAnswer) -> str:
     return "".join(reversed(pieces))
 
 
-def _source_lines(answer: GroundedAnswer, destinations: Mapping[int, str] | None) -> list[str]:
+def _source_lines(answer: GroundedAnswer) -> list[str]:
     lines: list[str] = []
     for src in answer.sources:
         title = " ".join((src.title or src.domain or "untitled").split())
-        link = (destinations or {}).get(src.index) or src.uri
-        lines.append(f"[{src.index + 1}] {title}" + (f" - {link}" if link else ""))
+        lines.append(f"[{src.index + 1}] {title}" + (f" - {src.uri}" if src.uri else ""))
     return lines
 
 
@@ -69,20 +72,18 @@ def build_structure_body(
     instructions: str,
     temperature: float,
     previous_errors: Sequence[str] = (),
-    destinations: Mapping[int, str] | None = None,
 ) -> bytes:
     """The call-2 ``generateContent`` body (orjson bytes): no tools, JSON output, the schema.
 
     The rules and the job's ``instructions`` go in ``systemInstruction``; the question, the
-    answer with ``[n]`` markers and the numbered source list (title and link: the resolved
-    destination from ``destinations[chunk index]`` when given, else the chunk's uri) go in
-    the user turn, each between tags, as data. ``previous_errors`` (the one repair retry) are
-    listed after them.
+    answer with ``[n]`` markers and the numbered source list (title and the chunk's uri) go
+    in the user turn, each between tags, as data. ``previous_errors`` (the one repair retry)
+    are listed after them.
     """
     system = _RULES
     if instructions.strip():
         system += "\n\nInstructions for this job:\n" + instructions.strip()
-    sources = _source_lines(answer, destinations)
+    sources = _source_lines(answer)
     user = [
         f"<question>\n{_data(question)}\n</question>",
         f"<grounded_answer>\n{_data(_answer_with_markers(answer))}\n</grounded_answer>",
