@@ -813,7 +813,6 @@ def test_absent_and_uncited_values_unsupported(krakow: GroundedAnswer) -> None:
     assert not leaves["/n"].supported  # "7th" is inside a word: 7 is there, but uncited
     assert prov.unsupported_paths == ("/capital", "/century", "/n")
     assert prov.supported_fraction == 0.0
-    assert not prov.fully_supported
 
 
 @pytest.mark.parametrize(
@@ -943,7 +942,7 @@ def test_no_leaves_is_fully_supported(krakow: GroundedAnswer) -> None:
     prov = provenance({"facts": [], "flag": True}, krakow)
     assert prov.leaves == ()
     assert prov.supported_fraction == 1.0
-    assert prov.fully_supported
+    assert prov.unsupported_paths == ()
 
 
 def test_supported_fraction_and_paths_in_document_order(krakow: GroundedAnswer) -> None:

@@ -39,10 +39,6 @@ class Provenance:
     supported_fraction: float  # supported leaves / leaves; 1.0 when there are no leaves
     unsupported_paths: tuple[str, ...]
 
-    @property
-    def fully_supported(self) -> bool:
-        return not self.unsupported_paths
-
 
 _TYPOGRAPHY = str.maketrans(
     {
