@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 
 import msgspec
 
-import pipeline.grounding as grounding
+import pipeline.grounding.mapping as grounding
 from pipeline.gemini.wire import Candidate, decode_response
 
 # Sentences in several scripts, so byte and code point offsets disagree everywhere.

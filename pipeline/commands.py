@@ -16,11 +16,11 @@ import anyio
 import orjson
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipeline.costs import UnconfirmedPriceWarning, load_prices
 from pipeline.estimate import estimate_remaining
 from pipeline.gemini.endpoint import ConfigurationError
 from pipeline.jobspec import JobSpec
 from pipeline.loader import LoadError, load_questions
+from pipeline.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.redirects import PENDING as PENDING_SOURCE
 from pipeline.resolver import Lookup, Resolver, pending_lookups
 from pipeline.status import job_status, render_status

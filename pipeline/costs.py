@@ -1,7 +1,9 @@
-"""Prices (a data table, ``prices.toml``, each row with its date and source) and accounting.
+"""Accounting: what a call costs (or may cost) under a price row, and the budget that refuses.
 
-**Unit.** Every amount is US dollars as :class:`decimal.Decimal`, exact: prices are read from
-TOML as decimals (never through ``float``), so sums of millions of calls do not drift.
+The price table itself (``prices.toml``, :class:`~pipeline.prices.Price`) is :mod:`pipeline.prices`.
+
+**Unit.** Every amount is US dollars as :class:`decimal.Decimal`, exact (prices are read as
+decimals, never through ``float``), so sums of millions of calls do not drift.
 ``Cost.micro_usd()`` rounds a cost *up* to whole micro-dollars for storage in an integer
 column (``1 USD = 1_000_000``); rounding up keeps stored spend an upper bound.
 
@@ -25,122 +27,29 @@ and batch discounts never applied: costs here are an upper bound of the bill.
 
 from __future__ import annotations
 
-import datetime as dt
 import math
-import tomllib
-import warnings
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
-from importlib import resources
-from pathlib import Path
-from types import MappingProxyType
-from typing import Any, Literal
 
 from pipeline.gemini.wire import GroundingMetadata, UsageMetadata
+from pipeline.prices import GroundingFee, Price
 
-FeeKind = Literal["per_prompt", "per_query"]
-BACKENDS = frozenset({"developer", "vertex", "any"})
-TOOLS = frozenset({"google_search", "google_maps", "vertex_ai_search"})
-FEE_KINDS = frozenset({"per_prompt", "per_query"})
-UNCONFIRMED = "unconfirmed"
-PRICES_FILE = "prices.toml"  # inside the package (package data)
+__all__ = [
+    "DEFAULT_MAX_TOOL_USE_TOKENS",
+    "ZERO_COST",
+    "Budget",
+    "Cost",
+    "call_cost",
+    "expected_cost",
+    "worst_case_cost",
+]
+
 # Worst-case assumption for search results billed as input when the job does not say:
 # the recorded fixtures show hundreds of tokens (vercel/ai: 308); a generous bound.
 DEFAULT_MAX_TOOL_USE_TOKENS = 10_000
 _MILLION = Decimal(1_000_000)
 _THOUSAND = Decimal(1_000)
 _ZERO = Decimal(0)
-# A prefix matches at the end of the model id or before one of these.
-_BOUNDARY = frozenset("-@:")
-
-_PRICE_KEYS = frozenset(
-    {
-        "match",
-        "backend",
-        "input_per_1m",
-        "output_per_1m",
-        "cached_input_per_1m",
-        "long_context_above",
-        "input_per_1m_long",
-        "output_per_1m_long",
-        "valid_from",
-        "valid_until",
-        "as_of",
-        "source",
-        "unconfirmed",
-        "grounding",
-        "notes",
-    }
-)
-_FEE_KEYS = frozenset({"kind", "usd_per_1k", "free", "source"})
-
-
-class PriceError(ValueError):
-    """prices.toml is malformed; the message names the file, the row and the key."""
-
-
-class UnconfirmedPriceWarning(UserWarning):
-    """Some prices are placeholders (``source = "unconfirmed"``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class GroundingFee:
-    kind: FeeKind
-    usd_per_1k: Decimal
-    free: str = ""
-    source: str = ""
-
-    @property
-    def confirmed(self) -> bool:
-        return self.source != UNCONFIRMED
-
-
-@dataclass(frozen=True, slots=True)
-class Price:
-    """One row of the table (see prices.toml's header for each field)."""
-
-    match: str
-    backend: str
-    input_per_1m: Decimal
-    output_per_1m: Decimal
-    as_of: str
-    source: str
-    cached_input_per_1m: Decimal | None = None
-    long_context_above: int | None = None
-    input_per_1m_long: Decimal | None = None
-    output_per_1m_long: Decimal | None = None
-    valid_from: dt.date | None = None
-    valid_until: dt.date | None = None
-    grounding: Mapping[str, GroundingFee] = field(default_factory=lambda: MappingProxyType({}))
-    unconfirmed: tuple[str, ...] = ()  # placeholder fields ("*" = the whole row)
-
-    def fee(self, tool: str | None) -> GroundingFee | None:
-        """The grounding fee of ``tool``; None when no tool or no known fee."""
-        return None if tool is None else self.grounding.get(tool)
-
-    @property
-    def confirmed(self) -> bool:
-        """No placeholder anywhere in the row (token prices and every grounding fee)."""
-        return not self.unconfirmed and all(f.confirmed for f in self.grounding.values())
-
-    def valid_on(self, day: dt.date) -> bool:
-        if self.valid_from is not None and day < self.valid_from:
-            return False
-        return self.valid_until is None or day <= self.valid_until
-
-    def describe(self) -> str:
-        return f"{self.match} ({self.backend}, as of {self.as_of})"
-
-    def _rates(self, context_tokens: int) -> tuple[Decimal, Decimal]:
-        if self.long_context_above is not None and context_tokens > self.long_context_above:
-            return (
-                self.input_per_1m_long if self.input_per_1m_long is not None else self.input_per_1m,
-                self.output_per_1m_long
-                if self.output_per_1m_long is not None
-                else self.output_per_1m,
-            )
-        return self.input_per_1m, self.output_per_1m
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,17 +73,6 @@ class Cost:
     def micro_usd(self) -> int:
         """The total in whole micro-dollars, rounded up (for an integer column)."""
         return math.ceil(self.total * _MILLION)
-
-    def __add__(self, other: Cost) -> Cost:
-        return Cost(
-            self.input_usd + other.input_usd,
-            self.output_usd + other.output_usd,
-            self.grounding_usd + other.grounding_usd,
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.grounding_units + other.grounding_units,
-            self.complete and other.complete,
-        )
 
 
 ZERO_COST = Cost()
@@ -207,7 +105,7 @@ def call_cost(
     prompt = usage.prompt_token_count
     tool_use = usage.tool_use_prompt_token_count
     input_tokens = prompt + tool_use
-    in_rate, out_rate = price._rates(input_tokens)
+    in_rate, out_rate = price.rates(input_tokens)
     cached = min(max(usage.cached_content_token_count, 0), prompt)
     long = in_rate is not price.input_per_1m
     cached_rate = (
@@ -250,7 +148,7 @@ def worst_case_cost(
     """
     tool_use = max_tool_use_tokens if tool is not None else 0
     input_tokens = max(prompt_tokens_estimate, 0) + max(tool_use, 0)
-    in_rate, out_rate = price._rates(input_tokens)
+    in_rate, out_rate = price.rates(input_tokens)
     output_tokens = max(max_output_tokens, 0)
     units = 0
     grounding_usd = _ZERO
@@ -288,7 +186,7 @@ def expected_cost(
     d = Decimal
     inputs = d(str(prompt_tokens)) + d(str(tool_use_tokens))
     outputs = d(str(output_tokens))
-    in_rate, out_rate = price._rates(int(inputs))
+    in_rate, out_rate = price.rates(int(inputs))
     grounding_usd = _ZERO
     fee = price.fee(tool)
     if fee is not None:
@@ -303,183 +201,6 @@ def expected_cost(
         0,
         complete=tool is None or fee is not None,
     )
-
-
-# --- the table ------------------------------------------------------------------------------
-
-
-def _model_id(model: str) -> str:
-    """``models/x``, ``publishers/google/models/x`` -> ``x``."""
-    return model.rsplit("/", 1)[-1].strip().lower()
-
-
-@dataclass(frozen=True, slots=True)
-class PriceTable:
-    rows: tuple[Price, ...]
-    path: str = ""
-
-    def for_model(self, model: str, backend: str, *, on: dt.date | None = None) -> Price | None:
-        """The row for ``model`` on ``backend``, valid ``on`` (default: today, UTC).
-
-        Longest prefix wins (a prefix matches only at the end of the id or before ``-``, ``@``
-        or ``:``); on equal length a row of the exact backend beats an ``any`` row.
-        None when no row matches: with a budget configured, refuse to start.
-        """
-        model_id = _model_id(model)
-        day = on or dt.datetime.now(dt.UTC).date()
-        best: Price | None = None
-        best_key = (-1, -1)
-        for row in self.rows:
-            if row.backend not in (backend, "any") or not row.valid_on(day):
-                continue
-            prefix = row.match.lower()
-            if not model_id.startswith(prefix):
-                continue
-            if len(model_id) > len(prefix) and model_id[len(prefix)] not in _BOUNDARY:
-                continue
-            key = (len(prefix), 1 if row.backend == backend else 0)
-            if key > best_key:
-                best, best_key = row, key
-        return best
-
-    def unconfirmed(self) -> list[Price]:
-        return [row for row in self.rows if not row.confirmed]
-
-
-def _decimal(value: Any, where: str) -> Decimal:
-    if isinstance(value, bool) or not isinstance(value, int | Decimal):
-        raise PriceError(f"{where}: expected a number, got {value!r}")
-    result = Decimal(value)
-    if not result.is_finite() or result < 0:
-        raise PriceError(f"{where}: expected a non-negative number, got {value!r}")
-    return result
-
-
-def _text(value: Any, where: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise PriceError(f"{where}: expected a non-empty string, got {value!r}")
-    return value
-
-
-def _date(value: Any, where: str) -> dt.date:
-    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
-        return value
-    raise PriceError(f"{where}: expected a date (YYYY-MM-DD), got {value!r}")
-
-
-def _fee(raw: Any, where: str) -> GroundingFee:
-    if not isinstance(raw, dict):
-        raise PriceError(f"{where}: expected a table")
-    unknown = set(raw) - _FEE_KEYS
-    if unknown:
-        raise PriceError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-    kind = raw.get("kind")
-    if kind not in FEE_KINDS:
-        raise PriceError(f"{where}.kind: expected per_prompt or per_query, got {kind!r}")
-    return GroundingFee(
-        kind=kind,
-        usd_per_1k=_decimal(raw.get("usd_per_1k"), f"{where}.usd_per_1k"),
-        free=str(raw.get("free", "")),
-        source=_text(raw.get("source"), f"{where}.source"),
-    )
-
-
-def _row(raw: Any, where: str, tool_fees: list[tuple[str, str, GroundingFee]]) -> Price:
-    if not isinstance(raw, dict):
-        raise PriceError(f"{where}: expected a table")
-    unknown = set(raw) - _PRICE_KEYS
-    if unknown:
-        raise PriceError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-    backend = raw.get("backend")
-    if backend not in BACKENDS:
-        raise PriceError(f"{where}.backend: expected developer, vertex or any, got {backend!r}")
-    as_of = raw.get("as_of")
-    if isinstance(as_of, dt.date):
-        as_of = as_of.isoformat()
-    grounding: dict[str, GroundingFee] = {}
-    for tool, fee in (raw.get("grounding") or {}).items():
-        if tool not in TOOLS:
-            raise PriceError(f"{where}.grounding.{tool}: unknown tool (one of {sorted(TOOLS)})")
-        grounding[tool] = _fee(fee, f"{where}.grounding.{tool}")
-    for tool, fee_backend, fee in tool_fees:
-        if tool not in grounding and fee_backend in (backend, "any"):
-            grounding[tool] = fee
-    source = _text(raw.get("source"), f"{where}.source")
-    unconfirmed = raw.get("unconfirmed", [])
-    if not isinstance(unconfirmed, list) or not all(f in _PRICE_KEYS for f in unconfirmed):
-        raise PriceError(f"{where}.unconfirmed: expected a list of this row's keys")
-    optional: dict[str, Any] = {}
-    for key in ("cached_input_per_1m", "input_per_1m_long", "output_per_1m_long"):
-        if key in raw:
-            optional[key] = _decimal(raw[key], f"{where}.{key}")
-    if "long_context_above" in raw:
-        value = raw["long_context_above"]
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise PriceError(f"{where}.long_context_above: expected a positive integer")
-        optional["long_context_above"] = value
-    for key in ("valid_from", "valid_until"):
-        if key in raw:
-            optional[key] = _date(raw[key], f"{where}.{key}")
-    return Price(
-        match=_text(raw.get("match"), f"{where}.match").strip(),
-        backend=backend,
-        input_per_1m=_decimal(raw.get("input_per_1m"), f"{where}.input_per_1m"),
-        output_per_1m=_decimal(raw.get("output_per_1m"), f"{where}.output_per_1m"),
-        as_of=_text(as_of, f"{where}.as_of"),
-        source=source,
-        grounding=MappingProxyType(grounding),
-        unconfirmed=("*",) if source == UNCONFIRMED else tuple(unconfirmed),
-        **optional,
-    )
-
-
-def parse_prices(data: bytes, path: str = "<prices>") -> PriceTable:
-    """Parse and validate a prices TOML document; warn about placeholder rows."""
-    try:
-        doc = tomllib.loads(data.decode("utf-8"), parse_float=Decimal)
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise PriceError(f"{path}: {exc}") from None
-    unknown = set(doc) - {"price", "tool_fee"}
-    if unknown:
-        raise PriceError(f"{path}: unknown top-level key(s) {', '.join(sorted(unknown))}")
-    tool_fees: list[tuple[str, str, GroundingFee]] = []
-    for i, raw in enumerate(doc.get("tool_fee", [])):
-        where = f"{path}: tool_fee[{i}]"
-        if not isinstance(raw, dict):
-            raise PriceError(f"{where}: expected a table")
-        tool, backend = raw.get("tool"), raw.get("backend", "any")
-        if tool not in TOOLS:
-            raise PriceError(f"{where}.tool: unknown tool {tool!r}")
-        if backend not in BACKENDS:
-            raise PriceError(f"{where}.backend: expected developer, vertex or any")
-        fee_fields = {k: v for k, v in raw.items() if k not in ("tool", "backend")}
-        tool_fees.append((tool, backend, _fee(fee_fields, where)))
-    rows = tuple(_row(raw, f"{path}: price[{i}]", tool_fees) for i, raw in enumerate(doc["price"]))
-    if not rows:
-        raise PriceError(f"{path}: no [[price]] rows")
-    table = PriceTable(rows, path)
-    placeholders = table.unconfirmed()
-    if placeholders:
-        warnings.warn(
-            f"{path}: {len(placeholders)} price row(s) contain unconfirmed placeholder figures: "
-            + "; ".join(p.describe() for p in placeholders),
-            UnconfirmedPriceWarning,
-            stacklevel=3,
-        )
-    return table
-
-
-def load_prices(path: str | Path | None = None) -> PriceTable:
-    """Load a price table: ``path``, or the ``prices.toml`` shipped in the package."""
-    if path is None:
-        resource = resources.files("pipeline").joinpath(PRICES_FILE)
-        return parse_prices(resource.read_bytes(), f"pipeline/{PRICES_FILE}")
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise PriceError(f"{path}: {exc.strerror or exc}") from None
-    return parse_prices(data, str(path))
 
 
 # --- the budget -----------------------------------------------------------------------------

@@ -14,9 +14,10 @@ from decimal import Decimal
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.costs import Price, expected_cost, worst_case_cost
+from pipeline.costs import expected_cost, worst_case_cost
 from pipeline.jobspec import JobSpec
 from pipeline.limits import estimate_tokens
+from pipeline.prices import Price
 from pipeline.store import queue
 from pipeline.store.tables import calls, questions
 

@@ -21,15 +21,7 @@ import warnings
 from dataclasses import dataclass
 from decimal import Decimal
 
-from pipeline.costs import (
-    Budget,
-    Price,
-    PriceTable,
-    UnconfirmedPriceWarning,
-    call_cost,
-    load_prices,
-    worst_case_cost,
-)
+from pipeline.costs import Budget, call_cost, worst_case_cost
 from pipeline.gemini.client import CallResult, GeminiClient
 from pipeline.gemini.endpoint import Endpoint
 from pipeline.gemini.errors import GeminiError, Unreachable
@@ -44,6 +36,7 @@ from pipeline.limits import (
     estimate_tokens,
     pacing_rate,
 )
+from pipeline.prices import Price, PriceTable, UnconfirmedPriceWarning, load_prices
 from pipeline.store.queue import utcnow
 from pipeline.store.results import CallRecord
 

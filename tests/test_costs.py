@@ -1,4 +1,4 @@
-"""pipeline.costs: the price table, per-call costs, worst cases and the budget."""
+"""pipeline.prices and pipeline.costs: the price table, per-call costs, worst cases, the budget."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import datetime as dt
 import warnings
 from decimal import Decimal
 from pathlib import Path
+from typing import get_args
 
 import anyio
 import pytest
@@ -16,19 +17,23 @@ from pipeline.costs import (
     ZERO_COST,
     Budget,
     Cost,
-    GroundingFee,
-    Price,
-    PriceError,
-    PriceTable,
-    UnconfirmedPriceWarning,
     call_cost,
     expected_cost,
-    load_prices,
-    parse_prices,
     worst_case_cost,
 )
 from pipeline.gemini.wire import GroundingMetadata, UsageMetadata
 from pipeline.limits import estimate_tokens
+from pipeline.prices import (
+    GroundingFee,
+    Price,
+    PriceError,
+    PriceField,
+    PriceTable,
+    UnconfirmedPriceWarning,
+    _Row,
+    load_prices,
+    parse_prices,
+)
 
 D = Decimal
 PRICES = Path(__file__).resolve().parent.parent / "pipeline" / "prices.toml"
@@ -183,11 +188,45 @@ source = "b"
             r"price\[0\]\.as_of",
         ),
         ("price = [", "test.toml"),
+        (
+            "[[price]]\nmatch='m'\nbackend='developer'\ninput_per_1m=1\noutput_per_1m=1\n"
+            "as_of=2026-01-01\nsource='s'\nunconfirmed=['input_per_1m', 'input']\n",
+            r"^test\.toml: price\[0\]\.unconfirmed\[1\]: invalid enum value 'input'$",
+        ),
+        (
+            "[[price]]\nmatch='m'\nbackend='developer'\ninput_per_1m=1\noutput_per_1m=1\n"
+            "as_of=2026-01-01\nsource='s'\n[price.grounding.google_serch]\n",
+            r"price\[0\]\.grounding: unknown key\(s\) google_serch",
+        ),
+        (
+            "[[tool_fee]]\ntool='vertex_ai_search'\nkind='per_query'\nusd_per_1k=inf\nsource='s'\n",
+            r"tool_fee\[0\]\.usd_per_1k: expected a non-negative number",
+        ),
+        (
+            "[[price]]\nmatch='m'\nbackend='developer'\ninput_per_1m=true\noutput_per_1m=1\n"
+            "as_of=2026-01-01\nsource='s'\n",
+            r"price\[0\]\.input_per_1m: expected a number, got True",
+        ),
+        ("", r"test\.toml: no \[\[price\]\] rows"),
     ],
 )
 def test_malformed_rows_name_the_place(body: str, message: str) -> None:
     with pytest.raises(PriceError, match=message):
         parse_prices(body.encode(), "test.toml")
+
+
+def test_prices_are_exact_decimals(table: PriceTable) -> None:
+    """Read as written in the file, never through float: 0.10 is exactly 1/10."""
+    for row in table.rows:
+        assert type(row.input_per_1m) is Decimal
+        assert type(row.as_of) is str
+        for fee in row.grounding.values():
+            assert type(fee.usd_per_1k) is Decimal
+    assert table.for_model("gemini-2.0-flash", "developer").input_per_1m == D("0.10")
+
+
+def test_unconfirmed_may_name_every_row_key_and_only_those() -> None:
+    assert set(get_args(PriceField)) == set(_Row.__struct_fields__)
 
 
 def test_missing_file_is_a_price_error(tmp_path: Path) -> None:
@@ -303,13 +342,13 @@ def test_real_price_row_example(table: PriceTable) -> None:
     assert cost.total == D("0.0009") + D("0.002") + D("0.035")
 
 
-def test_cost_sum_and_micro_usd_rounds_up() -> None:
+def test_cost_total_and_micro_usd_rounds_up() -> None:
     a = Cost(input_usd=D("0.0000001"), input_tokens=1)
     assert a.micro_usd() == 1
     assert ZERO_COST.micro_usd() == 0
-    total = a + a + Cost(grounding_usd=D("0.014"), grounding_units=1, complete=False)
-    assert total.total == D("0.0140002")
-    assert (total.input_tokens, total.grounding_units, total.complete) == (2, 1, False)
+    parts = Cost(input_usd=D("0.0000001"), output_usd=D("0.0000001"), grounding_usd=D("0.014"))
+    assert parts.total == D("0.0140002")
+    assert parts.micro_usd() == 14001  # 14000.2 micro-dollars, rounded up
 
 
 # --- worst case -------------------------------------------------------------------------------

@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from pipeline.gemini.wire import Candidate, decode_response
 from pipeline.grounding import (
     GroundedAnswer,
-    _continues_cluster,
     ground_answer,
     marker_groups,
     render_html,
     render_markdown,
 )
+from pipeline.grounding.render import _continues_cluster
 
 SETTINGS = settings(
     max_examples=120,

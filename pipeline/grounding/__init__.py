@@ -1,0 +1,28 @@
+"""Grounded answers: citation mapping (``mapping``) and its renderers (``render``). Pure, no IO.
+
+:func:`ground_answer` maps a candidate's ``groundingMetadata`` onto its visible text; the
+renderers turn the resulting :class:`GroundedAnswer` into markdown, HTML or a JSON-ready dict.
+"""
+
+from pipeline.grounding.mapping import Citation, GroundedAnswer, Source, ground_answer
+from pipeline.grounding.render import (
+    marker_groups,
+    render_html,
+    render_html_document,
+    render_markdown,
+    safe_http_url,
+    to_json_dict,
+)
+
+__all__ = [
+    "Citation",
+    "GroundedAnswer",
+    "Source",
+    "ground_answer",
+    "marker_groups",
+    "render_html",
+    "render_html_document",
+    "render_markdown",
+    "safe_http_url",
+    "to_json_dict",
+]
