@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 
 import anyio
 
+from pipeline.clock import utcnow
 from pipeline.gemini.endpoint import Endpoint
 from pipeline.gemini.errors import (
     FatalError,
@@ -336,7 +337,7 @@ class Answerer:
             change = waiting_change(question_id, queue.RETRY_WAIT, attempts - 1, error, 0.0)
         elif error.http_status == 429 and paused_until is not None:
             # The daily bucket ran out: wait for the reset, without spending an attempt.
-            delay = (paused_until - queue.utcnow()).total_seconds()
+            delay = (paused_until - utcnow()).total_seconds()
             change = waiting_change(question_id, queue.RETRY_WAIT, attempts - 1, error, delay)
         elif error.retryable and attempts < self.spec.limits.max_attempts:
             change = waiting_change(
@@ -411,7 +412,7 @@ def waiting_change(
         attempts,
         error_class=error.error_class,
         last_error=error.message,
-        next_attempt_at=queue.utcnow() + dt.timedelta(seconds=max(delay_s, 0.0)),
+        next_attempt_at=utcnow() + dt.timedelta(seconds=max(delay_s, 0.0)),
     )
 
 

@@ -34,10 +34,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline import redirects
 from pipeline.batching import batches
+from pipeline.clock import utcnow
 from pipeline.jobspec import ResolverSection
 from pipeline.limits import RateLimiter
 from pipeline.redirects import AllowList, Verdict
-from pipeline.store.queue import utcnow
 from pipeline.store.tables import answers, questions, sources
 
 log = logging.getLogger(__name__)

@@ -42,6 +42,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.answering import Answerer, Outcome, stored_answer, waiting_change
 from pipeline.batching import batches
+from pipeline.clock import utcnow
 from pipeline.gemini.client import GeminiClient
 from pipeline.gemini.endpoint import endpoint_for
 from pipeline.gemini.errors import Unreachable
@@ -115,7 +116,7 @@ async def job_spend(engine: AsyncEngine, job_id: int) -> Decimal:
 
 async def grounded_calls_today(engine: AsyncEngine) -> int:
     """Grounded calls sent since the last daily reset, by any job in this database."""
-    since = next_daily_reset(queue.utcnow()) - dt.timedelta(days=1)
+    since = next_daily_reset(utcnow()) - dt.timedelta(days=1)
     async with engine.connect() as connection:
         count = await connection.scalar(
             sa.select(sa.func.count()).where(calls.c.step == "ground", calls.c.started_at >= since)
@@ -211,7 +212,7 @@ class JobRunner:
         work_send, work_recv = anyio.create_memory_object_stream[ClaimedQuestion](self._concurrency)
         out_send, out_recv = anyio.create_memory_object_stream[Outcome](self._concurrency * 2)
         feed_send, feed_recv = anyio.create_memory_object_stream[Lookup](RESOLVER_FEED_BUFFER)
-        run_started = queue.utcnow()
+        run_started = utcnow()
         async with anyio.create_task_group() as outer:
             outer.start_soon(self._heartbeat)
             async with anyio.create_task_group() as resolving:
@@ -266,7 +267,7 @@ class JobRunner:
                     wake_at = await queue.next_wakeup(connection, self.job_id)
                 if wake_at is None:
                     return  # every question of the job is terminal
-                if wake_at - queue.utcnow() > LONG_PAUSE:
+                if wake_at - utcnow() > LONG_PAUSE:
                     paused = self.caller is not None and self.caller.gate.paused_until is not None
                     why = self.caller.gate.message() if paused and self.caller else "waiting"
                     self.stop(
@@ -274,7 +275,7 @@ class JobRunner:
                         " run again then"
                     )
                     return
-                wait = (wake_at - queue.utcnow()).total_seconds()
+                wait = (wake_at - utcnow()).total_seconds()
                 await self._wait_for_progress(min(max(wait, 0.05), IDLE_POLL_S))
 
     async def _wait_for_progress(self, at_most_s: float) -> None:
@@ -337,7 +338,7 @@ class JobRunner:
             self.stop(f"budget: {exc}")
             self._unstarted.append(question.id)  # not called: released with its attempts
         except GroundingPaused as exc:  # only call 1 is grounded, so there is no answer yet
-            if exc.until - queue.utcnow() > LONG_PAUSE:
+            if exc.until - utcnow() > LONG_PAUSE:
                 self.stop(f"{exc}; run again after {exc.until:%Y-%m-%d %H:%M} UTC")
             change = StateChange(
                 question.id,
@@ -379,7 +380,7 @@ class JobRunner:
                 await self._commit(batch)
 
     async def _commit(self, batch: list[Outcome]) -> None:
-        now = queue.utcnow()
+        now = utcnow()
         async with self.engine.begin() as connection:
             stored = await persist_answers(
                 connection, [o.answer for o in batch if o.answer is not None], now, self._verdict_of
