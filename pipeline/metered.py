@@ -21,6 +21,7 @@ import warnings
 from dataclasses import dataclass
 from decimal import Decimal
 
+from pipeline.clock import utcnow
 from pipeline.costs import (
     Budget,
     Price,
@@ -32,7 +33,7 @@ from pipeline.costs import (
 )
 from pipeline.gemini.client import CallResult, GeminiClient
 from pipeline.gemini.endpoint import Endpoint
-from pipeline.gemini.errors import GeminiError, Unreachable
+from pipeline.gemini.errors import GeminiError, Unreachable, classify_429
 from pipeline.jobspec import JobSpec
 from pipeline.limits import (
     AdaptiveRate,
@@ -40,11 +41,9 @@ from pipeline.limits import (
     RateLimiter,
     TokenBudgetLimiter,
     TokenReservation,
-    classify_429,
     estimate_tokens,
     pacing_rate,
 )
-from pipeline.store.queue import utcnow
 from pipeline.store.results import CallRecord
 
 log = logging.getLogger(__name__)
