@@ -24,11 +24,10 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 import aiohttp
 import anyio
-import sqlalchemy as sa
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -38,7 +37,8 @@ from pipeline.clock import utcnow
 from pipeline.jobspec import ResolverSection
 from pipeline.limits import RateLimiter
 from pipeline.redirects import AllowList, Verdict
-from pipeline.store.tables import answers, questions, sources
+from pipeline.store import resolution
+from pipeline.store.resolution import Lookup, SourceUpdate
 
 log = logging.getLogger(__name__)
 
@@ -48,20 +48,8 @@ RETRY_BASE_S = 0.5  # backoff before the first transient retry, doubled each tim
 FORBIDDEN_ATTEMPTS = 2  # a 403 is tried this many times in all (the second by a later sweep)
 CACHE_ENTRIES = 50_000  # resolved URIs remembered per run
 WRITE_BATCH_MAX = 500  # source updates per transaction
-SWEEP_BATCH = 500  # pending sources read per sweep query
 FALLBACK_TO_GET = frozenset({403, 405, 501})
 USER_AGENT = "ground-resolver/0.1"
-
-
-@dataclass(frozen=True, slots=True)
-class Lookup:
-    """One source to resolve, as the feed and the sweep hand it over."""
-
-    answer_id: int
-    chunk_index: int
-    uri: str
-    persisted_at: dt.datetime
-    attempts: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,85 +226,35 @@ class Resolver:
                 await self._store(batch)
 
     async def _store(self, batch: Sequence[ResolvedSource]) -> None:
-        s = sources.c
-        statement = (
-            sources.update()
-            .where(
-                s.answer_id == sa.bindparam("b_answer"),
-                s.chunk_index == sa.bindparam("b_chunk"),
-            )
-            .values(
-                resolve_status=sa.bindparam("b_status"),
-                destination=sa.bindparam("b_destination"),
-                resolve_http_status=sa.bindparam("b_http"),
-                resolve_error=sa.bindparam("b_error"),
-                resolve_attempts=sa.bindparam("b_attempts"),
-                resolved_at=sa.bindparam("b_at"),
-                resolve_latency_ms=sa.bindparam("b_latency"),
-            )
-        )
-        rows: list[dict[str, Any]] = []
+        updates = []
         for item in batch:
             verdict = item.outcome.verdict
-            rows.append(
-                {
-                    "b_answer": item.lookup.answer_id,
-                    "b_chunk": item.lookup.chunk_index,
-                    "b_status": verdict.status,
-                    "b_destination": verdict.destination,
-                    "b_http": item.outcome.http_status,
-                    "b_error": verdict.reason,
-                    "b_attempts": item.lookup.attempts + 1,
-                    "b_at": item.resolved_at,
-                    "b_latency": (item.resolved_at - item.lookup.persisted_at).total_seconds()
-                    * 1000.0,
-                }
+            latency = item.resolved_at - item.lookup.persisted_at
+            updates.append(
+                SourceUpdate(
+                    item.lookup.answer_id,
+                    item.lookup.chunk_index,
+                    verdict,
+                    item.outcome.http_status,
+                    item.lookup.attempts + 1,
+                    item.resolved_at,
+                    latency.total_seconds() * 1000.0,
+                )
             )
             self.counts[verdict.status] = self.counts.get(verdict.status, 0) + 1
         async with self.engine.begin() as connection:
-            await connection.execute(statement, rows)
+            await resolution.store_resolutions(connection, updates)
 
 
-async def pending_lookups(
+def pending_lookups(
     engine: AsyncEngine, job_id: int, *, stored_before: dt.datetime | None = None
 ) -> AsyncIterator[Lookup]:
-    """Sources of ``job_id`` still to resolve (pending, or forbidden once), read in batches.
+    """Sources of ``job_id`` still to resolve (pending, or forbidden fewer than
+    :data:`FORBIDDEN_ATTEMPTS` times), read in batches.
 
     ``stored_before`` limits the sweep to answers stored before a run began, so a start-up
     sweep does not race the run's own feed.
     """
-    s, a, q = sources.c, answers.c, questions.c
-    after = 0
-    while True:
-        condition = sa.or_(
-            s.resolve_status == redirects.PENDING,
-            sa.and_(
-                s.resolve_status == redirects.FORBIDDEN,
-                s.resolve_attempts < FORBIDDEN_ATTEMPTS,
-            ),
-        )
-        async with engine.connect() as connection:
-            rows = (
-                await connection.execute(
-                    sa.select(
-                        s.id, s.answer_id, s.chunk_index, s.uri, s.resolve_attempts, a.created_at
-                    )
-                    .join(answers, a.id == s.answer_id)
-                    .join(questions, q.id == a.question_id)
-                    .where(
-                        q.job_id == job_id,
-                        condition,
-                        s.id > after,
-                        a.created_at < stored_before if stored_before is not None else sa.true(),
-                    )
-                    .order_by(s.id)
-                    .limit(SWEEP_BATCH)
-                )
-            ).all()
-        if not rows:
-            return
-        for row in rows:
-            yield Lookup(
-                row.answer_id, row.chunk_index, row.uri, row.created_at, row.resolve_attempts
-            )
-        after = rows[-1].id
+    return resolution.pending_lookups(
+        engine, job_id, forbidden_attempts=FORBIDDEN_ATTEMPTS, stored_before=stored_before
+    )

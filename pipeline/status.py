@@ -13,8 +13,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.store import queue
-from pipeline.store.tables import answers, calls, questions, sources, structured
+from pipeline.store import ledger, queue
+from pipeline.store.tables import answers, questions, sources, structured
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,16 +75,7 @@ async def job_status(connection: AsyncConnection, job_id: int, job_name: str) ->
     states = dict.fromkeys(queue.ALL_STATES, 0)
     states.update({state: count for state, count in state_rows})
     of_job = sa.select(q.id).where(q.job_id == job_id).scalar_subquery()
-    c = calls.c
-    n_calls, micro, unpriced = (
-        await connection.execute(
-            sa.select(
-                sa.func.count(),
-                sa.func.coalesce(sa.func.sum(c.cost_micro_usd), 0),
-                sa.func.count().filter(c.cost_complete.is_(False), c.outcome == "ok"),
-            ).where(c.question_id.in_(of_job))
-        )
-    ).one()
+    totals = await ledger.job_totals(connection, job_id)
     st = structured.c
     n_valid, n_invalid, n_flagged, mean_supported = (
         await connection.execute(
@@ -131,9 +122,9 @@ async def job_status(connection: AsyncConnection, job_id: int, job_name: str) ->
         states=states,
         answers=int(n_answers),
         grounded=int(n_grounded),
-        calls=int(n_calls),
-        spend_usd=Decimal(int(micro)) / 1_000_000,
-        unpriced_calls=int(unpriced),
+        calls=totals.calls,
+        spend_usd=totals.spend_usd,
+        unpriced_calls=totals.unpriced_calls,
         structured_valid=int(n_valid),
         structured_invalid=int(n_invalid),
         structured_flagged=int(n_flagged),

@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 import anyio
-import sqlalchemy as sa
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -51,11 +50,11 @@ from pipeline.limits import next_daily_reset
 from pipeline.metered import BudgetExhausted, GroundingPaused, MeteredCaller
 from pipeline.redirects import AllowList, initial_verdict
 from pipeline.resolver import Lookup, Resolver, pending_lookups
-from pipeline.store import queue
+from pipeline.store import ledger, queue
 from pipeline.store.answers import persist_answers
+from pipeline.store.ledger import persist_calls
 from pipeline.store.queue import ClaimedQuestion, StateChange
-from pipeline.store.results import persist_calls, persist_structured
-from pipeline.store.tables import calls, questions
+from pipeline.store.results import persist_structured
 
 log = logging.getLogger(__name__)
 
@@ -104,24 +103,14 @@ def pid_alive(pid: int) -> bool:
 async def job_spend(engine: AsyncEngine, job_id: int) -> Decimal:
     """What the job's calls have cost so far (the ledger), in USD."""
     async with engine.connect() as connection:
-        micro = await connection.scalar(
-            sa.select(sa.func.coalesce(sa.func.sum(calls.c.cost_micro_usd), 0)).where(
-                calls.c.question_id.in_(
-                    sa.select(questions.c.id).where(questions.c.job_id == job_id)
-                )
-            )
-        )
-    return Decimal(int(micro or 0)) / 1_000_000
+        return await ledger.job_spend(connection, job_id)
 
 
 async def grounded_calls_today(engine: AsyncEngine) -> int:
     """Grounded calls sent since the last daily reset, by any job in this database."""
     since = next_daily_reset(utcnow()) - dt.timedelta(days=1)
     async with engine.connect() as connection:
-        count = await connection.scalar(
-            sa.select(sa.func.count()).where(calls.c.step == "ground", calls.c.started_at >= since)
-        )
-    return int(count or 0)
+        return await ledger.grounded_calls_since(connection, since)
 
 
 class JobRunner:
