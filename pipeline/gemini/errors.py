@@ -1,14 +1,14 @@
-"""A typed hierarchy of call failures, so the worker can branch on the class, not on strings.
+"""The API's failures, typed, in the one error tree of :mod:`pipeline.errors`.
 
 =====================  =========  =====================================================
-class                  retryable  when
+class                  branch     when
 =====================  =========  =====================================================
-``Unreachable``        yes        no connection could be made (DNS, refused): nothing was
+``Unreachable``        retryable  no connection could be made (DNS, refused): nothing was
                                   sent, so no attempt is spent; repeated, it stops the run
-``TransientError``     yes        408/429/500/502/503/504, timeouts, resets, a truncated or
+``TransientError``     retryable  408/429/500/502/503/504, timeouts, resets, a truncated or
                                   non-JSON body
-``PermanentError``     no         400 INVALID_ARGUMENT, 404 model, other 4xx
-``FatalError``         no         401/403: the credentials or project are wrong; stop the
+``PermanentError``     permanent  400 INVALID_ARGUMENT, 404 model, other 4xx
+``FatalError``         run-fatal  401/403: the credentials or project are wrong; stop the
                                   run rather than burn every question
 =====================  =========  =====================================================
 
@@ -21,6 +21,12 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from pipeline.errors import (
+    CallError,
+    PermanentCallError,
+    RetryableError,
+    RunFatalError,
+)
 from pipeline.gemini.wire import ErrorStatus, decode_error
 
 RETRYABLE_HTTP = frozenset({408, 429, 500, 502, 503, 504})
@@ -39,35 +45,24 @@ FATAL_REASONS = frozenset(
         "SERVICE_DISABLED",
     }
 )
-MAX_MESSAGE_CHARS = 500  # error text stored per question
 MAX_KEPT_BODY = 16 * 1024  # bytes of an error body kept for classification (429 kinds)
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)s$")
 
 
-class GeminiError(Exception):
-    """A call that did not produce a usable response."""
-
-    error_class: str = "error"
-    retryable: bool = False
+class GeminiError(CallError):
+    """A failure at the API edge: the HTTP status and the error body, when there was one."""
 
     def __init__(self, message: str, *, http_status: int | None = None) -> None:
-        super().__init__(message[:MAX_MESSAGE_CHARS])
+        super().__init__(message)
         self.http_status = http_status
         self.body = b""  # the error body as received (truncated), for finer classification
 
-    @property
-    def message(self) -> str:
-        return str(self.args[0])
 
-
-class Unreachable(GeminiError):
+class Unreachable(GeminiError, RetryableError):
     error_class = "unreachable"
-    retryable = True
 
 
-class TransientError(GeminiError):
-    retryable = True
-
+class TransientError(GeminiError, RetryableError):
     def __init__(
         self,
         message: str,
@@ -82,13 +77,13 @@ class TransientError(GeminiError):
         self.retry_delay = retry_delay
 
 
-class PermanentError(GeminiError):
+class PermanentError(GeminiError, PermanentCallError):
     def __init__(self, message: str, *, error_class: str, http_status: int | None = None) -> None:
         super().__init__(message, http_status=http_status)
         self.error_class = error_class
 
 
-class FatalError(GeminiError):
+class FatalError(GeminiError, RunFatalError):
     error_class = "auth"
 
 
