@@ -11,9 +11,10 @@ Building blocks, each usable and testable on its own (clocks and sleeps are inje
                            additive recovery up to the configured ceiling (``adaptive``)
 ``DailyGroundingGate``     pauses grounded calls until the daily reset, midnight Pacific
                            (``daily``)
-``retry_delay``            full-jitter exponential backoff; a server ``retryDelay`` is a floor
-                           (``backoff``)
-``RetryPolicy``            one ``decide(error, attempts, step)`` for every retry (``policy``)
+``Backoff``                full-jitter exponential backoff; a server ``retryDelay`` is a floor
+                           (``backoff``, with the bare ``retry_delay``)
+``RetryPolicy``            one ``decide(error, attempts, step) -> Decision`` for every failed
+                           step; ``Strikes`` counts the failures that stop a run (``policy``)
 =========================  ==============================================================
 
 The 429 classifier (per-minute throttle or exhausted daily bucket) lives with the other error
@@ -29,15 +30,20 @@ Sources are in ``shared/reference/gemini-wire-format.md`` (§4.1 errors, §5 lim
 """
 
 from pipeline.limits.adaptive import AdaptiveRate
-from pipeline.limits.backoff import retry_delay
+from pipeline.limits.backoff import Backoff, retry_delay
 from pipeline.limits.daily import DailyGroundingGate, next_daily_reset
+from pipeline.limits.policy import Decision, RetryPolicy, Strikes
 from pipeline.limits.rate import RateLimiter, pacing_rate
 from pipeline.limits.tokens import TokenBudgetLimiter, TokenReservation, estimate_tokens
 
 __all__ = [
     "AdaptiveRate",
+    "Backoff",
     "DailyGroundingGate",
+    "Decision",
     "RateLimiter",
+    "RetryPolicy",
+    "Strikes",
     "TokenBudgetLimiter",
     "TokenReservation",
     "estimate_tokens",
