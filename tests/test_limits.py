@@ -675,3 +675,51 @@ def test_retry_delay_spreads_waiters_told_the_same_delay() -> None:
     assert min(delays) >= 34.4
     assert len({round(d, 3) for d in delays}) == 20
     assert max(delays) - min(delays) > 1.0
+
+
+# --- RetryPolicy ------------------------------------------------------------------------------
+
+
+def test_policy_backs_off_then_gives_up_with_the_error_class() -> None:
+    from pipeline.gemini.errors import PermanentError, TransientError
+    from pipeline.limits import Backoff, RetryPolicy
+
+    policy = RetryPolicy(
+        max_attempts=3, backoff=Backoff(base_s=1.0, cap_s=60.0, rng=random.Random(1))
+    )
+    error = TransientError("503", error_class="http_503", retry_delay=7.0)
+    first = policy.decide(error, 1, "ground")
+    assert first.retry and first.state == "retry_wait" and first.spend_attempt
+    assert 7.0 <= first.delay_s <= 7.0 + 1.4  # the server's RetryInfo is a floor
+    assert policy.decide(error, 2, "structure").state == "grounded"  # call 2 waits as grounded
+    last = policy.decide(error, 3, "ground")
+    assert (last.retry, last.state, last.error_class) == (False, "failed", "http_503")
+    bad = policy.decide(PermanentError("400", error_class="invalid_argument"), 1, "ground")
+    assert (bad.retry, bad.state, bad.error_class) == (False, "failed", "invalid_argument")
+
+
+def test_policy_waits_without_spending_an_attempt_and_strikes_stop_the_run() -> None:
+    from pipeline.errors import BudgetExhausted, GroundingPaused
+    from pipeline.gemini.errors import FatalError, Unreachable
+    from pipeline.limits import RetryPolicy, Strikes
+
+    policy = RetryPolicy()
+    until = dt.datetime.now(UTC) + dt.timedelta(hours=3)
+    paused = policy.decide(GroundingPaused(until, "grounding paused until ..."), 1, "ground")
+    assert paused.retry_at == until and paused.attempts_after(1) == 0
+    assert paused.stop is not None and "run again" in paused.stop  # longer than LONG_PAUSE
+    budget = policy.decide(BudgetExhausted("$1 left"), 1, "ground")
+    assert budget.state is None and budget.stop == "budget: $1 left"
+    strikes = Strikes({"unreachable": 2, "auth": 2})
+    assert strikes.add(budget) == "budget: $1 left"  # no strike count: stops at once
+    down = policy.decide(Unreachable("cannot connect"), 1, "ground")
+    assert down.attempts_after(1) == 0 and down.delay_s > 0
+    assert strikes.add(down) is None
+    strikes.success()  # unreachable counts in a row: a success starts again
+    assert strikes.add(down) is None
+    assert strikes.add(down) is not None
+    auth = policy.decide(FatalError("HTTP 401"), 2, "structure")
+    assert (auth.state, auth.attempts_after(2), auth.delay_s) == ("grounded", 1, 0.0)
+    assert strikes.add(auth) is None
+    strikes.success()  # auth failures are not forgiven by a success
+    assert strikes.add(auth) == "authentication or permission failure: HTTP 401"
