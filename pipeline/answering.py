@@ -8,9 +8,11 @@ Call 1 policy:
 * a blocked prompt or withheld answer -> ``blocked`` (terminal);
 * no ``groundingMetadata`` with ``[grounding] required``: asked again with the seeds' recency
   nudge, up to ``ungrounded_retries`` times, then stored as ``ungrounded``;
-* retryable errors -> ``retry_wait`` with backoff (RetryInfo is a floor) until
-  ``max_attempts``; permanent ones -> ``failed`` with their class; credential failures
-  -> back to waiting without spending an attempt (the run stops after a few).
+* a failed call -> what the retry policy decides (:mod:`pipeline.limits.policy`): backoff
+  until ``max_attempts``, ``failed`` with the error's class, waiting without spending an
+  attempt (credentials, unreachable, the daily gate), or handed back (budget);
+* an ungrounded answer already paid for is kept (``ungrounded``) when its nudge cannot be
+  made, and an invalid call-2 output (``invalid``) when its repair cannot.
 
 Call 2 (when ``[structure]`` is on): no tools, JSON in the user's schema, validated; one repair
 retry with the validation errors; then stored ``invalid``. Provenance is recorded per value.
@@ -20,27 +22,22 @@ with an ungrounded 200 (the silent skip), is remembered and asked in two calls f
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-import random
 from dataclasses import dataclass, field, replace
 
 import anyio
 
+from pipeline.clock import utcnow
+from pipeline.errors import CallError
 from pipeline.gemini.endpoint import Endpoint
-from pipeline.gemini.errors import (
-    FatalError,
-    GeminiError,
-    PermanentError,
-    TransientError,
-    Unreachable,
-)
+from pipeline.gemini.errors import GeminiError, PermanentError, TransientError
 from pipeline.gemini.request import GroundedRequestBuilder
 from pipeline.gemini.wire import GenerateContentResponse, decode_response, visible_text
 from pipeline.grounding import GroundedAnswer, ground_answer
 from pipeline.jobspec import JobSpec
-from pipeline.limits import retry_delay
-from pipeline.metered import BudgetExhausted, GroundingPaused, Metered, MeteredCaller
+from pipeline.limits import Decision, RetryPolicy
+from pipeline.limits.policy import GROUND, STRUCTURE
+from pipeline.metered import Metered, MeteredCaller
 from pipeline.store import queue
 from pipeline.store.answers import AnswerRecord
 from pipeline.store.queue import ClaimedQuestion, StateChange
@@ -55,8 +52,6 @@ from pipeline.targets import request_builder
 
 log = logging.getLogger(__name__)
 
-BACKOFF_BASE_S = 1.0  # full-jitter exponential backoff: base ...
-BACKOFF_CAP_S = 60.0  # ... and cap, in seconds
 REPAIR_RETRIES = 1  # call-2 outputs that fail validation are asked again this many times
 
 # Finish reasons that mean the answer was withheld, not given.
@@ -80,12 +75,34 @@ _SCHEMA_WITH_TOOLS_REFUSED = ("controlled generation", "response mime type", "mi
 class Outcome:
     """A verdict on one question, with everything the writer stores for it."""
 
-    change: StateChange
+    # None: the question is handed back untouched (the run is stopping: see ``decision``).
+    change: StateChange | None
     answer: AnswerRecord | None = None
     structured: StructuredRecord | None = None
     calls: list[CallRecord] = field(default_factory=list)
+    # The retry policy's decision, when the step failed: the worker counts its strikes.
+    decision: Decision | None = None
     # Set by the writer once committed, for a caller that goes on with the question.
     committed: anyio.Event | None = None
+
+
+@dataclass(slots=True)
+class _Tally:
+    """One step of one question: its tries, the ledger rows of its calls, and the outcome to
+    fall back on (an answer already paid for) should a retry not be possible."""
+
+    attempts: int
+    calls: list[CallRecord] = field(default_factory=list)
+    kept: Outcome | None = None
+
+    def add(self, record: CallRecord | None) -> None:
+        if record is not None:
+            self.calls.append(record)
+
+    def fallback(self) -> Outcome | None:
+        if self.kept is not None:
+            self.kept.calls = self.calls
+        return self.kept
 
 
 class Answerer:
@@ -97,10 +114,11 @@ class Answerer:
         caller: MeteredCaller,
         ground_endpoint: Endpoint,
         structure_endpoint: Endpoint,
-        rng: random.Random | None = None,
+        policy: RetryPolicy | None = None,
     ) -> None:
         self.spec = spec
         self.caller = caller
+        self.policy = policy or RetryPolicy(max_attempts=spec.limits.max_attempts)
         self._ground_endpoint = ground_endpoint
         self._structure_endpoint = structure_endpoint
         self._structure_model = spec.structure.model or spec.model.name
@@ -108,7 +126,6 @@ class Answerer:
         single = spec.schema is not None and spec.structure.mode == "single"
         self._single = request_builder(spec, schema=spec.schema) if single else None
         self._two_call_models: set[str] = set()  # models that refused or skipped single mode
-        self._rng = rng or random.Random()
 
     @property
     def structuring(self) -> bool:
@@ -117,57 +134,57 @@ class Answerer:
     # -- call 1 -------------------------------------------------------------------------------
 
     async def ground(self, question: ClaimedQuestion) -> Outcome:
-        """Call 1, with its ungrounded retries.
+        """Call 1, with its ungrounded retries; a failure becomes the policy's decision.
 
-        Raises BudgetExhausted / GroundingPaused / Unreachable when no call could be made;
-        when that happens after an ungrounded answer was already paid for, that answer is
-        kept (``ungrounded``) rather than lost.
+        When no retry can be made after an ungrounded answer was already paid for, that
+        answer is kept (``ungrounded``) rather than lost.
         """
-        calls: list[CallRecord] = []
-        kept: list[Outcome] = []  # the latest ungrounded answer, should a retry not happen
+        tally = _Tally(question.attempts)
         try:
-            return await self._ground(question, calls, kept)
-        except (BudgetExhausted, GroundingPaused, Unreachable):
-            if kept:
-                kept[-1].calls = calls
-                return kept[-1]
-            raise
+            return await self._ground(question, tally)
+        except CallError as error:
+            tally.add(error.record)
+            kept = tally.fallback()
+            if kept is not None:
+                return kept
+            decision = self.policy.decide(error, tally.attempts, GROUND)
+            attempts = decision.attempts_after(tally.attempts)
+            change = _change(question.id, decision, attempts, error)
+            return Outcome(change, calls=tally.calls, decision=decision)
 
-    async def _ground(
-        self, question: ClaimedQuestion, calls: list[CallRecord], kept: list[Outcome]
-    ) -> Outcome:
-        attempts = question.attempts
-        nudges_left = self.spec.grounding.ungrounded_retries if self.spec.grounding.required else 0
+    async def _ground(self, question: ClaimedQuestion, tally: _Tally) -> Outcome:
+        grounding = self.spec.grounding
+        nudges_left = grounding.ungrounded_retries if grounding.required else 0
         nudge = False
         while True:
             single = self._single is not None and self.spec.model.name not in self._two_call_models
             builder = self._single if single and self._single is not None else self._plain
-            metered = await self._call_ground(question, builder, nudge, calls)
-            attempts += 1
-            if metered.error is not None:
-                if single and _refuses_schema_with_tools(metered.error):
-                    self._fall_back_to_two_calls("refused a schema together with grounding")
-                    attempts -= 1  # a 400 that asked for nothing is not an attempt
-                    continue
-                if kept:  # an ungrounded answer is in hand: keep it rather than retry
-                    kept[-1].calls = calls
-                    return kept[-1]
-                return self._call_failed(question.id, attempts, metered.error, calls)
-            assert metered.result is not None
+            tally.attempts += 1
+            try:
+                metered = await self._call_ground(question, builder, nudge)
+            except PermanentError as error:
+                if not (single and _refuses_schema_with_tools(error)):
+                    raise
+                tally.add(error.record)
+                self._fall_back_to_two_calls("refused a schema together with grounding")
+                tally.attempts -= 1  # a 400 that asked for nothing is not an attempt
+                continue
+            tally.add(metered.record)
             response = metered.result.response
             blocked = _block_reason(response)
             if blocked is not None:
                 change = StateChange(
-                    question.id, queue.BLOCKED, attempts, error_class="blocked", last_error=blocked
+                    question.id,
+                    queue.BLOCKED,
+                    tally.attempts,
+                    error_class="blocked",
+                    last_error=blocked,
                 )
-                return Outcome(change, calls=calls)
+                return Outcome(change, calls=tally.calls)
             candidate = response.candidates[0]
             answer = ground_answer(candidate)
             if not answer.text.strip():
-                error = TransientError(
-                    "the response has no answer text", error_class="empty_answer"
-                )
-                return self._call_failed(question.id, attempts, error, calls)
+                raise TransientError("the response has no answer text", error_class="empty_answer")
             if not answer.grounded and single:
                 self._fall_back_to_two_calls("answered without grounding (the silent skip)")
                 continue
@@ -180,46 +197,43 @@ class Answerer:
                 latency_ms=metered.result.latency_ms,
             )
             if not answer.grounded:
-                outcome = Outcome(
-                    StateChange(question.id, queue.UNGROUNDED, attempts), answer=record, calls=calls
-                )
+                change = StateChange(question.id, queue.UNGROUNDED, tally.attempts)
+                outcome = Outcome(change, answer=record, calls=tally.calls)
                 if nudges_left == 0:
                     return outcome
-                kept[:] = [outcome]
+                tally.kept = outcome
                 nudges_left -= 1
                 nudge = True
                 continue
-            if single:
-                structured = self._judge_structure(
-                    question.id, answer.text, answer, response, n_calls=1
-                )
-                if structured.valid:
-                    change = StateChange(question.id, queue.DONE, attempts, structure_attempts=0)
-                    return Outcome(change, answer=record, structured=structured, calls=calls)
-            if self.structuring:  # call 2 follows at once, in the same caller, under our lease
-                change = StateChange(question.id, queue.RUNNING, attempts, keep_lease=True)
-                return Outcome(change, answer=record, calls=calls)
-            return Outcome(
-                StateChange(question.id, queue.DONE, attempts), answer=record, calls=calls
-            )
+            return self._grounded(question.id, tally, record, single)
+
+    def _grounded(
+        self, question_id: int, tally: _Tally, record: AnswerRecord, single: bool
+    ) -> Outcome:
+        """A grounded answer: done, or (structure step on) call 2 follows under our lease."""
+        if single:
+            answer, response = record.answer, record.response
+            structured = self._judge_structure(question_id, answer.text, answer, response, 1)
+            if structured.valid:
+                change = StateChange(question_id, queue.DONE, tally.attempts, structure_attempts=0)
+                return Outcome(change, answer=record, structured=structured, calls=tally.calls)
+        if self.structuring:  # call 2 follows at once, in the same caller, under our lease
+            change = StateChange(question_id, queue.RUNNING, tally.attempts, keep_lease=True)
+            return Outcome(change, answer=record, calls=tally.calls)
+        change = StateChange(question_id, queue.DONE, tally.attempts)
+        return Outcome(change, answer=record, calls=tally.calls)
 
     async def _call_ground(
-        self,
-        question: ClaimedQuestion,
-        builder: GroundedRequestBuilder,
-        nudge: bool,
-        calls: list[CallRecord],
+        self, question: ClaimedQuestion, builder: GroundedRequestBuilder, nudge: bool
     ) -> Metered:
-        metered = await self.caller.call(
+        return await self.caller.call(
             self._ground_endpoint,
             builder.body(question.text, nudge=nudge),
             model=self.spec.model.name,
             question_id=question.id,
-            step="ground",
+            step=GROUND,
             tool=self.spec.grounding.tool,
         )
-        calls.append(metered.record)
-        return metered
 
     def _fall_back_to_two_calls(self, why: str) -> None:
         model = self.spec.model.name
@@ -242,11 +256,31 @@ class Answerer:
         attempts: int,
         structure_attempts: int,
     ) -> Outcome:
-        """Call 2 on a stored grounded answer (with one repair retry on invalid output)."""
+        """Call 2 on a stored grounded answer (with one repair retry on invalid output).
+
+        ``attempts`` (call 1's) is kept as is; the policy decides on ``structure_attempts``.
+        When no retry can be made after an invalid output was already paid for, that output
+        is kept (``invalid``).
+        """
+        tally = _Tally(structure_attempts)
+        try:
+            return await self._structure(question, answer, attempts, tally)
+        except CallError as error:
+            tally.add(error.record)
+            kept = tally.fallback()
+            if kept is not None:
+                return kept
+            decision = self.policy.decide(error, tally.attempts, STRUCTURE)
+            change = _change(question.id, decision, attempts, error)
+            if change is not None:
+                change = replace(change, structure_attempts=decision.attempts_after(tally.attempts))
+            return Outcome(change, calls=tally.calls, decision=decision)
+
+    async def _structure(
+        self, question: ClaimedQuestion, answer: GroundedAnswer, attempts: int, tally: _Tally
+    ) -> Outcome:
         assert self.spec.schema is not None
-        calls: list[CallRecord] = []
         errors: tuple[str, ...] = ()
-        invalid: Outcome | None = None  # the last invalid output, kept if a repair cannot be made
         for n_calls in range(1, REPAIR_RETRIES + 2):
             body = build_structure_body(
                 question=question.text,
@@ -256,45 +290,23 @@ class Answerer:
                 temperature=self.spec.structure.temperature,
                 previous_errors=errors,
             )
-            try:
-                metered = await self.caller.call(
-                    self._structure_endpoint,
-                    body,
-                    model=self._structure_model,
-                    question_id=question.id,
-                    step="structure",
-                    tool=None,
-                )
-            except (BudgetExhausted, Unreachable):
-                if invalid is None:
-                    raise
-                return invalid
-            calls.append(metered.record)
-            structure_attempts += 1
-            if metered.error is not None:
-                if invalid is not None:
-                    invalid.calls = calls
-                    return invalid
-                return self._structure_failed(
-                    question.id, attempts, structure_attempts, metered.error, calls
-                )
-            assert metered.result is not None
+            tally.attempts += 1
+            metered = await self.caller.call(
+                self._structure_endpoint,
+                body,
+                model=self._structure_model,
+                question_id=question.id,
+                step=STRUCTURE,
+                tool=None,
+            )
+            tally.add(metered.record)
             response = metered.result.response
             text = visible_text(response.candidates[0]) if response.candidates else ""
             structured = self._judge_structure(question.id, text, answer, response, n_calls)
-            state = queue.DONE if structured.valid else queue.INVALID
-            change = StateChange(
-                question.id,
-                state,
-                attempts,
-                error_class=None if structured.valid else "schema_invalid",
-                last_error=None if structured.valid else "; ".join(structured.errors)[:500],
-                structure_attempts=structure_attempts,
-            )
-            outcome = Outcome(change, structured=structured, calls=calls)
+            outcome = _structured_outcome(question.id, attempts, tally, structured)
             if structured.valid or n_calls > REPAIR_RETRIES:
                 return outcome
-            invalid = outcome
+            tally.kept = outcome
             errors = structured.errors
         raise AssertionError("unreachable: the loop returns")
 
@@ -326,54 +338,6 @@ class Answerer:
             calls=n_calls,
         )
 
-    # -- failures -----------------------------------------------------------------------------
-
-    def _call_failed(
-        self, question_id: int, attempts: int, error: GeminiError, calls: list[CallRecord]
-    ) -> Outcome:
-        paused_until = self.caller.gate.paused_until
-        if isinstance(error, FatalError):
-            # The credentials are at fault, not the question: no attempt is spent.
-            change = waiting_change(question_id, queue.RETRY_WAIT, attempts - 1, error, 0.0)
-        elif error.http_status == 429 and paused_until is not None:
-            # The daily bucket ran out: wait for the reset, without spending an attempt.
-            delay = (paused_until - queue.utcnow()).total_seconds()
-            change = waiting_change(question_id, queue.RETRY_WAIT, attempts - 1, error, delay)
-        elif error.retryable and attempts < self.spec.limits.max_attempts:
-            change = waiting_change(
-                question_id, queue.RETRY_WAIT, attempts, error, self._backoff(attempts, error)
-            )
-        else:
-            change = _failed(question_id, attempts, error)
-        return Outcome(change, calls=calls)
-
-    def _structure_failed(
-        self,
-        question_id: int,
-        attempts: int,
-        structure_attempts: int,
-        error: GeminiError,
-        calls: list[CallRecord],
-    ) -> Outcome:
-        if isinstance(error, FatalError):
-            change = waiting_change(question_id, queue.GROUNDED, attempts, error, 0.0)
-            change = _with_structure_attempts(change, structure_attempts - 1)
-        elif error.retryable and structure_attempts < self.spec.limits.max_attempts:
-            delay = self._backoff(structure_attempts, error)
-            change = waiting_change(question_id, queue.GROUNDED, attempts, error, delay)
-            change = _with_structure_attempts(change, structure_attempts)
-        else:
-            change = _with_structure_attempts(
-                _failed(question_id, attempts, error), structure_attempts
-            )
-        return Outcome(change, calls=calls)
-
-    def _backoff(self, attempts: int, error: GeminiError) -> float:
-        server_delay = error.retry_delay if isinstance(error, TransientError) else None
-        return retry_delay(
-            attempts, server_delay, base=BACKOFF_BASE_S, cap=BACKOFF_CAP_S, rng=self._rng
-        )
-
 
 def stored_answer(raw: bytes) -> GroundedAnswer:
     """The grounded answer of a stored call-1 response, mapped exactly as when it was stored."""
@@ -402,25 +366,33 @@ def _block_reason(response: GenerateContentResponse) -> str | None:
     return None
 
 
-def waiting_change(
-    question_id: int, state: str, attempts: int, error: GeminiError, delay_s: float
-) -> StateChange:
-    """The question waits ``delay_s`` in ``state``, the error kept as its last one."""
-    return StateChange(
+def _structured_outcome(
+    question_id: int, attempts: int, tally: _Tally, structured: StructuredRecord
+) -> Outcome:
+    state = queue.DONE if structured.valid else queue.INVALID
+    change = StateChange(
         question_id,
         state,
         attempts,
+        error_class=None if structured.valid else "schema_invalid",
+        last_error=None if structured.valid else "; ".join(structured.errors)[:500],
+        structure_attempts=tally.attempts,
+    )
+    return Outcome(change, structured=structured, calls=tally.calls)
+
+
+def _change(
+    question_id: int, decision: Decision, attempts: int, error: CallError
+) -> StateChange | None:
+    """The question's next state under ``decision``, with ``attempts`` (call 1's) to store;
+    None when the question is handed back untouched."""
+    if decision.state is None:
+        return None
+    return StateChange(
+        question_id,
+        decision.state,
+        attempts,
         error_class=error.error_class,
         last_error=error.message,
-        next_attempt_at=queue.utcnow() + dt.timedelta(seconds=max(delay_s, 0.0)),
+        next_attempt_at=decision.next_attempt_at(utcnow()) if decision.retry else None,
     )
-
-
-def _failed(question_id: int, attempts: int, error: GeminiError) -> StateChange:
-    return StateChange(
-        question_id, queue.FAILED, attempts, error_class=error.error_class, last_error=error.message
-    )
-
-
-def _with_structure_attempts(change: StateChange, structure_attempts: int) -> StateChange:
-    return replace(change, structure_attempts=structure_attempts)

@@ -18,8 +18,8 @@ from pipeline.costs import expected_cost, worst_case_cost
 from pipeline.jobspec import JobSpec
 from pipeline.limits import estimate_tokens
 from pipeline.prices import Price
-from pipeline.store import queue
-from pipeline.store.tables import calls, questions
+from pipeline.store import ledger, queue
+from pipeline.store.tables import questions
 
 # Assumed usage of one grounded call before any was observed (a short factual answer).
 ASSUMED_OUTPUT_TOKENS = 600
@@ -50,12 +50,7 @@ async def estimate_remaining(
             q.job_id == job_id, q.state.in_(sorted(queue.TERMINAL_STATES))
         )
     )
-    of_job = sa.select(q.id).where(q.job_id == job_id).scalar_subquery()
-    spent_micro = await connection.scalar(
-        sa.select(sa.func.coalesce(sa.func.sum(calls.c.cost_micro_usd), 0)).where(
-            calls.c.question_id.in_(of_job)
-        )
-    )
+    spent = await ledger.job_spend(connection, job_id)
     worst_total = None
     if price is not None:
         prompt = estimate_tokens(spec.model.prompt_template) + await _mean_question_tokens(
@@ -74,7 +69,7 @@ async def estimate_remaining(
         except ValueError:
             worst_total = None
     if finished:
-        per_question = Decimal(int(spent_micro)) / 1_000_000 / finished
+        per_question = spent / finished
         basis = f"the mean cost of the {finished} finished questions"
     elif price is not None:
         per_question = expected_cost(

@@ -21,8 +21,9 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from pipeline.clock import utcnow
 from pipeline.jobspec import SourceSection
-from pipeline.store.queue import PENDING, utcnow
+from pipeline.store.queue import PENDING
 from pipeline.store.tables import questions
 from pipeline.store.upsert import insert_ignoring_conflicts
 

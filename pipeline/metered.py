@@ -1,12 +1,17 @@
 """One model call under the account's limits and the job's budget, and what it cost.
 
+A call returns a :class:`Metered` (the result and its ledger row) or raises a
+:class:`~pipeline.errors.CallError`; a failure whose request reached the server carries its
+ledger row (at cost 0) in ``error.record``.
+
 Before a call, in this order: the budget reserves the call's worst case (refused: the call is
-not made, :class:`BudgetExhausted`); a grounded call waits while the daily grounding bucket is
-known to be empty (:class:`GroundingPaused`, with the reset time); the rate limiter spaces the
+not made, :class:`~pipeline.errors.BudgetExhausted`); a grounded call is not made while the
+daily grounding bucket is known to be empty (:class:`~pipeline.errors.GroundingPaused`, with
+the reset time); the rate limiter spaces the
 request (no burst above the rate, lowered by AIMD on 429s); the token limiter reserves the
 prompt's estimated tokens. After it: the token estimate is corrected from ``usageMetadata``,
 the cost computed from the price table and settled against the budget, and a
-:class:`~pipeline.store.results.CallRecord` made for the ledger (failed calls too, at cost 0).
+:class:`~pipeline.store.ledger.CallRecord` made for the ledger (failed calls too, at cost 0).
 
 All state here lives in one process. With several worker processes on one PostgreSQL queue,
 give each its share of the rate; the budget is checked against what each process has seen.
@@ -20,11 +25,14 @@ import time
 import warnings
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import NamedTuple
 
+from pipeline.clock import utcnow
 from pipeline.costs import Budget, call_cost, worst_case_cost
+from pipeline.errors import BudgetExhausted, GroundingPaused
 from pipeline.gemini.client import CallResult, GeminiClient
 from pipeline.gemini.endpoint import Endpoint
-from pipeline.gemini.errors import GeminiError, Unreachable
+from pipeline.gemini.errors import GeminiError, Unreachable, classify_429
 from pipeline.jobspec import JobSpec
 from pipeline.limits import (
     AdaptiveRate,
@@ -32,39 +40,29 @@ from pipeline.limits import (
     RateLimiter,
     TokenBudgetLimiter,
     TokenReservation,
-    classify_429,
     estimate_tokens,
     pacing_rate,
 )
 from pipeline.prices import Price, PriceTable, UnconfirmedPriceWarning, load_prices
-from pipeline.store.queue import utcnow
-from pipeline.store.results import CallRecord
+from pipeline.store.ledger import CallRecord, micro_to_usd
 
 log = logging.getLogger(__name__)
 
 
-def _micro_to_usd(micro: int) -> Decimal:
-    return Decimal(micro) / 1_000_000
+class _Head(NamedTuple):
+    """The first fields of a call's ledger row."""
 
-
-class BudgetExhausted(Exception):
-    """The next call's worst case does not fit in what is left of the budget."""
-
-
-class GroundingPaused(Exception):
-    """The daily grounding bucket is empty until ``until``."""
-
-    def __init__(self, until: dt.datetime, message: str) -> None:
-        super().__init__(message)
-        self.until = until
+    question_id: int
+    step: str
+    model: str
+    started_at: dt.datetime
 
 
 @dataclass(frozen=True, slots=True)
 class Metered:
-    """A call's result (or error) and its ledger row."""
+    """A successful call's result and its ledger row."""
 
-    result: CallResult | None
-    error: GeminiError | None
+    result: CallResult
     record: CallRecord
 
 
@@ -127,8 +125,9 @@ class MeteredCaller:
     ) -> Metered:
         """Make one call. ``tool`` is the grounding tool declared (None for call 2).
 
-        Raises :class:`BudgetExhausted` or :class:`GroundingPaused` before any request, and
-        :class:`~pipeline.gemini.errors.Unreachable` when no request could be sent.
+        Raises a :class:`~pipeline.errors.CallError`: :class:`BudgetExhausted` or
+        :class:`GroundingPaused` before any request, :class:`Unreachable` when no request could
+        be sent, and the API's error (its ledger row in ``record``) when the server refused.
         """
         price = self.price_for(model)
         # The whole body, not only the prompt: system instruction, schema and source list
@@ -136,11 +135,7 @@ class MeteredCaller:
         estimate = estimate_tokens(body.decode())
         worst = self._reserve(price, model, estimate, tool)
         if tool is not None:
-            if self.gate.paused_until is not None:
-                self._release(worst)
-                raise GroundingPaused(self.gate.paused_until, self.gate.message())
-            # Counted when sent: the daily bucket counts requests that declare grounding.
-            self.gate.record_grounded()
+            self._pass_gate(worst)
         await self.limiter.acquire()
         reservation: TokenReservation | None = None
         if self.tokens is not None:
@@ -148,22 +143,43 @@ class MeteredCaller:
         started_at, started = utcnow(), time.perf_counter()
         try:
             result = await self.client.generate(endpoint, body)
-        except Unreachable:
-            self._settle(worst, None, reservation, 0)
-            raise
         except GeminiError as error:
             self._settle(worst, None, reservation, 0)
-            self._on_error(error, tool)
-            record = CallRecord(
+            if isinstance(error, Unreachable):  # nothing was sent: no ledger row
+                raise
+            latency_ms = (time.perf_counter() - started) * 1000.0
+            error.record = CallRecord(
                 question_id,
                 step,
                 model,
                 started_at,
-                (time.perf_counter() - started) * 1000.0,
+                latency_ms,
                 error.http_status,
                 error.error_class,
             )
-            return Metered(None, error, record)
+            self._on_error(error, tool)
+            raise
+        head = _Head(question_id, step, model, started_at)
+        return Metered(result, self._record(head, result, price, tool, worst, reservation))
+
+    def _pass_gate(self, worst: Decimal | None) -> None:
+        """Count a grounded prompt, or raise GroundingPaused when the daily bucket is empty."""
+        if self.gate.paused_until is not None:
+            self._release(worst)
+            raise GroundingPaused(self.gate.paused_until, self.gate.message())
+        # Counted when sent: the daily bucket counts requests that declare grounding.
+        self.gate.record_grounded()
+
+    def _record(
+        self,
+        head: _Head,
+        result: CallResult,
+        price: Price | None,
+        tool: str | None,
+        worst: Decimal | None,
+        reservation: TokenReservation | None,
+    ) -> CallRecord:
+        """Settle a successful call (AIMD, budget, tokens) and make its ledger row."""
         response = result.response
         usage = response.usage_metadata
         if self.aimd is not None:
@@ -172,13 +188,10 @@ class MeteredCaller:
         cost = call_cost(price, usage, grounding, tool=tool) if price is not None else None
         # The budget counts what the ledger stores (micro-dollars, rounded up), so the spend
         # `ground status` sums is the spend the budget was held to.
-        actual = _micro_to_usd(cost.micro_usd()) if cost is not None else None
+        actual = micro_to_usd(cost.micro_usd()) if cost is not None else None
         self._settle(worst, actual, reservation, usage.prompt_token_count)
-        record = CallRecord(
-            question_id,
-            step,
-            model,
-            started_at,
+        return CallRecord(
+            *head,
             result.latency_ms,
             200,
             "ok",
@@ -188,7 +201,6 @@ class MeteredCaller:
             cost_micro_usd=cost.micro_usd() if cost else 0,
             cost_complete=cost is not None and cost.complete,
         )
-        return Metered(result, None, record)
 
     def _reserve(
         self, price: Price | None, model: str, estimate: int, tool: str | None
@@ -209,7 +221,7 @@ class MeteredCaller:
             max_tool_use_tokens=limits.max_tool_use_tokens if tool is not None else 0,
             tool=tool,
         )
-        worst = _micro_to_usd(worst_cost.micro_usd())  # rounded up, like the stored actual cost
+        worst = micro_to_usd(worst_cost.micro_usd())  # rounded up, like the stored actual cost
         if not self.budget.reserve(worst):
             raise BudgetExhausted(self.budget.message(worst))
         return worst
@@ -231,6 +243,9 @@ class MeteredCaller:
             self.tokens.reconcile(reservation, tokens)
 
     def _on_error(self, error: GeminiError, tool: str | None) -> None:
+        """Learn from a refused call: a 429 lowers the rate or pauses for the day. A grounded
+        call refused while the daily bucket is empty raises GroundingPaused (from ``error``,
+        with its ledger row): it waits for the reset rather than spending an attempt."""
         if error.http_status != 429:
             return
         kind = classify_429(error.body, grounded=tool is not None, backend=self.spec.model.backend)
@@ -247,3 +262,8 @@ class MeteredCaller:
                 self.aimd.rate,
                 extra={"action": "rate_lowered", "rate": self.aimd.rate},
             )
+        paused_until = self.gate.paused_until
+        if tool is not None and paused_until is not None:
+            paused = GroundingPaused(paused_until, self.gate.message())
+            paused.record = error.record
+            raise paused from error

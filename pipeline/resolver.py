@@ -6,7 +6,8 @@ destination. The destination is **never** requested: a ``Location`` on an allow-
 followed (at most :data:`MAX_HOPS` hops), any other is recorded and the walk stops there.
 
 * 404/410 -> ``expired``; 403 -> ``forbidden`` (retried once, by a later sweep); timeouts,
-  connection errors and 5xx -> retried with backoff, then ``failed``.
+  connection errors and 5xx -> retried with backoff, then ``failed``, as the retry policy
+  (:func:`resolver_policy`, injectable) decides.
 * The same URI is resolved once per run: concurrent requests for it share one lookup, and
   results are remembered in a bounded LRU.
 * :class:`Resolver` runs inside ``ground run`` as a feed (answers are resolved within seconds of
@@ -19,49 +20,39 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import random
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 import aiohttp
 import anyio
-import sqlalchemy as sa
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline import redirects
 from pipeline.batching import batches
+from pipeline.clock import utcnow
+from pipeline.errors import RetryableError
 from pipeline.jobspec import ResolverSection
-from pipeline.limits import RateLimiter
+from pipeline.limits import Backoff, RateLimiter, RetryPolicy
 from pipeline.redirects import AllowList, Verdict
-from pipeline.store.queue import utcnow
-from pipeline.store.tables import answers, questions, sources
+from pipeline.store import resolution
+from pipeline.store.resolution import Lookup, SourceUpdate
 
 log = logging.getLogger(__name__)
 
 MAX_HOPS = 3  # redirects followed on allow-listed hosts before giving up
 TRANSIENT_RETRIES = 3  # extra tries for timeouts, connection errors and 5xx
-RETRY_BASE_S = 0.5  # backoff before the first transient retry, doubled each time
+RETRY_BASE_S = 0.5  # full-jitter backoff before a transient retry: base, doubled each time ...
+RETRY_CAP_S = 4.0  # ... up to this cap, in seconds
+RESOLVE = "resolve"  # the step name the retry policy is asked about
 FORBIDDEN_ATTEMPTS = 2  # a 403 is tried this many times in all (the second by a later sweep)
 CACHE_ENTRIES = 50_000  # resolved URIs remembered per run
 WRITE_BATCH_MAX = 500  # source updates per transaction
-SWEEP_BATCH = 500  # pending sources read per sweep query
 FALLBACK_TO_GET = frozenset({403, 405, 501})
 USER_AGENT = "ground-resolver/0.1"
-
-
-@dataclass(frozen=True, slots=True)
-class Lookup:
-    """One source to resolve, as the feed and the sweep hand it over."""
-
-    answer_id: int
-    chunk_index: int
-    uri: str
-    persisted_at: dt.datetime
-    attempts: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,10 +71,13 @@ class ResolvedSource:
 class RedirectClient:
     """Follows one redirect chain with HEAD/GET, never leaving the allow-list."""
 
-    __slots__ = ("_allow", "_limiter", "_session")
+    __slots__ = ("_allow", "_limiter", "_policy", "_session")
 
-    def __init__(self, settings: ResolverSection, allow: AllowList) -> None:
+    def __init__(
+        self, settings: ResolverSection, allow: AllowList, *, policy: RetryPolicy | None = None
+    ) -> None:
         self._allow = allow
+        self._policy = policy or resolver_policy()
         self._limiter = RateLimiter(settings.requests_per_second)  # evenly spaced, no burst
         timeout = aiohttp.ClientTimeout(total=settings.timeout_s)
         self._session = aiohttp.ClientSession(
@@ -105,19 +99,21 @@ class RedirectClient:
         await self._session.close()
 
     async def resolve(self, uri: str) -> Outcome:
-        """Walk the redirect chain from ``uri``; transient failures are retried here."""
-        delay = RETRY_BASE_S
-        for attempt in range(TRANSIENT_RETRIES + 1):
+        """Walk the redirect chain from ``uri``; a transient failure (timeout, connection
+        error, 408/429/5xx) is walked again after the delay the retry policy decides, and
+        stored as the policy's terminal state (``failed``) when it decides to give up."""
+        attempts = 0
+        while True:
             outcome = await self._walk(uri)
-            if outcome.verdict.status != _TRANSIENT or attempt == TRANSIENT_RETRIES:
-                break
-            await anyio.sleep(delay * (1 + random.random()))
-            delay *= 2
-        if outcome.verdict.status == _TRANSIENT:
-            return Outcome(
-                Verdict(redirects.FAILED, None, outcome.verdict.reason), outcome.http_status
-            )
-        return outcome
+            if outcome.verdict.status != _TRANSIENT:
+                return outcome
+            attempts += 1
+            reason = outcome.verdict.reason or "transient failure"
+            decision = self._policy.decide(LookupFailed(reason), attempts, RESOLVE)
+            if not decision.retry or decision.state is None:
+                state = decision.state or redirects.FAILED
+                return Outcome(Verdict(state, None, reason), outcome.http_status)
+            await anyio.sleep(decision.delay_s)
 
     async def _walk(self, uri: str) -> Outcome:
         url = uri
@@ -167,14 +163,33 @@ class RedirectClient:
 _TRANSIENT = "_transient"  # internal: retried by RedirectClient.resolve, never stored
 
 
+class LookupFailed(RetryableError):
+    """A lookup that may succeed if tried again, as the retry policy sees it."""
+
+    error_class = "resolve_transient"
+
+
+def resolver_policy(backoff: Backoff | None = None) -> RetryPolicy:
+    """The resolver's retry policy: :data:`TRANSIENT_RETRIES` retries with a short backoff,
+    then ``failed``."""
+    return RetryPolicy(
+        max_attempts=TRANSIENT_RETRIES + 1,
+        backoff=backoff or Backoff(base_s=RETRY_BASE_S, cap_s=RETRY_CAP_S),
+        failed_state=redirects.FAILED,
+    )
+
+
 class Resolver:
     """Resolves lookups with bounded concurrency, coalescing and caching by URI, and writes
     the results in batches. :meth:`serve` takes its lookups from a stream: the run's in-memory
     feed, or :func:`pending_lookups` (a sweep of the database)."""
 
-    def __init__(self, engine: AsyncEngine, settings: ResolverSection) -> None:
+    def __init__(
+        self, engine: AsyncEngine, settings: ResolverSection, *, policy: RetryPolicy | None = None
+    ) -> None:
         self.engine = engine
         self.settings = settings
+        self.policy = policy or resolver_policy()
         self.allow = AllowList(settings.allow_hosts)
         self.counts: dict[str, int] = {}
         self._cache: OrderedDict[str, Outcome] = OrderedDict()
@@ -189,7 +204,7 @@ class Resolver:
         results_send, results_recv = anyio.create_memory_object_stream[ResolvedSource](
             self.settings.concurrency * 4
         )
-        async with RedirectClient(self.settings, self.allow) as client:
+        async with RedirectClient(self.settings, self.allow, policy=self.policy) as client:
             self._client = client
             async with anyio.create_task_group() as group:
                 group.start_soon(self._writer, results_recv)
@@ -238,85 +253,35 @@ class Resolver:
                 await self._store(batch)
 
     async def _store(self, batch: Sequence[ResolvedSource]) -> None:
-        s = sources.c
-        statement = (
-            sources.update()
-            .where(
-                s.answer_id == sa.bindparam("b_answer"),
-                s.chunk_index == sa.bindparam("b_chunk"),
-            )
-            .values(
-                resolve_status=sa.bindparam("b_status"),
-                destination=sa.bindparam("b_destination"),
-                resolve_http_status=sa.bindparam("b_http"),
-                resolve_error=sa.bindparam("b_error"),
-                resolve_attempts=sa.bindparam("b_attempts"),
-                resolved_at=sa.bindparam("b_at"),
-                resolve_latency_ms=sa.bindparam("b_latency"),
-            )
-        )
-        rows: list[dict[str, Any]] = []
+        updates = []
         for item in batch:
             verdict = item.outcome.verdict
-            rows.append(
-                {
-                    "b_answer": item.lookup.answer_id,
-                    "b_chunk": item.lookup.chunk_index,
-                    "b_status": verdict.status,
-                    "b_destination": verdict.destination,
-                    "b_http": item.outcome.http_status,
-                    "b_error": verdict.reason,
-                    "b_attempts": item.lookup.attempts + 1,
-                    "b_at": item.resolved_at,
-                    "b_latency": (item.resolved_at - item.lookup.persisted_at).total_seconds()
-                    * 1000.0,
-                }
+            latency = item.resolved_at - item.lookup.persisted_at
+            updates.append(
+                SourceUpdate(
+                    item.lookup.answer_id,
+                    item.lookup.chunk_index,
+                    verdict,
+                    item.outcome.http_status,
+                    item.lookup.attempts + 1,
+                    item.resolved_at,
+                    latency.total_seconds() * 1000.0,
+                )
             )
             self.counts[verdict.status] = self.counts.get(verdict.status, 0) + 1
         async with self.engine.begin() as connection:
-            await connection.execute(statement, rows)
+            await resolution.store_resolutions(connection, updates)
 
 
-async def pending_lookups(
+def pending_lookups(
     engine: AsyncEngine, job_id: int, *, stored_before: dt.datetime | None = None
 ) -> AsyncIterator[Lookup]:
-    """Sources of ``job_id`` still to resolve (pending, or forbidden once), read in batches.
+    """Sources of ``job_id`` still to resolve (pending, or forbidden fewer than
+    :data:`FORBIDDEN_ATTEMPTS` times), read in batches.
 
     ``stored_before`` limits the sweep to answers stored before a run began, so a start-up
     sweep does not race the run's own feed.
     """
-    s, a, q = sources.c, answers.c, questions.c
-    after = 0
-    while True:
-        condition = sa.or_(
-            s.resolve_status == redirects.PENDING,
-            sa.and_(
-                s.resolve_status == redirects.FORBIDDEN,
-                s.resolve_attempts < FORBIDDEN_ATTEMPTS,
-            ),
-        )
-        async with engine.connect() as connection:
-            rows = (
-                await connection.execute(
-                    sa.select(
-                        s.id, s.answer_id, s.chunk_index, s.uri, s.resolve_attempts, a.created_at
-                    )
-                    .join(answers, a.id == s.answer_id)
-                    .join(questions, q.id == a.question_id)
-                    .where(
-                        q.job_id == job_id,
-                        condition,
-                        s.id > after,
-                        a.created_at < stored_before if stored_before is not None else sa.true(),
-                    )
-                    .order_by(s.id)
-                    .limit(SWEEP_BATCH)
-                )
-            ).all()
-        if not rows:
-            return
-        for row in rows:
-            yield Lookup(
-                row.answer_id, row.chunk_index, row.uri, row.created_at, row.resolve_attempts
-            )
-        after = rows[-1].id
+    return resolution.pending_lookups(
+        engine, job_id, forbidden_attempts=FORBIDDEN_ATTEMPTS, stored_before=stored_before
+    )

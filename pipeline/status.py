@@ -13,8 +13,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.store import queue
-from pipeline.store.tables import answers, calls, questions, sources, structured
+from pipeline.store import ledger, queue
+from pipeline.store.tables import answers, questions, sources, structured
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,16 +75,7 @@ async def job_status(connection: AsyncConnection, job_id: int, job_name: str) ->
     states = dict.fromkeys(queue.ALL_STATES, 0)
     states.update({state: count for state, count in state_rows})
     of_job = sa.select(q.id).where(q.job_id == job_id).scalar_subquery()
-    c = calls.c
-    n_calls, micro, unpriced = (
-        await connection.execute(
-            sa.select(
-                sa.func.count(),
-                sa.func.coalesce(sa.func.sum(c.cost_micro_usd), 0),
-                sa.func.count().filter(c.cost_complete.is_(False), c.outcome == "ok"),
-            ).where(c.question_id.in_(of_job))
-        )
-    ).one()
+    totals = await ledger.job_totals(connection, job_id)
     st = structured.c
     n_valid, n_invalid, n_flagged, mean_supported = (
         await connection.execute(
@@ -109,31 +100,16 @@ async def job_status(connection: AsyncConnection, job_id: int, job_name: str) ->
     ).one()
     p95 = await _percentile(connection, a.latency_ms, answer_filter, n_answers, 0.95)
     source_filter = sources.c.answer_id.in_(sa.select(a.id).where(answer_filter).scalar_subquery())
-    source_rows = await connection.execute(
-        sa.select(sources.c.resolve_status, sa.func.count())
-        .where(source_filter)
-        .group_by(sources.c.resolve_status)
-    )
-    timed = sa.and_(source_filter, sources.c.resolve_latency_ms.is_not(None))
-    n_timed = await connection.scalar(sa.select(sa.func.count()).where(timed)) or 0
-    latency = sources.c.resolve_latency_ms
-    resolve_p50 = await _percentile(connection, latency, timed, n_timed, 0.50)
-    resolve_p99 = await _percentile(connection, latency, timed, n_timed, 0.99)
-    problem_rows = await connection.execute(
-        sa.select(q.state, q.error_class, sa.func.count(), sa.func.min(q.last_error))
-        .where(q.job_id == job_id, q.error_class.is_not(None))
-        .group_by(q.state, q.error_class)
-        .order_by(sa.func.count().desc())
-    )
+    source_counts, resolve_p50, resolve_p99 = await _source_stats(connection, source_filter)
     return JobStatus(
         job=job_name,
         total=sum(states.values()),
         states=states,
         answers=int(n_answers),
         grounded=int(n_grounded),
-        calls=int(n_calls),
-        spend_usd=Decimal(int(micro)) / 1_000_000,
-        unpriced_calls=int(unpriced),
+        calls=totals.calls,
+        spend_usd=totals.spend_usd,
+        unpriced_calls=totals.unpriced_calls,
         structured_valid=int(n_valid),
         structured_invalid=int(n_invalid),
         structured_flagged=int(n_flagged),
@@ -141,11 +117,41 @@ async def job_status(connection: AsyncConnection, job_id: int, job_name: str) ->
         latency_mean_ms=None if mean is None else float(mean),
         latency_p95_ms=p95,
         tokens_total=int(tokens),
-        sources={status: count for status, count in source_rows},
+        sources=source_counts,
         resolve_p50_ms=resolve_p50,
         resolve_p99_ms=resolve_p99,
-        problems=[Problem(*row) for row in problem_rows],
+        problems=await _problems(connection, job_id),
     )
+
+
+async def _problems(connection: AsyncConnection, job_id: int) -> list[Problem]:
+    """The dead-letter view: (state, error class) -> how many, and one example message."""
+    q = questions.c
+    rows = await connection.execute(
+        sa.select(q.state, q.error_class, sa.func.count(), sa.func.min(q.last_error))
+        .where(q.job_id == job_id, q.error_class.is_not(None))
+        .group_by(q.state, q.error_class)
+        .order_by(sa.func.count().desc())
+    )
+    return [Problem(*row) for row in rows]
+
+
+async def _source_stats(
+    connection: AsyncConnection, source_filter: sa.ColumnElement[bool]
+) -> tuple[dict[str, int], float | None, float | None]:
+    """Sources by resolve status, and the p50/p99 of stored -> destination resolved (ms)."""
+    source_rows = await connection.execute(
+        sa.select(sources.c.resolve_status, sa.func.count())
+        .where(source_filter)
+        .group_by(sources.c.resolve_status)
+    )
+    counts = {status: count for status, count in source_rows}
+    timed = sa.and_(source_filter, sources.c.resolve_latency_ms.is_not(None))
+    n_timed = await connection.scalar(sa.select(sa.func.count()).where(timed)) or 0
+    latency = sources.c.resolve_latency_ms
+    p50 = await _percentile(connection, latency, timed, n_timed, 0.50)
+    p99 = await _percentile(connection, latency, timed, n_timed, 0.99)
+    return counts, p50, p99
 
 
 async def _percentile(

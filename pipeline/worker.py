@@ -19,9 +19,9 @@
   stored even when the run is being stopped.
 * The resolver runs beside the pool: the writer hands it each stored redirect at once; a
   start-up sweep picks up what earlier runs left, a final sweep what the feed dropped.
-* A stop (signal, budget spent, too many auth failures, the endpoint unreachable) stops
-  claiming; calls already started finish and are stored; questions claimed but not yet called
-  are released without spending an attempt.
+* A stop (signal, or the retry policy's verdict: budget spent, too many auth failures, the
+  endpoint unreachable, a long daily pause) stops claiming; calls already started finish and
+  are stored; questions claimed but not yet called are released without spending an attempt.
 """
 
 from __future__ import annotations
@@ -36,24 +36,23 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 import anyio
-import sqlalchemy as sa
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipeline.answering import Answerer, Outcome, stored_answer, waiting_change
+from pipeline.answering import Answerer, Outcome, stored_answer
 from pipeline.batching import batches
+from pipeline.clock import utcnow
 from pipeline.gemini.client import GeminiClient
-from pipeline.gemini.errors import Unreachable
 from pipeline.jobspec import JobSpec
-from pipeline.limits import next_daily_reset
-from pipeline.metered import BudgetExhausted, GroundingPaused, MeteredCaller
+from pipeline.limits import Backoff, RetryPolicy, Strikes, next_daily_reset
+from pipeline.metered import MeteredCaller
 from pipeline.redirects import AllowList, initial_verdict
 from pipeline.resolver import Lookup, Resolver, pending_lookups
-from pipeline.store import queue
+from pipeline.store import ledger, queue
 from pipeline.store.answers import persist_answers
+from pipeline.store.ledger import persist_calls
 from pipeline.store.queue import ClaimedQuestion, StateChange
-from pipeline.store.results import persist_calls, persist_structured
-from pipeline.store.tables import calls, questions
+from pipeline.store.results import persist_structured
 from pipeline.targets import job_endpoints
 
 log = logging.getLogger(__name__)
@@ -62,13 +61,7 @@ CLAIM_BATCH = 100  # questions leased per claim query
 IN_FLIGHT_PER_SLOT = 2  # questions held per unit of concurrency (one calling, one waiting)
 IDLE_POLL_S = 2.0  # longest sleep when nothing is claimable but work may become due
 WRITE_BATCH_MAX = 500  # outcomes per transaction at most
-UNREACHABLE_RETRY_S = 5.0  # a question whose call could not connect waits this long
-UNREACHABLE_STOP_AFTER = 5  # consecutive connection failures (no success between) stop the run
-FATAL_STOP_AFTER = 3  # auth failures that stop the run
 RESOLVER_FEED_BUFFER = 10_000  # lookups queued for the resolver; beyond, the final sweep has them
-# A daily-quota pause longer than this ends the run (the questions wait, dated, for the next
-# run after the reset) rather than holding a process idle for hours.
-LONG_PAUSE = dt.timedelta(minutes=10)
 
 
 @dataclass(slots=True)
@@ -103,24 +96,14 @@ def pid_alive(pid: int) -> bool:
 async def job_spend(engine: AsyncEngine, job_id: int) -> Decimal:
     """What the job's calls have cost so far (the ledger), in USD."""
     async with engine.connect() as connection:
-        micro = await connection.scalar(
-            sa.select(sa.func.coalesce(sa.func.sum(calls.c.cost_micro_usd), 0)).where(
-                calls.c.question_id.in_(
-                    sa.select(questions.c.id).where(questions.c.job_id == job_id)
-                )
-            )
-        )
-    return Decimal(int(micro or 0)) / 1_000_000
+        return await ledger.job_spend(connection, job_id)
 
 
 async def grounded_calls_today(engine: AsyncEngine) -> int:
     """Grounded calls sent since the last daily reset, by any job in this database."""
-    since = next_daily_reset(queue.utcnow()) - dt.timedelta(days=1)
+    since = next_daily_reset(utcnow()) - dt.timedelta(days=1)
     async with engine.connect() as connection:
-        count = await connection.scalar(
-            sa.select(sa.func.count()).where(calls.c.step == "ground", calls.c.started_at >= since)
-        )
-    return int(count or 0)
+        return await ledger.grounded_calls_since(connection, since)
 
 
 class JobRunner:
@@ -134,7 +117,9 @@ class JobRunner:
         *,
         owner: str | None = None,
         resolver: Resolver | None = None,
+        backoff: Backoff | None = None,
     ) -> None:
+        """``backoff``: the retry delays' base, cap and random source (defaults: 1 s, 60 s)."""
         self.spec = spec
         self.engine = engine
         self.job_id = job_id
@@ -148,8 +133,9 @@ class JobRunner:
         self._unstarted: list[int] = []
         self._progress = anyio.Event()
         self._stopping = False
-        self._unreachable_streak = 0
-        self._fatal_count = 0
+        # One retry policy for every step of the run; the strikes that stop it.
+        self.policy = RetryPolicy(max_attempts=spec.limits.max_attempts, backoff=backoff)
+        self._strikes = Strikes()
         self._resolver = resolver
         allow = AllowList(spec.resolver.allow_hosts)
         self._verdict_of = lambda uri: initial_verdict(uri, allow)
@@ -195,7 +181,9 @@ class JobRunner:
             )
             if spec.limits.grounded_prompts_per_day:
                 self.caller.gate.record_grounded(await grounded_calls_today(self.engine))
-            self._answerer = Answerer(spec, self.caller, ground_endpoint, structure_endpoint)
+            self._answerer = Answerer(
+                spec, self.caller, ground_endpoint, structure_endpoint, policy=self.policy
+            )
             try:
                 await self._run_pipeline()
             finally:
@@ -208,7 +196,7 @@ class JobRunner:
         work_send, work_recv = anyio.create_memory_object_stream[ClaimedQuestion](self._concurrency)
         out_send, out_recv = anyio.create_memory_object_stream[Outcome](self._concurrency * 2)
         feed_send, feed_recv = anyio.create_memory_object_stream[Lookup](RESOLVER_FEED_BUFFER)
-        run_started = queue.utcnow()
+        run_started = utcnow()
         async with anyio.create_task_group() as outer:
             outer.start_soon(self._heartbeat)
             async with anyio.create_task_group() as resolving:
@@ -263,7 +251,7 @@ class JobRunner:
                     wake_at = await queue.next_wakeup(connection, self.job_id)
                 if wake_at is None:
                     return  # every question of the job is terminal
-                if wake_at - queue.utcnow() > LONG_PAUSE:
+                if wake_at - utcnow() > self.policy.long_pause:
                     paused = self.caller is not None and self.caller.gate.paused_until is not None
                     why = self.caller.gate.message() if paused and self.caller else "waiting"
                     self.stop(
@@ -271,7 +259,7 @@ class JobRunner:
                         " run again then"
                     )
                     return
-                wait = (wake_at - queue.utcnow()).total_seconds()
+                wait = (wake_at - utcnow()).total_seconds()
                 await self._wait_for_progress(min(max(wait, 0.05), IDLE_POLL_S))
 
     async def _wait_for_progress(self, at_most_s: float) -> None:
@@ -303,72 +291,47 @@ class JobRunner:
         """Call 1 unless its answer is stored, then call 2 when the structure step is on."""
         answerer = self._answerer
         assert answerer is not None
-        has_answer = question.answer_raw is not None
-        attempts = question.attempts
-        try:
-            if question.answer_raw is None:
-                first = await answerer.ground(question)
-                await self._send(first, outcomes)
-                if not first.change.keep_lease or first.answer is None:
-                    return
-                # Call 2 follows, but only once call 1's answer is safely stored.
-                assert first.committed is not None
-                await first.committed.wait()
-                has_answer = True
-                if self._stopping:
-                    self._unstarted.append(question.id)  # released as `grounded`
-                    return
-                answer, attempts = first.answer.answer, first.change.attempts
-            elif answerer.structuring:
-                answer, attempts = stored_answer(question.answer_raw), question.attempts
-            else:  # answered by an earlier run that had the structure step on; now it is off
-                await outcomes.send(
-                    Outcome(StateChange(question.id, queue.DONE, question.attempts))
-                )
+        if question.answer_raw is None:
+            first = await answerer.ground(question)
+            await self._send(question, first, outcomes)
+            if first.change is None or not first.change.keep_lease or first.answer is None:
                 return
-            second = await answerer.structure(
-                question, answer, attempts=attempts, structure_attempts=question.structure_attempts
-            )
-            await self._send(second, outcomes)
-        except BudgetExhausted as exc:
-            self.stop(f"budget: {exc}")
-            self._unstarted.append(question.id)  # not called: released with its attempts
-        except GroundingPaused as exc:  # only call 1 is grounded, so there is no answer yet
-            if exc.until - queue.utcnow() > LONG_PAUSE:
-                self.stop(f"{exc}; run again after {exc.until:%Y-%m-%d %H:%M} UTC")
-            change = StateChange(
-                question.id,
-                queue.RETRY_WAIT,
-                question.attempts,
-                error_class="grounding_paused",
-                last_error=str(exc),
-                next_attempt_at=exc.until,
-            )
-            await outcomes.send(Outcome(change))
-        except Unreachable as exc:
-            await outcomes.send(self._unreachable(question, exc, attempts, has_answer=has_answer))
+            # Call 2 follows, but only once call 1's answer is safely stored.
+            assert first.committed is not None
+            await first.committed.wait()
+            if self._stopping:
+                self._unstarted.append(question.id)  # released as `grounded`
+                return
+            answer, attempts = first.answer.answer, first.change.attempts
+        elif answerer.structuring:
+            answer, attempts = stored_answer(question.answer_raw), question.attempts
+        else:  # answered by an earlier run that had the structure step on; now it is off
+            await outcomes.send(Outcome(StateChange(question.id, queue.DONE, question.attempts)))
+            return
+        second = await answerer.structure(
+            question, answer, attempts=attempts, structure_attempts=question.structure_attempts
+        )
+        await self._send(question, second, outcomes)
 
-    async def _send(self, outcome: Outcome, outcomes: ObjectSendStream[Outcome]) -> None:
+    async def _send(
+        self, question: ClaimedQuestion, outcome: Outcome, outcomes: ObjectSendStream[Outcome]
+    ) -> None:
+        """Count the outcome's calls and strikes (stopping the run when the policy says so),
+        then hand it to the writer."""
         self.summary.calls += len(outcome.calls)
         if any(c.outcome == "ok" for c in outcome.calls):
-            self._unreachable_streak = 0
-        if outcome.change.error_class == "auth":
-            self._fatal_count += 1
-            if self._fatal_count >= FATAL_STOP_AFTER:
-                self.stop(f"authentication or permission failure: {outcome.change.last_error}")
-        if outcome.change.keep_lease:
+            self._strikes.success()
+        if outcome.decision is not None:
+            stop = self._strikes.add(outcome.decision)
+            if stop is not None:
+                self.stop(stop)
+        if outcome.change is None:  # handed back untouched: released with its attempts
+            self._unstarted.append(question.id)
+            if not outcome.calls:
+                return
+        elif outcome.change.keep_lease:
             outcome.committed = anyio.Event()
         await outcomes.send(outcome)
-
-    def _unreachable(
-        self, question: ClaimedQuestion, exc: Unreachable, attempts: int, *, has_answer: bool
-    ) -> Outcome:
-        """No request could be sent: the question waits a little, its attempts untouched."""
-        self._unreachable_streak += 1
-        if self._unreachable_streak >= UNREACHABLE_STOP_AFTER:
-            self.stop(f"the model endpoint is unreachable: {exc.message}")
-        state = queue.GROUNDED if has_answer else queue.RETRY_WAIT
-        return Outcome(waiting_change(question.id, state, attempts, exc, UNREACHABLE_RETRY_S))
 
     async def _writer(self, outcomes: ObjectReceiveStream[Outcome]) -> None:
         async for batch in batches(outcomes, WRITE_BATCH_MAX):
@@ -376,7 +339,7 @@ class JobRunner:
                 await self._commit(batch)
 
     async def _commit(self, batch: list[Outcome]) -> None:
-        now = queue.utcnow()
+        now = utcnow()
         async with self.engine.begin() as connection:
             stored = await persist_answers(
                 connection, [o.answer for o in batch if o.answer is not None], now, self._verdict_of
@@ -385,9 +348,13 @@ class JobRunner:
                 connection, [o.structured for o in batch if o.structured is not None], now
             )
             await persist_calls(connection, [c for o in batch for c in o.calls])
-            await queue.apply_state_changes(connection, [o.change for o in batch])
+            await queue.apply_state_changes(
+                connection, [o.change for o in batch if o.change is not None]
+            )
         for outcome in batch:
             change = outcome.change
+            if change is None:  # handed back: released with the leftovers
+                continue
             if outcome.committed is not None:
                 outcome.committed.set()  # the caller goes on to call 2; still in flight
                 continue

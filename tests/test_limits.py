@@ -1,4 +1,4 @@
-"""pipeline.limits: pacing, token windows, AIMD, the daily gate, backoff, 429 classification.
+"""pipeline.limits: pacing, token windows, AIMD, the daily gate, backoff.
 
 Almost everything runs on virtual time (an injected clock and sleep); one smoke test uses the
 real clock with loose bounds.
@@ -16,26 +16,22 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 import anyio
-import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.emulator.errors import quota_exceeded, vertex_quota_exceeded
 from pipeline.limits import (
-    DAILY_RESET_MARGIN,
-    GATE_SLEEP_CHUNK_S,
-    LATE_TOLERANCE_S,
     AdaptiveRate,
     DailyGroundingGate,
     RateLimiter,
     TokenBudgetLimiter,
-    classify_429,
     estimate_tokens,
     next_daily_reset,
     pacing_rate,
     retry_delay,
 )
+from pipeline.limits.daily import DAILY_RESET_MARGIN
+from pipeline.limits.rate import LATE_TOLERANCE_S
 
 pytestmark = pytest.mark.anyio
 
@@ -602,57 +598,55 @@ def test_next_daily_reset_is_midnight_pacific(now: dt.datetime, reset: dt.dateti
 class FakeWall:
     def __init__(self, start: dt.datetime) -> None:
         self.now = start
-        self.sleeps: list[float] = []
 
     def __call__(self) -> dt.datetime:
         return self.now
 
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += dt.timedelta(seconds=seconds)
 
-
-async def test_gate_pause_blocks_until_reset() -> None:
+def test_gate_pause_lasts_until_the_reset() -> None:
     wall = FakeWall(dt.datetime(2026, 7, 15, 12, 0, tzinfo=UTC))
-    gate = DailyGroundingGate(now=wall, sleep=wall.sleep)
+    gate = DailyGroundingGate(now=wall)
     assert gate.paused_until is None
-    await gate.wait()
-    assert wall.sleeps == []
+    assert gate.message() == "grounding is open"
     until = gate.pause_for_day("429 without RetryInfo from the grounding bucket")
     assert until == dt.datetime(2026, 7, 16, 7, 0, tzinfo=UTC) + DAILY_RESET_MARGIN
     assert gate.paused_until == until
     assert "paused until 2026-07-16 07:01 UTC" in gate.message()
     assert "RetryInfo" in gate.message()
-    await gate.wait()
-    assert wall.now >= until
-    assert max(wall.sleeps) <= GATE_SLEEP_CHUNK_S
+    wall.now = until - dt.timedelta(seconds=1)
+    assert gate.paused_until == until
+    wall.now = until
     assert gate.paused_until is None
     assert gate.message() == "grounding is open"
 
 
-async def test_gate_later_pause_wins_and_resume() -> None:
+def test_gate_later_pause_wins() -> None:
     wall = FakeWall(dt.datetime(2026, 7, 15, 12, 0, tzinfo=UTC))
-    gate = DailyGroundingGate(now=wall, sleep=wall.sleep)
+    gate = DailyGroundingGate(now=wall)
     late = wall.now + dt.timedelta(hours=5)
     gate.pause_until(late)
     gate.pause_until(wall.now + dt.timedelta(hours=1))
     assert gate.paused_until == late
-    gate.resume()
-    assert gate.paused_until is None
+    naive_later = (late + dt.timedelta(hours=1)).replace(tzinfo=None)  # taken as UTC
+    gate.pause_until(naive_later)
+    assert gate.paused_until == naive_later.replace(tzinfo=UTC)
 
 
-async def test_gate_counts_grounded_prompts_per_day() -> None:
+def test_gate_counts_grounded_prompts_per_day() -> None:
     wall = FakeWall(dt.datetime(2026, 7, 15, 12, 0, tzinfo=UTC))
-    gate = DailyGroundingGate(3, now=wall, sleep=wall.sleep)
-    for _ in range(3):
-        await gate.acquire()
-    assert gate.grounded_today == 3
+    gate = DailyGroundingGate(3, now=wall)
+    gate.record_grounded(2)  # what earlier runs of the day sent (the ledger)
+    assert gate.paused_until is None
+    gate.record_grounded()
     reset = dt.datetime(2026, 7, 16, 7, 0, tzinfo=UTC)
     assert gate.paused_until == reset + DAILY_RESET_MARGIN
     assert "grounded_prompts_per_day (3)" in gate.message()
-    await gate.acquire()  # waits for the reset, then counts in the new day
-    assert wall.now >= reset
-    assert gate.grounded_today == 1
+    wall.now = reset + DAILY_RESET_MARGIN  # a new day: the pause is over, the count restarts
+    assert gate.paused_until is None
+    gate.record_grounded(2)
+    assert gate.paused_until is None
+    gate.record_grounded()
+    assert gate.paused_until == reset + dt.timedelta(days=1) + DAILY_RESET_MARGIN
     with pytest.raises(ValueError, match="positive"):
         DailyGroundingGate(0)
 
@@ -683,96 +677,49 @@ def test_retry_delay_spreads_waiters_told_the_same_delay() -> None:
     assert max(delays) - min(delays) > 1.0
 
 
-# --- classify_429 -----------------------------------------------------------------------------
+# --- RetryPolicy ------------------------------------------------------------------------------
 
 
-def test_classify_real_fixtures(real_fixtures) -> None:
-    vercel = (real_fixtures / "vercel-ai" / "google-429-retry-info.json").read_bytes()
-    assert classify_429(vercel) == "rate"  # PerMinute quotaId + RetryInfo "34.4s"
-    firebase = (
-        real_fixtures / "vertexai-sdk-test-data/vertexai/unary-failure-quota-exceeded.json"
-    ).read_bytes()
-    # ErrorInfo RATE_LIMIT_EXCEEDED, quota_limit ...PerMinute..., Help, no RetryInfo
-    assert classify_429(firebase) == "rate"
-    assert classify_429(firebase, backend="vertex") == "rate"
+def test_policy_backs_off_then_gives_up_with_the_error_class() -> None:
+    from pipeline.gemini.errors import PermanentError, TransientError
+    from pipeline.limits import Backoff, RetryPolicy
 
-
-def test_classify_emulator_bodies() -> None:
-    rpm = quota_exceeded("rpm", "gemini-2.5-flash", 600, 12.3).body()
-    tpm = quota_exceeded("tpm", "gemini-2.5-flash", 10_000, 3.0).body()
-    daily = quota_exceeded("grounded_rpd", "gemini-2.5-flash", 1500, None).body()
-    assert classify_429(rpm) == "rate"
-    assert classify_429(tpm) == "rate"
-    assert classify_429(daily) == "daily_grounding"
-    assert classify_429(daily, grounded=False) == "unknown"
-    assert classify_429(vertex_quota_exceeded().body(), backend="vertex") == "rate"
-
-
-def _body(*details: dict) -> bytes:
-    error = {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"}
-    if details:
-        error["details"] = list(details)
-    return orjson.dumps({"error": error})
-
-
-_T = "type.googleapis.com/google.rpc."
-
-
-def test_classify_python_genai_1427_body() -> None:
-    # Verbatim shape of googleapis/python-genai#1427: Help only.
-    body = _body(
-        {
-            "@type": _T + "Help",
-            "links": [
-                {
-                    "description": "Learn more about Gemini API quotas",
-                    "url": "https://ai.google.dev/gemini-api/docs/rate-limits",
-                }
-            ],
-        }
+    policy = RetryPolicy(
+        max_attempts=3, backoff=Backoff(base_s=1.0, cap_s=60.0, rng=random.Random(1))
     )
-    assert classify_429(body) == "daily_grounding"
-    assert classify_429(body, backend="vertex") == "rate"  # DSQ: shared capacity
+    error = TransientError("503", error_class="http_503", retry_delay=7.0)
+    first = policy.decide(error, 1, "ground")
+    assert first.retry and first.state == "retry_wait" and first.spend_attempt
+    assert 7.0 <= first.delay_s <= 7.0 + 1.4  # the server's RetryInfo is a floor
+    assert policy.decide(error, 2, "structure").state == "grounded"  # call 2 waits as grounded
+    last = policy.decide(error, 3, "ground")
+    assert (last.retry, last.state, last.error_class) == (False, "failed", "http_503")
+    bad = policy.decide(PermanentError("400", error_class="invalid_argument"), 1, "ground")
+    assert (bad.retry, bad.state, bad.error_class) == (False, "failed", "invalid_argument")
 
 
-@pytest.mark.parametrize(
-    ("violation", "expected"),
-    [
-        ({"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}, "daily"),
-        ({"quotaId": "GroundingWithGoogleSearchRequestsPerDayPerProject"}, "daily_grounding"),
-        (
-            {"quotaMetric": "generativelanguage.googleapis.com/search_grounding_requests_per_day"},
-            "daily_grounding",
-        ),
-        ({"quotaId": "GenerateContentPaidTierInputTokensPerModelPerMinute"}, "rate"),
-        ({"quotaId": "SearchGroundingRequestsPerMinutePerProject"}, "rate"),
-    ],
-)
-def test_classify_quota_names(violation: dict, expected: str) -> None:
-    body = _body({"@type": _T + "QuotaFailure", "violations": [violation]})
-    assert classify_429(body) == expected
-    # a RetryInfo beside a per-day name does not make it a per-minute throttle
-    with_retry = _body(
-        {"@type": _T + "QuotaFailure", "violations": [violation]},
-        {"@type": _T + "RetryInfo", "retryDelay": "20s"},
-    )
-    assert classify_429(with_retry) == expected
+def test_policy_waits_without_spending_an_attempt_and_strikes_stop_the_run() -> None:
+    from pipeline.errors import BudgetExhausted, GroundingPaused
+    from pipeline.gemini.errors import FatalError, Unreachable
+    from pipeline.limits import RetryPolicy, Strikes
 
-
-def test_classify_other_shapes() -> None:
-    assert classify_429(_body({"@type": _T + "RetryInfo", "retryDelay": "1.5s"})) == "rate"
-    assert classify_429(b"<html>429 Too Many Requests</html>") == "unknown"
-    assert classify_429("not json") == "unknown"
-    assert classify_429(_body(), grounded=False) == "unknown"
-    assert classify_429(_body()) == "daily_grounding"  # bare 429 on a grounded Developer call
-    error_info = _body(
-        {
-            "@type": _T + "ErrorInfo",
-            "reason": "RATE_LIMIT_EXCEEDED",
-            "metadata": {
-                "quota_limit": "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
-                "quota_limit_value": 0,  # not a string: tolerated
-            },
-        }
-    )
-    assert classify_429(error_info) == "daily"
+    policy = RetryPolicy()
+    until = dt.datetime.now(UTC) + dt.timedelta(hours=3)
+    paused = policy.decide(GroundingPaused(until, "grounding paused until ..."), 1, "ground")
+    assert paused.retry_at == until and paused.attempts_after(1) == 0
+    assert paused.stop is not None and "run again" in paused.stop  # longer than LONG_PAUSE
+    budget = policy.decide(BudgetExhausted("$1 left"), 1, "ground")
+    assert budget.state is None and budget.stop == "budget: $1 left"
+    strikes = Strikes({"unreachable": 2, "auth": 2})
+    assert strikes.add(budget) == "budget: $1 left"  # no strike count: stops at once
+    down = policy.decide(Unreachable("cannot connect"), 1, "ground")
+    assert down.attempts_after(1) == 0 and down.delay_s > 0
+    assert strikes.add(down) is None
+    strikes.success()  # unreachable counts in a row: a success starts again
+    assert strikes.add(down) is None
+    assert strikes.add(down) is not None
+    auth = policy.decide(FatalError("HTTP 401"), 2, "structure")
+    assert (auth.state, auth.attempts_after(2), auth.delay_s) == ("grounded", 1, 0.0)
+    assert strikes.add(auth) is None
+    strikes.success()  # auth failures are not forgiven by a success
+    assert strikes.add(auth) == "authentication or permission failure: HTTP 401"

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-import pipeline.answering as answering
 from pipeline.commands import opened, run_command, status_command
 from pipeline.emulator.config import EmulatorConfig, ModelQuota
 from pipeline.emulator.testing import running_emulator
 from pipeline.jobspec import JobSpec
+from pipeline.limits import Backoff
 from pipeline.resolver import Resolver
 from pipeline.store import queue
 from pipeline.store.tables import calls, questions
@@ -38,8 +38,8 @@ PER_MINUTE = int(PER_WINDOW * 60 / WINDOW_S)
 
 
 @pytest.fixture(autouse=True)
-def fast_backoff(emulator_key: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(answering, "BACKOFF_CAP_S", 0.2)  # same policy, shorter waits
+def fast_backoff(emulator_key: str) -> Backoff:
+    return Backoff(cap_s=0.2)  # same policy, shorter waits: passed to the runner by _run
 
 
 def _quota(rpm: int) -> EmulatorConfig:
@@ -51,7 +51,7 @@ def _quota(rpm: int) -> EmulatorConfig:
     )
 
 
-async def _run(spec: JobSpec) -> JobRunner:
+async def _run(spec: JobSpec, backoff: Backoff) -> JobRunner:
     """Run the job and hand back the runner, to look at its limiter afterwards."""
     async with opened(spec) as engine:
         async with engine.begin() as connection:
@@ -59,12 +59,15 @@ async def _run(spec: JobSpec) -> JobRunner:
             from pipeline.loader import load_questions
 
             await load_questions(connection, job_id, spec.source_path, spec.source)
-        runner = JobRunner(spec, engine, job_id, resolver=Resolver(engine, spec.resolver))
+        resolver = Resolver(engine, spec.resolver)
+        runner = JobRunner(spec, engine, job_id, resolver=resolver, backoff=backoff)
         await runner.run()
     return runner
 
 
-async def test_at_the_quota_rate_no_request_is_rejected(tmp_path: Path) -> None:
+async def test_at_the_quota_rate_no_request_is_rejected(
+    tmp_path: Path, fast_backoff: Backoff
+) -> None:
     with running_emulator(_quota(PER_WINDOW)) as emu:
         spec = make_job(
             tmp_path,
@@ -72,14 +75,16 @@ async def test_at_the_quota_rate_no_request_is_rejected(tmp_path: Path) -> None:
             n_questions=1_500,
             overrides=[f"limits.requests_per_minute={PER_MINUTE}", "limits.concurrency=32"],
         )
-        runner = await _run(spec)
+        runner = await _run(spec, fast_backoff)
         stats = emu.stats()
     assert stats["requests"]["by_kind"]["developer"] == 1_500
     assert stats["quota_rejections"]["total"] == 0
     assert runner.summary.outcomes == {"done": 1_500}
 
 
-async def test_above_the_quota_the_adaptive_rate_converges_and_all_finish(tmp_path: Path) -> None:
+async def test_above_the_quota_the_adaptive_rate_converges_and_all_finish(
+    tmp_path: Path, fast_backoff: Backoff
+) -> None:
     # A quota well below what even a loaded machine sends (2,400 RPM), so the job configured
     # at 4,000 RPM (the issue's 1,000 against 600) really does run into it.
     quota_per_window = 120
@@ -95,7 +100,7 @@ async def test_above_the_quota_the_adaptive_rate_converges_and_all_finish(tmp_pa
                 "limits.max_attempts=10",
             ],
         )
-        runner = await _run(spec)
+        runner = await _run(spec, fast_backoff)
         stats = emu.stats()
     rejected = stats["quota_rejections"]["total"]
     assert rejected > 0  # the configured rate was too high, and the server said so
@@ -109,7 +114,9 @@ async def test_above_the_quota_the_adaptive_rate_converges_and_all_finish(tmp_pa
     assert max(a for (a,) in attempts) <= 10
 
 
-async def test_fault_mix_every_question_terminal_and_retries_bounded(tmp_path: Path) -> None:
+async def test_fault_mix_every_question_terminal_and_retries_bounded(
+    tmp_path: Path, fast_backoff: Backoff
+) -> None:
     config = EmulatorConfig(
         seed=52,
         fault_500_share=0.04,
@@ -132,7 +139,7 @@ async def test_fault_mix_every_question_terminal_and_retries_bounded(tmp_path: P
                 "model.request_timeout_s=1.0",
             ],
         )
-        runner = await _run(spec)
+        runner = await _run(spec, fast_backoff)
         stats = emu.stats()
     rows = await fetch_rows(
         spec.database_url,

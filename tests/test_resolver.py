@@ -17,8 +17,9 @@ from pipeline.commands import resolve_command, run_command, status_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.jobspec import ResolverSection
+from pipeline.limits import Backoff
 from pipeline.redirects import AllowList, check_destination, initial_verdict
-from pipeline.resolver import RedirectClient
+from pipeline.resolver import RedirectClient, resolver_policy
 from pipeline.store.engine import create_engine
 from pipeline.store.tables import sources
 from tests.jobutil import make_job
@@ -191,7 +192,8 @@ async def test_walk_outcomes() -> None:
             }
         )
         allow = AllowList([host])
-        async with RedirectClient(_settings(host), allow) as client:
+        fast = resolver_policy(Backoff(base_s=0.01, cap_s=0.01))
+        async with RedirectClient(_settings(host), allow, policy=fast) as client:
             ok = await client.resolve(f"http://{host}/r/ok")
             assert (ok.verdict.status, ok.verdict.destination) == (
                 redirects.RESOLVED,
@@ -207,14 +209,7 @@ async def test_walk_outcomes() -> None:
             assert (await client.resolve(f"http://{host}/gone")).verdict.status == "expired"
             assert (await client.resolve(f"http://{host}/forbidden")).verdict.status == "forbidden"
             assert (await client.resolve(f"http://{host}/plain")).verdict.status == "failed"
-            import pipeline.resolver as resolver_module
-
-            original = resolver_module.RETRY_BASE_S
-            resolver_module.RETRY_BASE_S = 0.01
-            try:
-                error = await client.resolve(f"http://{host}/error")
-            finally:
-                resolver_module.RETRY_BASE_S = original
+            error = await client.resolve(f"http://{host}/error")
             assert (error.verdict.status, error.http_status) == ("failed", 503)
 
 

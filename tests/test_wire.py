@@ -7,10 +7,12 @@ from pathlib import Path
 import orjson
 import pytest
 
+from pipeline.emulator.errors import quota_exceeded, vertex_quota_exceeded
 from pipeline.gemini.errors import (
     FatalError,
     PermanentError,
     TransientError,
+    classify_429,
     classify_http_error,
     parse_duration,
 )
@@ -145,3 +147,98 @@ def test_error_classes(real_fixtures: Path) -> None:
 )
 def test_parse_duration(text: str | None, seconds: float | None) -> None:
     assert parse_duration(text) == seconds
+
+
+# --- classify_429 -----------------------------------------------------------------------------
+
+
+def test_classify_real_fixtures(real_fixtures) -> None:
+    vercel = (real_fixtures / "vercel-ai" / "google-429-retry-info.json").read_bytes()
+    assert classify_429(vercel) == "rate"  # PerMinute quotaId + RetryInfo "34.4s"
+    firebase = (
+        real_fixtures / "vertexai-sdk-test-data/vertexai/unary-failure-quota-exceeded.json"
+    ).read_bytes()
+    # ErrorInfo RATE_LIMIT_EXCEEDED, quota_limit ...PerMinute..., Help, no RetryInfo
+    assert classify_429(firebase) == "rate"
+    assert classify_429(firebase, backend="vertex") == "rate"
+
+
+def test_classify_emulator_bodies() -> None:
+    rpm = quota_exceeded("rpm", "gemini-2.5-flash", 600, 12.3).body()
+    tpm = quota_exceeded("tpm", "gemini-2.5-flash", 10_000, 3.0).body()
+    daily = quota_exceeded("grounded_rpd", "gemini-2.5-flash", 1500, None).body()
+    assert classify_429(rpm) == "rate"
+    assert classify_429(tpm) == "rate"
+    assert classify_429(daily) == "daily_grounding"
+    assert classify_429(daily, grounded=False) == "unknown"
+    assert classify_429(vertex_quota_exceeded().body(), backend="vertex") == "rate"
+
+
+def _body(*details: dict) -> bytes:
+    error = {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"}
+    if details:
+        error["details"] = list(details)
+    return orjson.dumps({"error": error})
+
+
+_T = "type.googleapis.com/google.rpc."
+
+
+def test_classify_python_genai_1427_body() -> None:
+    # Verbatim shape of googleapis/python-genai#1427: Help only.
+    body = _body(
+        {
+            "@type": _T + "Help",
+            "links": [
+                {
+                    "description": "Learn more about Gemini API quotas",
+                    "url": "https://ai.google.dev/gemini-api/docs/rate-limits",
+                }
+            ],
+        }
+    )
+    assert classify_429(body) == "daily_grounding"
+    assert classify_429(body, backend="vertex") == "rate"  # DSQ: shared capacity
+
+
+@pytest.mark.parametrize(
+    ("violation", "expected"),
+    [
+        ({"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}, "daily"),
+        ({"quotaId": "GroundingWithGoogleSearchRequestsPerDayPerProject"}, "daily_grounding"),
+        (
+            {"quotaMetric": "generativelanguage.googleapis.com/search_grounding_requests_per_day"},
+            "daily_grounding",
+        ),
+        ({"quotaId": "GenerateContentPaidTierInputTokensPerModelPerMinute"}, "rate"),
+        ({"quotaId": "SearchGroundingRequestsPerMinutePerProject"}, "rate"),
+    ],
+)
+def test_classify_quota_names(violation: dict, expected: str) -> None:
+    body = _body({"@type": _T + "QuotaFailure", "violations": [violation]})
+    assert classify_429(body) == expected
+    # a RetryInfo beside a per-day name does not make it a per-minute throttle
+    with_retry = _body(
+        {"@type": _T + "QuotaFailure", "violations": [violation]},
+        {"@type": _T + "RetryInfo", "retryDelay": "20s"},
+    )
+    assert classify_429(with_retry) == expected
+
+
+def test_classify_other_shapes() -> None:
+    assert classify_429(_body({"@type": _T + "RetryInfo", "retryDelay": "1.5s"})) == "rate"
+    assert classify_429(b"<html>429 Too Many Requests</html>") == "unknown"
+    assert classify_429("not json") == "unknown"
+    assert classify_429(_body(), grounded=False) == "unknown"
+    assert classify_429(_body()) == "daily_grounding"  # bare 429 on a grounded Developer call
+    error_info = _body(
+        {
+            "@type": _T + "ErrorInfo",
+            "reason": "RATE_LIMIT_EXCEEDED",
+            "metadata": {
+                "quota_limit": "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+                "quota_limit_value": 0,  # not a string: tolerated
+            },
+        }
+    )
+    assert classify_429(error_info) == "daily"

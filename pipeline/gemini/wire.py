@@ -19,6 +19,8 @@ answer for audit, so nothing the API sent is lost.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 
@@ -124,11 +126,26 @@ class GenerateContentResponse(_Wire):
     response_id: str | None = None
 
 
+class QuotaViolation(_Wire):
+    """One ``google.rpc.QuotaFailure`` violation: which quota ran out."""
+
+    quota_metric: str | None = None
+    quota_id: str | None = None
+
+
 class ErrorDetail(_Wire):
+    """One entry of ``error.details``; which fields are set depends on ``@type``.
+
+    ``RetryInfo`` sets ``retry_delay``; ``ErrorInfo`` sets ``reason`` and ``metadata`` (string
+    values on the wire, not enforced here); ``QuotaFailure`` sets ``violations``.
+    """
+
     # "@type" is not camelCase-derivable, so it is named explicitly.
     type: str | None = msgspec.field(default=None, name="@type")
     retry_delay: str | None = None
     reason: str | None = None
+    violations: tuple[QuotaViolation, ...] = ()
+    metadata: dict[str, Any] | None = None
 
 
 class ErrorStatus(_Wire):

@@ -31,6 +31,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from pipeline.clock import utcnow
 from pipeline.store.tables import answers, jobs, questions, structured
 from pipeline.store.upsert import insert_ignoring_conflicts
 
@@ -47,10 +48,6 @@ FAILED = "failed"
 TERMINAL_STATES = frozenset({DONE, UNGROUNDED, BLOCKED, FAILED, INVALID})
 WAITING_STATES = (PENDING, RETRY_WAIT, GROUNDED)
 ALL_STATES = (PENDING, RUNNING, RETRY_WAIT, GROUNDED, DONE, UNGROUNDED, BLOCKED, INVALID, FAILED)
-
-
-def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,8 @@
-"""Persisting structured outputs (call 2) and the call ledger, in the writer's transaction."""
+"""Persisting structured outputs (call 2), in the writer's transaction.
+
+``CallRecord`` and ``persist_calls`` live in :mod:`pipeline.store.ledger`; they are imported
+here too, where they used to be.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,11 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.store.tables import calls, structured
+from pipeline.store.ledger import CallRecord, persist_calls
+from pipeline.store.tables import structured
 from pipeline.store.upsert import insert_ignoring_conflicts
+
+__all__ = ["CallRecord", "StructuredRecord", "persist_calls", "persist_structured"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,24 +32,6 @@ class StructuredRecord:
     flagged: bool
     model_version: str | None
     calls: int
-
-
-@dataclass(frozen=True, slots=True)
-class CallRecord:
-    """One request to the model, whatever came of it: the ledger costs are summed from."""
-
-    question_id: int
-    step: str  # ground | structure
-    model: str
-    started_at: dt.datetime
-    latency_ms: float
-    http_status: int | None
-    outcome: str  # "ok" or the error class
-    input_tokens: int = 0
-    output_tokens: int = 0
-    grounding_units: int = 0
-    cost_micro_usd: int = 0
-    cost_complete: bool = True
 
 
 async def persist_structured(
@@ -66,31 +55,6 @@ async def persist_structured(
                 "model_version": r.model_version,
                 "calls": r.calls,
                 "created_at": now,
-            }
-            for r in records
-        ],
-    )
-
-
-async def persist_calls(connection: AsyncConnection, records: Sequence[CallRecord]) -> None:
-    if not records:
-        return
-    await connection.execute(
-        calls.insert(),
-        [
-            {
-                "question_id": r.question_id,
-                "step": r.step,
-                "model": r.model,
-                "started_at": r.started_at,
-                "latency_ms": r.latency_ms,
-                "http_status": r.http_status,
-                "outcome": r.outcome,
-                "input_tokens": r.input_tokens,
-                "output_tokens": r.output_tokens,
-                "grounding_units": r.grounding_units,
-                "cost_micro_usd": r.cost_micro_usd,
-                "cost_complete": r.cost_complete,
             }
             for r in records
         ],

@@ -1,0 +1,87 @@
+"""The one error tree of a model call: everything a call can raise instead of returning.
+
+A call (:meth:`pipeline.metered.MeteredCaller.call`) either returns its result or raises a
+:class:`CallError`. The three branches say what kind of failure it is; what to *do* about it
+(wait how long, spend an attempt or not, give up, stop the run) is decided in one place,
+:meth:`pipeline.limits.policy.RetryPolicy.decide`.
+
+=========================  ==============  ===============================================
+class                      branch          when
+=========================  ==============  ===============================================
+``GroundingPaused``        retryable       the daily grounding bucket is empty: wait for the
+                                           reset, no attempt spent
+``gemini.Unreachable``     retryable       nothing could be sent: no attempt spent;
+                                           repeated, it stops the run
+``gemini.TransientError``  retryable       408/429/5xx, timeouts, truncated bodies
+``gemini.PermanentError``  permanent       400, 404 model, other 4xx
+``gemini.FatalError``      run-fatal       401/403, a wrong key: no attempt spent; a few
+                                           stop the run
+``BudgetExhausted``        run-fatal       the next call's worst case does not fit: the run
+                                           stops, the question is given back untouched
+=========================  ==============  ===============================================
+
+This module sits above ``gemini/`` because the budget and the daily gate are the run's own
+limits, not the API's: ``gemini/errors.py`` roots its HTTP errors here.
+
+A failure whose request reached the server carries its ledger row in ``record`` (a
+:class:`~pipeline.store.ledger.CallRecord` at cost 0): a call that was made is always stored.
+Messages never contain credentials.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipeline.store.ledger import CallRecord
+
+MAX_MESSAGE_CHARS = 500  # error text stored per question
+
+
+class CallError(Exception):
+    """A call that did not produce a usable response (the root of the tree)."""
+
+    error_class: str = "error"
+    # Seconds the server asked us to wait (RetryInfo.retryDelay): a floor for the backoff.
+    retry_delay: float | None = None
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message[:MAX_MESSAGE_CHARS])
+        self.record: CallRecord | None = None  # the ledger row, when the server was reached
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
+
+    @property
+    def retryable(self) -> bool:
+        return isinstance(self, RetryableError)
+
+
+class RetryableError(CallError):
+    """Asking again later may succeed."""
+
+
+class PermanentCallError(CallError):
+    """Asking again will fail the same way: the question is a dead letter."""
+
+
+class RunFatalError(CallError):
+    """The run, not the question, is at fault (credentials, budget): stop rather than burn."""
+
+
+class GroundingPaused(RetryableError):
+    """The daily grounding bucket is empty until ``until``."""
+
+    error_class = "grounding_paused"
+
+    def __init__(self, until: dt.datetime, message: str) -> None:
+        super().__init__(message)
+        self.until = until
+
+
+class BudgetExhausted(RunFatalError):
+    """The next call's worst case does not fit in what is left of the budget."""
+
+    error_class = "budget"

@@ -1,0 +1,160 @@
+"""The retry policy: one ``decide(error, attempts, step)`` for every failed step.
+
+Shaped like procrastinate's ``RetryDecision``: a failure goes in, a small frozen
+:class:`Decision` comes out, saying either *retry* (after ``delay_s``, or at ``retry_at``;
+spending an attempt or not) or *give up* (with the terminal state and the error class).
+The answerer (calls 1 and 2), the worker (stopping the run) and the resolver (transient
+lookup failures) all take their decisions here; none computes a delay or counts attempts on
+its own.
+
+=========================  =================================================================
+error                      decision
+=========================  =================================================================
+``BudgetExhausted``        give the question back untouched (``state`` None); stop the run
+``GroundingPaused``        wait until the reset, no attempt spent; a pause longer than
+                           ``long_pause`` stops the run (the next run picks the work up)
+``Unreachable``            wait ``unreachable_wait_s``, no attempt spent; strike
+                           ``"unreachable"`` (5 in a row, no success between, stop the run)
+``FatalError`` (auth)      back to waiting at once, no attempt spent; strike ``"auth"``
+                           (3 stop the run)
+other retryable            backoff (full jitter, RetryInfo a floor) while ``attempts <
+                           max_attempts``; then give up as ``failed``
+permanent                  give up as ``failed``, with the error's class
+=========================  =================================================================
+
+``attempts`` counts the tries of this step *including the one that just failed*; a decision
+that does not spend an attempt gives it back (``attempts_after``).
+
+Strikes are counted per run by :class:`Strikes` (the worker owns one): the policy itself
+keeps no state but its backoff's random source, so one instance can serve a whole run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pipeline.clock import utcnow
+from pipeline.errors import BudgetExhausted, CallError, GroundingPaused, RunFatalError
+from pipeline.gemini.errors import Unreachable
+from pipeline.limits.backoff import Backoff
+from pipeline.store import queue
+
+GROUND = "ground"  # call 1
+STRUCTURE = "structure"  # call 2
+DEFAULT_MAX_ATTEMPTS = 5  # tries of a step before a retryable failure gives up
+UNREACHABLE_WAIT_S = 5.0  # seconds: a question whose call could not connect waits this long
+# A daily-quota pause longer than this ends the run (the questions wait, dated, for the next
+# run after the reset) rather than holding a process idle for hours.
+LONG_PAUSE = dt.timedelta(minutes=10)
+# Failures that, repeated, stop the run: how many.
+STOP_AFTER: Mapping[str, int] = {"unreachable": 5, "auth": 3}
+RESET_ON_SUCCESS = frozenset({"unreachable"})  # counted in a row: a success starts again
+# Where a question waits for its next try, by step (anything else: a source's lookup).
+_WAITING_STATE = {GROUND: queue.RETRY_WAIT, STRUCTURE: queue.GROUNDED}
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What to do after a failure. ``retry`` False: ``state`` is terminal."""
+
+    retry: bool
+    state: str | None  # the next state; None: hand the question back untouched
+    error_class: str
+    delay_s: float = 0.0  # retry after this long ...
+    retry_at: dt.datetime | None = None  # ... or at this time, when set
+    spend_attempt: bool = True
+    strike: str | None = None  # a run-level count this failure adds to (see STOP_AFTER)
+    stop: str | None = None  # why the run stops: at once, or when the strike count is reached
+
+    def next_attempt_at(self, now: dt.datetime) -> dt.datetime:
+        if self.retry_at is not None:
+            return self.retry_at
+        return now + dt.timedelta(seconds=max(self.delay_s, 0.0))
+
+    def attempts_after(self, attempts: int) -> int:
+        """The attempt count to store, given ``attempts`` including the failed try."""
+        return attempts if self.spend_attempt else attempts - 1
+
+
+class RetryPolicy:
+    """Decides retries for one run (or one resolver). Stateless but for the backoff's rng."""
+
+    __slots__ = ("backoff", "failed_state", "long_pause", "max_attempts", "unreachable_wait_s")
+
+    def __init__(
+        self,
+        *,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff: Backoff | None = None,
+        unreachable_wait_s: float = UNREACHABLE_WAIT_S,
+        long_pause: dt.timedelta = LONG_PAUSE,
+        failed_state: str = queue.FAILED,
+    ) -> None:
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {max_attempts!r}")
+        self.max_attempts = max_attempts
+        self.backoff = backoff or Backoff()
+        self.unreachable_wait_s = unreachable_wait_s
+        self.long_pause = long_pause
+        self.failed_state = failed_state
+
+    def __repr__(self) -> str:
+        return f"RetryPolicy(max_attempts={self.max_attempts!r}, backoff={self.backoff!r})"
+
+    def decide(self, error: CallError, attempts: int, step: str) -> Decision:
+        """The decision on ``error``, the failure of try number ``attempts`` of ``step``."""
+        waiting = _WAITING_STATE.get(step, queue.PENDING)
+        kind = error.error_class
+        if isinstance(error, BudgetExhausted):
+            return Decision(True, None, kind, spend_attempt=False, stop=f"budget: {error}")
+        if isinstance(error, GroundingPaused):
+            stop = None
+            if error.until - utcnow() > self.long_pause:
+                stop = f"{error}; run again after {error.until:%Y-%m-%d %H:%M} UTC"
+            return Decision(
+                True, waiting, kind, retry_at=error.until, spend_attempt=False, stop=stop
+            )
+        if isinstance(error, Unreachable):
+            stop = f"the model endpoint is unreachable: {error.message}"
+            return Decision(
+                True,
+                waiting,
+                kind,
+                delay_s=self.unreachable_wait_s,
+                spend_attempt=False,
+                strike="unreachable",
+                stop=stop,
+            )
+        if isinstance(error, RunFatalError):  # the credentials, not the question, are at fault
+            stop = f"authentication or permission failure: {error.message}"
+            return Decision(True, waiting, kind, spend_attempt=False, strike="auth", stop=stop)
+        if error.retryable and attempts < self.max_attempts:
+            delay = self.backoff.delay(attempts, error.retry_delay)
+            return Decision(True, waiting, kind, delay_s=delay)
+        return Decision(False, self.failed_state, kind)
+
+
+class Strikes:
+    """Run-level counts of the failures that, repeated, stop the run (see ``STOP_AFTER``)."""
+
+    __slots__ = ("_counts", "_stop_after")
+
+    def __init__(self, stop_after: Mapping[str, int] = STOP_AFTER) -> None:
+        self._stop_after = dict(stop_after)
+        self._counts: dict[str, int] = {}
+
+    def success(self) -> None:
+        """A call went through: the counts kept "in a row" start again."""
+        for strike in RESET_ON_SUCCESS:
+            self._counts.pop(strike, None)
+
+    def add(self, decision: Decision) -> str | None:
+        """Count ``decision``'s strike; why the run must stop now, or None."""
+        if decision.strike is None:
+            return decision.stop
+        count = self._counts[decision.strike] = self._counts.get(decision.strike, 0) + 1
+        if count >= self._stop_after.get(decision.strike, 1):
+            return decision.stop
+        return None

@@ -1,0 +1,103 @@
+"""The call ledger: one row per request to the model, and the sums read from it.
+
+Every request the server answered is a row, failed ones too (at cost 0). The job's spend is
+the sum of its rows' ``cost_micro_usd``: the budget starts from it, ``ground status`` and
+``ground estimate`` report it, and there is one query for it (:func:`_job_totals`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from pipeline.store.tables import calls, questions
+
+GROUND_STEP = "ground"  # the step whose requests count against the daily grounding bucket
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One request to the model, whatever came of it: the ledger costs are summed from."""
+
+    question_id: int
+    step: str  # ground | structure
+    model: str
+    started_at: dt.datetime
+    latency_ms: float
+    http_status: int | None
+    outcome: str  # "ok" or the error class
+    input_tokens: int = 0
+    output_tokens: int = 0
+    grounding_units: int = 0
+    cost_micro_usd: int = 0
+    cost_complete: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerTotals:
+    calls: int  # requests made to the model, failed ones included
+    spend_usd: Decimal  # the sum of the call costs (exact micro-dollars)
+    unpriced_calls: int  # successful calls whose cost is incomplete (no price known)
+
+
+def micro_to_usd(micro: int) -> Decimal:
+    return Decimal(int(micro)) / 1_000_000
+
+
+async def persist_calls(connection: AsyncConnection, records: Sequence[CallRecord]) -> None:
+    if not records:
+        return
+    await connection.execute(
+        calls.insert(),
+        [
+            {
+                "question_id": r.question_id,
+                "step": r.step,
+                "model": r.model,
+                "started_at": r.started_at,
+                "latency_ms": r.latency_ms,
+                "http_status": r.http_status,
+                "outcome": r.outcome,
+                "input_tokens": r.input_tokens,
+                "output_tokens": r.output_tokens,
+                "grounding_units": r.grounding_units,
+                "cost_micro_usd": r.cost_micro_usd,
+                "cost_complete": r.cost_complete,
+            }
+            for r in records
+        ],
+    )
+
+
+async def job_totals(connection: AsyncConnection, job_id: int) -> LedgerTotals:
+    """The job's calls, spend and unpriced calls, in one query."""
+    c = calls.c
+    of_job = sa.select(questions.c.id).where(questions.c.job_id == job_id).scalar_subquery()
+    n_calls, micro, unpriced = (
+        await connection.execute(
+            sa.select(
+                sa.func.count(),
+                sa.func.coalesce(sa.func.sum(c.cost_micro_usd), 0),
+                sa.func.count().filter(c.cost_complete.is_(False), c.outcome == "ok"),
+            ).where(c.question_id.in_(of_job))
+        )
+    ).one()
+    return LedgerTotals(int(n_calls), micro_to_usd(micro or 0), int(unpriced))
+
+
+async def job_spend(connection: AsyncConnection, job_id: int) -> Decimal:
+    """What the job's calls have cost so far, in USD."""
+    return (await job_totals(connection, job_id)).spend_usd
+
+
+async def grounded_calls_since(connection: AsyncConnection, since: dt.datetime) -> int:
+    """Grounded calls sent since ``since``, by any job in this database."""
+    count = await connection.scalar(
+        sa.select(sa.func.count()).where(calls.c.step == GROUND_STEP, calls.c.started_at >= since)
+    )
+    return int(count or 0)
