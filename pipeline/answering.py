@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 import anyio
 
 from pipeline.clock import utcnow
-from pipeline.errors import CallError
+from pipeline.errors import CallError, ErrorClass
 from pipeline.gemini.endpoint import Endpoint
 from pipeline.gemini.errors import GeminiError, PermanentError, TransientError
 from pipeline.gemini.request import GroundedRequestBuilder
@@ -38,15 +38,15 @@ from pipeline.jobspec import JobSpec
 from pipeline.limits import Decision, RetryPolicy
 from pipeline.limits.policy import GROUND, STRUCTURE
 from pipeline.metered import Metered, MeteredCaller
-from pipeline.store import queue
+from pipeline.states import QuestionState
 from pipeline.store.answers import AnswerRecord
 from pipeline.store.queue import ClaimedQuestion, StateChange
 from pipeline.store.results import CallRecord, StructuredRecord
 from pipeline.structure import (
     build_structure_body,
     parse_and_validate,
-    provenance,
     provenance_to_json,
+    trace_provenance,
 )
 from pipeline.targets import request_builder
 
@@ -175,16 +175,18 @@ class Answerer:
             if blocked is not None:
                 change = StateChange(
                     question.id,
-                    queue.BLOCKED,
+                    QuestionState.BLOCKED,
                     tally.attempts,
-                    error_class="blocked",
+                    error_class=ErrorClass.BLOCKED,
                     last_error=blocked,
                 )
                 return Outcome(change, calls=tally.calls)
             candidate = response.candidates[0]
             answer = ground_answer(candidate)
             if not answer.text.strip():
-                raise TransientError("the response has no answer text", error_class="empty_answer")
+                raise TransientError(
+                    "the response has no answer text", error_class=ErrorClass.EMPTY_ANSWER
+                )
             if not answer.grounded and single:
                 self._fall_back_to_two_calls("answered without grounding (the silent skip)")
                 continue
@@ -197,7 +199,7 @@ class Answerer:
                 latency_ms=metered.result.latency_ms,
             )
             if not answer.grounded:
-                change = StateChange(question.id, queue.UNGROUNDED, tally.attempts)
+                change = StateChange(question.id, QuestionState.UNGROUNDED, tally.attempts)
                 outcome = Outcome(change, answer=record, calls=tally.calls)
                 if nudges_left == 0:
                     return outcome
@@ -215,12 +217,16 @@ class Answerer:
             answer, response = record.answer, record.response
             structured = self._judge_structure(question_id, answer.text, answer, response, 1)
             if structured.valid:
-                change = StateChange(question_id, queue.DONE, tally.attempts, structure_attempts=0)
+                change = StateChange(
+                    question_id, QuestionState.DONE, tally.attempts, structure_attempts=0
+                )
                 return Outcome(change, answer=record, structured=structured, calls=tally.calls)
         if self.structuring:  # call 2 follows at once, in the same caller, under our lease
-            change = StateChange(question_id, queue.RUNNING, tally.attempts, keep_lease=True)
+            change = StateChange(
+                question_id, QuestionState.RUNNING, tally.attempts, keep_lease=True
+            )
             return Outcome(change, answer=record, calls=tally.calls)
-        change = StateChange(question_id, queue.DONE, tally.attempts)
+        change = StateChange(question_id, QuestionState.DONE, tally.attempts)
         return Outcome(change, answer=record, calls=tally.calls)
 
     async def _call_ground(
@@ -320,7 +326,7 @@ class Answerer:
     ) -> StructuredRecord:
         assert self.spec.schema is not None
         result = parse_and_validate(text, self.spec.schema)
-        prov = provenance(result.value, answer) if result.ok else None
+        prov = trace_provenance(result.value, answer) if result.ok else None
         return StructuredRecord(
             question_id=question_id,
             valid=result.ok,
@@ -369,12 +375,12 @@ def _block_reason(response: GenerateContentResponse) -> str | None:
 def _structured_outcome(
     question_id: int, attempts: int, tally: _Tally, structured: StructuredRecord
 ) -> Outcome:
-    state = queue.DONE if structured.valid else queue.INVALID
+    state = QuestionState.DONE if structured.valid else QuestionState.INVALID
     change = StateChange(
         question_id,
         state,
         attempts,
-        error_class=None if structured.valid else "schema_invalid",
+        error_class=None if structured.valid else ErrorClass.SCHEMA_INVALID,
         last_error=None if structured.valid else "; ".join(structured.errors)[:500],
         structure_attempts=tally.attempts,
     )

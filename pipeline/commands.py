@@ -23,6 +23,7 @@ from pipeline.loader import LoadError, load_questions
 from pipeline.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.redirects import PENDING as PENDING_SOURCE
 from pipeline.resolver import Lookup, Resolver, pending_lookups
+from pipeline.states import TERMINAL_STATES
 from pipeline.status import job_status, render_status
 from pipeline.store import queue
 from pipeline.store.engine import create_engine, migrate
@@ -130,7 +131,7 @@ async def _run_with_signals(runner: JobRunner) -> RunSummary:
                 await anyio.sleep(PROGRESS_INTERVAL_S)
                 summary = runner.summary
                 finished = sum(
-                    n for state, n in summary.outcomes.items() if state in queue.TERMINAL_STATES
+                    n for state, n in summary.outcomes.items() if state in TERMINAL_STATES
                 )
                 rate = finished / (anyio.current_time() - started)
                 say(f"  ... {finished} finished, {summary.calls} calls, {rate:.0f} questions/s")

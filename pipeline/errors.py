@@ -31,12 +31,38 @@ Messages never contain credentials.
 from __future__ import annotations
 
 import datetime as dt
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pipeline.store.ledger import CallRecord
 
 MAX_MESSAGE_CHARS = 500  # error text stored per question
+
+
+class ErrorClass(StrEnum):
+    """The error classes the pipeline itself assigns.
+
+    Errors the API reports are classed from the response instead: ``http_<status>`` for a
+    retryable status, Google's own ``status`` in lower case (``invalid_argument``,
+    ``not_found``, ...) for a permanent one. Those are stored as they come.
+    """
+
+    AUTH = "auth"  # 401/403 or a key the API refused: the run stops after a few
+    BLOCKED = "blocked"
+    BUDGET = "budget"  # the run stopped: the next call did not fit in the budget
+    CONNECTION = "connection"
+    EMPTY_ANSWER = "empty_answer"
+    GROUNDING_PAUSED = "grounding_paused"  # the daily grounding bucket is empty
+    INTERNAL_ERROR = "internal_error"  # a bug of ours, confined to one question
+    MALFORMED_RESPONSE = "malformed_response"
+    OVERSIZED_RESPONSE = "oversized_response"
+    RATE_LIMITED = "rate_limited"
+    RESOLVE_TRANSIENT = "resolve_transient"  # a redirect lookup to try again
+    SCHEMA_INVALID = "schema_invalid"
+    TIMEOUT = "timeout"
+    TRUNCATED = "truncated"
+    UNREACHABLE = "unreachable"
 
 
 class CallError(Exception):
@@ -74,7 +100,7 @@ class RunFatalError(CallError):
 class GroundingPaused(RetryableError):
     """The daily grounding bucket is empty until ``until``."""
 
-    error_class = "grounding_paused"
+    error_class = ErrorClass.GROUNDING_PAUSED
 
     def __init__(self, until: dt.datetime, message: str) -> None:
         super().__init__(message)
@@ -84,4 +110,4 @@ class GroundingPaused(RetryableError):
 class BudgetExhausted(RunFatalError):
     """The next call's worst case does not fit in what is left of the budget."""
 
-    error_class = "budget"
+    error_class = ErrorClass.BUDGET

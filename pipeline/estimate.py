@@ -18,7 +18,8 @@ from pipeline.costs import expected_cost, worst_case_cost
 from pipeline.jobspec import JobSpec
 from pipeline.limits import estimate_tokens
 from pipeline.prices import Price
-from pipeline.store import ledger, queue
+from pipeline.states import TERMINAL_STATES
+from pipeline.store import ledger
 from pipeline.store.tables import questions
 
 # Assumed usage of one grounded call before any was observed (a short factual answer).
@@ -42,13 +43,11 @@ async def estimate_remaining(
     q = questions.c
     remaining = await connection.scalar(
         sa.select(sa.func.count()).where(
-            q.job_id == job_id, q.state.not_in(sorted(queue.TERMINAL_STATES))
+            q.job_id == job_id, q.state.not_in(sorted(TERMINAL_STATES))
         )
     )
     finished = await connection.scalar(
-        sa.select(sa.func.count()).where(
-            q.job_id == job_id, q.state.in_(sorted(queue.TERMINAL_STATES))
-        )
+        sa.select(sa.func.count()).where(q.job_id == job_id, q.state.in_(sorted(TERMINAL_STATES)))
     )
     spent = await ledger.job_spend(connection, job_id)
     worst_total = None

@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.clock import utcnow
 from pipeline.jobspec import SourceSection
-from pipeline.store.queue import PENDING
+from pipeline.states import QuestionState
 from pipeline.store.tables import questions
 from pipeline.store.upsert import insert_ignoring_conflicts
 
@@ -173,7 +173,7 @@ async def _insert_chunk(
                 "text": row.text,
                 "qclass": row.qclass,
                 "meta": row.meta,
-                "state": PENDING,
+                "state": QuestionState.PENDING,
                 "attempts": 0,
                 "created_at": now,
                 "updated_at": now,

@@ -34,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pipeline import redirects
 from pipeline.batching import batches
 from pipeline.clock import utcnow
-from pipeline.errors import RetryableError
+from pipeline.errors import ErrorClass, RetryableError
 from pipeline.jobspec import ResolverSection
 from pipeline.limits import Backoff, RateLimiter, RetryPolicy
 from pipeline.redirects import AllowList, Verdict
@@ -56,7 +56,9 @@ USER_AGENT = "ground-resolver/0.1"
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class LookupResult:
+    """Where one redirect chain ended, and the last HTTP status seen on the way."""
+
     verdict: Verdict
     http_status: int | None = None
 
@@ -64,7 +66,7 @@ class Outcome:
 @dataclass(frozen=True, slots=True)
 class ResolvedSource:
     lookup: Lookup
-    outcome: Outcome
+    outcome: LookupResult
     resolved_at: dt.datetime
 
 
@@ -98,7 +100,7 @@ class RedirectClient:
     ) -> None:
         await self._session.close()
 
-    async def resolve(self, uri: str) -> Outcome:
+    async def resolve(self, uri: str) -> LookupResult:
         """Walk the redirect chain from ``uri``; a transient failure (timeout, connection
         error, 408/429/5xx) is walked again after the delay the retry policy decides, and
         stored as the policy's terminal state (``failed``) when it decides to give up."""
@@ -112,28 +114,28 @@ class RedirectClient:
             decision = self._policy.decide(LookupFailed(reason), attempts, RESOLVE)
             if not decision.retry or decision.state is None:
                 state = decision.state or redirects.FAILED
-                return Outcome(Verdict(state, None, reason), outcome.http_status)
+                return LookupResult(Verdict(state, None, reason), outcome.http_status)
             await anyio.sleep(decision.delay_s)
 
-    async def _walk(self, uri: str) -> Outcome:
+    async def _walk(self, uri: str) -> LookupResult:
         url = uri
         for _hop in range(MAX_HOPS):
             if not self._allow.allows(url):  # checked again before every request
-                return Outcome(Verdict(redirects.REJECTED, url, "host is not allow-listed"))
+                return LookupResult(Verdict(redirects.REJECTED, url, "host is not allow-listed"))
             try:
                 status, location = await self._ask(url)
             except TimeoutError:
-                return Outcome(Verdict(_TRANSIENT, None, "timed out"))
+                return LookupResult(Verdict(_TRANSIENT, None, "timed out"))
             except aiohttp.ClientError as exc:
-                return Outcome(Verdict(_TRANSIENT, None, f"{type(exc).__name__}: {exc}"))
+                return LookupResult(Verdict(_TRANSIENT, None, f"{type(exc).__name__}: {exc}"))
             if status in (404, 410):
-                return Outcome(Verdict(redirects.EXPIRED, None, f"HTTP {status}"), status)
+                return LookupResult(Verdict(redirects.EXPIRED, None, f"HTTP {status}"), status)
             if status == 403:
-                return Outcome(Verdict(redirects.FORBIDDEN, None, "HTTP 403"), status)
+                return LookupResult(Verdict(redirects.FORBIDDEN, None, "HTTP 403"), status)
             if status >= 500 or status in (408, 429):
-                return Outcome(Verdict(_TRANSIENT, None, f"HTTP {status}"), status)
+                return LookupResult(Verdict(_TRANSIENT, None, f"HTTP {status}"), status)
             if not 300 <= status < 400 or location is None:
-                return Outcome(
+                return LookupResult(
                     Verdict(redirects.FAILED, None, f"HTTP {status} without a redirect"), status
                 )
             target = redirects.resolve_location(location, url)
@@ -142,11 +144,11 @@ class RedirectClient:
                 continue
             problem = redirects.check_destination(target)
             if problem is not None:
-                return Outcome(
+                return LookupResult(
                     Verdict(redirects.REJECTED, target[: redirects.MAX_URL_CHARS], problem), status
                 )
-            return Outcome(Verdict(redirects.RESOLVED, target), status)
-        return Outcome(Verdict(redirects.FAILED, None, f"more than {MAX_HOPS} redirects"))
+            return LookupResult(Verdict(redirects.RESOLVED, target), status)
+        return LookupResult(Verdict(redirects.FAILED, None, f"more than {MAX_HOPS} redirects"))
 
     async def _ask(self, url: str) -> tuple[int, str | None]:
         await self._limiter.acquire()
@@ -166,7 +168,7 @@ _TRANSIENT = "_transient"  # internal: retried by RedirectClient.resolve, never 
 class LookupFailed(RetryableError):
     """A lookup that may succeed if tried again, as the retry policy sees it."""
 
-    error_class = "resolve_transient"
+    error_class = ErrorClass.RESOLVE_TRANSIENT
 
 
 def resolver_policy(backoff: Backoff | None = None) -> RetryPolicy:
@@ -192,7 +194,7 @@ class Resolver:
         self.policy = policy or resolver_policy()
         self.allow = AllowList(settings.allow_hosts)
         self.counts: dict[str, int] = {}
-        self._cache: OrderedDict[str, Outcome] = OrderedDict()
+        self._cache: OrderedDict[str, LookupResult] = OrderedDict()
         self._inflight: dict[str, anyio.Event] = {}
         self._client: RedirectClient | None = None
 
@@ -222,9 +224,9 @@ class Resolver:
                 outcome = await self._resolve_once(lookup.uri)
                 await results.send(ResolvedSource(lookup, outcome, utcnow()))
 
-    async def _resolve_once(self, uri: str) -> Outcome:
+    async def _resolve_once(self, uri: str) -> LookupResult:
         if not self.allow.allows(uri):  # e.g. the allow-list changed since it was stored
-            return Outcome(redirects.initial_verdict(uri, self.allow))
+            return LookupResult(redirects.initial_verdict(uri, self.allow))
         cached = self._cache.get(uri)
         if cached is not None:
             self._cache.move_to_end(uri)

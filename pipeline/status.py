@@ -13,7 +13,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.store import ledger, queue
+from pipeline.states import TERMINAL_STATES, QuestionState
+from pipeline.store import ledger
 from pipeline.store.tables import answers, questions, sources, structured
 
 
@@ -57,7 +58,7 @@ class JobStatus:
 
     @property
     def terminal(self) -> int:
-        return sum(n for state, n in self.states.items() if state in queue.TERMINAL_STATES)
+        return sum(n for state, n in self.states.items() if state in TERMINAL_STATES)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -72,7 +73,7 @@ async def job_status(connection: AsyncConnection, job_id: int, job_name: str) ->
     state_rows = await connection.execute(
         sa.select(q.state, sa.func.count()).where(q.job_id == job_id).group_by(q.state)
     )
-    states = dict.fromkeys(queue.ALL_STATES, 0)
+    states = dict.fromkeys(map(str, QuestionState), 0)  # plain keys: they go out as JSON
     states.update({state: count for state, count in state_rows})
     of_job = sa.select(q.id).where(q.job_id == job_id).scalar_subquery()
     totals = await ledger.job_totals(connection, job_id)

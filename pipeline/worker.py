@@ -42,12 +42,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pipeline.answering import Answerer, Outcome, stored_answer
 from pipeline.batching import batches
 from pipeline.clock import utcnow
+from pipeline.errors import ErrorClass
 from pipeline.gemini.client import GeminiClient
 from pipeline.jobspec import JobSpec
 from pipeline.limits import Backoff, RetryPolicy, Strikes, next_daily_reset
 from pipeline.metered import MeteredCaller
 from pipeline.redirects import AllowList, initial_verdict
 from pipeline.resolver import Lookup, Resolver, pending_lookups
+from pipeline.states import QuestionState
 from pipeline.store import ledger, queue
 from pipeline.store.answers import persist_answers
 from pipeline.store.ledger import persist_calls
@@ -75,7 +77,8 @@ class RunSummary:
     elapsed_s: float = 0.0
 
     def count(self, state: str) -> None:
-        self.outcomes[state] = self.outcomes.get(state, 0) + 1
+        key = str(state)  # a plain str, not the enum member: the counts go out as JSON
+        self.outcomes[key] = self.outcomes.get(key, 0) + 1
 
 
 def default_owner() -> str:
@@ -280,9 +283,9 @@ class JobRunner:
                     log.exception("question %s", question.qid, extra={"action": "internal_error"})
                     change = StateChange(
                         question.id,
-                        queue.FAILED,
+                        QuestionState.FAILED,
                         question.attempts,
-                        error_class="internal_error",
+                        error_class=ErrorClass.INTERNAL_ERROR,
                         last_error=f"internal error: {exc!r}"[:500],
                     )
                     await outcomes.send(Outcome(change))
@@ -306,7 +309,9 @@ class JobRunner:
         elif answerer.structuring:
             answer, attempts = stored_answer(question.answer_raw), question.attempts
         else:  # answered by an earlier run that had the structure step on; now it is off
-            await outcomes.send(Outcome(StateChange(question.id, queue.DONE, question.attempts)))
+            await outcomes.send(
+                Outcome(StateChange(question.id, QuestionState.DONE, question.attempts))
+            )
             return
         second = await answerer.structure(
             question, answer, attempts=attempts, structure_attempts=question.structure_attempts

@@ -691,7 +691,9 @@ def test_policy_backs_off_then_gives_up_with_the_error_class() -> None:
     first = policy.decide(error, 1, "ground")
     assert first.retry and first.state == "retry_wait" and first.spend_attempt
     assert 7.0 <= first.delay_s <= 7.0 + 1.4  # the server's RetryInfo is a floor
-    assert policy.decide(error, 2, "structure").state == "grounded"  # call 2 waits as grounded
+    assert (
+        policy.decide(error, 2, "structure").state == "awaiting_structure"
+    )  # call 2 waits for its retry
     last = policy.decide(error, 3, "ground")
     assert (last.retry, last.state, last.error_class) == (False, "failed", "http_503")
     bad = policy.decide(PermanentError("400", error_class="invalid_argument"), 1, "ground")
@@ -719,7 +721,7 @@ def test_policy_waits_without_spending_an_attempt_and_strikes_stop_the_run() -> 
     assert strikes.add(down) is None
     assert strikes.add(down) is not None
     auth = policy.decide(FatalError("HTTP 401"), 2, "structure")
-    assert (auth.state, auth.attempts_after(2), auth.delay_s) == ("grounded", 1, 0.0)
+    assert (auth.state, auth.attempts_after(2), auth.delay_s) == ("awaiting_structure", 1, 0.0)
     assert strikes.add(auth) is None
     strikes.success()  # auth failures are not forgiven by a success
     assert strikes.add(auth) == "authentication or permission failure: HTTP 401"

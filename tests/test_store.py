@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pipeline.gemini.wire import decode_response
 from pipeline.grounding import ground_answer
 from pipeline.redirects import AllowList, initial_verdict
+from pipeline.states import QuestionState
 from pipeline.store import queue
 from pipeline.store.answers import AnswerRecord, persist_answers
 from pipeline.store.tables import answers, metadata, questions, sources
@@ -48,7 +49,7 @@ async def _seed(engine: AsyncEngine, n: int) -> int:
                     "job_id": job_id,
                     "qid": f"q{i}",
                     "text": f"question {i}",
-                    "state": queue.PENDING,
+                    "state": QuestionState.PENDING,
                     "attempts": 0,
                     "created_at": now,
                     "updated_at": now,
@@ -88,10 +89,10 @@ async def test_claim_lease_finish_and_reclaim(engine_factory) -> None:
             await queue.apply_state_changes(
                 connection,
                 [
-                    queue.StateChange(first[0].id, queue.DONE, 1),
+                    queue.StateChange(first[0].id, QuestionState.DONE, 1),
                     queue.StateChange(
                         first[1].id,
-                        queue.RETRY_WAIT,
+                        QuestionState.RETRY_WAIT,
                         1,
                         error_class="http_503",
                         next_attempt_at=queue.utcnow() + dt.timedelta(hours=1),
@@ -99,7 +100,7 @@ async def test_claim_lease_finish_and_reclaim(engine_factory) -> None:
                 ],
             )
             await queue.apply_state_changes(
-                connection, [queue.StateChange(first[0].id, queue.FAILED, 2)]
+                connection, [queue.StateChange(first[0].id, QuestionState.FAILED, 2)]
             )
             await queue.release(connection, "a", [first[2].id])
             states = dict(
@@ -125,18 +126,20 @@ async def test_next_wakeup_is_none_when_everything_is_terminal(engine_factory) -
             await queue.apply_state_changes(
                 connection,
                 [
-                    queue.StateChange(claimed[0].id, queue.DONE, 1),
-                    queue.StateChange(claimed[1].id, queue.RETRY_WAIT, 1, next_attempt_at=soon),
+                    queue.StateChange(claimed[0].id, QuestionState.DONE, 1),
+                    queue.StateChange(
+                        claimed[1].id, QuestionState.RETRY_WAIT, 1, next_attempt_at=soon
+                    ),
                 ],
             )
             wake = await queue.next_wakeup(connection, job_id)
             assert wake is not None and abs((wake - soon).total_seconds()) < 0.01
             assert await queue.claim(connection, job_id, "a", 10, LEASE) == []
             await queue.apply_state_changes(
-                connection, [queue.StateChange(claimed[1].id, queue.FAILED, 2)]
+                connection, [queue.StateChange(claimed[1].id, QuestionState.FAILED, 2)]
             )
             assert await queue.next_wakeup(connection, job_id) is None
-            assert await queue.requeue(connection, job_id, [queue.FAILED]) == 1
+            assert await queue.requeue(connection, job_id, [QuestionState.FAILED]) == 1
             assert [q.attempts for q in await queue.claim(connection, job_id, "a", 9, LEASE)] == [0]
 
 

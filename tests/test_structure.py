@@ -22,8 +22,8 @@ from pipeline.structure import (
     parse_and_validate,
     prepare_schema,
     prepare_schema_file,
-    provenance,
     provenance_to_json,
+    trace_provenance,
 )
 
 DEMO_SCHEMA = Path(__file__).resolve().parent.parent / "jobs" / "demo_schema.json"
@@ -784,7 +784,9 @@ def test_any_of_error_names_the_closest_branch() -> None:
 
 
 def leaf_map(value: Any, answer: GroundedAnswer) -> dict[str, tuple[bool, tuple[int, ...]]]:
-    return {leaf.path: (leaf.supported, leaf.sources) for leaf in provenance(value, answer).leaves}
+    return {
+        leaf.path: (leaf.supported, leaf.sources) for leaf in trace_provenance(value, answer).leaves
+    }
 
 
 def test_supported_leaf_has_its_sources(krakow: GroundedAnswer) -> None:
@@ -803,7 +805,7 @@ def test_leaf_in_several_spans_unions_their_sources() -> None:
 
 
 def test_absent_and_uncited_values_unsupported(krakow: GroundedAnswer) -> None:
-    prov = provenance({"capital": "Warsaw", "century": "7th century", "n": 7}, krakow)
+    prov = trace_provenance({"capital": "Warsaw", "century": "7th century", "n": 7}, krakow)
     leaves = {leaf.path: leaf for leaf in prov.leaves}
     assert not leaves["/capital"].supported
     assert not leaves["/capital"].in_answer  # not in the answer at all
@@ -930,7 +932,7 @@ def test_short_tokens_need_word_boundaries() -> None:
 
 
 def test_bools_nulls_and_empty_strings_are_not_leaves(krakow: GroundedAnswer) -> None:
-    prov = provenance(
+    prov = trace_provenance(
         {"ok": True, "no": False, "none": None, "empty": "", "dash": " - ", "city": "Kraków"},
         krakow,
     )
@@ -939,7 +941,7 @@ def test_bools_nulls_and_empty_strings_are_not_leaves(krakow: GroundedAnswer) ->
 
 
 def test_no_leaves_is_fully_supported(krakow: GroundedAnswer) -> None:
-    prov = provenance({"facts": [], "flag": True}, krakow)
+    prov = trace_provenance({"facts": [], "flag": True}, krakow)
     assert prov.leaves == ()
     assert prov.supported_fraction == 1.0
     assert prov.unsupported_paths == ()
@@ -955,7 +957,7 @@ def test_supported_fraction_and_paths_in_document_order(krakow: GroundedAnswer) 
         "entities": ["Kraków", "Warsaw"],
         "a/b": "Poland",
     }
-    prov = provenance(value, krakow)
+    prov = trace_provenance(value, krakow)
     assert [leaf.path for leaf in prov.leaves] == [
         "/city",
         "/facts/0/claim",
@@ -982,7 +984,7 @@ def test_supported_fraction_and_paths_in_document_order(krakow: GroundedAnswer) 
 def test_ungrounded_answer_supports_nothing() -> None:
     cand = {"content": {"parts": [{"text": "Kraków has 804,237 people."}]}}
     answer = ground_answer(decode_response(orjson.dumps({"candidates": [cand]})).candidates[0])
-    prov = provenance({"city": "Kraków", "n": 804237}, answer)
+    prov = trace_provenance({"city": "Kraków", "n": 804237}, answer)
     assert prov.supported_fraction == 0.0
     assert all(leaf.in_answer for leaf in prov.leaves)
 
@@ -1036,5 +1038,5 @@ def test_round_trip_through_the_emulator(krakow: GroundedAnswer) -> None:
         assert cand.grounding_metadata is None  # no tools were declared
         result = parse_and_validate(visible_text(cand), prepared)
         assert result.ok, result.errors
-        prov = provenance(result.value, krakow)
+        prov = trace_provenance(result.value, krakow)
         assert 0.0 <= prov.supported_fraction <= 1.0

@@ -14,7 +14,7 @@ from pipeline.structure import (
     build_structure_body,
     parse_and_validate,
     prepare_schema,
-    provenance,
+    trace_provenance,
 )
 from tests.test_structure import grounded
 
@@ -40,7 +40,7 @@ STYLES = {
 
 def supported(value: Any, text: str, cited: str) -> tuple[bool, tuple[int, ...]]:
     answer = grounded(text, [(cited, [1])], n_sources=2)
-    (leaf,) = provenance({"v": value}, answer).leaves
+    (leaf,) = trace_provenance({"v": value}, answer).leaves
     return leaf.supported, leaf.sources
 
 
@@ -108,7 +108,7 @@ def test_any_run_of_words_from_a_cited_sentence_is_supported(
         + data.draw(st.sampled_from(["", ".", "!", "\u201d"]))
     )
     answer = grounded(text, [(sentence, [0, 1])], n_sources=2)
-    (result,) = provenance({"v": leaf}, answer).leaves
+    (result,) = trace_provenance({"v": leaf}, answer).leaves
     assert result.supported
     assert result.sources == (0, 1)
 

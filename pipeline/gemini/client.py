@@ -14,6 +14,7 @@ from typing import Self
 
 import aiohttp
 
+from pipeline.errors import ErrorClass
 from pipeline.gemini.endpoint import Endpoint
 from pipeline.gemini.errors import (
     PermanentError,
@@ -72,15 +73,16 @@ class GeminiClient:
             raise Unreachable(f"cannot connect to {_where(endpoint.url)}: {exc.os_error}") from None
         except TimeoutError:
             raise TransientError(
-                f"no complete response within {self._timeout.total:g} s", error_class="timeout"
+                f"no complete response within {self._timeout.total:g} s",
+                error_class=ErrorClass.TIMEOUT,
             ) from None
         except aiohttp.ClientPayloadError as exc:
             raise TransientError(
-                f"truncated response body: {exc}", error_class="truncated"
+                f"truncated response body: {exc}", error_class=ErrorClass.TRUNCATED
             ) from None
         except aiohttp.ClientError as exc:
             raise TransientError(
-                f"connection failed: {type(exc).__name__}: {exc}", error_class="connection"
+                f"connection failed: {type(exc).__name__}: {exc}", error_class=ErrorClass.CONNECTION
             ) from None
         latency_ms = (time.perf_counter() - started) * 1000.0
         if not 200 <= status < 300:
@@ -90,7 +92,7 @@ class GeminiClient:
         except MalformedResponse as exc:
             # A 200 with a cut or non-JSON body: the network or a proxy broke it; ask again.
             raise TransientError(
-                str(exc), error_class="malformed_response", http_status=status
+                str(exc), error_class=ErrorClass.MALFORMED_RESPONSE, http_status=status
             ) from None
         return CallResult(response, raw, latency_ms)
 
@@ -98,7 +100,7 @@ class GeminiClient:
 async def _read_body(resp: aiohttp.ClientResponse) -> bytes:
     """The whole body, refusing one larger than :data:`MAX_BODY_BYTES` (a hostile server)."""
     too_large = PermanentError(
-        f"response body over {MAX_BODY_BYTES} bytes", error_class="oversized_response"
+        f"response body over {MAX_BODY_BYTES} bytes", error_class=ErrorClass.OVERSIZED_RESPONSE
     )
     if resp.content_length is not None and resp.content_length > MAX_BODY_BYTES:
         raise too_large

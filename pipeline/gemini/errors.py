@@ -23,6 +23,7 @@ from typing import Literal
 
 from pipeline.errors import (
     CallError,
+    ErrorClass,
     PermanentCallError,
     RetryableError,
     RunFatalError,
@@ -59,7 +60,7 @@ class GeminiError(CallError):
 
 
 class Unreachable(GeminiError, RetryableError):
-    error_class = "unreachable"
+    error_class = ErrorClass.UNREACHABLE
 
 
 class TransientError(GeminiError, RetryableError):
@@ -84,7 +85,7 @@ class PermanentError(GeminiError, PermanentCallError):
 
 
 class FatalError(GeminiError, RunFatalError):
-    error_class = "auth"
+    error_class = ErrorClass.AUTH
 
 
 def parse_duration(value: str | None) -> float | None:
@@ -114,7 +115,7 @@ def classify_http_error(status: int, body: bytes) -> GeminiError:
     result: GeminiError
     if status in RETRYABLE_HTTP:
         delay = retry_delay_of(error) if error is not None else None
-        error_class = "rate_limited" if status == 429 else f"http_{status}"
+        error_class = ErrorClass.RATE_LIMITED if status == 429 else f"http_{status}"
         result = TransientError(
             text, error_class=error_class, http_status=status, retry_delay=delay
         )

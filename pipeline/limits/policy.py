@@ -36,10 +36,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pipeline.clock import utcnow
-from pipeline.errors import BudgetExhausted, CallError, GroundingPaused, RunFatalError
+from pipeline.errors import (
+    BudgetExhausted,
+    CallError,
+    ErrorClass,
+    GroundingPaused,
+    RunFatalError,
+)
 from pipeline.gemini.errors import Unreachable
 from pipeline.limits.backoff import Backoff
-from pipeline.store import queue
+from pipeline.states import QuestionState
 
 GROUND = "ground"  # call 1
 STRUCTURE = "structure"  # call 2
@@ -49,10 +55,10 @@ UNREACHABLE_WAIT_S = 5.0  # seconds: a question whose call could not connect wai
 # run after the reset) rather than holding a process idle for hours.
 LONG_PAUSE = dt.timedelta(minutes=10)
 # Failures that, repeated, stop the run: how many.
-STOP_AFTER: Mapping[str, int] = {"unreachable": 5, "auth": 3}
-RESET_ON_SUCCESS = frozenset({"unreachable"})  # counted in a row: a success starts again
+STOP_AFTER: Mapping[str, int] = {ErrorClass.UNREACHABLE: 5, ErrorClass.AUTH: 3}
+RESET_ON_SUCCESS = frozenset({ErrorClass.UNREACHABLE})  # counted in a row: a success starts again
 # Where a question waits for its next try, by step (anything else: a source's lookup).
-_WAITING_STATE = {GROUND: queue.RETRY_WAIT, STRUCTURE: queue.GROUNDED}
+_WAITING_STATE = {GROUND: QuestionState.RETRY_WAIT, STRUCTURE: QuestionState.AWAITING_STRUCTURE}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +66,8 @@ class Decision:
     """What to do after a failure. ``retry`` False: ``state`` is terminal."""
 
     retry: bool
-    state: str | None  # the next state; None: hand the question back untouched
-    error_class: str
+    state: QuestionState | None  # the next state; None: hand the question back untouched
+    error_class: str  # an ErrorClass, or a class the API reported
     delay_s: float = 0.0  # retry after this long ...
     retry_at: dt.datetime | None = None  # ... or at this time, when set
     spend_attempt: bool = True
@@ -90,7 +96,7 @@ class RetryPolicy:
         backoff: Backoff | None = None,
         unreachable_wait_s: float = UNREACHABLE_WAIT_S,
         long_pause: dt.timedelta = LONG_PAUSE,
-        failed_state: str = queue.FAILED,
+        failed_state: QuestionState = QuestionState.FAILED,
     ) -> None:
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {max_attempts!r}")
@@ -105,7 +111,7 @@ class RetryPolicy:
 
     def decide(self, error: CallError, attempts: int, step: str) -> Decision:
         """The decision on ``error``, the failure of try number ``attempts`` of ``step``."""
-        waiting = _WAITING_STATE.get(step, queue.PENDING)
+        waiting = _WAITING_STATE.get(step, QuestionState.PENDING)
         kind = error.error_class
         if isinstance(error, BudgetExhausted):
             return Decision(True, None, kind, spend_attempt=False, stop=f"budget: {error}")
@@ -124,12 +130,14 @@ class RetryPolicy:
                 kind,
                 delay_s=self.unreachable_wait_s,
                 spend_attempt=False,
-                strike="unreachable",
+                strike=ErrorClass.UNREACHABLE,
                 stop=stop,
             )
         if isinstance(error, RunFatalError):  # the credentials, not the question, are at fault
             stop = f"authentication or permission failure: {error.message}"
-            return Decision(True, waiting, kind, spend_attempt=False, strike="auth", stop=stop)
+            return Decision(
+                True, waiting, kind, spend_attempt=False, strike=ErrorClass.AUTH, stop=stop
+            )
         if error.retryable and attempts < self.max_attempts:
             delay = self.backoff.delay(attempts, error.retry_delay)
             return Decision(True, waiting, kind, delay_s=delay)

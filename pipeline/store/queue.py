@@ -1,15 +1,15 @@
 """The questions table as a work queue: claim under a lease, heartbeat, finish, release.
 
-A question moves through these states::
+A question moves through these states (:class:`~pipeline.states.QuestionState`)::
 
     pending --claim--> running --answer--> done | ungrounded
                           |--blocked-----> blocked
                           |--retryable---> retry_wait --(next_attempt_at)--> running ...
                           |--permanent---> failed (dead letter, with an error class)
                           '--answer, structure step on--> (running, lease kept) --call 2-->
-                                 done | invalid, or grounded (call 2 to retry) | failed
+                                 done | invalid, or awaiting_structure (call 2 to retry) | failed
 
-``grounded`` means: the grounded answer is stored (call 1 is never made again), the
+``awaiting_structure`` means: call 1's answer is stored (call 1 is never made again), the
 structuring call is still to come. Whether a claimed question needs call 1 or call 2 is read
 from the answers table, not from the state, so a question whose run died between the two
 resumes at call 2 whatever state it was left in.
@@ -32,22 +32,9 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.clock import utcnow
+from pipeline.states import TERMINAL_STATES, WAITING_STATES, QuestionState
 from pipeline.store.tables import answers, jobs, questions, structured
 from pipeline.store.upsert import insert_ignoring_conflicts
-
-PENDING = "pending"
-RUNNING = "running"
-RETRY_WAIT = "retry_wait"
-GROUNDED = "grounded"
-DONE = "done"
-INVALID = "invalid"
-UNGROUNDED = "ungrounded"
-BLOCKED = "blocked"
-FAILED = "failed"
-
-TERMINAL_STATES = frozenset({DONE, UNGROUNDED, BLOCKED, FAILED, INVALID})
-WAITING_STATES = (PENDING, RETRY_WAIT, GROUNDED)
-ALL_STATES = (PENDING, RUNNING, RETRY_WAIT, GROUNDED, DONE, UNGROUNDED, BLOCKED, INVALID, FAILED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +71,7 @@ def _claimable(job_id: int, now: dt.datetime) -> sa.ColumnElement[bool]:
         q.state.in_(WAITING_STATES),
         sa.or_(q.next_attempt_at.is_(None), q.next_attempt_at <= now),
     )
-    abandoned = sa.and_(q.state == RUNNING, q.lease_expires_at < now)
+    abandoned = sa.and_(q.state == QuestionState.RUNNING, q.lease_expires_at < now)
     return sa.and_(q.job_id == job_id, sa.or_(waiting, abandoned))
 
 
@@ -109,7 +96,12 @@ async def claim(
     result = await connection.execute(
         questions.update()
         .where(q.id.in_(candidates))
-        .values(state=RUNNING, lease_owner=owner, lease_expires_at=now + lease, updated_at=now)
+        .values(
+            state=QuestionState.RUNNING,
+            lease_owner=owner,
+            lease_expires_at=now + lease,
+            updated_at=now,
+        )
         .returning(q.id, q.qid, q.text, q.attempts, q.structure_attempts)
     )
     rows = sorted(result.all(), key=lambda row: row.id)
@@ -141,7 +133,11 @@ def _waiting_state() -> sa.Case[str]:
     """The state a question goes back to when its lease is given up without a verdict."""
     q = questions.c
     has_answer = sa.exists().where(answers.c.question_id == q.id)
-    return sa.case((has_answer, GROUNDED), (q.attempts > 0, RETRY_WAIT), else_=PENDING)
+    return sa.case(
+        (has_answer, QuestionState.AWAITING_STRUCTURE),
+        (q.attempts > 0, QuestionState.RETRY_WAIT),
+        else_=QuestionState.PENDING,
+    )
 
 
 async def extend_leases(
@@ -155,7 +151,7 @@ async def extend_leases(
     q = questions.c
     result = await connection.execute(
         questions.update()
-        .where(q.id.in_(ids), q.lease_owner == owner, q.state == RUNNING)
+        .where(q.id.in_(ids), q.lease_owner == owner, q.state == QuestionState.RUNNING)
         .values(lease_expires_at=now + lease)
     )
     return result.rowcount
@@ -169,7 +165,7 @@ async def release(connection: AsyncConnection, owner: str, ids: Iterable[int]) -
     q = questions.c
     await connection.execute(
         questions.update()
-        .where(q.id.in_(ids), q.lease_owner == owner, q.state == RUNNING)
+        .where(q.id.in_(ids), q.lease_owner == owner, q.state == QuestionState.RUNNING)
         .values(
             state=_waiting_state(),
             lease_owner=None,
@@ -191,7 +187,9 @@ async def release_dead_owners(
     q = questions.c
     owners = await connection.scalars(
         sa.select(q.lease_owner)
-        .where(q.job_id == job_id, q.state == RUNNING, q.lease_owner.like(f"{host}:%"))
+        .where(
+            q.job_id == job_id, q.state == QuestionState.RUNNING, q.lease_owner.like(f"{host}:%")
+        )
         .distinct()
     )
     dead = []
@@ -204,7 +202,7 @@ async def release_dead_owners(
         return 0
     result = await connection.execute(
         questions.update()
-        .where(q.job_id == job_id, q.state == RUNNING, q.lease_owner.in_(dead))
+        .where(q.job_id == job_id, q.state == QuestionState.RUNNING, q.lease_owner.in_(dead))
         .values(
             state=_waiting_state(),
             lease_owner=None,
@@ -220,7 +218,7 @@ class StateChange:
     """A question's next state, written by :func:`apply_state_changes`."""
 
     question_id: int
-    state: str
+    state: QuestionState
     attempts: int
     error_class: str | None = None
     last_error: str | None = None
@@ -284,7 +282,7 @@ async def next_wakeup(connection: AsyncConnection, job_id: int) -> dt.datetime |
     result = await connection.execute(
         sa.select(
             sa.func.min(q.next_attempt_at).filter(q.state.in_(WAITING_STATES)),
-            sa.func.min(q.lease_expires_at).filter(q.state == RUNNING),
+            sa.func.min(q.lease_expires_at).filter(q.state == QuestionState.RUNNING),
             sa.func.count().filter(q.state.in_(WAITING_STATES), q.next_attempt_at.is_(None)),
         ).where(q.job_id == job_id, q.state.not_in(TERMINAL_STATES))
     )
@@ -321,23 +319,27 @@ async def requeue(
     if error_class is not None:
         condition = sa.and_(condition, q.error_class == error_class)
     chosen = sa.select(q.id).where(condition)
-    if UNGROUNDED in states:
+    if QuestionState.UNGROUNDED in states:
         await connection.execute(
             answers.delete().where(
-                answers.c.question_id.in_(chosen.where(q.state == UNGROUNDED).scalar_subquery())
+                answers.c.question_id.in_(
+                    chosen.where(q.state == QuestionState.UNGROUNDED).scalar_subquery()
+                )
             )
         )
-    if INVALID in states:
+    if QuestionState.INVALID in states:
         await connection.execute(
             structured.delete().where(
-                structured.c.question_id.in_(chosen.where(q.state == INVALID).scalar_subquery())
+                structured.c.question_id.in_(
+                    chosen.where(q.state == QuestionState.INVALID).scalar_subquery()
+                )
             )
         )
     result = await connection.execute(
         questions.update()
         .where(condition)
         .values(
-            state=PENDING,
+            state=QuestionState.PENDING,
             attempts=0,
             structure_attempts=0,
             next_attempt_at=None,

@@ -9,11 +9,11 @@ module each:
 2. :mod:`.prompt`: the call-2 request body (:func:`build_structure_body`).
 3. :mod:`.validate`: the model's JSON decoded and validated (:func:`parse_and_validate`).
 4. :mod:`.provenance`: each value traced to the cited spans and sources of the grounded
-   answer (:func:`provenance`, :func:`provenance_to_json` for storage).
+   answer (:func:`trace_provenance`, :func:`provenance_to_json` for storage).
 """
 
 from pipeline.structure.prompt import build_structure_body
-from pipeline.structure.provenance import provenance, provenance_to_json
+from pipeline.structure.provenance import provenance_to_json, trace_provenance
 from pipeline.structure.schema import (
     PreparedSchema,
     SchemaError,
@@ -32,6 +32,6 @@ __all__ = [
     "parse_and_validate",
     "prepare_schema",
     "prepare_schema_file",
-    "provenance",
     "provenance_to_json",
+    "trace_provenance",
 ]

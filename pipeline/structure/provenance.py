@@ -253,7 +253,7 @@ def _matcher(leaf: str | int | float) -> tuple[str | None, frozenset[Decimal]] |
     return None, frozenset({_leaf_number(leaf)})
 
 
-def provenance(value: Any, answer: GroundedAnswer) -> Provenance:
+def trace_provenance(value: Any, answer: GroundedAnswer) -> Provenance:
     """Which leaves of a structured value occur in cited spans of the grounded answer.
 
     A leaf is every string and number (not bool, not null) anywhere in ``value``; strings that
