@@ -18,7 +18,7 @@ from typing import Any
 
 from pipeline.grounding import GroundedAnswer
 
-__all__ = ["LeafProvenance", "Provenance", "provenance", "provenance_to_json"]
+__all__ = ["LeafProvenance", "Provenance", "provenance_to_json", "trace_provenance"]
 
 _SHORT_LEAF = 3  # normalised string leaves shorter than this match whole words only
 _READINGS_CACHE = 8192  # distinct written numbers whose readings are kept (years, counts recur)
