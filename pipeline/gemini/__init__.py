@@ -1,0 +1,12 @@
+"""The API edge: everything that speaks Gemini's wire format, taking plain values only.
+
+Nothing here reads a job file (``pipeline.targets`` turns the job's settings into the plain
+values these modules take). The public surface, by module:
+
+* ``endpoint``: :func:`endpoint_for` (backend, model -> URL and credentials), ``Endpoint``,
+  ``ConfigurationError``; API keys and OAuth tokens live in request headers only;
+* ``request``: :class:`GroundedRequestBuilder` and :func:`grounding_tool` (call 1's bodies);
+* ``client``: :class:`GeminiClient` (one aiohttp session, bounded) and ``CallResult``;
+* ``wire``: the response structs (msgspec), :func:`decode_response`, :func:`visible_text`;
+* ``errors``: the HTTP branch of :class:`pipeline.errors.CallError` and :func:`classify_429`.
+"""
