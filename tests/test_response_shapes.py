@@ -222,3 +222,40 @@ def test_real_recordings_parse_and_place_every_findable_support(real_fixtures: P
                     assert i in kept, (path, i)
                     checked += 1
     assert checked >= 60
+
+
+# --------------------------------------------------------------------------------------------
+# ground cite shows the new fields
+# --------------------------------------------------------------------------------------------
+
+
+def test_cite_shows_file_search_maps_url_context_and_tool_parts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pipeline.cite import cite_main
+
+    assert cite_main(str(SHAPES / "file-search.json"), "json", None) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["sources"][0]["file_search_store"] == "fileSearchStores/product-docs-k2j4h5"
+    assert doc["sources"][1]["custom_metadata"] == [
+        {"key": "tags", "stringListValue": {"values": ["service", "terms"]}}
+    ]
+    assert cite_main(str(SHAPES / "file-search.json"), "markdown", None) == 0
+    err = capsys.readouterr().err
+    assert "source [1] from fileSearchStores/product-docs-k2j4h5 (product=X200, year=2026)" in err
+
+    assert cite_main(str(SHAPES / "maps-widget-token.json"), "markdown", None) == 0
+    out, err = capsys.readouterr()
+    assert "Maps widget context token: widgetcontent/AcBXPQhandbuiltTOKEN" in err
+    assert "Café Sacher" in out
+
+    assert cite_main(str(SHAPES / "url-context-one-byte-high.json"), "json", None) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["url_context"][1] == {
+        "url": "https://api.example.org/missing",
+        "status": "URL_RETRIEVAL_STATUS_ERROR",
+    }
+    assert cite_main(str(SHAPES / "gemini3-toolcall-first.json"), "json", None) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["tool_parts"] == 2 and len(doc["citations"]) == 2
+    assert {c["offsets_over"] for c in doc["citations"]} == {"answer"}
