@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import orjson
 
@@ -40,6 +40,52 @@ def _fail(path: str, reason: str, err: TextIO) -> int:
     return 1
 
 
+def _json_dict(answer: GroundedAnswer) -> dict[str, Any]:
+    """:func:`to_json_dict` plus the fields of the newer response shapes."""
+    data = to_json_dict(answer)
+    for source, row in zip(answer.sources, data["sources"], strict=True):
+        row["file_search_store"] = source.file_search_store
+        row["custom_metadata"] = list(source.custom_metadata)
+    for citation, row in zip(answer.citations, data["citations"], strict=True):
+        row["offsets_over"] = citation.offsets_over
+    data["maps_widget_token"] = answer.maps_widget_token
+    data["dynamic_retrieval_score"] = answer.dynamic_retrieval_score
+    data["url_context"] = [{"url": u, "status": st} for u, st in answer.url_statuses]
+    data["tool_parts"] = answer.tool_parts
+    return data
+
+
+def details(answer: GroundedAnswer) -> list[str]:
+    """One line per fact of the newer shapes that markdown and HTML do not show inline."""
+    lines: list[str] = []
+    for s in answer.sources:
+        if s.file_search_store is not None or s.custom_metadata:
+            meta = ", ".join(f"{m.get('key')}={_metadata_value(m)}" for m in s.custom_metadata)
+            lines.append(
+                f"source [{s.index + 1}] from {s.file_search_store or 'a store'}"
+                + (f" ({meta})" if meta else "")
+            )
+    if answer.maps_widget_token is not None:
+        lines.append(f"Maps widget context token: {answer.maps_widget_token}")
+    if answer.dynamic_retrieval_score is not None:
+        lines.append(f"dynamic retrieval score: {answer.dynamic_retrieval_score:g}")
+    for url, status in answer.url_statuses:
+        lines.append(f"URL context: {url} {status}")
+    if answer.tool_parts:
+        lines.append(f"{answer.tool_parts} tool-call or code part(s) (in the raw response)")
+    return lines
+
+
+def _metadata_value(entry: dict[str, Any]) -> object:
+    for key in ("stringValue", "numericValue"):
+        if key in entry:
+            return entry[key]
+    values = entry.get("stringListValue")
+    if isinstance(values, dict):
+        return "|".join(map(str, values.get("values", [])))
+    return None
+
+
 def render(answer: GroundedAnswer, fmt: str) -> str:
     """The answer in one of :data:`FORMATS`."""
     if fmt == "markdown":
@@ -47,7 +93,7 @@ def render(answer: GroundedAnswer, fmt: str) -> str:
     if fmt == "html":
         return render_html_document(answer)
     if fmt == "json":
-        return orjson.dumps(to_json_dict(answer), option=orjson.OPT_INDENT_2).decode() + "\n"
+        return orjson.dumps(_json_dict(answer), option=orjson.OPT_INDENT_2).decode() + "\n"
     raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
@@ -107,6 +153,8 @@ def cite_main(path: str, fmt: str, min_confidence: float | None) -> int:
     if not answer.grounded:
         print(f"ground cite: {path}: note: no groundingMetadata (ungrounded answer)", file=err)
     if fmt != "json":
+        for line in details(answer):
+            print(printable(f"ground cite: {path}: note: {line}"), file=err)
         for warning in answer.warnings:
             print(printable(f"ground cite: {path}: warning: {warning}"), file=err)
     rendered = render(answer, fmt)

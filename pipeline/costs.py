@@ -28,6 +28,7 @@ and batch discounts never applied: costs here are an upper bound of the bill.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -82,7 +83,17 @@ def _non_empty(queries: tuple[str, ...]) -> int:
     return sum(1 for q in queries if q.strip())
 
 
+ToolSpec = str | Sequence[str] | None  # one grounding tool, several, or none
+
+
+def _tools(tool: ToolSpec) -> tuple[str, ...]:
+    if tool is None:
+        return ()
+    return (tool,) if isinstance(tool, str) else tuple(tool)
+
+
 def _grounding_units(fee: GroundingFee, tool: str, grounding: GroundingMetadata) -> int:
+    """Billable units of one tool in one grounded response (per prompt or per query)."""
     if fee.kind == "per_prompt":
         return 1
     if tool == "vertex_ai_search":
@@ -90,17 +101,33 @@ def _grounding_units(fee: GroundingFee, tool: str, grounding: GroundingMetadata)
     return _non_empty(grounding.web_search_queries)
 
 
+def _tool_used(tool: str, grounding: GroundingMetadata) -> bool:
+    """With several tools declared: did this response use ``tool``? (Its chunks or queries.)"""
+    chunks = grounding.grounding_chunks
+    if tool == "google_maps":
+        return any(c.maps is not None for c in chunks)
+    if tool in ("vertex_ai_search", "file_search"):
+        return any(c.retrieved_context is not None for c in chunks) or bool(
+            grounding.retrieval_queries
+        )
+    if tool == "url_context":
+        return True  # no query trace of its own; its fee (if a row has one) always applies
+    return _non_empty(grounding.web_search_queries) > 0
+
+
 def call_cost(
     price: Price,
     usage: UsageMetadata,
     grounding: GroundingMetadata | None,
     *,
-    tool: str | None = "google_search",
+    tool: ToolSpec = "google_search",
 ) -> Cost:
     """The cost of one finished call from its ``usageMetadata`` and ``groundingMetadata``.
 
-    ``tool`` is the grounding tool the request declared (None for an ungrounded call, such as
-    the structuring call). ``grounding`` None = the model did not ground: no grounding fee.
+    ``tool`` is the grounding tool the request declared, or several (None for an ungrounded
+    call, such as the structuring call). ``grounding`` None = the model did not ground: no
+    grounding fee. With several tools, each tool the response shows it used adds its fee;
+    a used tool with no fee in the row makes the cost incomplete.
     """
     prompt = usage.prompt_token_count
     tool_use = usage.tool_use_prompt_token_count
@@ -117,13 +144,18 @@ def call_cost(
     units = 0
     grounding_usd = _ZERO
     complete = True
-    if grounding is not None and tool is not None:
-        fee = price.fee(tool)
-        if fee is None:
-            complete = False
-        else:
-            units = _grounding_units(fee, tool, grounding)
-            grounding_usd = units * fee.usd_per_1k / _THOUSAND
+    declared = _tools(tool)
+    if grounding is not None:
+        for name in declared:
+            if len(declared) > 1 and not _tool_used(name, grounding):
+                continue
+            fee = price.fee(name)
+            if fee is None:
+                complete = False
+                continue
+            n = _grounding_units(fee, name, grounding)
+            units += n
+            grounding_usd += n * fee.usd_per_1k / _THOUSAND
     return Cost(input_usd, output_usd, grounding_usd, input_tokens, output_tokens, units, complete)
 
 
@@ -134,7 +166,7 @@ def worst_case_cost(
     max_output_tokens: int,
     max_search_queries: int,
     max_tool_use_tokens: int = DEFAULT_MAX_TOOL_USE_TOKENS,
-    tool: str | None = "google_search",
+    tool: ToolSpec = "google_search",
 ) -> Cost:
     """The most one call may cost, for the budget check before it starts.
 
@@ -143,21 +175,23 @@ def worst_case_cost(
     rate (no cache discount); ``max_output_tokens`` tokens of output including thinking (the
     request must send ``generationConfig.maxOutputTokens`` for this to be a bound); the
     response is grounded, running ``max_search_queries`` queries (``per_query``; at least 1)
-    or one grounded prompt (``per_prompt``). Raises ``ValueError`` when ``tool`` has no fee
-    in the row: an unknown fee has no bound.
+    or one grounded prompt (``per_prompt``), for every declared tool. Raises ``ValueError``
+    when a tool has no fee in the row: an unknown fee has no bound.
     """
-    tool_use = max_tool_use_tokens if tool is not None else 0
+    declared = _tools(tool)
+    tool_use = max_tool_use_tokens if declared else 0
     input_tokens = max(prompt_tokens_estimate, 0) + max(tool_use, 0)
     in_rate, out_rate = price.rates(input_tokens)
     output_tokens = max(max_output_tokens, 0)
     units = 0
     grounding_usd = _ZERO
-    if tool is not None:
-        fee = price.fee(tool)
+    for name in declared:
+        fee = price.fee(name)
         if fee is None:
-            raise ValueError(f"no grounding fee for {tool} in the price row {price.describe()}")
-        units = 1 if fee.kind == "per_prompt" else max(max_search_queries, 1)
-        grounding_usd = units * fee.usd_per_1k / _THOUSAND
+            raise ValueError(f"no grounding fee for {name} in the price row {price.describe()}")
+        n = 1 if fee.kind == "per_prompt" else max(max_search_queries, 1)
+        units += n
+        grounding_usd += n * fee.usd_per_1k / _THOUSAND
     return Cost(
         input_tokens * in_rate / _MILLION,
         output_tokens * out_rate / _MILLION,
@@ -176,7 +210,7 @@ def expected_cost(
     tool_use_tokens: float = 0,
     search_queries: float = 1,
     grounded_share: float = 1.0,
-    tool: str | None = "google_search",
+    tool: ToolSpec = "google_search",
 ) -> Cost:
     """The expected cost of one call from mean usage (for ``ground estimate JOB``).
 
@@ -188,10 +222,15 @@ def expected_cost(
     outputs = d(str(output_tokens))
     in_rate, out_rate = price.rates(int(inputs))
     grounding_usd = _ZERO
-    fee = price.fee(tool)
-    if fee is not None:
+    declared = _tools(tool)
+    complete = True
+    for name in declared:
+        fee = price.fee(name)
+        if fee is None:
+            complete = False
+            continue
         units = d(str(grounded_share)) * (1 if fee.kind == "per_prompt" else d(str(search_queries)))
-        grounding_usd = units * fee.usd_per_1k / _THOUSAND
+        grounding_usd += units * fee.usd_per_1k / _THOUSAND
     return Cost(
         inputs * in_rate / _MILLION,
         outputs * out_rate / _MILLION,
@@ -199,7 +238,7 @@ def expected_cost(
         int(inputs),
         int(outputs),
         0,
-        complete=tool is None or fee is not None,
+        complete=complete,
     )
 
 

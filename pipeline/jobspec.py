@@ -67,14 +67,58 @@ class ModelSection(_Section):
     location: str = ""
 
 
+ToolName = Literal[
+    "google_search",
+    "enterprise_web_search",
+    "vertex_ai_search",
+    "file_search",
+    "url_context",
+    "google_maps",
+    "google_search_retrieval",
+]
+# Tools that need one backend (reference §1.4: Vertex `Tool` vs Gemini v1beta `Tool`).
+VERTEX_ONLY_TOOLS = frozenset({"enterprise_web_search", "vertex_ai_search"})
+DEVELOPER_ONLY_TOOLS = frozenset({"file_search"})
+# Tools that must be declared alone: the legacy retrieval tool (400 beside `retrieval` on
+# Vertex), Vertex AI Search (Vertex rejects search tools mixed with RAG retrieval) and File
+# Search (its docs say it cannot be combined with other tools; unconfirmed in the reference).
+SOLO_TOOLS = frozenset({"google_search_retrieval", "vertex_ai_search", "file_search"})
+# The legacy tool is for Gemini 1.5 only; 2.0 and 3 answer it with a 400 (reference §1.4).
+LEGACY_RETRIEVAL_MODELS = ("gemini-1.5-",)
+
+
 class GroundingSection(_Section):
-    tool: Literal["google_search", "vertex_ai_search", "google_maps"] = "google_search"
+    # One tool name or a list of them (several at once where the API allows).
+    tool: ToolName | tuple[ToolName, ...] = "google_search"
     # true: an answer without groundingMetadata is asked again with a recency nudge, up to
     # ungrounded_retries times, then kept as `ungrounded` (never presented as grounded).
     required: bool = False
     ungrounded_retries: NonNegative = 2
-    # vertex_ai_search only: projects/.../dataStores/ID
+    # vertex_ai_search: projects/.../dataStores/ID, or an engine (projects/.../engines/ID)
     datastore: str = ""
+    engine: str = ""
+    filter: str = ""
+    max_results: Annotated[int, msgspec.Meta(ge=0, le=10)] = 0  # 0 = the API's default (10)
+    # google_search / enterprise_web_search on Vertex: domains left out of the search
+    exclude_domains: tuple[str, ...] = ()
+    # file_search: fileSearchStores/... names (Developer API File Search stores)
+    file_search_stores: tuple[str, ...] = ()
+    # url_context: the source field (listed in source.metadata_fields) holding the URL(s)
+    url_field: str = ""
+    # google_maps: optional [latitude, longitude], sent as toolConfig.retrievalConfig.latLng
+    location: tuple[float, ...] = ()
+    # google_search_retrieval (Gemini 1.5 only): search only when the model's predicted score
+    # reaches this (MODE_DYNAMIC); 0 = always search
+    dynamic_threshold: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.0
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        """The declared tools, in the file's order."""
+        return (self.tool,) if isinstance(self.tool, str) else tuple(self.tool)
+
+    @property
+    def lat_lng(self) -> tuple[float, float] | None:
+        return (self.location[0], self.location[1]) if len(self.location) == 2 else None
 
 
 class LimitsSection(_Section):
@@ -234,13 +278,7 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
     base = path.parent
     if "{question}" not in parsed.model.prompt_template:
         raise JobSpecError(f"{path}: model.prompt_template: must contain {{question}}")
-    if parsed.grounding.tool == "vertex_ai_search":
-        if parsed.model.backend != "vertex":
-            raise JobSpecError(
-                f'{path}: grounding.tool: vertex_ai_search needs model.backend = "vertex"'
-            )
-        if not parsed.grounding.datastore:
-            raise JobSpecError(f"{path}: grounding.datastore: required for vertex_ai_search")
+    _check_grounding(path, parsed)
     if parsed.model.base_url and not parsed.model.base_url.startswith(("http://", "https://")):
         raise JobSpecError(f"{path}: model.base_url: must start with http:// or https://")
     for host in parsed.resolver.allow_hosts:
@@ -271,6 +309,81 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
         schema=schema,
         budget=Decimal(str(budget)) if budget else None,
     )
+
+
+def _check_grounding(path: Path, parsed: RawJob) -> None:
+    """The ``[grounding]`` rules no type can say; each error names the file and the key."""
+    g, backend, model = parsed.grounding, parsed.model.backend, parsed.model.name
+    tools = g.tools
+    if not tools:
+        raise JobSpecError(f"{path}: grounding.tool: name at least one tool")
+    if len(set(tools)) != len(tools):
+        raise JobSpecError(f"{path}: grounding.tool: a tool is listed twice")
+    for tool in tools:
+        if tool in VERTEX_ONLY_TOOLS and backend != "vertex":
+            raise JobSpecError(f'{path}: grounding.tool: {tool} needs model.backend = "vertex"')
+        if tool in DEVELOPER_ONLY_TOOLS and backend != "developer":
+            raise JobSpecError(
+                f'{path}: grounding.tool: {tool} needs model.backend = "developer"'
+                " (File Search stores belong to the Gemini Developer API)"
+            )
+        if tool in SOLO_TOOLS and len(tools) > 1:
+            raise JobSpecError(
+                f"{path}: grounding.tool: {tool} cannot be combined with other tools"
+            )
+    if "google_search" in tools and "enterprise_web_search" in tools:
+        raise JobSpecError(
+            f"{path}: grounding.tool: google_search and enterprise_web_search are alternatives"
+        )
+    if "google_search_retrieval" in tools and not model.startswith(LEGACY_RETRIEVAL_MODELS):
+        raise JobSpecError(
+            f"{path}: grounding.tool: google_search_retrieval is for Gemini 1.5 models only"
+            f" ({model!r} rejects it); use google_search instead"
+        )
+    if g.dynamic_threshold and "google_search_retrieval" not in tools:
+        raise JobSpecError(
+            f"{path}: grounding.dynamic_threshold: only for google_search_retrieval"
+            " (Gemini 1.5); google_search decides by itself when to search"
+        )
+    if "vertex_ai_search" in tools:
+        if bool(g.datastore) == bool(g.engine):
+            raise JobSpecError(
+                f"{path}: grounding.datastore: vertex_ai_search needs a datastore or an engine"
+                " (one of them)"
+            )
+    elif g.datastore or g.engine or g.filter or g.max_results:
+        key = next(k for k in ("datastore", "engine", "filter", "max_results") if getattr(g, k))
+        raise JobSpecError(f"{path}: grounding.{key}: only for vertex_ai_search")
+    if g.exclude_domains:
+        if backend != "vertex":
+            raise JobSpecError(f"{path}: grounding.exclude_domains: Vertex only")
+        if not {"google_search", "enterprise_web_search"} & set(tools):
+            raise JobSpecError(
+                f"{path}: grounding.exclude_domains: only for google_search or"
+                " enterprise_web_search"
+            )
+    if ("file_search" in tools) != bool(g.file_search_stores):
+        raise JobSpecError(
+            f"{path}: grounding.file_search_stores: "
+            + ("required for file_search" if "file_search" in tools else "only for file_search")
+        )
+    if g.url_field:
+        if "url_context" not in tools:
+            raise JobSpecError(f"{path}: grounding.url_field: only for url_context")
+        if g.url_field not in parsed.source.metadata_fields:
+            raise JobSpecError(
+                f"{path}: grounding.url_field: {g.url_field!r} must be listed in"
+                " source.metadata_fields"
+            )
+    if g.location:
+        if len(g.location) != 2 or not (
+            -90 <= g.location[0] <= 90 and -180 <= g.location[1] <= 180
+        ):
+            raise JobSpecError(
+                f"{path}: grounding.location: expected [latitude, longitude] in degrees"
+            )
+        if "google_maps" not in tools:
+            raise JobSpecError(f"{path}: grounding.location: only for google_maps")
 
 
 def _database_url(path: Path, url: str, base: Path) -> str:

@@ -51,6 +51,8 @@ class JobStatus:
     resolve_p99_ms: float | None = None
     # (state, error class) -> how many, and one example message
     problems: list[Problem] = field(default_factory=list)
+    # answers that carried toolCall/toolResponse/code/function parts (kept in the raw body)
+    with_tool_parts: int = 0
 
     @property
     def grounded_rate(self) -> float | None:
@@ -89,13 +91,14 @@ async def job_status(connection: AsyncConnection, job_id: int, job_name: str) ->
         )
     ).one()
     answer_filter = a.question_id.in_(of_job)
-    n_answers, n_grounded, mean, tokens = (
+    n_answers, n_grounded, mean, tokens, n_tool_parts = (
         await connection.execute(
             sa.select(
                 sa.func.count(),
                 sa.func.count().filter(a.grounded.is_(True)),
                 sa.func.avg(a.latency_ms),
                 sa.func.coalesce(sa.func.sum(a.total_tokens), 0),
+                sa.func.count().filter(a.tool_parts > 0),
             ).where(answer_filter)
         )
     ).one()
@@ -122,6 +125,7 @@ async def job_status(connection: AsyncConnection, job_id: int, job_name: str) ->
         resolve_p50_ms=resolve_p50,
         resolve_p99_ms=resolve_p99,
         problems=await _problems(connection, job_id),
+        with_tool_parts=int(n_tool_parts),
     )
 
 
@@ -186,6 +190,8 @@ def render_status(status: JobStatus) -> str:
         lines.append(
             f"  latency: mean {status.latency_mean_ms:.0f} ms, p95 {status.latency_p95_ms:.0f} ms"
         )
+        if status.with_tool_parts:
+            lines.append(f"  answers with tool-call or code parts: {status.with_tool_parts}")
     spend = f"spend ${status.spend_usd:.6f}"
     if status.unpriced_calls:
         spend += f" (+ {status.unpriced_calls} calls with no known price)"

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from pipeline.gemini.endpoint import Endpoint, endpoint_for
-from pipeline.gemini.request import GroundedRequestBuilder, grounding_tool
-from pipeline.jobspec import JobSpec
+from pipeline.gemini.request import GroundedRequestBuilder, grounding_tool, maps_tool_config
+from pipeline.jobspec import GroundingSection, JobSpec
 from pipeline.structure import PreparedSchema
 
 
@@ -41,11 +41,30 @@ def request_builder(
     spec: JobSpec, *, schema: PreparedSchema | None = None
 ) -> GroundedRequestBuilder:
     """Call 1's request builder; with ``schema``, the single-call mode's."""
+    g = spec.grounding
     return GroundedRequestBuilder(
-        tool=grounding_tool(spec.grounding.tool, datastore=spec.grounding.datastore or None),
+        tools=grounding_tools(g),
+        tool_config=maps_tool_config(*g.lat_lng) if g.lat_lng is not None else None,
         prompt_template=spec.model.prompt_template,
         temperature=spec.model.temperature,
         max_output_tokens=spec.limits.max_output_tokens,
         system_instruction=spec.model.system_instruction,
         response_schema=(schema.wire_field, schema.wire_schema) if schema is not None else None,
     )
+
+
+def grounding_tools(g: GroundingSection) -> list[dict[str, object]]:
+    """The ``tools`` entries ``[grounding]`` declares, in the file's order."""
+    return [
+        grounding_tool(
+            tool,
+            datastore=g.datastore or None,
+            engine=g.engine or None,
+            filter=g.filter or None,
+            max_results=g.max_results or None,
+            exclude_domains=g.exclude_domains,
+            file_search_stores=g.file_search_stores,
+            dynamic_threshold=g.dynamic_threshold or None,
+        )
+        for tool in g.tools
+    ]

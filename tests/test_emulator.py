@@ -24,6 +24,7 @@ from pipeline.emulator.config import ConfigError
 from pipeline.emulator.errors import format_retry_delay
 from pipeline.emulator.testing import RunningEmulator
 from tests.credentials import service_account_info
+from tests.shapes_util import offset_bytes
 
 pytestmark = pytest.mark.anyio
 
@@ -141,9 +142,8 @@ def check_grounded_body(d: dict[str, Any]) -> int:
     for sup in gm["groundingSupports"]:
         seg = sup["segment"]
         assert seg.get("startIndex", 1) != 0 and seg.get("partIndex", 1) != 0
-        part = parts[seg.get("partIndex", 0)]
-        assert not part.get("thought")
-        raw = part["text"].encode()
+        assert not parts[seg.get("partIndex", 0)].get("thought") or "partIndex" not in seg
+        raw = offset_bytes(parts, seg)
         assert raw[seg.get("startIndex", 0) : seg["endIndex"]].decode() == seg["text"]
         for i in sup["groundingChunkIndices"]:
             assert 0 <= i < len(gm["groundingChunks"])
@@ -203,8 +203,7 @@ async def test_byte_offsets_over_1000_grounded_responses() -> None:
                         a[0] == b[0] and b[1] < a[2] for a, b in itertools.pairwise(spans)
                     )
                     for g in segs:
-                        text = parts[g.get("partIndex", 0)]["text"]
-                        prefix = text.encode()[: g.get("startIndex", 0)]
+                        prefix = offset_bytes(parts, g)[: g.get("startIndex", 0)]
                         non_ascii_before += len(prefix) != len(prefix.decode())
                     is_20 = d["modelVersion"] == "gemini-2.0-flash"
                     for sup in gm["groundingSupports"]:

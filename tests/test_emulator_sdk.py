@@ -137,3 +137,87 @@ def test_vertex_with_service_account(emu: RunningEmulator, tmp_path: Path) -> No
     assert (
         after["requests"]["by_kind"]["vertex"] == before["requests"]["by_kind"].get("vertex", 0) + 1
     )
+
+
+# --- Google's SDK parses every shape ---------------------------------------------------------
+
+
+def test_sdk_parses_every_new_shape(emu: RunningEmulator) -> None:
+    """Gemini 3 tool parts, code execution, File Search, URL context, the Maps widget token
+    and legacy dynamic retrieval (issue 13): the SDK's types come back populated."""
+    c = developer_client(emu)  # keep a reference: a collected Client closes its transport
+    r = c.models.generate_content(
+        model="gemini-3-flash-preview",
+        contents="Who built the Eiffel Tower?",
+        config=types.GenerateContentConfig(tools=[types.Tool(google_search=types.GoogleSearch())]),
+    )
+    parts = r.candidates[0].content.parts
+    assert parts[0].tool_call is not None and parts[0].thought_signature
+    assert parts[1].tool_response is not None
+    assert r.candidates[0].grounding_metadata.grounding_supports
+
+    r = c.models.generate_content(
+        model="gemini-2.5-flash",
+        contents="What is 10 factorial?",
+        config=types.GenerateContentConfig(
+            tools=[
+                types.Tool(code_execution=types.ToolCodeExecution()),
+                types.Tool(google_search=types.GoogleSearch()),
+            ]
+        ),
+    )
+    assert r.candidates[0].content.parts[0].executable_code is not None
+
+    r = c.models.generate_content(
+        model="gemini-2.5-flash",
+        contents="What does the warranty cover?",
+        config=types.GenerateContentConfig(
+            tools=[
+                types.Tool(
+                    file_search=types.FileSearch(file_search_store_names=["fileSearchStores/kb"])
+                )
+            ]
+        ),
+    )
+    chunks = r.candidates[0].grounding_metadata.grounding_chunks
+    docs = [ch.retrieved_context for ch in chunks if ch.retrieved_context is not None]
+    assert docs and all(d.file_search_store == "fileSearchStores/kb" for d in docs)
+    assert all(d.custom_metadata and d.text and d.uri is None for d in docs)
+
+    r = c.models.generate_content(
+        model="gemini-2.5-flash",
+        contents="Read https://docs.example.org/x",
+        config=types.GenerateContentConfig(tools=[types.Tool(url_context=types.UrlContext())]),
+    )
+    meta = r.candidates[0].url_context_metadata
+    assert meta.url_metadata[0].retrieved_url == "https://docs.example.org/x"
+
+    r = c.models.generate_content(
+        model="gemini-2.5-flash",
+        contents="coffee",
+        config=types.GenerateContentConfig(
+            tools=[types.Tool(google_maps=types.GoogleMaps(enable_widget=True))]
+        ),
+    )
+    assert r.candidates[0].grounding_metadata.google_maps_widget_context_token
+
+    r = c.models.generate_content(
+        model="gemini-1.5-flash",
+        contents="Who won the 2024 Olympics?",
+        config=types.GenerateContentConfig(
+            tools=[
+                types.Tool(
+                    google_search_retrieval=types.GoogleSearchRetrieval(
+                        dynamic_retrieval_config=types.DynamicRetrievalConfig(
+                            mode=types.DynamicRetrievalConfigMode.MODE_DYNAMIC,
+                            dynamic_threshold=0.0,
+                        )
+                    )
+                )
+            ]
+        ),
+    )
+    score = r.candidates[
+        0
+    ].grounding_metadata.retrieval_metadata.google_search_dynamic_retrieval_score
+    assert score is not None

@@ -332,17 +332,25 @@ def test_thought_part_before_answer_is_not_renumbered() -> None:
     answer_text = "Paris is in France."
     supports = [
         {"segment": seg(answer_text, "Paris is in France.", part=1), "groundingChunkIndices": [0]},
-        # Points at the thought part: dropped even though the text would match there.
+        # Offsets counted in the thought part, partIndex absent: they run over the visible
+        # text, where they read nothing; the text is found in the answer all the same.
         {"segment": seg(thought, "Paris"), "groundingChunkIndices": [0]},
+        # Names the thought part, no text to check: dropped, and the warning says why.
+        {"segment": {"partIndex": 0, "endIndex": 5}, "groundingChunkIndices": [0]},
     ]
     answer = ground_answer(
         candidate([{"text": thought, "thought": True}, {"text": answer_text}], supports, web(1))
     )
     assert answer.text == answer_text
-    assert len(answer.citations) == 1
-    c = answer.citations[0]
-    assert (c.part_index, c.start, c.end) == (1, 0, len(answer_text))
-    assert answer.warnings == ("support 1: part 0 is a thought part; dropped",)
+    assert [(c.support_index, c.part_index, c.start, c.end) for c in answer.citations] == [
+        (1, 1, 0, 5),
+        (0, 1, 0, len(answer_text)),
+    ]
+    assert answer.warnings == (
+        "support 1: bytes [19, 24) of the visible text do not read the segment text;"
+        " matched it at [0, 5) (shift -19)",
+        "support 2: part 0 is a thought part and there is no segment text to place it by; dropped",
+    )
 
 
 def test_segment_on_missing_or_textless_part() -> None:
@@ -354,11 +362,20 @@ def test_segment_on_missing_or_textless_part() -> None:
         {"segment": {"endIndex": 5, "text": "Hello"}, "groundingChunkIndices": [0]},
     ]
     answer = ground_answer(candidate(parts, supports, web(1)))
-    assert [c.support_index for c in answer.citations] == [3]
+    # A partIndex naming no text part leaves the visible text as the only reading: where the
+    # segment text checks the offsets there, the support is kept; without text, dropped.
+    assert [(c.support_index, c.text, c.offsets_over) for c in answer.citations] == [
+        (0, "Hello", "answer"),
+        (1, "Hello", "answer"),
+        (3, "Hello", "answer"),
+    ]
     assert answer.warnings == (
-        "support 0: part 1 has no text; dropped",
-        "support 1: part index 7 out of range (2 parts); dropped",
-        "support 2: part index -1 out of range (2 parts); dropped",
+        "support 0: part index 1 given, but bytes [0, 5) read the segment text over the"
+        " visible text; placed there",
+        "support 1: part index 7 given, but bytes [0, 5) read the segment text over the"
+        " visible text; placed there",
+        "support 2: part index -1 out of range (2 parts) and there is no segment text to"
+        " place it by; dropped",
     )
 
 
@@ -491,7 +508,7 @@ def test_segment_text_not_found_or_empty() -> None:
     ]
     answer = ground_answer(candidate([{"text": text}], supports, web(1)))
     assert [(c.start, c.end) for c in answer.citations] == [(4, 7)]
-    assert "text is not in the part; dropped: 'sea'" in answer.warnings[0]
+    assert "the text is nowhere in the answer; dropped: 'sea'" in answer.warnings[0]
     assert answer.warnings[1] == "support 1: segment text is empty; dropped"
     assert "shift -995" in answer.warnings[2]
 

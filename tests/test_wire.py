@@ -66,7 +66,9 @@ def test_search_grounding_fixture_fields(real_fixtures: Path) -> None:
     assert meta.web_search_queries and meta.search_entry_point is not None
     assert meta.search_entry_point.rendered_content.startswith("<style>")
     first = meta.grounding_supports[0].segment
-    assert first.start_index == 0 and first.part_index == 0  # omitted on the wire
+    # Omitted on the wire: startIndex defaults to 0; partIndex stays None (absent), because
+    # absent means "over the visible text", not "part 0" (pipeline.grounding.mapping).
+    assert first.start_index == 0 and first.part_index is None
     assert meta.grounding_chunks[0].web is not None
     assert "°" in visible_text(candidate)
     assert response.usage_metadata.prompt_token_count > 0

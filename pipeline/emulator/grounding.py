@@ -34,6 +34,10 @@ class Variant:
     empty_query_at: int = -1  # position of a "" in webSearchQueries, -1 = none
     confidence: bool = True  # send confidenceScores
     part_offset: int = 0  # parts before the answer's first part (a thought part)
+    # No partIndex: offsets run over the answer's text parts joined (Gemini 3 tool parts,
+    # code execution), as real recordings do.
+    over_answer: bool = False
+    shift: int = 0  # added to both offsets: URL context sends them one byte high
 
 
 def _segment(part: int, start: int, end: int, text: str) -> dict[str, Any]:
@@ -52,13 +56,23 @@ def _score(rng: Rng) -> float:
     return float(f"{rng.uniform(0.55, 0.99):.8g}")
 
 
+def _place(
+    layout: Layout, variant: Variant, part: int, start: int, end: int, text: str
+) -> dict[str, Any]:
+    """The segment of a span given within answer part ``part``, as the variant sends it."""
+    if variant.over_answer:
+        base = sum(len(b) for b in layout.part_bytes[:part])
+        return _segment(0, base + start + variant.shift, base + end + variant.shift, text)
+    return _segment(part + variant.part_offset, start + variant.shift, end + variant.shift, text)
+
+
 def supports(layout: Layout, variant: Variant, rng: Rng) -> list[dict[str, Any]]:
     """One support per cited sentence, plus (variant.overlap) one spanning two neighbours."""
     out: list[dict[str, Any]] = []
     spans = layout.spans
     for s in spans:
         sup: dict[str, Any] = {
-            "segment": _segment(s.part + variant.part_offset, s.start, s.end, s.text),
+            "segment": _place(layout, variant, s.part, s.start, s.end, s.text),
             "groundingChunkIndices": list(s.cites),
         }
         if variant.confidence:
@@ -72,8 +86,8 @@ def supports(layout: Layout, variant: Variant, rng: Rng) -> list[dict[str, Any]]
             data = layout.part_bytes[a.part]
             cites = tuple(dict.fromkeys(a.cites + b.cites))
             sup = {
-                "segment": _segment(
-                    a.part + variant.part_offset, a.start, b.end, data[a.start : b.end].decode()
+                "segment": _place(
+                    layout, variant, a.part, a.start, b.end, data[a.start : b.end].decode()
                 ),
                 "groundingChunkIndices": list(cites),
             }
@@ -165,7 +179,13 @@ def retrieval(
 
 
 def maps(
-    entry: Entry, layout: Layout, variant: Variant, rng: Rng, *, vertex: bool
+    entry: Entry,
+    layout: Layout,
+    variant: Variant,
+    rng: Rng,
+    *,
+    vertex: bool,
+    widget: bool = False,
 ) -> dict[str, Any]:
     """Google Maps grounding: ``maps`` chunks; queries as ``retrievalQueries`` on Vertex and
     ``webSearchQueries`` on the Developer API (the two recorded fixtures)."""
@@ -182,4 +202,58 @@ def maps(
     md["groundingSupports"] = supports(layout, variant, rng)
     if not vertex:
         md["webSearchQueries"] = list(entry.answer.queries)
+    if widget:  # googleMaps.enableWidget: the token the Places widget renders from
+        digest = hashlib.sha256(entry.topic_key).hexdigest()[:40]
+        md["googleMapsWidgetContextToken"] = f"widgetcontent/Ac{digest}"
     return md
+
+
+def file_search(
+    entry: Entry, layout: Layout, variant: Variant, rng: Rng, *, stores: tuple[str, ...]
+) -> dict[str, Any]:
+    """Developer API File Search: ``retrievedContext`` with ``fileSearchStore``,
+    ``customMetadata`` and ``text``, no ``uri``; no queries are reported."""
+    store = stores[0] if stores else "fileSearchStores/emulator-store"
+    chunks: list[dict[str, Any]] = []
+    for i, src in enumerate(entry.answer.sources):
+        if i == variant.empty_chunk:
+            chunks.append({})
+            continue
+        snippet = " ".join(s.text for s in entry.answer.sentences if i in s.cites)
+        chunks.append(
+            {
+                "retrievedContext": {
+                    "title": f"{src.domain or 'document'}-{i}.pdf",
+                    "text": snippet or src.page_title,
+                    "fileSearchStore": stores[i % len(stores)] if stores else store,
+                    "customMetadata": [
+                        {"key": "source", "stringValue": src.domain or src.page_title},
+                        {"key": "rank", "numericValue": i + 1},
+                    ],
+                }
+            }
+        )
+    return {"groundingChunks": chunks, "groundingSupports": supports(layout, variant, rng)}
+
+
+def url_context(
+    entry: Entry, layout: Layout, variant: Variant, rng: Rng, *, urls: tuple[str, ...]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """URL context: web chunks with the real URLs (no redirect) and no queries, plus the
+    candidate's ``urlContextMetadata``. Offsets come one byte high (``variant.shift``)."""
+    fetched = urls or tuple(s.url for s in entry.answer.sources)
+    statuses = [
+        {
+            "retrievedUrl": u,
+            "urlRetrievalStatus": "URL_RETRIEVAL_STATUS_ERROR"
+            if "missing" in u or u.endswith("/404")
+            else "URL_RETRIEVAL_STATUS_SUCCESS",
+        }
+        for u in fetched
+    ]
+    chunks: list[dict[str, Any]] = []
+    for i, src in enumerate(entry.answer.sources):
+        url = fetched[i % len(fetched)]
+        chunks.append({"web": {"uri": url, "title": src.page_title}})
+    metadata = {"groundingChunks": chunks, "groundingSupports": supports(layout, variant, rng)}
+    return metadata, {"urlMetadata": statuses}

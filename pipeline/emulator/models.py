@@ -12,6 +12,7 @@ Per generation (reference §1.4, §2.2, §3, §4.2):
 * ``googleSearchRetrieval``: 1.x only; 2.x and 3.x+ each have their own 400 text.
 * JSON output + a search tool: 400 up to 2.x; from 3 a 200 with the search silently skipped.
 * ``""`` entries in ``webSearchQueries`` and ``serviceTier`` in usage: 3 and later.
+* ``toolCall``/``toolResponse`` parts before the answer, supports without ``partIndex``: 3+.
 """
 
 from __future__ import annotations
@@ -36,6 +37,13 @@ class ModelTraits:
     @property
     def thinks(self) -> bool:
         return self.version >= (2, 5)
+
+    @property
+    def tool_call_parts(self) -> bool:
+        """Gemini 3 answers with Search put toolCall/toolResponse parts (each carrying a
+        thoughtSignature) before the text, and their supports omit partIndex: offsets run over
+        the joined text parts (issue 13, measured on real recordings)."""
+        return self.version >= (3, 0)
 
     @property
     def major(self) -> int:

@@ -51,13 +51,18 @@ _VERTEX_TOOLS = frozenset(
 WEB_SEARCH = "web"
 RETRIEVAL = "retrieval"
 MAPS = "maps"
+FILE_SEARCH = "file_search"
+URL_CONTEXT = "url_context"
 _GROUNDING = {
     "googleSearch": WEB_SEARCH,
     "googleSearchRetrieval": WEB_SEARCH,
     "enterpriseWebSearch": WEB_SEARCH,
     "retrieval": RETRIEVAL,
     "googleMaps": MAPS,
+    "fileSearch": FILE_SEARCH,
+    "urlContext": URL_CONTEXT,
 }
+_URL = re.compile(r"https?://[^\s<>\"')\]]+")
 SEARCH_TOOLS = frozenset({"googleSearch", "googleSearchRetrieval", "enterpriseWebSearch"})
 
 _SNAKE = re.compile(r"_([a-z0-9])")
@@ -97,6 +102,11 @@ class GenerateRequest:
     schema: Any  # responseSchema (OpenAPI subset) or responseJsonSchema, or None
     schema_is_openapi: bool
     include_thoughts: bool
+    code_execution: bool = False  # codeExecution declared: code parts before the answer
+    url_context: bool = False  # urlContext declared: urlContextMetadata, offsets 1 byte high
+    urls: tuple[str, ...] = ()  # the URLs in the prompt (what url_context fetches)
+    file_search_stores: tuple[str, ...] = ()  # fileSearch.fileSearchStoreNames
+    maps_widget: bool = False  # googleMaps.enableWidget
 
 
 def parse(body: bytes, surface: str) -> GenerateRequest:
@@ -128,6 +138,8 @@ def parse(body: bytes, surface: str) -> GenerateRequest:
     tools: list[str] = []
     grounding = grounding_tool = datastore = None
     threshold = None
+    stores: tuple[str, ...] = ()
+    maps_widget = False
     for i, tool in enumerate(data.get("tools") or ()):
         if not isinstance(tool, dict):
             raise errors.invalid_json(f"Expected an object for tools[{i}].")
@@ -149,6 +161,11 @@ def parse(body: bytes, surface: str) -> GenerateRequest:
                 if isinstance(drc, dict) and drc.get("mode") == "MODE_DYNAMIC":
                     t = _get(drc, "dynamicThreshold")
                     threshold = float(t) if isinstance(t, int | float) else 0.7
+            if name == "fileSearch" and isinstance(spec, dict):
+                names = _get(spec, "fileSearchStoreNames") or ()
+                stores = tuple(n for n in names if isinstance(n, str))
+            if name == "googleMaps" and isinstance(spec, dict):
+                maps_widget = bool(_get(spec, "enableWidget"))
             tools.append(label)
             kind = _GROUNDING.get(name)
             if kind is not None and grounding is None:
@@ -192,4 +209,9 @@ def parse(body: bytes, surface: str) -> GenerateRequest:
         schema=json_schema if json_schema is not None else schema,
         schema_is_openapi=schema is not None,
         include_thoughts=include_thoughts,
+        code_execution="codeExecution" in tools,
+        url_context="urlContext" in tools,
+        urls=tuple(dict.fromkeys(_URL.findall(prompt))),
+        file_search_stores=stores,
+        maps_widget=maps_widget,
     )

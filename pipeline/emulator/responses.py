@@ -31,7 +31,14 @@ import orjson
 from pipeline.emulator import corpus, draws, grounding
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.models import ModelTraits
-from pipeline.emulator.request import MAPS, RETRIEVAL, WEB_SEARCH, GenerateRequest
+from pipeline.emulator.request import (
+    FILE_SEARCH,
+    MAPS,
+    RETRIEVAL,
+    URL_CONTEXT,
+    WEB_SEARCH,
+    GenerateRequest,
+)
 from pipeline.emulator.schema_fill import fill
 
 _CONTENT = b"content"
@@ -126,6 +133,63 @@ def _ratings(blocked_category: int) -> list[dict[str, Any]]:
     return out
 
 
+def _signature(ctx: Context, what: bytes) -> str:
+    """An opaque, stable ``thoughtSignature`` (base64, as real ones are)."""
+    digest = hashlib.blake2b(what + ctx.request.prompt_bytes, key=ctx.seed_key, digest_size=24)
+    return base64.b64encode(digest.digest()).decode()
+
+
+def _tool_parts(ctx: Context, entry: corpus.Entry, searching: bool) -> list[dict[str, Any]]:
+    """Non-text parts real answers put before the text.
+
+    Code execution (``codeExecution`` declared): the search runs as ``concise_search(...)``
+    code and its result. Gemini 3 with a search tool: a ``toolCall`` and a ``toolResponse``,
+    each carrying a ``thoughtSignature``. Either way the supports then omit ``partIndex``.
+    """
+    req, out = ctx.request, []
+    queries = list(entry.answer.queries)
+    if req.code_execution:
+        out.append(
+            {
+                "executableCode": {
+                    "language": "PYTHON",
+                    "code": f"concise_search({orjson.dumps(queries[0]).decode()})\n",
+                }
+            }
+        )
+        out.append(
+            {
+                "codeExecutionResult": {
+                    "outcome": "OUTCOME_OK",
+                    "output": "Looking up information on Google Search.\n",
+                }
+            }
+        )
+    if searching and ctx.traits.tool_call_parts and req.grounding == WEB_SEARCH:
+        call_id = _signature(ctx, b"id")[:8].lower().replace("+", "a").replace("/", "b")
+        out.append(
+            {
+                "toolCall": {
+                    "id": call_id,
+                    "toolType": "GOOGLE_SEARCH_WEB",
+                    "args": {"queries": queries},
+                },
+                "thoughtSignature": _signature(ctx, b"call"),
+            }
+        )
+        out.append(
+            {
+                "toolResponse": {
+                    "id": call_id,
+                    "toolType": "GOOGLE_SEARCH_WEB",
+                    "response": {"queries": queries},
+                },
+                "thoughtSignature": _signature(ctx, b"response"),
+            }
+        )
+    return out
+
+
 def build(ctx: Context) -> Built:
     cfg, req, t = ctx.config, ctx.request, ctx.traits
     u, r = draws.shares_and_rng(ctx.seed_key, _CONTENT, req.prompt_bytes)
@@ -192,6 +256,9 @@ def build(ctx: Context) -> Built:
         return Built(_envelope(ctx, body), "structured")
 
     layout = entry.split if multipart else entry.single
+    searching = req.grounding is not None and not ungrounded
+    tool_parts = _tool_parts(ctx, entry, searching)
+    parts.extend(tool_parts)
     variant = grounding.Variant(
         overlap=overlap,
         empty_chunk=r.randrange(len(entry.answer.sources)) if empty_chunk else -1,
@@ -200,11 +267,17 @@ def build(ctx: Context) -> Built:
         else -1,
         confidence=t.confidence_scores,
         part_offset=len(parts),
+        over_answer=bool(tool_parts),
+        shift=1 if req.grounding == URL_CONTEXT else 0,
     )
-    parts.extend({"text": p} for p in layout.parts)
+    texts = [{"text": p} for p in layout.parts]
+    if tool_parts and t.tool_call_parts and texts:
+        texts[0]["thoughtSignature"] = _signature(ctx, b"text")
+    parts.extend(texts)
     cand: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "finishReason": "STOP"}
 
     metadata: dict[str, Any] | None = None
+    url_metadata: dict[str, Any] | None = None
     if req.grounding is not None and not ungrounded:
         score = r.random()
         if req.dynamic_threshold is not None and score < req.dynamic_threshold:
@@ -234,10 +307,22 @@ def build(ctx: Context) -> Built:
                 project=ctx.project,
                 location=ctx.location,
             )
+        elif req.grounding == FILE_SEARCH:
+            metadata = grounding.file_search(
+                entry, layout, variant, r, stores=req.file_search_stores
+            )
+        elif req.grounding == URL_CONTEXT:
+            metadata, url_metadata = grounding.url_context(entry, layout, variant, r, urls=req.urls)
         else:
-            metadata = grounding.maps(entry, layout, variant, r, vertex=ctx.vertex)
+            metadata = grounding.maps(
+                entry, layout, variant, r, vertex=ctx.vertex, widget=req.maps_widget
+            )
+        if req.url_context and url_metadata is None:  # Search and URL context together
+            _, url_metadata = grounding.url_context(entry, layout, variant, r, urls=req.urls)
     if metadata is not None:
         cand["groundingMetadata"] = metadata
+    if url_metadata is not None:
+        cand["urlContextMetadata"] = url_metadata
 
     candidates = sum(tokens(b) for b in layout.part_bytes)
     tool_use = 0

@@ -8,19 +8,62 @@ samples send; the API accepts either casing (proto3 JSON, reference §1.3).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 
 
-def grounding_tool(tool: str, *, datastore: str | None = None) -> dict[str, Any]:
-    """The ``tools`` entry that declares one grounding tool."""
-    if tool == "google_search":
-        return {"googleSearch": {}}
+def grounding_tool(
+    tool: str,
+    *,
+    datastore: str | None = None,
+    engine: str | None = None,
+    filter: str | None = None,
+    max_results: int | None = None,
+    exclude_domains: Sequence[str] = (),
+    file_search_stores: Sequence[str] = (),
+    dynamic_threshold: float | None = None,
+) -> dict[str, Any]:
+    """The ``tools`` entry that declares one grounding tool (reference §1.4).
+
+    Plain values only; which combinations and backends are allowed is checked where the job
+    file is read (:mod:`pipeline.jobspec`).
+    """
+    if tool in ("google_search", "enterprise_web_search"):
+        body: dict[str, Any] = {"excludeDomains": list(exclude_domains)} if exclude_domains else {}
+        return {"googleSearch" if tool == "google_search" else "enterpriseWebSearch": body}
     if tool == "google_maps":
         return {"googleMaps": {}}
-    return {"retrieval": {"vertexAiSearch": {"datastore": datastore}}}
+    if tool == "url_context":
+        return {"urlContext": {}}
+    if tool == "file_search":
+        # The REST docs and SDKs send fileSearchStoreNames (the v1beta proto names the same
+        # field retrievalResources.ragStoreName; the API takes the documented one).
+        return {"fileSearch": {"fileSearchStoreNames": list(file_search_stores)}}
+    if tool == "google_search_retrieval":
+        config: dict[str, Any] = {}
+        if dynamic_threshold is not None:
+            config = {
+                "dynamicRetrievalConfig": {
+                    "mode": "MODE_DYNAMIC",
+                    "dynamicThreshold": dynamic_threshold,
+                }
+            }
+        return {"googleSearchRetrieval": config}
+    if tool == "vertex_ai_search":
+        search: dict[str, Any] = {"engine": engine} if engine else {"datastore": datastore}
+        if filter:
+            search["filter"] = filter
+        if max_results:
+            search["maxResults"] = max_results
+        return {"retrieval": {"vertexAiSearch": search}}
+    raise ValueError(f"unknown grounding tool {tool!r}")
+
+
+def maps_tool_config(latitude: float, longitude: float) -> dict[str, Any]:
+    """``toolConfig`` placing Google Maps grounding at a location."""
+    return {"retrievalConfig": {"latLng": {"latitude": latitude, "longitude": longitude}}}
 
 
 # The seeds' advice when a model answered without searching: name the recency requirement and
@@ -33,7 +76,8 @@ class GroundedRequestBuilder:
     """Builds call-1 bodies: the question in the prompt template, grounding declared.
 
     ``response_schema`` (single-call mode) is ``(wire_field, schema)``: ask for JSON in that
-    schema in the same call.
+    schema in the same call. ``tools`` declares several tools at once (``tool`` is the one-tool
+    shorthand); ``tool_config`` is sent as ``toolConfig`` (Maps' location).
     """
 
     __slots__ = ("_head", "_template")
@@ -41,7 +85,9 @@ class GroundedRequestBuilder:
     def __init__(
         self,
         *,
-        tool: Mapping[str, Any],
+        tool: Mapping[str, Any] | None = None,
+        tools: Sequence[Mapping[str, Any]] = (),
+        tool_config: Mapping[str, Any] | None = None,
         prompt_template: str,
         temperature: float,
         max_output_tokens: int,
@@ -54,16 +100,23 @@ class GroundedRequestBuilder:
             wire_field, schema = response_schema
             config["responseMimeType"] = "application/json"
             config[wire_field] = schema
-        head: dict[str, Any] = {"tools": [tool], "generationConfig": config}
+        declared = [tool, *tools] if tool is not None else list(tools)
+        head: dict[str, Any] = {"tools": declared, "generationConfig": config}
+        if tool_config is not None:
+            head["toolConfig"] = tool_config
         if system_instruction:
             head["systemInstruction"] = {"parts": [{"text": system_instruction}]}
         self._head = head
 
-    def prompt(self, question: str, *, nudge: bool = False) -> str:
+    def prompt(self, question: str, *, nudge: bool = False, urls: Sequence[str] = ()) -> str:
+        """The prompt text; ``urls`` (for ``url_context``) are listed after it, one a line."""
         # str.replace, not str.format: a question may contain braces.
         prompt = self._template.replace("{question}", question)
+        if urls:
+            prompt += "\n\n" + "\n".join(urls)
         return f"{NUDGE_PREFIX}{prompt}{NUDGE_SUFFIX}" if nudge else prompt
 
-    def body(self, question: str, *, nudge: bool = False) -> bytes:
-        contents = [{"role": "user", "parts": [{"text": self.prompt(question, nudge=nudge)}]}]
+    def body(self, question: str, *, nudge: bool = False, urls: Sequence[str] = ()) -> bytes:
+        text = self.prompt(question, nudge=nudge, urls=urls)
+        contents = [{"role": "user", "parts": [{"text": text}]}]
         return orjson.dumps({"contents": contents, **self._head})

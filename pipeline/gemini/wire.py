@@ -29,8 +29,35 @@ class _Wire(msgspec.Struct, rename="camel", frozen=True, forbid_unknown_fields=F
 
 
 class Part(_Wire):
+    """One part of a candidate's content; the answer is made of its non-thought text parts.
+
+    The other kinds are declared so that the answer can say it carried them (they stay in the
+    raw body): Gemini 3 server-side tool calls (``toolCall``/``toolResponse``, each with a
+    ``thoughtSignature``), code execution (``executableCode``/``codeExecutionResult``) and
+    function calls. Their contents are kept opaque here.
+    """
+
     text: str | None = None
     thought: bool = False
+    thought_signature: str | None = None
+    tool_call: dict[str, Any] | None = None
+    tool_response: dict[str, Any] | None = None
+    executable_code: dict[str, Any] | None = None
+    code_execution_result: dict[str, Any] | None = None
+    function_call: dict[str, Any] | None = None
+    function_response: dict[str, Any] | None = None
+
+    @property
+    def is_tool_part(self) -> bool:
+        """A server-side tool, code execution or function call part (never answer text)."""
+        return (
+            self.tool_call is not None
+            or self.tool_response is not None
+            or self.executable_code is not None
+            or self.code_execution_result is not None
+            or self.function_call is not None
+            or self.function_response is not None
+        )
 
 
 class Content(_Wire):
@@ -39,7 +66,9 @@ class Content(_Wire):
 
 
 class Segment(_Wire):
-    part_index: int = 0
+    # None when absent. Offsets then run over the concatenated visible text, not over part 0
+    # (measured on real recordings; see pipeline.grounding.mapping).
+    part_index: int | None = None
     start_index: int = 0
     end_index: int = 0
     # Absent (None) is not the same as "": only a present text can be checked against the slice.
@@ -61,10 +90,16 @@ class WebChunk(_Wire):
 
 
 class RetrievedContextChunk(_Wire):
+    """Vertex AI Search / RAG (``documentName``) or Developer API File Search (``fileSearchStore``,
+    ``customMetadata``, often no ``uri``)."""
+
     uri: str | None = None
     title: str | None = None
     text: str | None = None
     document_name: str | None = None
+    file_search_store: str | None = None
+    # [{key, stringValue | numericValue | stringListValue: {values}}], kept as sent
+    custom_metadata: tuple[dict[str, Any], ...] = ()
 
 
 class MapsChunk(_Wire):
@@ -87,12 +122,29 @@ class SearchEntryPoint(_Wire):
     sdk_blob: str | None = None
 
 
+class RetrievalMetadata(_Wire):
+    # Only with the legacy 1.5 googleSearchRetrieval tool; real responses often send {}.
+    google_search_dynamic_retrieval_score: float | None = None
+
+
 class GroundingMetadata(_Wire):
     web_search_queries: tuple[str, ...] = ()
     retrieval_queries: tuple[str, ...] = ()
     search_entry_point: SearchEntryPoint | None = None
     grounding_chunks: tuple[GroundingChunk, ...] = ()
     grounding_supports: tuple[GroundingSupport, ...] = ()
+    retrieval_metadata: RetrievalMetadata | None = None
+    # Google Maps with enableWidget: needed to render the Maps widget the terms ask for.
+    google_maps_widget_context_token: str | None = None
+
+
+class UrlMetadata(_Wire):
+    retrieved_url: str | None = None
+    url_retrieval_status: str | None = None  # URL_RETRIEVAL_STATUS_SUCCESS | _ERROR | ...
+
+
+class UrlContextMetadata(_Wire):
+    url_metadata: tuple[UrlMetadata, ...] = ()
 
 
 class Candidate(_Wire):
@@ -102,6 +154,7 @@ class Candidate(_Wire):
     index: int = 0
     # None means the key was absent: the model chose not to search (an *ungrounded* answer).
     grounding_metadata: GroundingMetadata | None = None
+    url_context_metadata: UrlContextMetadata | None = None
 
 
 class PromptFeedback(_Wire):
@@ -186,3 +239,8 @@ def decode_error(body: bytes) -> ErrorStatus | None:
 def visible_text(candidate: Candidate) -> str:
     """The answer as a reader sees it: non-thought text parts joined, as the SDK's ``.text``."""
     return "".join(p.text for p in candidate.content.parts if p.text is not None and not p.thought)
+
+
+def tool_part_count(candidate: Candidate) -> int:
+    """How many tool-call, tool-response, code or function parts the candidate carried."""
+    return sum(1 for p in candidate.content.parts if p.is_tool_part)

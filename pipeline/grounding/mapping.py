@@ -1,23 +1,27 @@
 """Exact citation mapping for grounded answers: pure functions, no IO.
 
-A ``groundingSupport`` names a span of the answer by UTF-8 *byte* offsets into one *part*
-(``segment.partIndex``, 0 when omitted; ``startIndex`` 0 when omitted; ``endIndex`` exclusive),
-see ``shared/reference/gemini-wire-format.md`` §2.2. This module turns those into Python ``str``
-(code point) offsets into the visible answer -- the non-thought text parts joined, exactly as
-:func:`pipeline.gemini.wire.visible_text` builds it. Rendering lives in
-:mod:`pipeline.grounding.render`.
+A ``groundingSupport`` names a span of the answer by UTF-8 *byte* offsets (``startIndex`` 0
+when omitted; ``endIndex`` exclusive) into one *part* (``segment.partIndex``) or, when
+``partIndex`` is absent, into the concatenated non-thought text parts -- the rule real
+recordings follow, see ``shared/reference/gemini-wire-format.md`` §2.2. This module turns
+those into Python ``str`` (code point) offsets into the visible answer -- the non-thought
+text parts joined, exactly as :func:`pipeline.gemini.wire.visible_text` builds it. Rendering
+lives in :mod:`pipeline.grounding.render`.
 
 Rules, in the order they are applied to each support:
 
-1. The part: ``partIndex`` must name an existing, non-thought part that has text; thought parts
-   are left out of the answer but keep their number. Otherwise the support is dropped.
-   (:func:`_offset_text` decides which text a support's offsets run over: the one place to
-   change for a response shape that counts offsets differently.)
-2. The span: the byte slice is checked against ``segment.text``. When the slice is out of range,
-   cuts a character, or reads different text, ``segment.text`` is searched for in the same part
-   and the occurrence nearest the given start is taken (a real fixture has every offset one byte
-   high). Not found: dropped. Without ``segment.text`` the offsets are trusted when they fall on
-   character boundaries, else dropped. Empty spans are dropped.
+1. The reading (:func:`_offset_text`, the one place that decides which text a support's
+   offsets run over): ``partIndex`` absent -> the visible text, i.e. the non-thought text parts
+   joined, skipping ``toolCall``/``toolResponse``/``executableCode``/``codeExecutionResult``/
+   function and thought parts (Gemini 3 and code execution put those first). ``partIndex``
+   given -> that part first (the proto's reading), the visible text second. A ``partIndex``
+   naming no text part (out of range, a thought or tool part) leaves the visible text only.
+2. The span: the byte slice is checked against ``segment.text`` in each reading in turn; the
+   first that reads it exactly wins. Otherwise ``segment.text`` is searched for, in the same
+   order, and the occurrence nearest the given start is taken (URL-context offsets run one
+   byte high). So a support is dropped only when its text is nowhere in the answer. Without
+   ``segment.text`` the offsets are trusted in the first reading when they fall on character
+   boundaries, else dropped. Empty spans are dropped.
 3. The chunks: indices outside ``groundingChunks`` are ignored, duplicates are removed (the first
    occurrence's confidence score is kept), the rest sorted; a support left with none is dropped.
 4. ``min_confidence`` (optional) removes chunk indices scored below it, where scores were sent.
@@ -28,8 +32,9 @@ Everything dropped or corrected leaves a line in :attr:`GroundedAnswer.warnings`
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 from pipeline.gemini.wire import (
     Candidate,
@@ -37,6 +42,7 @@ from pipeline.gemini.wire import (
     GroundingMetadata,
     GroundingSupport,
     Part,
+    tool_part_count,
     visible_text,
 )
 
@@ -57,8 +63,12 @@ __all__ = [
 class Citation:
     """One support, mapped. ``text == answer.text[start:end]`` always holds."""
 
-    part_index: int  # segment.partIndex (0 when omitted)
-    byte_start: int  # UTF-8 byte offsets within that part, as finally matched
+    # The part the offsets were read in (segment.partIndex), or, when they ran over the whole
+    # visible text (partIndex absent), the part the span starts in.
+    part_index: int
+    # UTF-8 byte offsets from the start of that part, as finally matched; a span read over the
+    # visible text that crosses into the next part ends past its part's end.
+    byte_start: int
     byte_end: int
     start: int  # code point offsets into the visible answer text
     end: int
@@ -66,6 +76,7 @@ class Citation:
     chunk_indices: tuple[int, ...]  # sorted ascending, unique, all valid
     confidence_scores: tuple[float, ...] | None  # parallel to chunk_indices; None when not sent
     support_index: int = -1  # position of the support in groundingSupports (for audit)
+    offsets_over: str = "part"  # "part" (partIndex given) | "answer" (the visible text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +91,8 @@ class Source:
     text: str | None
     place_id: str | None
     document_name: str | None
+    file_search_store: str | None = None  # File Search (Developer API) retrievedContext
+    custom_metadata: tuple[dict[str, Any], ...] = ()  # File Search document metadata, as sent
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +107,11 @@ class GroundedAnswer:
     retrieval_queries: tuple[str, ...]
     search_entry_point_html: str | None  # verbatim renderedContent
     warnings: tuple[str, ...]
+    maps_widget_token: str | None = None  # googleMapsWidgetContextToken, kept to render it
+    dynamic_retrieval_score: float | None = None  # legacy 1.5 googleSearchDynamicRetrievalScore
+    # (retrievedUrl, urlRetrievalStatus) per urlContextMetadata.urlMetadata entry
+    url_statuses: tuple[tuple[str | None, str | None], ...] = ()
+    tool_parts: int = 0  # toolCall/toolResponse/code/function parts (kept in the raw body)
 
 
 # --------------------------------------------------------------------------------------------
@@ -103,11 +121,12 @@ class GroundedAnswer:
 
 @dataclass(slots=True)
 class _Span:
-    """A support whose byte span in its part is settled; chars are filled in later."""
+    """A support whose byte span in the answer is settled; chars are filled in later."""
 
     order: int
-    part_index: int
-    byte_start: int
+    part_index: int  # the part it was read in, or the part its start falls in
+    offsets_over: str  # "part" | "answer": which reading placed it
+    byte_start: int  # UTF-8 byte offsets into the whole answer
     byte_end: int
     chunk_indices: tuple[int, ...]
     confidence_scores: tuple[float, ...] | None
@@ -191,53 +210,115 @@ def _chunk_indices(
     return tuple(ordered), tuple(scores[first[i]] for i in ordered)
 
 
-def _offset_text(
-    n: int, support: GroundingSupport, parts: Sequence[Part], warnings: list[str]
-) -> tuple[int, str] | None:
-    """(part index, text) that a support's byte offsets run over, or None (warned) to drop it.
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """A text a support's byte offsets may run over: a window of the answer's UTF-8 bytes."""
 
-    Today's shapes count offsets within one visible part, named by ``segment.partIndex``.
+    part_index: int | None  # the part, or None for the whole visible text
+    base: int  # byte offset of the window in the answer
+    data: bytes  # the window's bytes
+
+    def describe(self) -> str:
+        return "the visible text" if self.part_index is None else f"part {self.part_index}"
+
+
+class _Layout:
+    """The answer's UTF-8 bytes and where each visible (non-thought text) part starts in them."""
+
+    __slots__ = ("_readings", "data", "parts", "starts", "whole")
+
+    def __init__(self, parts: Sequence[Part], text: str) -> None:
+        self.parts = parts
+        self.data = text.encode("utf-8")
+        self.starts: dict[int, int] = {}  # part index -> byte offset in the answer
+        offset = 0
+        for i, part in enumerate(parts):
+            if part.text is not None and not part.thought:
+                self.starts[i] = offset
+                offset += len(part.text.encode("utf-8"))
+        self.whole = _Reading(None, 0, self.data)
+        self._readings: dict[int, _Reading] = {}
+
+    def part_problem(self, p: int) -> str | None:
+        """Why part ``p`` cannot carry offsets into the answer, or None when it can."""
+        if not 0 <= p < len(self.parts):
+            return f"part index {p} out of range ({len(self.parts)} parts)"
+        part = self.parts[p]
+        if part.thought:
+            return f"part {p} is a thought part"
+        if part.text is None:
+            return f"part {p} has no text"
+        return None
+
+    def part(self, p: int) -> _Reading:
+        reading = self._readings.get(p)
+        if reading is None:
+            text = self.parts[p].text or ""
+            base = self.starts[p]
+            reading = _Reading(p, base, self.data[base : base + len(text.encode("utf-8"))])
+            self._readings[p] = reading
+        return reading
+
+    def part_at(self, b: int) -> int:
+        """The visible part holding answer byte ``b`` (the last non-empty part starting at or
+        before it); 0 for an answer with no visible part."""
+        found = 0
+        for i, start in self.starts.items():
+            if start > b:
+                break
+            if start < len(self.data) and (self.parts[i].text or ""):
+                found = i
+        return found
+
+
+def _offset_text(
+    n: int, support: GroundingSupport, layout: _Layout, warnings: list[str]
+) -> tuple[_Reading, ...]:
+    """The texts a support's byte offsets may run over, most likely first; () (warned) to drop.
+
+    The rule, measured on real recordings (reference §2.2): with ``partIndex`` absent the
+    offsets run over the *concatenated* non-thought text parts, skipping tool-call, code and
+    thought parts (Gemini 3 puts ``toolCall``/``toolResponse`` first; code execution puts
+    ``executableCode`` first; an answer split over two text parts is counted as one). With an
+    explicit ``partIndex`` the proto's reading (offsets within that part) comes first and the
+    concatenated reading second; :func:`_settle_span` takes the first whose slice reads
+    ``segment.text``. A ``partIndex`` that names no text part leaves only the concatenated
+    reading, and only when there is segment text to check it against.
     """
     p = support.segment.part_index
-    if not 0 <= p < len(parts):
-        warnings.append(f"support {n}: part index {p} out of range ({len(parts)} parts); dropped")
-        return None
-    part = parts[p]
-    if part.thought:
-        warnings.append(f"support {n}: part {p} is a thought part; dropped")
-        return None
-    if part.text is None:
-        warnings.append(f"support {n}: part {p} has no text; dropped")
-        return None
-    return p, part.text
+    if p is None:
+        return (layout.whole,)
+    problem = layout.part_problem(p)
+    if problem is None:
+        return (layout.part(p), layout.whole)
+    if support.segment.text is None:
+        warnings.append(
+            f"support {n}: {problem} and there is no segment text to place it by; dropped"
+        )
+        return ()
+    return (layout.whole,)
 
 
 def _settle_span(
     n: int,
     support: GroundingSupport,
-    parts: Sequence[Part],
-    part_bytes: dict[int, bytes],
+    layout: _Layout,
     warnings: list[str],
-) -> tuple[int, int, int] | None:
-    """(part_index, byte_start, byte_end) for a support, or None (with a warning) to drop it.
-
-    ``part_bytes`` caches each part's UTF-8 encoding across supports (filled in here).
-    """
-    target = _offset_text(n, support, parts, warnings)
-    if target is None:
+) -> tuple[_Reading, int, int] | None:
+    """(reading used, byte_start, byte_end in the answer) for a support, or None (warned)."""
+    readings = _offset_text(n, support, layout, warnings)
+    if not readings:
         return None
-    p, part_text = target
-    data = part_bytes.get(p)
-    if data is None:
-        data = part_bytes[p] = part_text.encode("utf-8")
     seg = support.segment
     s, e = seg.start_index, seg.end_index
 
     if seg.text is None:
+        r = readings[0]
+        data = r.data
         if 0 <= s < e <= len(data) and _is_boundary(data, s) and _is_boundary(data, e):
-            return p, s, e
+            return r, r.base + s, r.base + e
         warnings.append(
-            f"support {n}: bytes [{s}, {e}) of part {p} ({len(data)} bytes) are not a"
+            f"support {n}: bytes [{s}, {e}) of {r.describe()} ({len(data)} bytes) are not a"
             " non-empty span on character boundaries and there is no segment text to check;"
             " dropped"
         )
@@ -247,22 +328,31 @@ def _settle_span(
         warnings.append(f"support {n}: segment text is empty; dropped")
         return None
     needle = seg.text.encode("utf-8")
-    if 0 <= s <= e <= len(data) and data[s:e] == needle:
-        # Equal bytes of valid UTF-8 that start and end with whole characters: both offsets
-        # are character boundaries, so the slice decodes to exactly segment.text.
-        return p, s, e
-    found = _find_nearest(data, needle, s)
-    if found < 0:
-        warnings.append(
-            f"support {n}: bytes [{s}, {e}) of part {p} do not read the segment text, and the"
-            f" text is not in the part; dropped: {seg.text[:60]!r}"
-        )
-        return None
+    named = seg.part_index is not None
+    for r in readings:
+        if 0 <= s <= e <= len(r.data) and r.data[s:e] == needle:
+            # Equal bytes of valid UTF-8 that start and end with whole characters: both
+            # offsets are character boundaries, so the slice decodes to exactly segment.text.
+            if named and r.part_index is None:
+                warnings.append(
+                    f"support {n}: part index {seg.part_index} given, but bytes [{s}, {e})"
+                    " read the segment text over the visible text; placed there"
+                )
+            return r, r.base + s, r.base + e
+    for r in readings:
+        found = _find_nearest(r.data, needle, s)
+        if found >= 0:
+            warnings.append(
+                f"support {n}: bytes [{s}, {e}) of {r.describe()} do not read the segment"
+                f" text; matched it at [{found}, {found + len(needle)}) (shift {found - s:+d})"
+            )
+            return r, r.base + found, r.base + found + len(needle)
+    where = " or ".join(r.describe() for r in readings)
     warnings.append(
-        f"support {n}: bytes [{s}, {e}) of part {p} do not read the segment text;"
-        f" matched it at [{found}, {found + len(needle)}) (shift {found - s:+d})"
+        f"support {n}: bytes [{s}, {e}) of {where} do not read the segment text, and the"
+        f" text is nowhere in the answer; dropped: {seg.text[:60]!r}"
     )
-    return p, found, found + len(needle)
+    return None
 
 
 def _source(index: int, chunk: GroundingChunk) -> Source:
@@ -272,7 +362,16 @@ def _source(index: int, chunk: GroundingChunk) -> Source:
     if chunk.retrieved_context is not None:
         r = chunk.retrieved_context
         return Source(
-            index, "retrievedContext", r.title, r.uri, None, r.text, None, r.document_name
+            index,
+            "retrievedContext",
+            r.title,
+            r.uri,
+            None,
+            r.text,
+            None,
+            r.document_name,
+            file_search_store=r.file_search_store,
+            custom_metadata=r.custom_metadata,
         )
     if chunk.maps is not None:
         m = chunk.maps
@@ -301,6 +400,13 @@ def _coverage(
     return covered / length, tuple(gaps)
 
 
+def _url_statuses(candidate: Candidate) -> tuple[tuple[str | None, str | None], ...]:
+    ucm = candidate.url_context_metadata
+    if ucm is None:
+        return ()
+    return tuple((u.retrieved_url, u.url_retrieval_status) for u in ucm.url_metadata)
+
+
 def _ungrounded(text: str) -> GroundedAnswer:
     """The answer of a candidate without ``groundingMetadata``: nothing cited, all unsupported."""
     return GroundedAnswer(
@@ -317,71 +423,51 @@ def _ungrounded(text: str) -> GroundedAnswer:
     )
 
 
-def _settle_spans(
-    gm: GroundingMetadata,
-    parts: Sequence[Part],
-    part_bytes: dict[int, bytes],
-    warnings: list[str],
-) -> list[_Span]:
+def _settle_spans(gm: GroundingMetadata, layout: _Layout, warnings: list[str]) -> list[_Span]:
     """Rules 1-3 for every support, in wire order: the supports that survive, byte spans set."""
     n_chunks = len(gm.grounding_chunks)
     spans: list[_Span] = []
     for n, support in enumerate(gm.grounding_supports):
-        settled = _settle_span(n, support, parts, part_bytes, warnings)
+        settled = _settle_span(n, support, layout, warnings)
         if settled is None:
             continue
         indices, scores = _chunk_indices(n, support, n_chunks, warnings)
         if not indices:
             warnings.append(f"support {n}: no valid chunk index left; dropped")
             continue
-        spans.append(_Span(n, settled[0], settled[1], settled[2], indices, scores))
+        reading, bs, be = settled
+        if reading.part_index is None:
+            part, over = layout.part_at(bs), "answer"
+        else:
+            part, over = reading.part_index, "part"
+        spans.append(_Span(n, part, over, bs, be, indices, scores))
     return spans
 
 
-def _part_char_starts(parts: Sequence[Part]) -> dict[int, int]:
-    """Code point offset of each visible part inside the answer text (as ``visible_text``)."""
-    starts: dict[int, int] = {}
-    offset = 0
-    for i, part in enumerate(parts):
-        if part.text is not None and not part.thought:
-            starts[i] = offset
-            offset += len(part.text)
-    return starts
-
-
-def _citations(
-    spans: Sequence[_Span], parts: Sequence[Part], part_bytes: Mapping[int, bytes], text: str
-) -> tuple[Citation, ...]:
+def _citations(spans: Sequence[_Span], layout: _Layout, text: str) -> tuple[Citation, ...]:
     """Byte spans -> citations over ``text``, ordered by (start, end), ties in wire order.
 
-    Byte offsets are converted per part, all of a part's offsets in one pass.
+    All byte offsets are converted in one pass over the answer's bytes.
     """
-    part_char_start = _part_char_starts(parts)
-    by_part: dict[int, list[_Span]] = {}
-    for sp in spans:
-        by_part.setdefault(sp.part_index, []).append(sp)
+    chars = _char_offsets(layout.data, [b for sp in spans for b in (sp.byte_start, sp.byte_end)])
     citations: list[Citation] = []
-    for p, group in by_part.items():
-        chars = _char_offsets(
-            part_bytes[p], [b for sp in group for b in (sp.byte_start, sp.byte_end)]
-        )
-        base = part_char_start[p]
-        for sp in group:
-            start = base + chars[sp.byte_start]
-            end = base + chars[sp.byte_end]
-            citations.append(
-                Citation(
-                    part_index=p,
-                    byte_start=sp.byte_start,
-                    byte_end=sp.byte_end,
-                    start=start,
-                    end=end,
-                    text=text[start:end],
-                    chunk_indices=sp.chunk_indices,
-                    confidence_scores=sp.confidence_scores,
-                    support_index=sp.order,
-                )
+    for sp in spans:
+        start, end = chars[sp.byte_start], chars[sp.byte_end]
+        base = layout.starts.get(sp.part_index, 0)
+        citations.append(
+            Citation(
+                part_index=sp.part_index,
+                byte_start=sp.byte_start - base,
+                byte_end=sp.byte_end - base,
+                start=start,
+                end=end,
+                text=text[start:end],
+                chunk_indices=sp.chunk_indices,
+                confidence_scores=sp.confidence_scores,
+                support_index=sp.order,
+                offsets_over=sp.offsets_over,
             )
+        )
     citations.sort(key=lambda c: (c.start, c.end, c.support_index))
     return tuple(citations)
 
@@ -398,15 +484,18 @@ def ground_answer(candidate: Candidate, *, min_confidence: float | None = None) 
     text = visible_text(candidate)
     gm = candidate.grounding_metadata
     if gm is None:
-        return _ungrounded(text)
+        return replace(
+            _ungrounded(text),
+            url_statuses=_url_statuses(candidate),
+            tool_parts=tool_part_count(candidate),
+        )
 
-    parts = candidate.content.parts
+    layout = _Layout(candidate.content.parts, text)
     warnings: list[str] = []
-    part_bytes: dict[int, bytes] = {}
-    spans = _settle_spans(gm, parts, part_bytes, warnings)
+    spans = _settle_spans(gm, layout, warnings)
     if min_confidence is not None:
         spans = _apply_min_confidence(spans, min_confidence, warnings)
-    citations = _citations(spans, parts, part_bytes, text)
+    citations = _citations(spans, layout, text)
     coverage, gaps = _coverage(len(text), citations)
 
     sep = gm.search_entry_point
@@ -421,6 +510,14 @@ def ground_answer(candidate: Candidate, *, min_confidence: float | None = None) 
         retrieval_queries=gm.retrieval_queries,
         search_entry_point_html=sep.rendered_content if sep is not None else None,
         warnings=tuple(warnings),
+        maps_widget_token=gm.google_maps_widget_context_token,
+        dynamic_retrieval_score=(
+            gm.retrieval_metadata.google_search_dynamic_retrieval_score
+            if gm.retrieval_metadata is not None
+            else None
+        ),
+        url_statuses=_url_statuses(candidate),
+        tool_parts=tool_part_count(candidate),
     )
 
 

@@ -105,6 +105,14 @@ def _answer_row(record: AnswerRecord, now: dt.datetime) -> dict[str, Any]:
         "tool_use_prompt_tokens": usage.tool_use_prompt_token_count,
         "thoughts_tokens": usage.thoughts_token_count,
         "total_tokens": usage.total_token_count,
+        "maps_widget_token": answer.maps_widget_token,
+        "dynamic_retrieval_score": answer.dynamic_retrieval_score,
+        "url_context_statuses": (
+            [{"url": url, "status": status} for url, status in answer.url_statuses]
+            if answer.url_statuses
+            else None
+        ),
+        "tool_parts": answer.tool_parts,
         "coverage": answer.coverage,
         "warnings": list(answer.warnings),
         "latency_ms": record.latency_ms,
@@ -126,6 +134,8 @@ def _source_row(answer_id: int, s: Source, verdict: Verdict) -> dict[str, Any]:
         "text": s.text,
         "place_id": s.place_id,
         "document_name": s.document_name,
+        "file_search_store": s.file_search_store,
+        "custom_metadata": list(s.custom_metadata) if s.custom_metadata else None,
         "destination": verdict.destination,
         "resolve_status": verdict.status,
         "resolve_error": verdict.reason,
@@ -146,6 +156,7 @@ def _support_rows(answer_id: int, answer: GroundedAnswer) -> list[dict[str, Any]
             "text": c.text,
             "chunk_indices": list(c.chunk_indices),
             "confidence_scores": None if c.confidence_scores is None else list(c.confidence_scores),
+            "offsets_over": c.offsets_over,
         }
         for ordinal, c in enumerate(answer.citations)
     ]

@@ -127,6 +127,12 @@ answers = Table(
     Column("latency_ms", Float, nullable=False),
     Column("created_at", UtcDateTime(), nullable=False),
     Column("raw_response", Text, nullable=False),  # the body as received, for audit
+    # 0005_chunk_fields
+    Column("maps_widget_token", Text),  # googleMapsWidgetContextToken: renders the Maps widget
+    Column("dynamic_retrieval_score", Float),  # legacy 1.5 googleSearchDynamicRetrievalScore
+    Column("url_context_statuses", JSON),  # [{url, status}] from urlContextMetadata; null: none
+    # toolCall/toolResponse/executableCode/codeExecutionResult/function parts (in raw_response)
+    Column("tool_parts", Integer, nullable=False, server_default="0"),
 )
 
 sources = Table(
@@ -142,6 +148,8 @@ sources = Table(
     Column("text", Text),
     Column("place_id", String(200)),
     Column("document_name", Text),
+    Column("file_search_store", Text),  # File Search retrievedContext (0005_chunk_fields)
+    Column("custom_metadata", JSON),  # File Search document metadata, as sent
     Column("destination", Text),
     # pipeline.redirects: pending resolved direct expired forbidden failed rejected no_uri
     Column("resolve_status", String(20), nullable=False),
@@ -168,6 +176,8 @@ supports = Table(
     Column("text", Text, nullable=False),
     Column("chunk_indices", JSON, nullable=False),
     Column("confidence_scores", JSON),  # null when the API sent none (2.5 and later)
+    # "part": offsets read in segment.partIndex; "answer": over the visible text (no partIndex)
+    Column("offsets_over", String(10), nullable=False, server_default="part"),
     Index("ix_supports_answer_id", "answer_id"),
 )
 
