@@ -7,7 +7,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,12 +17,21 @@ from pipeline.emulator.testing import running_emulator
 from pipeline.store.engine import create_engine
 from pipeline.store.tables import answers, calls, questions, structured
 from tests.jobutil import generate_calls, make_job
+from tests.waiting import process_exited, wait_until
 
-pytestmark = pytest.mark.anyio
+# ~20 s on an idle machine, ~2 min beside stress-ng --cpu 8 on 2 cores (`make test-stress`):
+# six runs of a CPU-bound child through 1,000 questions. The bound is for a hung run only.
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(600)]
+FINAL_RUN_TIMEOUT_S = 480
 
 N_QUESTIONS = 1_000
 CONCURRENCY = 16
 KILLS = 5
+# Each kill lands once the server has seen this many more grounded calls than at the previous
+# kill (drawn per kill): progress, not a guess at how fast the child starts. Five kills of at
+# most 150 leave well over a third of the questions to the final run.
+KILL_AFTER_CALLS = (20, 150)
+GROUND_MODEL = "gemini-2.5-flash"
 
 
 DEMO_SCHEMA = Path(__file__).resolve().parent.parent / "jobs" / "demo_schema.json"
@@ -65,24 +73,40 @@ async def test_five_sigkills_then_completion_pay_for_each_answer_once(
         env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
         command = [sys.executable, "-m", "pipeline.cli", "run", str(spec.path)]
         command += [arg for override in overrides for arg in ("--set", override)]
-        for _ in range(KILLS):
+        for kill in range(KILLS):
             child = subprocess.Popen(
                 command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
             )
-            time.sleep(rng.uniform(0.8, 2.0))  # start-up is ~0.5 s; kill mid-run
-            child.send_signal(signal.SIGKILL)
-            child.wait()
-            # Calls the server answered that the killed run never stored: the calls in flight.
-            seen = generate_calls(emu.stats(), "gemini-2.5-flash")
+            target = generate_calls(emu.stats(), GROUND_MODEL) + rng.randint(*KILL_AFTER_CALLS)
+            try:
+                wait_until(
+                    lambda target=target: generate_calls(emu.stats(), GROUND_MODEL) >= target,
+                    f"run {kill + 1} reaching {target} grounded calls",
+                    abort=process_exited(child),
+                )
+                # Freeze the server's answers so the run cannot move on while it is killed:
+                # the calls in flight at the kill stay the few the child had started.
+                emu.hold()
+                child.send_signal(signal.SIGKILL)
+                child.wait()
+            finally:
+                emu.release()
+                if child.poll() is None:
+                    child.kill()
+                    child.wait()
+            # Calls the server saw that the killed run never stored: the calls in flight.
+            seen = generate_calls(emu.stats(), GROUND_MODEL)
             lost_at_kills.append(
                 seen - await _ledger_ground_calls(spec.database_url) - sum(lost_at_kills)
             )
-        killed_calls = generate_calls(emu.stats(), "gemini-2.5-flash")
+        killed_calls = generate_calls(emu.stats(), GROUND_MODEL)
         assert killed_calls > 0  # the kills really landed mid-run
 
-        final = subprocess.run(command, env=env, capture_output=True, timeout=240, check=False)
+        final = subprocess.run(
+            command, env=env, capture_output=True, timeout=FINAL_RUN_TIMEOUT_S, check=False
+        )
         assert final.returncode == 0, final.stderr.decode()
-        total = generate_calls(emu.stats(), "gemini-2.5-flash")
+        total = generate_calls(emu.stats(), GROUND_MODEL)
 
     engine = create_engine(spec.database_url)
     try:

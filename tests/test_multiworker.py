@@ -17,11 +17,33 @@ from pipeline.store.engine import create_engine
 from pipeline.store.tables import answers, questions
 from tests.dbutil import postgres_database
 from tests.jobutil import make_job
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
 N_QUESTIONS = 300
 N_WORKERS = 3
+
+
+def _exited(children: list[subprocess.Popen[bytes]]) -> str | None:
+    codes = [c.poll() for c in children]
+    return None if all(c is None for c in codes) else f"a worker exited early: {codes}"
+
+
+async def _lease_owners(url: str) -> int:
+    """Distinct processes holding leases right now (0 before the first one migrated)."""
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as connection:
+            return await connection.scalar(
+                sa.select(sa.func.count(sa.distinct(questions.c.lease_owner))).where(
+                    questions.c.state == "running"
+                )
+            )
+    except sa.exc.ProgrammingError:  # no questions table yet: no worker got that far
+        return 0
+    finally:
+        await engine.dispose()
 
 
 async def test_worker_processes_share_one_queue_without_double_calls(tmp_path: Path) -> None:
@@ -33,10 +55,29 @@ async def test_worker_processes_share_one_queue_without_double_calls(tmp_path: P
             )
             env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
             command = [sys.executable, "-m", "pipeline.cli", "run", str(spec.path)]
+            # Answers are held until every worker holds leases: the first process to start
+            # cannot finish the queue before the others are up, however slow they start.
+            emu.hold()
             children = [
                 subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
                 for _ in range(N_WORKERS)
             ]
+            try:
+                await anyio.to_thread.run_sync(
+                    lambda: wait_until(
+                        lambda: anyio.from_thread.run(_lease_owners, url) >= N_WORKERS,
+                        f"all {N_WORKERS} workers holding leases",
+                        abort=lambda: _exited(children),
+                        poll=0.1,
+                    )
+                )
+            except BaseException:
+                for child in children:
+                    child.kill()
+                    child.communicate()
+                raise
+            finally:
+                emu.release()
             outputs = [
                 await anyio.to_thread.run_sync(lambda c=c: c.communicate(timeout=120))
                 for c in children
@@ -50,7 +91,7 @@ async def test_worker_processes_share_one_queue_without_double_calls(tmp_path: P
         # Each worker did a share of the work.
         claimed = [int(out.decode().split(" calls for ")[0].split()[-1]) for out, _ in outputs]
         assert sum(claimed) == N_QUESTIONS
-        assert sum(1 for n in claimed if n > 0) >= 2
+        assert all(n > 0 for n in claimed)
 
         engine = create_engine(url)
         try:

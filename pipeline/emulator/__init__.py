@@ -5,15 +5,18 @@ Public surface:
 * :class:`EmulatorConfig` / :func:`load_config` - what the emulator does (``config.py``);
 * :func:`build_app` - the aiohttp application (``server.py``);
 * :func:`running_emulator` - a live server in a background thread (``testing.py``);
+* :class:`FakeClock` - time a test moves by hand (``clock.py``; the default is the real one);
 * ``ground emulator`` / ``python -m pipeline.emulator`` - the command (``cli.py``).
 """
 
+from pipeline.emulator.clock import FakeClock
 from pipeline.emulator.config import EmulatorConfig, ModelQuota, load_config
 from pipeline.emulator.server import build_app
 from pipeline.emulator.testing import RunningEmulator, running_emulator
 
 __all__ = [
     "EmulatorConfig",
+    "FakeClock",
     "ModelQuota",
     "RunningEmulator",
     "build_app",

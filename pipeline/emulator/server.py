@@ -24,13 +24,13 @@ body parse (proto JSON), tool/model/schema compatibility (400s), injected fault 
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import orjson
 from aiohttp import web
 
 from pipeline.emulator import draws, errors, faults, models, oauth, redirects, responses
+from pipeline.emulator.clock import SYSTEM_CLOCK, Clock
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.corpus import SOURCES
 from pipeline.emulator.quotas import Quotas
@@ -43,10 +43,18 @@ _HTML = errors.HTML_CONTENT_TYPE
 
 
 class Emulator:
-    """Per-app state: config, keys, counters, quota windows, the request sequence."""
+    """Per-app state: config, clock, keys, counters, quota windows, the request sequence.
 
-    def __init__(self, config: EmulatorConfig) -> None:
+    ``answering`` is open unless a test holds it (:meth:`hold`): then every generateContent
+    request is counted on arrival and waits until :meth:`release`, so a test can line up
+    several clients before any of them gets an answer.
+    """
+
+    def __init__(self, config: EmulatorConfig, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
+        self.clock = clock
+        self.answering = asyncio.Event()
+        self.answering.set()
         self.seed_key = draws.seed_key(config.seed)
         self.redirect_key = redirects.redirect_key(self.seed_key)
         self.token_key = oauth.token_key(self.seed_key)
@@ -58,6 +66,13 @@ class Emulator:
     def reset(self) -> None:
         self.stats.reset()
         self.quotas.reset()
+
+    def hold(self) -> None:
+        """Keep generateContent requests waiting (counted) until :meth:`release`."""
+        self.answering.clear()
+
+    def release(self) -> None:
+        self.answering.set()
 
     # --- helpers ----------------------------------------------------------------------
 
@@ -94,7 +109,7 @@ class Emulator:
                     "API_KEY_ONLY" if has_key else "CREDENTIALS_MISSING", version
                 )
             reason = oauth.check(
-                self.token_key, auth[7:].strip(), time.time(), self.config.bearer_tokens
+                self.token_key, auth[7:].strip(), self.clock.time(), self.config.bearer_tokens
             )
             if reason is not None:
                 raise errors.vertex_unauthenticated(reason, version)
@@ -133,6 +148,7 @@ class Emulator:
         st.by_model[model] += 1
         for t in req.tools or ("none",):
             st.by_tool[t] += 1
+        await self.answering.wait()
 
         if "googleSearchRetrieval" in req.tools and traits.major >= 2:
             msg = (
@@ -169,7 +185,7 @@ class Emulator:
             model,
             responses.tokens(req.prompt_bytes),
             req.grounding is not None,
-            time.monotonic(),
+            self.clock.monotonic(),
         )
         if rejection is not None:
             st.quota[rejection.bucket] += 1
@@ -192,7 +208,7 @@ class Emulator:
             vertex=vertex,
             base_url=f"{request.scheme}://{request.host}",
             seq=seq,
-            now=time.time(),
+            now=self.clock.time(),
             project=project,
             location=location,
         )
@@ -216,7 +232,7 @@ class Emulator:
 
     async def redirect(self, request: web.Request) -> web.Response:
         d = redirects.decode(self.redirect_key, request.match_info["token"])
-        now_ms = time.time() * 1000
+        now_ms = self.clock.time() * 1000
         st = self.stats
         if (
             d is None
@@ -239,7 +255,7 @@ class Emulator:
 
     async def token(self, request: web.Request) -> web.Response:
         form = await request.post()
-        now = time.time()
+        now = self.clock.time()
         try:
             if form.get("grant_type") != oauth.JWT_BEARER:
                 raise oauth.GrantError("unsupported_grant_type", "Invalid grant_type.")
@@ -268,9 +284,11 @@ class Emulator:
 EMULATOR: web.AppKey[Emulator] = web.AppKey("emulator", Emulator)
 
 
-def build_app(config: EmulatorConfig | None = None) -> web.Application:
-    """The emulator as an aiohttp application (state in ``app[EMULATOR]``)."""
-    emu = Emulator(config or EmulatorConfig())
+def build_app(
+    config: EmulatorConfig | None = None, *, clock: Clock = SYSTEM_CLOCK
+) -> web.Application:
+    """The emulator as an aiohttp application (state in ``app[EMULATOR]``), on ``clock``."""
+    emu = Emulator(config or EmulatorConfig(), clock)
     app = web.Application(client_max_size=32 * 1024 * 1024)  # bytes
     app[EMULATOR] = emu
     r = app.router

@@ -7,6 +7,10 @@
         ...  # any client, sync or async, on any event loop
         assert emu.stats()["requests"]["by_status"]["200"] == 1
 
+Pass ``clock=FakeClock()`` (:mod:`pipeline.emulator.clock`) to make links expire and quota
+windows pass by ``emu.clock.advance(seconds)`` instead of by waiting; ``emu.hold()`` keeps
+every generateContent request waiting until ``emu.release()``.
+
 The server has its own event loop in its own thread, bound to 127.0.0.1 on a free port, so
 it works from sync tests and from async tests (whose loop it never shares). Leaving the
 block stops it; in-flight requests (a hang fault, say) are cancelled after
@@ -24,6 +28,7 @@ from typing import Any
 
 from aiohttp import web
 
+from pipeline.emulator.clock import SYSTEM_CLOCK, Clock
 from pipeline.emulator.config import DEFAULT_BEARER_TOKEN, EmulatorConfig
 from pipeline.emulator.server import EMULATOR, build_app
 
@@ -53,6 +58,11 @@ class RunningEmulator:
         toks = self.config.bearer_tokens
         return DEFAULT_BEARER_TOKEN if DEFAULT_BEARER_TOKEN in toks else min(toks)
 
+    @property
+    def clock(self) -> Clock:
+        """The clock the server reads (advance it when it is a ``FakeClock``)."""
+        return self._app[EMULATOR].clock
+
     def _call(self, fn: Any) -> Any:
         async def run() -> Any:
             return fn()
@@ -68,12 +78,22 @@ class RunningEmulator:
         """Zero the counters and empty every quota window."""
         self._call(self._app[EMULATOR].reset)
 
+    def hold(self) -> None:
+        """Keep generateContent requests waiting (counted in stats) until :meth:`release`."""
+        self._call(self._app[EMULATOR].hold)
+
+    def release(self) -> None:
+        """Answer the held requests, and every later one as usual."""
+        self._call(self._app[EMULATOR].release)
+
 
 @contextmanager
-def running_emulator(config: EmulatorConfig | None = None) -> Iterator[RunningEmulator]:
+def running_emulator(
+    config: EmulatorConfig | None = None, *, clock: Clock = SYSTEM_CLOCK
+) -> Iterator[RunningEmulator]:
     """Start an emulator on 127.0.0.1:<free port>; stop it when the block exits."""
     cfg = config or EmulatorConfig()
-    app = build_app(cfg)
+    app = build_app(cfg, clock=clock)
     loop = asyncio.new_event_loop()
     runner = web.AppRunner(
         app, handler_cancellation=True, shutdown_timeout=SHUTDOWN_GRACE_S, access_log=None
