@@ -34,7 +34,7 @@ from pipeline.gemini.errors import GeminiError, PermanentError, TransientError
 from pipeline.gemini.request import GroundedRequestBuilder
 from pipeline.gemini.wire import GenerateContentResponse, decode_response, visible_text
 from pipeline.grounding import GroundedAnswer, ground_answer
-from pipeline.jobspec import JobSpec
+from pipeline.jobspec import GroundingSection, JobSpec
 from pipeline.limits import Decision, RetryPolicy
 from pipeline.limits.policy import GROUND, STRUCTURE
 from pipeline.metered import Metered, MeteredCaller
@@ -234,7 +234,9 @@ class Answerer:
     ) -> Metered:
         return await self.caller.call(
             self._ground_endpoint,
-            builder.body(question.text, nudge=nudge),
+            builder.body(
+                question.text, nudge=nudge, urls=question_urls(question, self.spec.grounding)
+            ),
             model=self.spec.model.name,
             question_id=question.id,
             step=GROUND,
@@ -343,6 +345,20 @@ class Answerer:
             model_version=response.model_version,
             calls=n_calls,
         )
+
+
+def question_urls(question: ClaimedQuestion, grounding: GroundingSection) -> tuple[str, ...]:
+    """The question's own URLs for ``url_context``: its ``[grounding] url_field`` metadata.
+
+    The field holds one URL, several separated by whitespace, or a list of them; duplicates
+    and anything that is not text are left out, the order kept.
+    """
+    if not grounding.url_field or not question.meta:
+        return ()
+    value = question.meta.get(grounding.url_field)
+    items = value.split() if isinstance(value, str) else value if isinstance(value, list) else []
+    urls = (item.strip() for item in items if isinstance(item, str))
+    return tuple(dict.fromkeys(url for url in urls if url))
 
 
 def stored_answer(raw: bytes) -> GroundedAnswer:

@@ -19,7 +19,9 @@ What a call costs (``call_cost``), per shared/reference/gemini-wire-format.md §
   ``groundingMetadata`` (2.x); ``per_query`` rows bill each executed **non-empty** query
   (``webSearchQueries``; Gemini 3.x: "" entries are not billed). For a data store
   (``vertex_ai_search``) the units are the non-empty ``retrievalQueries``, at least one when
-  the response is grounded (whether each is billed separately is unconfirmed).
+  the response is grounded (whether each is billed separately is unconfirmed). ``none`` rows
+  (``url_context``, ``file_search``: no fee of their own; what they fetch is billed as input
+  through ``toolUsePromptTokenCount``) bill nothing and leave the cost complete.
 
 Free allowances (1,500 grounded prompts a day, 5,000 queries a month ...) are never deducted
 and batch discounts never applied: costs here are an upper bound of the bill.
@@ -94,6 +96,8 @@ def _tools(tool: ToolSpec) -> tuple[str, ...]:
 
 def _grounding_units(fee: GroundingFee, tool: str, grounding: GroundingMetadata) -> int:
     """Billable units of one tool in one grounded response (per prompt or per query)."""
+    if fee.kind == "none":
+        return 0
     if fee.kind == "per_prompt":
         return 1
     if tool == "vertex_ai_search":
@@ -159,6 +163,12 @@ def call_cost(
     return Cost(input_usd, output_usd, grounding_usd, input_tokens, output_tokens, units, complete)
 
 
+def _worst_units(fee: GroundingFee, max_search_queries: int) -> int:
+    if fee.kind == "none":
+        return 0
+    return 1 if fee.kind == "per_prompt" else max(max_search_queries, 1)
+
+
 def worst_case_cost(
     price: Price,
     *,
@@ -189,7 +199,7 @@ def worst_case_cost(
         fee = price.fee(name)
         if fee is None:
             raise ValueError(f"no grounding fee for {name} in the price row {price.describe()}")
-        n = 1 if fee.kind == "per_prompt" else max(max_search_queries, 1)
+        n = _worst_units(fee, max_search_queries)
         units += n
         grounding_usd += n * fee.usd_per_1k / _THOUSAND
     return Cost(
@@ -229,7 +239,8 @@ def expected_cost(
         if fee is None:
             complete = False
             continue
-        units = d(str(grounded_share)) * (1 if fee.kind == "per_prompt" else d(str(search_queries)))
+        per_call = d(_worst_units(fee, 1)) if fee.kind != "per_query" else d(str(search_queries))
+        units = d(str(grounded_share)) * per_call
         grounding_usd += units * fee.usd_per_1k / _THOUSAND
     return Cost(
         inputs * in_rate / _MILLION,

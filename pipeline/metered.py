@@ -104,7 +104,7 @@ class MeteredCaller:
                     self.spec.model.backend,
                     extra={"action": "price_missing", "model": model},
                 )
-            elif not price.confirmed:
+            elif not price.confirmed_for(self.spec.grounding.tools):
                 log.warning(
                     "the price of %s rests on placeholder figures: %s",
                     model,

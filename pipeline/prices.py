@@ -20,7 +20,7 @@ import datetime as dt
 import re
 import tomllib
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from importlib import resources
@@ -40,9 +40,19 @@ __all__ = [
     "parse_prices",
 ]
 
-FeeKind = Literal["per_prompt", "per_query"]
+# "none": the tool is known to have no fee of its own (what it fetches is billed as input
+# tokens): the cost is complete and the worst case computable, with no grounding units.
+FeeKind = Literal["per_prompt", "per_query", "none"]
 Backend = Literal["developer", "vertex", "any"]
-Tool = Literal["google_search", "google_maps", "vertex_ai_search"]
+Tool = Literal[
+    "google_search",
+    "google_maps",
+    "vertex_ai_search",
+    "enterprise_web_search",
+    "file_search",
+    "url_context",
+    "google_search_retrieval",
+]
 # The keys of a [[price]] row, which its ``unconfirmed`` list may name.
 PriceField = Literal[
     "match",
@@ -117,6 +127,11 @@ class Price:
     def confirmed(self) -> bool:
         """No placeholder anywhere in the row (token prices and every grounding fee)."""
         return not self.unconfirmed and all(f.confirmed for f in self.grounding.values())
+
+    def confirmed_for(self, tools: Iterable[str]) -> bool:
+        """No placeholder in the token prices nor in the fees of ``tools`` (a job's tools)."""
+        fees = (self.grounding.get(tool) for tool in tools)
+        return not self.unconfirmed and all(f is None or f.confirmed for f in fees)
 
     def valid_on(self, day: dt.date) -> bool:
         if self.valid_from is not None and day < self.valid_from:
@@ -229,6 +244,10 @@ class _Fees(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     google_search: _Fee | None = None
     google_maps: _Fee | None = None
     vertex_ai_search: _Fee | None = None
+    enterprise_web_search: _Fee | None = None
+    file_search: _Fee | None = None
+    url_context: _Fee | None = None
+    google_search_retrieval: _Fee | None = None
 
     def items(self) -> list[tuple[str, _Fee]]:
         return [(k, f) for k in self.__struct_fields__ if (f := getattr(self, k)) is not None]
@@ -335,11 +354,25 @@ def _decode(data: bytes, path: str) -> _PricesFile:
         raise _price_error(path, exc) from None
 
 
+def _check_no_fee_rows(decoded: _PricesFile, path: str) -> None:
+    """A ``kind = "none"`` fee says the tool costs nothing per call: an amount contradicts it."""
+    fees = [
+        (f"price[{i}].grounding.{tool}", fee)
+        for i, row in enumerate(decoded.price)
+        for tool, fee in row.grounding.items()
+    ]
+    fees += [(f"tool_fee[{i}]", fee) for i, fee in enumerate(decoded.tool_fee)]
+    for where, fee in fees:
+        if fee.kind == "none" and fee.usd_per_1k != 0:
+            raise PriceError(f'{path}: {where}.usd_per_1k: must be 0 with kind = "none"')
+
+
 def parse_prices(data: bytes, path: str = "<prices>") -> PriceTable:
     """Parse and validate a prices TOML document; warn about placeholder rows."""
     decoded = _decode(data, path)
     if not decoded.price:
         raise PriceError(f"{path}: no [[price]] rows")
+    _check_no_fee_rows(decoded, path)
     table = PriceTable(tuple(_to_price(row, decoded.tool_fee) for row in decoded.price), path)
     placeholders = table.unconfirmed()
     if placeholders:

@@ -79,7 +79,8 @@ def test_every_row_loads_with_date_and_source(table: PriceTable) -> None:
         assert row.grounding, row.describe()
         for fee in row.grounding.values():
             assert fee.source
-            assert fee.kind in {"per_prompt", "per_query"}
+            assert fee.kind in {"per_prompt", "per_query", "none"}
+            assert fee.kind != "none" or fee.usd_per_1k == 0
         if row.as_of != "undated":
             dt.date.fromisoformat(row.as_of)
         if row.long_context_above is not None:

@@ -131,6 +131,9 @@ def test_vertex_with_service_account(emu: RunningEmulator, tmp_path: Path) -> No
     )
     check_grounded(r)
     assert r.candidates[0].grounding_metadata.grounding_supports[0].confidence_scores
+    # Vertex web chunks carry domain (the Developer API's do not).
+    webs = [ch.web for ch in r.candidates[0].grounding_metadata.grounding_chunks if ch.web]
+    assert webs and all(w.domain and w.domain == w.title for w in webs)
     assert r.usage_metadata.traffic_type == types.TrafficType.ON_DEMAND
     after = emu.stats()
     assert after["tokens_issued"] == before["tokens_issued"] + 1
@@ -200,6 +203,16 @@ def test_sdk_parses_every_new_shape(emu: RunningEmulator) -> None:
         ),
     )
     assert r.candidates[0].grounding_metadata.google_maps_widget_context_token
+
+    r = c.models.generate_content(
+        model="gemini-3-flash-preview",
+        contents="coffee near the station",
+        config=types.GenerateContentConfig(tools=[types.Tool(google_maps=types.GoogleMaps())]),
+    )
+    parts = [p for p in r.candidates[0].content.parts if not p.thought]
+    assert parts[0].tool_call.tool_type == types.ToolType.GOOGLE_MAPS
+    assert parts[1].tool_response is not None and parts[1].thought_signature
+    assert any(ch.maps for ch in r.candidates[0].grounding_metadata.grounding_chunks)
 
     r = c.models.generate_content(
         model="gemini-1.5-flash",

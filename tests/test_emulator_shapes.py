@@ -72,6 +72,19 @@ def test_gemini_3_tool_call_parts_first_and_no_part_index(emu: RunningEmulator) 
     assert all("text" in p for p in wire["content"]["parts"])
 
 
+def test_gemini_3_maps_tool_call_parts_first(emu: RunningEmulator) -> None:
+    for q in QUESTIONS[:4]:
+        answer, wire = mapped(post(emu, "gemini-3-flash-preview", q, [{"googleMaps": {}}]))
+        parts = wire["content"]["parts"]
+        assert parts[0]["toolCall"]["toolType"] == "GOOGLE_MAPS" and parts[0]["thoughtSignature"]
+        assert parts[1]["toolResponse"]["toolType"] == "GOOGLE_MAPS"
+        assert answer.tool_parts == 2 and answer.warnings == ()
+        assert all(s.kind == "maps" for s in answer.sources if s.kind != "other")
+    # Maps on 2.5: no tool parts.
+    _, wire = mapped(post(emu, "gemini-2.5-flash", QUESTIONS[0], [{"googleMaps": {}}]))
+    assert all("text" in p for p in wire["content"]["parts"])
+
+
 def test_code_execution_parts_first(emu: RunningEmulator) -> None:
     answer, wire = mapped(
         post(emu, "gemini-2.5-flash", QUESTIONS[1], [{"codeExecution": {}}, SEARCH])

@@ -15,7 +15,7 @@ from pipeline.emulator.testing import running_emulator
 from pipeline.gemini.request import grounding_tool
 from pipeline.gemini.wire import GroundingMetadata, UsageMetadata, decode_response
 from pipeline.jobspec import JobSpecError, load_jobspec
-from pipeline.prices import load_prices
+from pipeline.prices import load_prices, parse_prices
 from pipeline.targets import request_builder
 from tests.jobutil import generate_calls, make_job
 
@@ -187,11 +187,38 @@ def test_fees_summed_per_tool_used() -> None:
     assert call_cost(price, usage, no_maps, tool=("google_search", "google_maps")) == call_cost(
         price, usage, no_maps, tool="google_search"
     )
-    # No fee known for url_context: the cost says it is incomplete, the worst case refuses.
-    assert not call_cost(price, usage, metadata, tool=("google_search", "url_context")).complete
+    # url_context is known to have no fee of its own: complete, nothing added, worst case known.
+    with_url = call_cost(price, usage, metadata, tool=("google_search", "url_context"))
+    assert with_url.complete and with_url.grounding_usd == one.grounding_usd
+    worst = {
+        tools: worst_case_cost(
+            price, prompt_tokens_estimate=10, max_output_tokens=10, max_search_queries=1, tool=tools
+        )
+        for tools in (("google_search",), ("google_search", "url_context"))
+    }
+    assert worst[("google_search",)] == worst[("google_search", "url_context")]
+    # A tool whose fee a price table does not know: the cost is incomplete, the worst case
+    # refuses (an unknown fee has no bound).
+    bare = parse_prices(
+        b"""
+[[price]]
+match = "gemini-2.5-flash"
+backend = "developer"
+input_per_1m = 0.30
+output_per_1m = 2.50
+as_of = 2026-10-07
+source = "test"
+[price.grounding.google_search]
+kind = "per_prompt"
+usd_per_1k = 35
+source = "test"
+"""
+    ).for_model("gemini-2.5-flash", "developer")
+    assert bare is not None
+    assert not call_cost(bare, usage, metadata, tool=("google_search", "url_context")).complete
     with pytest.raises(ValueError, match="url_context"):
         worst_case_cost(
-            price,
+            bare,
             prompt_tokens_estimate=10,
             max_output_tokens=10,
             max_search_queries=1,

@@ -4,7 +4,8 @@ Wire rules kept exactly:
 
 * segment offsets are UTF-8 **byte** offsets into ``parts[partIndex].text``, end exclusive;
 * proto3 zero omission: ``partIndex`` 0 and ``startIndex`` 0 are left out;
-* web chunks: ``{"web": {"uri": <redirect on this server>, "title": <bare domain>}}``;
+* web chunks: ``{"web": {"uri": <redirect on this server>, "title": <bare domain>}}``, plus
+  ``domain`` on Vertex;
 * ``confidenceScores`` (same length as ``groundingChunkIndices``) only for models before 2.5;
 * key order as in real bodies: searchEntryPoint, groundingChunks, groundingSupports,
   retrievalMetadata, webSearchQueries.
@@ -107,8 +108,10 @@ def web(
     redirect_key: bytes,
     issued_ms: int,
     nonce: int,
+    vertex: bool = False,
 ) -> dict[str, Any]:
-    """Google Search grounding: redirect web chunks, entry point, queries."""
+    """Google Search grounding: redirect web chunks, entry point, queries. Vertex web chunks
+    also carry ``domain`` (the Developer API leaves it out: reference §2)."""
     chunks: list[dict[str, Any]] = []
     prefix = base_url + redirects.PATH_PREFIX
     for i, (src, sid) in enumerate(zip(entry.answer.sources, entry.source_ids, strict=True)):
@@ -116,7 +119,10 @@ def web(
             chunks.append({})
             continue
         token = redirects.issue(redirect_key, sid, issued_ms, nonce + i)
-        chunks.append({"web": {"uri": prefix + token, "title": src.domain}})
+        chunk = {"uri": prefix + token, "title": src.domain}
+        if vertex:
+            chunk["domain"] = src.domain
+        chunks.append({"web": chunk})
     queries = list(entry.answer.queries)
     if variant.empty_query_at >= 0:
         queries.insert(min(variant.empty_query_at, len(queries)), "")

@@ -143,8 +143,9 @@ def _tool_parts(ctx: Context, entry: corpus.Entry, searching: bool) -> list[dict
     """Non-text parts real answers put before the text.
 
     Code execution (``codeExecution`` declared): the search runs as ``concise_search(...)``
-    code and its result. Gemini 3 with a search tool: a ``toolCall`` and a ``toolResponse``,
-    each carrying a ``thoughtSignature``. Either way the supports then omit ``partIndex``.
+    code and its result. Gemini 3 with Search or Maps: a ``toolCall`` and a ``toolResponse``
+    (``GOOGLE_SEARCH_WEB`` / ``GOOGLE_MAPS``), each carrying a ``thoughtSignature``. Either
+    way the supports then omit ``partIndex``.
     """
     req, out = ctx.request, []
     queries = list(entry.answer.queries)
@@ -165,13 +166,14 @@ def _tool_parts(ctx: Context, entry: corpus.Entry, searching: bool) -> list[dict
                 }
             }
         )
-    if searching and ctx.traits.tool_call_parts and req.grounding == WEB_SEARCH:
+    tool_type = {WEB_SEARCH: "GOOGLE_SEARCH_WEB", MAPS: "GOOGLE_MAPS"}.get(req.grounding or "")
+    if searching and ctx.traits.tool_call_parts and tool_type is not None:
         call_id = _signature(ctx, b"id")[:8].lower().replace("+", "a").replace("/", "b")
         out.append(
             {
                 "toolCall": {
                     "id": call_id,
-                    "toolType": "GOOGLE_SEARCH_WEB",
+                    "toolType": tool_type,
                     "args": {"queries": queries},
                 },
                 "thoughtSignature": _signature(ctx, b"call"),
@@ -181,7 +183,7 @@ def _tool_parts(ctx: Context, entry: corpus.Entry, searching: bool) -> list[dict
             {
                 "toolResponse": {
                     "id": call_id,
-                    "toolType": "GOOGLE_SEARCH_WEB",
+                    "toolType": tool_type,
                     "response": {"queries": queries},
                 },
                 "thoughtSignature": _signature(ctx, b"response"),
@@ -292,6 +294,7 @@ def build(ctx: Context) -> Built:
                 redirect_key=ctx.redirect_key,
                 issued_ms=int(ctx.now * 1000),
                 nonce=ctx.seq * 8,
+                vertex=ctx.vertex,
             )
             if req.dynamic_threshold is not None:
                 metadata["retrievalMetadata"] = {

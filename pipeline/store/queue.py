@@ -46,6 +46,9 @@ class ClaimedQuestion:
     structure_attempts: int = 0
     # The stored call-1 response when the grounded answer exists: only call 2 is left.
     answer_raw: bytes | None = None
+    # The input fields kept with the question ([source] metadata_fields); None = none.
+    # url_context reads the question's own URLs from here ([grounding] url_field).
+    meta: dict[str, Any] | None = None
 
 
 async def ensure_job(connection: AsyncConnection, name: str) -> int:
@@ -102,7 +105,7 @@ async def claim(
             lease_expires_at=now + lease,
             updated_at=now,
         )
-        .returning(q.id, q.qid, q.text, q.attempts, q.structure_attempts)
+        .returning(q.id, q.qid, q.text, q.attempts, q.structure_attempts, q.meta)
     )
     rows = sorted(result.all(), key=lambda row: row.id)
     if not rows:
@@ -124,6 +127,7 @@ async def claim(
             row.attempts,
             row.structure_attempts,
             stored[row.id].encode() if row.id in stored else None,
+            row.meta,
         )
         for row in rows
     ]
