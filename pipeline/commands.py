@@ -6,34 +6,44 @@ problems to stderr; they never print a credential.
 
 from __future__ import annotations
 
+import functools
+import os
 import signal
 import sys
 import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from decimal import Decimal
+from pathlib import Path
 
 import anyio
 import orjson
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.estimate import estimate_remaining
+from pipeline.exit_codes import (
+    EXIT_FAILED,
+    EXIT_OK,
+    ExitStatus,
+    describe_failures,
+    failures,
+    run_status,
+)
 from pipeline.gemini.endpoint import ConfigurationError
 from pipeline.jobspec import JobSpec
 from pipeline.loader import LoadError, load_questions
+from pipeline.metrics import RunMetrics
 from pipeline.prices import UnconfirmedPriceWarning, load_prices
+from pipeline.progress import WatchOptions
+from pipeline.progress import watch as progress_watch
 from pipeline.redirects import PENDING as PENDING_SOURCE
 from pipeline.resolver import Lookup, Resolver, pending_lookups
-from pipeline.states import TERMINAL_STATES
-from pipeline.status import job_status, render_status
+from pipeline.status import JobStatus, job_status, render_status
 from pipeline.store import queue
+from pipeline.store.breakdown import state_counts
 from pipeline.store.engine import create_engine, migrate
 from pipeline.terminal import printable
 from pipeline.worker import JobRunner, RunSummary, job_spend
-
-PROGRESS_INTERVAL_S = 2.0  # how often a running job prints a progress line
-
-EXIT_OK = 0
-EXIT_FAILED = 1  # the command ran and something went wrong (bad input file, run stopped)
 
 
 def say(message: str) -> None:
@@ -83,7 +93,10 @@ async def _load(engine: AsyncEngine, spec: JobSpec) -> int | None:
     return job_id
 
 
-async def run_command(spec: JobSpec) -> int:
+async def run_command(spec: JobSpec, watch: WatchOptions | None = None) -> int:
+    """Load, then ground every question not yet finished; the exit status is the contract in
+    :mod:`pipeline.exit_codes`."""
+    watch = watch or WatchOptions()
     async with opened(spec) as engine:
         job_id = await _load(engine, spec)
         if job_id is None:
@@ -97,26 +110,117 @@ async def run_command(spec: JobSpec) -> int:
                 async with engine.connect() as connection:
                     before = await job_status(connection, job_id, spec.name)
             say(render_status(before))
-            return EXIT_OK
+            status = _closing_status(spec, None, before.states)
+            _write_summary_json(watch, status, spec, None, before)
+            return status
+        metrics = (
+            RunMetrics(spec.name, spent_before=before.spend_usd) if watch.wants_metrics else None
+        )
         resolver = Resolver(engine, spec.resolver) if spec.resolver.enabled else None
-        runner = JobRunner(spec, engine, job_id, resolver=resolver)
-        summary = await _run_with_signals(runner)
-        async with engine.connect() as connection:
-            after = await job_status(connection, job_id, spec.name)
+        if resolver is not None and metrics is not None:
+            resolver.on_resolved = metrics.on_resolved
+        runner = JobRunner(spec, engine, job_id, resolver=resolver, metrics=metrics)
+        try:
+            if metrics is not None:
+                _start_metrics(metrics, runner, watch)
+            summary = await _run_with_signals(runner, engine, job_id, before, watch, metrics)
+            async with engine.connect() as connection:
+                after = await job_status(connection, job_id, spec.name)
+            if metrics is not None:
+                metrics.set_states(after.states)
+                if watch.metrics_textfile:
+                    metrics.write_textfile(watch.metrics_textfile)
+        finally:
+            if metrics is not None:
+                metrics.close()
     say(_render_summary(summary))
     say(render_status(after))
     say(f"results: {_display_url(spec)}")
-    if summary.stopped:
-        complain(f"run stopped early: {summary.stopped}")
-        return EXIT_FAILED
-    return EXIT_OK
+    status = _closing_status(spec, summary.stopped, after.states)
+    _write_summary_json(watch, status, spec, summary, after)
+    return status
 
 
-async def _run_with_signals(runner: JobRunner) -> RunSummary:
+def _start_metrics(metrics: RunMetrics, runner: JobRunner, watch: WatchOptions) -> None:
+    def current_rate() -> float:
+        caller = runner.caller
+        if caller is None:
+            return 0.0
+        return caller.aimd.rate if caller.aimd is not None else caller.limiter.rate
+
+    metrics.rate_from(current_rate)
+    if watch.metrics_port is not None:
+        metrics.serve(watch.metrics_port, watch.metrics_host)
+
+
+def _closing_status(spec: JobSpec, stopped: str | None, states: dict[str, int]) -> ExitStatus:
+    """The run's exit status, and the line saying what made it non-zero."""
+    failed = failures(states, spec.job.fail_on)
+    status = run_status(stopped=stopped, failed=failed)
+    if stopped is not None:
+        complain(f"run stopped early: {stopped}")
+    if failed:
+        complain(
+            f"questions in a failure state: {describe_failures(failed)}"
+            f" (job.fail_on = {', '.join(spec.job.fail_on)}; exit status {int(status)})"
+        )
+    return status
+
+
+def _write_summary_json(
+    watch: WatchOptions,
+    status: ExitStatus,
+    spec: JobSpec,
+    summary: RunSummary | None,
+    job: JobStatus,
+) -> None:
+    """``--summary-json PATH``: the closing summary for a machine (written atomically)."""
+    if not watch.summary_json:
+        return
+    failed = failures(job.states, spec.job.fail_on)
+    document = {
+        "job": spec.name,
+        "exit_status": int(status),
+        "outcome": {0: "ok", 1: "stopped", 3: "some_failed"}.get(int(status), "error"),
+        "stopped": summary.stopped if summary else None,
+        "fail_on": list(spec.job.fail_on),
+        "failures": failed,
+        "run": None
+        if summary is None
+        else {
+            "claimed": summary.claimed,
+            "calls": summary.calls,
+            "outcomes": summary.outcomes,
+            "throttled": summary.throttled,
+            "spend_usd": str(Decimal(summary.cost_micro_usd) / 1_000_000),
+            "elapsed_s": round(summary.elapsed_s, 3),
+        },
+        "status": job.to_dict(),
+        "database": _display_url(spec),
+    }
+    path = Path(watch.summary_json)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+    temporary.replace(path)
+
+
+async def _run_with_signals(
+    runner: JobRunner,
+    engine: AsyncEngine,
+    job_id: int,
+    before: JobStatus,
+    watch: WatchOptions,
+    metrics: RunMetrics | None,
+) -> RunSummary:
     """First SIGINT/SIGTERM: stop claiming and finish what is in flight; second: abort."""
+
+    async def read_states() -> dict[str, int]:
+        async with engine.connect() as connection:
+            return await state_counts(connection, job_id)
+
     async with anyio.create_task_group() as group:
 
-        async def watch() -> None:
+        async def watch_signals() -> None:
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
                     if runner.summary.stopped is None:
@@ -125,19 +229,19 @@ async def _run_with_signals(runner: JobRunner) -> RunSummary:
                         group.cancel_scope.cancel()
                         return
 
-        async def progress() -> None:
-            started = anyio.current_time()
-            while True:
-                await anyio.sleep(PROGRESS_INTERVAL_S)
-                summary = runner.summary
-                finished = sum(
-                    n for state, n in summary.outcomes.items() if state in TERMINAL_STATES
-                )
-                rate = finished / (anyio.current_time() - started)
-                say(f"  ... {finished} finished, {summary.calls} calls, {rate:.0f} questions/s")
-
-        group.start_soon(watch)
-        group.start_soon(progress)
+        group.start_soon(watch_signals)
+        group.start_soon(
+            functools.partial(
+                progress_watch,
+                runner,
+                watch,
+                total=before.total,
+                finished_before=before.terminal,
+                spent_before=before.spend_usd,
+                metrics=metrics,
+                read_states=read_states,
+            )
+        )
         try:
             await runner.run()
         except ConfigurationError as exc:
