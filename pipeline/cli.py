@@ -81,6 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
     retry.add_argument("--class", dest="error_class", metavar="C", help="only this error class")
     status = commands.add_parser("status", parents=[job], help="where the job stands")
     status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument(
+        "--by",
+        choices=("class",),
+        help="break the job down: per question class, the grounded rate, the share of"
+        " grounded answers with no chunks, and the mean coverage",
+    )
 
     from pipeline.cite import add_cite_arguments
 
@@ -226,7 +232,9 @@ def _main(argv: Sequence[str] | None) -> int:
                 ),
             )
         case "status":
-            return _job_command(args, lambda spec: commands.status_command(spec, as_json=args.json))
+            return _job_command(
+                args, lambda spec: commands.status_command(spec, as_json=args.json, by=args.by)
+            )
         case "cite":
             from pipeline.cite import cite_main
 

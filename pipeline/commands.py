@@ -38,9 +38,15 @@ from pipeline.progress import WatchOptions
 from pipeline.progress import watch as progress_watch
 from pipeline.redirects import PENDING as PENDING_SOURCE
 from pipeline.resolver import Lookup, Resolver, pending_lookups
-from pipeline.status import JobStatus, job_status, render_status
+from pipeline.status import (
+    JobStatus,
+    class_stats_dict,
+    job_status,
+    render_class_stats,
+    render_status,
+)
 from pipeline.store import queue
-from pipeline.store.breakdown import state_counts
+from pipeline.store.breakdown import class_stats, state_counts
 from pipeline.store.engine import create_engine, migrate
 from pipeline.terminal import printable
 from pipeline.worker import JobRunner, RunSummary, job_spend
@@ -315,18 +321,32 @@ async def retry_command(spec: JobSpec, *, states: list[str], error_class: str | 
     return EXIT_OK
 
 
-async def status_command(spec: JobSpec, *, as_json: bool) -> int:
+async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None) -> int:
     async with opened(spec) as engine, engine.connect() as connection:
         job_id = await queue.find_job(connection, spec.name)
         if job_id is None:
             complain(f"job {spec.name!r} has not been loaded or run yet")
             return EXIT_FAILED
-        status = await job_status(connection, job_id, spec.name)
+        if by == "class":
+            stats = await class_stats(connection, job_id)
+        else:
+            status = await job_status(connection, job_id, spec.name)
+    if by == "class":
+        if as_json:
+            _write_json({"job": spec.name, "by_class": class_stats_dict(stats)})
+        else:
+            say(render_class_stats(spec.name, stats))
+        return EXIT_OK
     if as_json:
-        sys.stdout.buffer.write(orjson.dumps(status.to_dict(), option=orjson.OPT_INDENT_2) + b"\n")
+        _write_json(status.to_dict())
     else:
         say(render_status(status))
     return EXIT_OK
+
+
+def _write_json(document: object) -> None:
+    sys.stdout.buffer.write(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.flush()
 
 
 def _render_summary(summary: RunSummary) -> str:
