@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 
@@ -23,8 +23,15 @@ from pipeline.progress import WatchOptions
 __all__ = ["EXIT_USAGE", "KeyValueFormatter", "build_parser", "main"]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (``ground run: error: ...``), status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _job_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("job", help="the job file (TOML)")
     common.add_argument(
         "--set",
@@ -38,7 +45,7 @@ def _job_parser() -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ground",
         description="Ground large question sets with Gemini, keep every citation.",
         epilog=EPILOG,
@@ -166,7 +173,7 @@ def _watch_options(args: argparse.Namespace, log_format: str) -> WatchOptions:
 def _emulator_command(argv: list[str]) -> int:
     from pipeline.emulator import cli as emulator_cli
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ground emulator", description="Serve the local Gemini-compatible emulator."
     )
     emulator_cli.add_arguments(parser)
@@ -181,7 +188,13 @@ def _job_command(
     except JobSpecError as exc:
         print(f"ground: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    return anyio.run(action, spec)
+    from pipeline.commands import DatabaseUnavailable
+
+    try:
+        return anyio.run(action, spec)
+    except DatabaseUnavailable as exc:
+        print(f"ground: {exc}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import anyio
 import orjson
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.estimate import estimate_remaining
@@ -60,15 +62,40 @@ def complain(message: str) -> None:
     print(printable(f"ground: {message}"), file=sys.stderr, flush=True)
 
 
+class DatabaseUnavailable(RuntimeError):
+    """The job's database cannot be opened; the message names it without its password."""
+
+
 @asynccontextmanager
 async def opened(spec: JobSpec) -> AsyncIterator[AsyncEngine]:
-    """An engine on the job's database, brought to the newest schema."""
+    """An engine on the job's database, brought to the newest schema.
+
+    Raises :class:`DatabaseUnavailable` when it cannot be reached or opened (refused, no such
+    database, bad SSL options, a file that is no database): one line, not a driver traceback.
+    """
     engine = create_engine(spec.database_url)
     try:
-        await migrate(engine)
+        try:
+            await migrate(engine)
+        except (OSError, DBAPIError, TypeError) as exc:
+            if isinstance(exc, TypeError) and "connect()" not in str(exc):
+                raise  # a bug of ours, not a connection option
+            raise DatabaseUnavailable(_database_problem(spec, exc)) from None
         yield engine
     finally:
         await engine.dispose()
+
+
+def _database_problem(spec: JobSpec, exc: BaseException) -> str:
+    """``cannot open the database URL: reason``, with no password anywhere in it."""
+    url = make_url(spec.database_url)
+    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    reason = lines[0] if lines else type(exc).__name__
+    if url.password:
+        reason = reason.replace(str(url.password), "***")
+    if "unexpected keyword argument" in reason:
+        reason += " (asyncpg's options are ssl=disable|prefer|require|verify-ca|verify-full)"
+    return f"cannot open the database {_display_url(spec)}: {reason}"
 
 
 async def migrate_command(spec: JobSpec) -> int:
@@ -91,6 +118,9 @@ async def _load(engine: AsyncEngine, spec: JobSpec) -> int | None:
             result = await load_questions(connection, job_id, spec.source_path, spec.source)
     except LoadError as exc:
         complain(f"{exc} (nothing was loaded)")
+        return None
+    if result.total == 0:
+        complain(f"{spec.source_path}: the file has no questions (nothing was loaded)")
         return None
     if result.added:
         say(f"loaded {result.added} new questions ({result.existing} already there)")
@@ -359,8 +389,6 @@ def _render_summary(summary: RunSummary) -> str:
 
 def _display_url(spec: JobSpec) -> str:
     """The database, shown without a password."""
-    from sqlalchemy.engine import make_url
-
     url = make_url(spec.database_url)
     if url.get_backend_name() == "sqlite":
         return str(url.database)
