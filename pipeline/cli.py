@@ -41,6 +41,13 @@ def _job_parser() -> argparse.ArgumentParser:
         metavar="SECTION.KEY=VALUE",
         help="override one job-file key (repeatable), e.g. --set limits.concurrency=4",
     )
+    common.add_argument(  # also accepted before the command; given here, it wins
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=argparse.SUPPRESS,
+        help="log records as key=value text or JSON lines, on stderr"
+        " (default: text on a terminal, json otherwise)",
+    )
     return common
 
 
@@ -71,8 +78,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_watch_arguments(run)
     commands.add_parser("load", parents=[job], help="load the question file into the queue")
     commands.add_parser("migrate", parents=[job], help="bring the database to the newest schema")
-    commands.add_parser(
+    resolve = commands.add_parser(
         "resolve", parents=[job], help="resolve the sources' redirect links still pending"
+    )
+    resolve.add_argument(
+        "--again",
+        action="append",
+        choices=("rejected", "failed"),
+        help="first judge these sources again under the job's current [resolver] settings"
+        " (after fixing allow_hosts, say); repeatable",
     )
     commands.add_parser(
         "estimate", parents=[job], help="the expected cost of the questions not yet finished"
@@ -234,7 +248,9 @@ def _main(argv: Sequence[str] | None) -> int:
         case "migrate":
             return _job_command(args, commands.migrate_command)
         case "resolve":
-            return _job_command(args, commands.resolve_command)
+            return _job_command(
+                args, lambda spec: commands.resolve_command(spec, again=args.again or ())
+            )
         case "estimate":
             return _job_command(args, commands.estimate_command)
         case "retry":

@@ -7,14 +7,16 @@ problems to stderr; they never print a credential.
 from __future__ import annotations
 
 import functools
+import ipaddress
 import os
 import signal
 import sys
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from decimal import Decimal
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import anyio
 import orjson
@@ -39,6 +41,7 @@ from pipeline.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.progress import WatchOptions
 from pipeline.progress import watch as progress_watch
 from pipeline.redirects import PENDING as PENDING_SOURCE
+from pipeline.redirects import AllowList, initial_verdict
 from pipeline.resolver import Lookup, Resolver, pending_lookups
 from pipeline.status import (
     JobStatus,
@@ -47,7 +50,7 @@ from pipeline.status import (
     render_class_stats,
     render_status,
 )
-from pipeline.store import queue
+from pipeline.store import queue, resolution
 from pipeline.store.breakdown import class_stats, state_counts
 from pipeline.store.engine import create_engine, migrate
 from pipeline.terminal import printable
@@ -171,6 +174,7 @@ async def run_command(spec: JobSpec, watch: WatchOptions | None = None) -> int:
                 metrics.close()
     say(_render_summary(summary))
     say(render_status(after))
+    _label_local_spend(spec)
     say(f"results: {_display_url(spec)}")
     status = _closing_status(spec, summary.stopped, after.states)
     _write_summary_json(watch, status, spec, summary, after)
@@ -286,14 +290,29 @@ async def _run_with_signals(
     return runner.summary
 
 
-async def resolve_command(spec: JobSpec) -> int:
-    """Resolve every source of the job still pending (after a crash, or a run without it)."""
+async def resolve_command(spec: JobSpec, *, again: Sequence[str] = ()) -> int:
+    """Resolve every source of the job still pending (after a crash, or a run without it).
+
+    ``again``: first judge the sources in these statuses (``rejected``, ``failed``) afresh
+    under the job's current ``[resolver]`` settings, e.g. after ``allow_hosts`` was fixed.
+    """
     async with opened(spec) as engine:
         async with engine.connect() as connection:
             job_id = await queue.find_job(connection, spec.name)
         if job_id is None:
             complain(f"job {spec.name!r} has not been loaded or run yet")
             return EXIT_FAILED
+        if again:
+            allow = AllowList(spec.resolver.allow_hosts)
+            async with engine.begin() as connection:
+                found = await resolution.sources_to_judge_again(connection, job_id, again)
+                verdicts = [(sid, initial_verdict(uri, allow)) for sid, uri in found]
+                await resolution.judge_again(connection, verdicts)
+            fresh: dict[str, int] = {}
+            for _, verdict in verdicts:
+                fresh[verdict.status] = fresh.get(verdict.status, 0) + 1
+            listed = ", ".join(f"{k} {v}" for k, v in sorted(fresh.items()))
+            say(f"judged {len(verdicts)} {'/'.join(again)} sources again ({listed or 'none'})")
         counts = await _resolve_pending(engine, spec, job_id)
     listed = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     say(f"resolved {sum(counts.values())} sources ({listed or 'none pending'})")
@@ -371,7 +390,29 @@ async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None)
         _write_json(status.to_dict())
     else:
         say(render_status(status))
+        _label_local_spend(spec)
     return EXIT_OK
+
+
+def _label_local_spend(spec: JobSpec) -> None:
+    """Against a local endpoint (the emulator) the spend is what Google's list prices would
+    have charged for those answers: say so, so nobody takes it for a bill."""
+    if _is_local_endpoint(spec.model.base_url):
+        say(
+            f"  (spend: list-price estimates; {spec.model.base_url} is a local endpoint, such as"
+            " `ground emulator`, and nothing was billed)"
+        )
+
+
+def _is_local_endpoint(base_url: str) -> bool:
+    """``model.base_url`` on this machine (loopback), where only an emulator answers."""
+    host = (urlsplit(base_url).hostname or "") if base_url else ""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _write_json(document: object) -> None:

@@ -174,3 +174,12 @@ def test_a_terminal_gets_the_progress_bar_and_the_summary(tmp_path: Path) -> Non
     assert "30/30" in bar and "q/s" in bar and "429s 0" in bar and "$" in bar
     assert "run: 30 calls for 30 claimed questions" in screen
     assert "job test: 30 questions, 30 finished" in screen
+
+
+def test_log_format_is_accepted_before_and_after_the_command() -> None:
+    from pipeline.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["--log-format", "json", "run", "j.toml"]).log_format == "json"
+    assert parser.parse_args(["run", "j.toml", "--log-format", "text"]).log_format == "text"
+    assert parser.parse_args(["run", "j.toml"]).log_format is None  # decided by the terminal
