@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import anyio
@@ -36,7 +37,6 @@ from pipeline.exit_codes import (
 from pipeline.gemini.endpoint import ConfigurationError
 from pipeline.jobspec import JobSpec
 from pipeline.loader import LoadError, load_questions
-from pipeline.metrics import RunMetrics
 from pipeline.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.progress import WatchOptions
 from pipeline.progress import watch as progress_watch
@@ -55,6 +55,9 @@ from pipeline.store.breakdown import class_stats, state_counts
 from pipeline.store.engine import create_engine, migrate
 from pipeline.terminal import printable
 from pipeline.worker import JobRunner, RunSummary, job_spend
+
+if TYPE_CHECKING:
+    from pipeline.metrics import RunMetrics
 
 
 def say(message: str) -> None:
@@ -152,9 +155,11 @@ async def run_command(spec: JobSpec, watch: WatchOptions | None = None) -> int:
             status = _closing_status(spec, None, before.states)
             _write_summary_json(watch, status, spec, None, before)
             return status
-        metrics = (
-            RunMetrics(spec.name, spent_before=before.spend_usd) if watch.wants_metrics else None
-        )
+        metrics: RunMetrics | None = None
+        if watch.wants_metrics:  # prometheus_client is imported only by runs that export
+            from pipeline.metrics import RunMetrics
+
+            metrics = RunMetrics(spec.name, spent_before=before.spend_usd)
         resolver = Resolver(engine, spec.resolver) if spec.resolver.enabled else None
         if resolver is not None and metrics is not None:
             resolver.on_resolved = metrics.on_resolved
