@@ -1,26 +1,37 @@
 """``ground``: argument parsing only; each command calls one function elsewhere.
 
-Exit status: 0 success, 1 the command failed (its message says why), 2 bad usage or a job file
-that does not validate.
+Exit statuses: :mod:`pipeline.exit_codes` (the contract, also in the README and ``--help``).
+Whatever goes wrong outside a command's own handling (a closed pipe, Ctrl-C before a run has
+started) ends in one ``ground: ...`` line and its status, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
+import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 
+from pipeline.exit_codes import EPILOG, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from pipeline.jobspec import JobSpec, JobSpecError, load_jobspec
+from pipeline.logs import LOG_FORMATS, KeyValueFormatter, configure_logging
+from pipeline.progress import WatchOptions
 
-EXIT_USAGE = 2
+__all__ = ["EXIT_USAGE", "KeyValueFormatter", "build_parser", "main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (``ground run: error: ...``), status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _job_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("job", help="the job file (TOML)")
     common.add_argument(
         "--set",
@@ -30,22 +41,52 @@ def _job_parser() -> argparse.ArgumentParser:
         metavar="SECTION.KEY=VALUE",
         help="override one job-file key (repeatable), e.g. --set limits.concurrency=4",
     )
+    common.add_argument(  # also accepted before the command; given here, it wins
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=argparse.SUPPRESS,
+        help="log records as key=value text or JSON lines, on stderr"
+        " (default: text on a terminal, json otherwise)",
+    )
     return common
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="ground", description="Ground large question sets with Gemini, keep every citation."
+    parser = _Parser(
+        prog="ground",
+        description="Ground large question sets with Gemini, keep every citation.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log every question")
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        help="log records as key=value text or JSON lines, on stderr"
+        " (default: text on a terminal, json otherwise)",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     job = _job_parser()
 
-    commands.add_parser("run", parents=[job], help="load the questions and ground them")
+    run = commands.add_parser(
+        "run",
+        parents=[job],
+        help="load the questions and ground them",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_watch_arguments(run)
     commands.add_parser("load", parents=[job], help="load the question file into the queue")
     commands.add_parser("migrate", parents=[job], help="bring the database to the newest schema")
-    commands.add_parser(
+    resolve = commands.add_parser(
         "resolve", parents=[job], help="resolve the sources' redirect links still pending"
+    )
+    resolve.add_argument(
+        "--again",
+        action="append",
+        choices=("rejected", "failed"),
+        help="first judge these sources again under the job's current [resolver] settings"
+        " (after fixing allow_hosts, say); repeatable",
     )
     commands.add_parser(
         "estimate", parents=[job], help="the expected cost of the questions not yet finished"
@@ -61,6 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
     retry.add_argument("--class", dest="error_class", metavar="C", help="only this error class")
     status = commands.add_parser("status", parents=[job], help="where the job stands")
     status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument(
+        "--by",
+        choices=("class",),
+        help="break the job down: per question class, the grounded rate, the share of"
+        " grounded answers with no chunks, and the mean coverage",
+    )
 
     from pipeline.cite import add_cite_arguments
 
@@ -74,10 +121,73 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_watch_arguments(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--progress-interval",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="seconds between progress records when stdout is not a terminal (default 60);"
+        " also how often --metrics-textfile is rewritten",
+    )
+    run.add_argument(
+        "--summary-json", metavar="PATH", help="write the closing summary to PATH as JSON"
+    )
+    run.add_argument(
+        "--metrics-port",
+        type=_port,
+        metavar="N",
+        help="serve Prometheus metrics at http://127.0.0.1:N/metrics during the run",
+    )
+    run.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="the address --metrics-port listens on (default 127.0.0.1)",
+    )
+    run.add_argument(
+        "--metrics-textfile",
+        metavar="PATH",
+        help="write node_exporter's textfile format to PATH (atomically) after each"
+        " progress interval and at exit",
+    )
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value}: a port is 1..65535")
+    return value
+
+
+def _watch_options(args: argparse.Namespace, log_format: str) -> WatchOptions:
+    return WatchOptions(
+        tty=sys.stdout.isatty(),
+        log_format=log_format,
+        progress_interval_s=args.progress_interval,
+        summary_json=args.summary_json,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
+        metrics_textfile=args.metrics_textfile,
+    )
+
+
 def _emulator_command(argv: list[str]) -> int:
     from pipeline.emulator import cli as emulator_cli
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ground emulator", description="Serve the local Gemini-compatible emulator."
     )
     emulator_cli.add_arguments(parser)
@@ -92,70 +202,55 @@ def _job_command(
     except JobSpecError as exc:
         print(f"ground: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    return anyio.run(action, spec)
+    from pipeline.commands import DatabaseUnavailable
 
-
-# The attributes every LogRecord has; anything else on a record came from ``extra=``.
-_RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
-    "message",
-    "asctime",
-    "taskName",
-}
-
-
-class KeyValueFormatter(logging.Formatter):
-    """``time level logger action=A message key=value ...``: every ``extra`` field is kept.
-
-    Each line carries a machine-readable ``action`` (``-`` when the call site gave none).
-    """
-
-    def __init__(self) -> None:
-        super().__init__("%(asctime)s %(levelname)s %(name)s action=%(action)s %(message)s")
-
-    def format(self, record: logging.LogRecord) -> str:
-        if not hasattr(record, "action"):
-            record.action = "-"
-        line = super().format(record)
-        extras = [
-            f"{key}={_log_value(value)}"
-            for key, value in vars(record).items()
-            if key not in _RECORD_FIELDS and key != "action"
-        ]
-        return f"{line} {' '.join(extras)}" if extras else line
-
-
-def _log_value(value: object) -> str:
-    text = str(value)
-    return repr(text) if not text or any(c.isspace() or c in "\"'=" for c in text) else text
-
-
-def _configure_logging(*, verbose: bool) -> None:
-    handler = logging.StreamHandler()
-    handler.setFormatter(KeyValueFormatter())
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, handlers=[handler])
-    for chatty in ("alembic", "aiosqlite", "asyncio", "google", "urllib3"):
-        logging.getLogger(chatty).setLevel(logging.WARNING)
+    try:
+        return anyio.run(action, spec)
+    except DatabaseUnavailable as exc:
+        print(f"ground: {exc}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; whatever escapes it ends in one ``ground: ...`` line, no traceback."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        # Ctrl-C before a run installed its own handler (a run stops cleanly and exits 1).
+        print("ground: interrupted", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`ground status | head`): say so once, and keep Python's
+        # flush at exit from failing again on the same pipe.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        print("ground: output closed before it was all written (broken pipe)", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     if args.command == "emulator":
         return _emulator_command(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    _configure_logging(verbose=args.verbose)
+    log_format = configure_logging(verbose=args.verbose, fmt=args.log_format)
     from pipeline import commands
 
     match args.command:
         case "run":
-            return _job_command(args, commands.run_command)
+            watch = _watch_options(args, log_format)
+            return _job_command(args, lambda spec: commands.run_command(spec, watch))
         case "load":
             return _job_command(args, commands.load_command)
         case "migrate":
             return _job_command(args, commands.migrate_command)
         case "resolve":
-            return _job_command(args, commands.resolve_command)
+            return _job_command(
+                args, lambda spec: commands.resolve_command(spec, again=args.again or ())
+            )
         case "estimate":
             return _job_command(args, commands.estimate_command)
         case "retry":
@@ -166,12 +261,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ),
             )
         case "status":
-            return _job_command(args, lambda spec: commands.status_command(spec, as_json=args.json))
+            return _job_command(
+                args, lambda spec: commands.status_command(spec, as_json=args.json, by=args.by)
+            )
         case "cite":
             from pipeline.cite import cite_main
 
             return cite_main(args.response, args.fmt, args.min_confidence)
-    return EXIT_USAGE  # unreachable: argparse requires a command
+    return int(EXIT_USAGE)  # unreachable: argparse requires a command
 
 
 if __name__ == "__main__":

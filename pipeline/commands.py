@@ -6,34 +6,58 @@ problems to stderr; they never print a credential.
 
 from __future__ import annotations
 
+import functools
+import ipaddress
+import os
 import signal
 import sys
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import anyio
 import orjson
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.estimate import estimate_remaining
+from pipeline.exit_codes import (
+    EXIT_FAILED,
+    EXIT_OK,
+    ExitStatus,
+    describe_failures,
+    failures,
+    run_status,
+)
 from pipeline.gemini.endpoint import ConfigurationError
 from pipeline.jobspec import JobSpec
 from pipeline.loader import LoadError, load_questions
 from pipeline.prices import UnconfirmedPriceWarning, load_prices
+from pipeline.progress import WatchOptions
+from pipeline.progress import watch as progress_watch
 from pipeline.redirects import PENDING as PENDING_SOURCE
+from pipeline.redirects import AllowList, initial_verdict
 from pipeline.resolver import Lookup, Resolver, pending_lookups
-from pipeline.states import TERMINAL_STATES
-from pipeline.status import job_status, render_status
-from pipeline.store import queue
+from pipeline.status import (
+    JobStatus,
+    class_stats_dict,
+    job_status,
+    render_class_stats,
+    render_status,
+)
+from pipeline.store import queue, resolution
+from pipeline.store.breakdown import class_stats, state_counts
 from pipeline.store.engine import create_engine, migrate
 from pipeline.terminal import printable
 from pipeline.worker import JobRunner, RunSummary, job_spend
 
-PROGRESS_INTERVAL_S = 2.0  # how often a running job prints a progress line
-
-EXIT_OK = 0
-EXIT_FAILED = 1  # the command ran and something went wrong (bad input file, run stopped)
+if TYPE_CHECKING:
+    from pipeline.metrics import RunMetrics
 
 
 def say(message: str) -> None:
@@ -44,15 +68,40 @@ def complain(message: str) -> None:
     print(printable(f"ground: {message}"), file=sys.stderr, flush=True)
 
 
+class DatabaseUnavailable(RuntimeError):
+    """The job's database cannot be opened; the message names it without its password."""
+
+
 @asynccontextmanager
 async def opened(spec: JobSpec) -> AsyncIterator[AsyncEngine]:
-    """An engine on the job's database, brought to the newest schema."""
+    """An engine on the job's database, brought to the newest schema.
+
+    Raises :class:`DatabaseUnavailable` when it cannot be reached or opened (refused, no such
+    database, bad SSL options, a file that is no database): one line, not a driver traceback.
+    """
     engine = create_engine(spec.database_url)
     try:
-        await migrate(engine)
+        try:
+            await migrate(engine)
+        except (OSError, DBAPIError, TypeError) as exc:
+            if isinstance(exc, TypeError) and "connect()" not in str(exc):
+                raise  # a bug of ours, not a connection option
+            raise DatabaseUnavailable(_database_problem(spec, exc)) from None
         yield engine
     finally:
         await engine.dispose()
+
+
+def _database_problem(spec: JobSpec, exc: BaseException) -> str:
+    """``cannot open the database URL: reason``, with no password anywhere in it."""
+    url = make_url(spec.database_url)
+    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    reason = lines[0] if lines else type(exc).__name__
+    if url.password:
+        reason = reason.replace(str(url.password), "***")
+    if "unexpected keyword argument" in reason:
+        reason += " (asyncpg's options are ssl=disable|prefer|require|verify-ca|verify-full)"
+    return f"cannot open the database {_display_url(spec)}: {reason}"
 
 
 async def migrate_command(spec: JobSpec) -> int:
@@ -76,6 +125,9 @@ async def _load(engine: AsyncEngine, spec: JobSpec) -> int | None:
     except LoadError as exc:
         complain(f"{exc} (nothing was loaded)")
         return None
+    if result.total == 0:
+        complain(f"{spec.source_path}: the file has no questions (nothing was loaded)")
+        return None
     if result.added:
         say(f"loaded {result.added} new questions ({result.existing} already there)")
     else:
@@ -83,7 +135,10 @@ async def _load(engine: AsyncEngine, spec: JobSpec) -> int | None:
     return job_id
 
 
-async def run_command(spec: JobSpec) -> int:
+async def run_command(spec: JobSpec, watch: WatchOptions | None = None) -> int:
+    """Load, then ground every question not yet finished; the exit status is the contract in
+    :mod:`pipeline.exit_codes`."""
+    watch = watch or WatchOptions()
     async with opened(spec) as engine:
         job_id = await _load(engine, spec)
         if job_id is None:
@@ -97,26 +152,120 @@ async def run_command(spec: JobSpec) -> int:
                 async with engine.connect() as connection:
                     before = await job_status(connection, job_id, spec.name)
             say(render_status(before))
-            return EXIT_OK
+            status = _closing_status(spec, None, before.states)
+            _write_summary_json(watch, status, spec, None, before)
+            return status
+        metrics: RunMetrics | None = None
+        if watch.wants_metrics:  # prometheus_client is imported only by runs that export
+            from pipeline.metrics import RunMetrics
+
+            metrics = RunMetrics(spec.name, spent_before=before.spend_usd)
         resolver = Resolver(engine, spec.resolver) if spec.resolver.enabled else None
-        runner = JobRunner(spec, engine, job_id, resolver=resolver)
-        summary = await _run_with_signals(runner)
-        async with engine.connect() as connection:
-            after = await job_status(connection, job_id, spec.name)
+        if resolver is not None and metrics is not None:
+            resolver.on_resolved = metrics.on_resolved
+        runner = JobRunner(spec, engine, job_id, resolver=resolver, metrics=metrics)
+        try:
+            if metrics is not None:
+                _start_metrics(metrics, runner, watch)
+            summary = await _run_with_signals(runner, engine, job_id, before, watch, metrics)
+            async with engine.connect() as connection:
+                after = await job_status(connection, job_id, spec.name)
+            if metrics is not None:
+                metrics.set_states(after.states)
+                if watch.metrics_textfile:
+                    metrics.write_textfile(watch.metrics_textfile)
+        finally:
+            if metrics is not None:
+                metrics.close()
     say(_render_summary(summary))
     say(render_status(after))
+    _label_local_spend(spec)
     say(f"results: {_display_url(spec)}")
-    if summary.stopped:
-        complain(f"run stopped early: {summary.stopped}")
-        return EXIT_FAILED
-    return EXIT_OK
+    status = _closing_status(spec, summary.stopped, after.states)
+    _write_summary_json(watch, status, spec, summary, after)
+    return status
 
 
-async def _run_with_signals(runner: JobRunner) -> RunSummary:
+def _start_metrics(metrics: RunMetrics, runner: JobRunner, watch: WatchOptions) -> None:
+    def current_rate() -> float:
+        caller = runner.caller
+        if caller is None:
+            return 0.0
+        return caller.aimd.rate if caller.aimd is not None else caller.limiter.rate
+
+    metrics.rate_from(current_rate)
+    if watch.metrics_port is not None:
+        metrics.serve(watch.metrics_port, watch.metrics_host)
+
+
+def _closing_status(spec: JobSpec, stopped: str | None, states: dict[str, int]) -> ExitStatus:
+    """The run's exit status, and the line saying what made it non-zero."""
+    failed = failures(states, spec.job.fail_on)
+    status = run_status(stopped=stopped, failed=failed)
+    if stopped is not None:
+        complain(f"run stopped early: {stopped}")
+    if failed:
+        complain(
+            f"questions in a failure state: {describe_failures(failed)}"
+            f" (job.fail_on = {', '.join(spec.job.fail_on)}; exit status {int(status)})"
+        )
+    return status
+
+
+def _write_summary_json(
+    watch: WatchOptions,
+    status: ExitStatus,
+    spec: JobSpec,
+    summary: RunSummary | None,
+    job: JobStatus,
+) -> None:
+    """``--summary-json PATH``: the closing summary for a machine (written atomically)."""
+    if not watch.summary_json:
+        return
+    failed = failures(job.states, spec.job.fail_on)
+    document = {
+        "job": spec.name,
+        "exit_status": int(status),
+        "outcome": {0: "ok", 1: "stopped", 3: "some_failed"}.get(int(status), "error"),
+        "stopped": summary.stopped if summary else None,
+        "fail_on": list(spec.job.fail_on),
+        "failures": failed,
+        "run": None
+        if summary is None
+        else {
+            "claimed": summary.claimed,
+            "calls": summary.calls,
+            "outcomes": summary.outcomes,
+            "throttled": summary.throttled,
+            "spend_usd": str(Decimal(summary.cost_micro_usd) / 1_000_000),
+            "elapsed_s": round(summary.elapsed_s, 3),
+        },
+        "status": job.to_dict(),
+        "database": _display_url(spec),
+    }
+    path = Path(watch.summary_json)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+    temporary.replace(path)
+
+
+async def _run_with_signals(
+    runner: JobRunner,
+    engine: AsyncEngine,
+    job_id: int,
+    before: JobStatus,
+    watch: WatchOptions,
+    metrics: RunMetrics | None,
+) -> RunSummary:
     """First SIGINT/SIGTERM: stop claiming and finish what is in flight; second: abort."""
+
+    async def read_states() -> dict[str, int]:
+        async with engine.connect() as connection:
+            return await state_counts(connection, job_id)
+
     async with anyio.create_task_group() as group:
 
-        async def watch() -> None:
+        async def watch_signals() -> None:
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
                     if runner.summary.stopped is None:
@@ -125,19 +274,19 @@ async def _run_with_signals(runner: JobRunner) -> RunSummary:
                         group.cancel_scope.cancel()
                         return
 
-        async def progress() -> None:
-            started = anyio.current_time()
-            while True:
-                await anyio.sleep(PROGRESS_INTERVAL_S)
-                summary = runner.summary
-                finished = sum(
-                    n for state, n in summary.outcomes.items() if state in TERMINAL_STATES
-                )
-                rate = finished / (anyio.current_time() - started)
-                say(f"  ... {finished} finished, {summary.calls} calls, {rate:.0f} questions/s")
-
-        group.start_soon(watch)
-        group.start_soon(progress)
+        group.start_soon(watch_signals)
+        group.start_soon(
+            functools.partial(
+                progress_watch,
+                runner,
+                watch,
+                total=before.total,
+                finished_before=before.terminal,
+                spent_before=before.spend_usd,
+                metrics=metrics,
+                read_states=read_states,
+            )
+        )
         try:
             await runner.run()
         except ConfigurationError as exc:
@@ -146,14 +295,29 @@ async def _run_with_signals(runner: JobRunner) -> RunSummary:
     return runner.summary
 
 
-async def resolve_command(spec: JobSpec) -> int:
-    """Resolve every source of the job still pending (after a crash, or a run without it)."""
+async def resolve_command(spec: JobSpec, *, again: Sequence[str] = ()) -> int:
+    """Resolve every source of the job still pending (after a crash, or a run without it).
+
+    ``again``: first judge the sources in these statuses (``rejected``, ``failed``) afresh
+    under the job's current ``[resolver]`` settings, e.g. after ``allow_hosts`` was fixed.
+    """
     async with opened(spec) as engine:
         async with engine.connect() as connection:
             job_id = await queue.find_job(connection, spec.name)
         if job_id is None:
             complain(f"job {spec.name!r} has not been loaded or run yet")
             return EXIT_FAILED
+        if again:
+            allow = AllowList(spec.resolver.allow_hosts)
+            async with engine.begin() as connection:
+                found = await resolution.sources_to_judge_again(connection, job_id, again)
+                verdicts = [(sid, initial_verdict(uri, allow)) for sid, uri in found]
+                await resolution.judge_again(connection, verdicts)
+            fresh: dict[str, int] = {}
+            for _, verdict in verdicts:
+                fresh[verdict.status] = fresh.get(verdict.status, 0) + 1
+            listed = ", ".join(f"{k} {v}" for k, v in sorted(fresh.items()))
+            say(f"judged {len(verdicts)} {'/'.join(again)} sources again ({listed or 'none'})")
         counts = await _resolve_pending(engine, spec, job_id)
     listed = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     say(f"resolved {sum(counts.values())} sources ({listed or 'none pending'})")
@@ -211,18 +375,54 @@ async def retry_command(spec: JobSpec, *, states: list[str], error_class: str | 
     return EXIT_OK
 
 
-async def status_command(spec: JobSpec, *, as_json: bool) -> int:
+async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None) -> int:
     async with opened(spec) as engine, engine.connect() as connection:
         job_id = await queue.find_job(connection, spec.name)
         if job_id is None:
             complain(f"job {spec.name!r} has not been loaded or run yet")
             return EXIT_FAILED
-        status = await job_status(connection, job_id, spec.name)
+        if by == "class":
+            stats = await class_stats(connection, job_id)
+        else:
+            status = await job_status(connection, job_id, spec.name)
+    if by == "class":
+        if as_json:
+            _write_json({"job": spec.name, "by_class": class_stats_dict(stats)})
+        else:
+            say(render_class_stats(spec.name, stats))
+        return EXIT_OK
     if as_json:
-        sys.stdout.buffer.write(orjson.dumps(status.to_dict(), option=orjson.OPT_INDENT_2) + b"\n")
+        _write_json(status.to_dict())
     else:
         say(render_status(status))
+        _label_local_spend(spec)
     return EXIT_OK
+
+
+def _label_local_spend(spec: JobSpec) -> None:
+    """Against a local endpoint (the emulator) the spend is what Google's list prices would
+    have charged for those answers: say so, so nobody takes it for a bill."""
+    if _is_local_endpoint(spec.model.base_url):
+        say(
+            f"  (spend: list-price estimates; {spec.model.base_url} is a local endpoint, such as"
+            " `ground emulator`, and nothing was billed)"
+        )
+
+
+def _is_local_endpoint(base_url: str) -> bool:
+    """``model.base_url`` on this machine (loopback), where only an emulator answers."""
+    host = (urlsplit(base_url).hostname or "") if base_url else ""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _write_json(document: object) -> None:
+    sys.stdout.buffer.write(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.flush()
 
 
 def _render_summary(summary: RunSummary) -> str:
@@ -235,8 +435,6 @@ def _render_summary(summary: RunSummary) -> str:
 
 def _display_url(spec: JobSpec) -> str:
     """The database, shown without a password."""
-    from sqlalchemy.engine import make_url
-
     url = make_url(spec.database_url)
     if url.get_backend_name() == "sqlite":
         return str(url.database)

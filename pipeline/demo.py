@@ -20,6 +20,7 @@ import anyio
 
 from pipeline.commands import run_command
 from pipeline.jobspec import JobSpecError, load_jobspec
+from pipeline.progress import WatchOptions
 
 EMULATOR_KEY = "emulator-key"  # the emulator's built-in demo key; not a secret
 EMULATOR_SEED = 7
@@ -74,7 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"demo: emulator at {base_url}; running {job_file}", flush=True)
         os.environ["GEMINI_API_KEY"] = EMULATOR_KEY
         os.environ.pop("GOOGLE_API_KEY", None)  # it would take precedence over the demo key
-        return anyio.run(run_command, spec)
+        # On a terminal the run draws its progress bar.
+        return anyio.run(run_command, spec, WatchOptions(tty=sys.stdout.isatty()))
 
 
 if __name__ == "__main__":

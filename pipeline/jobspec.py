@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from pipeline.states import TERMINAL_STATES, QuestionState
 from pipeline.structure import PreparedSchema, SchemaError, prepare_schema_file
 
 DEFAULT_REDIRECT_HOSTS = ("vertexaisearch.cloud.google.com",)
@@ -30,6 +31,12 @@ DEFAULT_REDIRECT_HOSTS = ("vertexaisearch.cloud.google.com",)
 Positive = Annotated[int, msgspec.Meta(ge=1)]
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
+FieldName = Annotated[str, msgspec.Meta(min_length=1)]
+
+# The terminal states other than `done`: those `[job] fail_on` may name.
+FAIL_ON_STATES = tuple(
+    str(s) for s in QuestionState if s in TERMINAL_STATES and s != QuestionState.DONE
+)
 
 
 class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -40,13 +47,16 @@ class JobSection(_Section):
     name: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
     # SQLAlchemy-style URL; "sqlite:///relative/path.sqlite" is relative to the job file.
     database: str = "sqlite:///ground.sqlite"
+    # The question states that make a finished run exit 3 (see pipeline.exit_codes); any of
+    # FAIL_ON_STATES.
+    fail_on: tuple[str, ...] = ("failed", "invalid")
 
 
 class SourceSection(_Section):
     file: str
     format: Literal["auto", "jsonl", "csv"] = "auto"
-    id_field: str = "id"
-    text_field: str = "question"
+    id_field: FieldName = "id"
+    text_field: FieldName = "question"
     class_field: str | None = None
     # Extra input fields kept with each question (JSON object); empty = none.
     metadata_fields: tuple[str, ...] = ()
@@ -276,6 +286,15 @@ def _describe(exc: msgspec.ValidationError) -> str:
 
 def _finish(path: Path, parsed: RawJob) -> JobSpec:
     base = path.parent
+    for state in parsed.job.fail_on:
+        if state not in FAIL_ON_STATES:
+            raise JobSpecError(
+                f"{path}: job.fail_on: {state!r} is not a failure state"
+                f" (any of {', '.join(FAIL_ON_STATES)})"
+            )
+    source_path = (base / parsed.source.file).resolve()
+    if source_path.is_dir():
+        raise JobSpecError(f"{path}: source.file: {parsed.source.file!r} is a directory")
     if "{question}" not in parsed.model.prompt_template:
         raise JobSpecError(f"{path}: model.prompt_template: must contain {{question}}")
     _check_grounding(path, parsed)
@@ -305,7 +324,7 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
         resolver=_sized(parsed.resolver, parsed.limits.requests_per_minute),
         structure=parsed.structure,
         database_url=_database_url(path, parsed.job.database, base),
-        source_path=(base / parsed.source.file).resolve(),
+        source_path=source_path,
         schema=schema,
         budget=Decimal(str(budget)) if budget else None,
     )
@@ -394,6 +413,8 @@ def _database_url(path: Path, url: str, base: Path) -> str:
     if dialect == "sqlite":
         if rest.startswith("/") and rest != "/:memory:":
             file = rest[1:]
+            if not file.strip():  # "sqlite:///" would be an in-memory database, lost at exit
+                raise JobSpecError(f"{path}: job.database: write sqlite:///FILE (no file named)")
             if file and not file.startswith("/"):
                 file = str((base / file).resolve())
             return f"sqlite+aiosqlite:///{file}"

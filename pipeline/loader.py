@@ -66,6 +66,8 @@ def read_rows(path: Path, source: SourceSection) -> Iterator[Row]:
             yield from _read_jsonl(path, source)
     except FileNotFoundError:
         raise LoadError(f"{path}: no such question file") from None
+    except IsADirectoryError:
+        raise LoadError(f"{path}: is a directory, not a question file") from None
     except UnicodeDecodeError as exc:
         raise LoadError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
@@ -118,6 +120,10 @@ def _row(path: Path, line: int, record: dict[str, Any], source: SourceSection) -
         value = record.get(source.class_field)
         qclass = None if value in (None, "") else str(value)
     meta = {k: record[k] for k in source.metadata_fields if k in record} or None
+    # One rule for both backends: PostgreSQL cannot store NUL in text, SQLite can; such a row
+    # is refused here, with its line, rather than mid-run on one backend only.
+    if "\x00" in qid or "\x00" in text or (qclass is not None and "\x00" in qclass):
+        raise LoadError(f"{path}:{line}: a NUL character (\\u0000) in the id, text or class")
     return Row(line, qid, text, qclass, meta)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
@@ -194,6 +194,8 @@ class Resolver:
         self.policy = policy or resolver_policy()
         self.allow = AllowList(settings.allow_hosts)
         self.counts: dict[str, int] = {}
+        # Told each stored resolution's lag (answer stored -> destination stored), in seconds.
+        self.on_resolved: Callable[[float], None] | None = None
         self._cache: OrderedDict[str, LookupResult] = OrderedDict()
         self._inflight: dict[str, anyio.Event] = {}
         self._client: RedirectClient | None = None
@@ -271,6 +273,8 @@ class Resolver:
                 )
             )
             self.counts[verdict.status] = self.counts.get(verdict.status, 0) + 1
+            if self.on_resolved is not None:
+                self.on_resolved(latency.total_seconds())
         async with self.engine.begin() as connection:
             await resolution.store_resolutions(connection, updates)
 

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.states import TERMINAL_STATES, QuestionState
 from pipeline.store import ledger
+from pipeline.store.breakdown import ClassStats, source_problems
 from pipeline.store.tables import answers, questions, sources, structured
 
 
@@ -53,6 +54,8 @@ class JobStatus:
     problems: list[Problem] = field(default_factory=list)
     # answers that carried toolCall/toolResponse/code/function parts (kept in the raw body)
     with_tool_parts: int = 0
+    # Sources not resolved: status (rejected, failed, expired) -> reason -> how many
+    source_problems: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def grounded_rate(self) -> float | None:
@@ -126,6 +129,7 @@ async def job_status(connection: AsyncConnection, job_id: int, job_name: str) ->
         resolve_p99_ms=resolve_p99,
         problems=await _problems(connection, job_id),
         with_tool_parts=int(n_tool_parts),
+        source_problems=await source_problems(connection, job_id),
     )
 
 
@@ -209,6 +213,9 @@ def render_status(status: JobStatus) -> str:
         lines.append(
             "  sources: " + ", ".join(f"{k} {v}" for k, v in sorted(status.sources.items()))
         )
+    for resolve_status, reasons in status.source_problems.items():
+        lines.append(f"  sources {resolve_status}, by reason:")
+        lines.extend(f"    {n}: {reason}" for reason, n in reasons.items())
     if status.resolve_p50_ms is not None and status.resolve_p99_ms is not None:
         lines.append(
             f"  stored -> destination resolved: p50 {status.resolve_p50_ms:.0f} ms, "
@@ -221,4 +228,43 @@ def render_status(status: JobStatus) -> str:
             if len(example) > 120:
                 example = example[:117] + "..."
             lines.append(f"    {p.state} / {p.error_class}: {p.count}, e.g. {example}")
+    return "\n".join(lines)
+
+
+def class_stats_dict(stats: list[ClassStats]) -> list[dict[str, Any]]:
+    return [
+        {
+            "class": c.qclass,
+            "questions": c.questions,
+            "answers": c.answers,
+            "grounded": c.grounded,
+            "grounded_rate": c.grounded_rate,
+            "grounded_without_chunks": c.grounded_without_chunks,
+            "no_chunk_share": c.no_chunk_share,
+            "mean_coverage": c.mean_coverage,
+        }
+        for c in stats
+    ]
+
+
+def render_class_stats(job: str, stats: list[ClassStats]) -> str:
+    """Where grounding misses, per question class (lowest grounded rate first)."""
+
+    def share(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1%}"
+
+    width = max([len("class"), *(len(c.qclass) for c in stats)])
+    lines = [
+        f"job {job}: grounding by question class (lowest grounded rate first)",
+        f"  {'class':<{width}}  questions  answers  grounded  no chunks  mean coverage",
+    ]
+    lines.extend(
+        f"  {c.qclass:<{width}}  {c.questions:>9}  {c.answers:>7}  {share(c.grounded_rate):>8}"
+        f"  {share(c.no_chunk_share):>9}  {share(c.mean_coverage):>13}"
+        for c in stats
+    )
+    lines.append(
+        "  grounded: answers with groundingMetadata; no chunks: grounded answers citing no"
+        " source; mean coverage: the share of a grounded answer's text its supports cover"
+    )
     return "\n".join(lines)

@@ -34,6 +34,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
@@ -57,6 +58,9 @@ from pipeline.store.queue import ClaimedQuestion, StateChange
 from pipeline.store.results import persist_structured
 from pipeline.targets import job_endpoints
 
+if TYPE_CHECKING:
+    from pipeline.metrics import RunMetrics
+
 log = logging.getLogger(__name__)
 
 CLAIM_BATCH = 100  # questions leased per claim query
@@ -75,6 +79,8 @@ class RunSummary:
     outcomes: dict[str, int] = field(default_factory=dict)
     stopped: str | None = None  # why the run stopped early, if it did
     elapsed_s: float = 0.0
+    throttled: int = 0  # 429 responses
+    cost_micro_usd: int = 0  # what this run's calls cost (the ledger's unit)
 
     def count(self, state: str) -> None:
         key = str(state)  # a plain str, not the enum member: the counts go out as JSON
@@ -121,8 +127,10 @@ class JobRunner:
         owner: str | None = None,
         resolver: Resolver | None = None,
         backoff: Backoff | None = None,
+        metrics: RunMetrics | None = None,
     ) -> None:
-        """``backoff``: the retry delays' base, cap and random source (defaults: 1 s, 60 s)."""
+        """``backoff``: the retry delays' base, cap and random source (defaults: 1 s, 60 s).
+        ``metrics``: told of every call made (:mod:`pipeline.metrics`)."""
         self.spec = spec
         self.engine = engine
         self.job_id = job_id
@@ -144,6 +152,7 @@ class JobRunner:
         self._verdict_of = lambda uri: initial_verdict(uri, allow)
         self._feed: ObjectSendStream[Lookup] | None = None
         self._feed_dropped = 0
+        self.metrics = metrics
 
     # -- control -----------------------------------------------------------------------------
 
@@ -324,6 +333,12 @@ class JobRunner:
         """Count the outcome's calls and strikes (stopping the run when the policy says so),
         then hand it to the writer."""
         self.summary.calls += len(outcome.calls)
+        for call in outcome.calls:
+            self.summary.cost_micro_usd += call.cost_micro_usd
+            if call.http_status == 429:
+                self.summary.throttled += 1
+        if self.metrics is not None:
+            self.metrics.on_calls(outcome.calls)
         if any(c.outcome == "ok" for c in outcome.calls):
             self._strikes.success()
         if outcome.decision is not None:

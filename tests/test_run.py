@@ -137,3 +137,47 @@ async def test_a_wrong_key_stops_the_run_quickly(
     rows = await fetch_rows(spec.database_url, sa.select(questions.c.state, questions.c.attempts))
     assert {s for s, _ in rows} <= {"pending", "retry_wait"}  # nothing burnt on a bad key
     assert all(a == 0 for _, a in rows)
+
+
+async def test_status_by_class_shows_where_grounding_misses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with running_emulator(EmulatorConfig(seed=6, ungrounded_share=0.3)) as emu:
+        spec = make_job(
+            tmp_path, base_url=emu.base_url, n_questions=30, overrides=["source.class_field=topic"]
+        )
+        lines = spec.source_path.read_text().splitlines()
+        with spec.source_path.open("w") as handle:
+            for i, line in enumerate(lines):
+                row = orjson.loads(line)
+                if i % 3:  # every third question has no class
+                    row["topic"] = "history" if i % 3 == 1 else "science"
+                handle.write(orjson.dumps(row).decode() + "\n")
+        assert await run_command(spec) == 0
+    capsys.readouterr()
+    assert await status_command(spec, as_json=True, by="class") == 0
+    by_class = {c["class"]: c for c in orjson.loads(capsys.readouterr().out)["by_class"]}
+    assert set(by_class) == {"history", "science", "(no class)"}
+
+    rows = await fetch_rows(
+        spec.database_url,
+        sa.select(questions.c.qclass, answers.c.id, answers.c.grounded, answers.c.coverage).join(
+            answers, answers.c.question_id == questions.c.id
+        ),
+    )
+    cited = {a for (a,) in await fetch_rows(spec.database_url, sa.select(sources.c.answer_id))}
+    for name, stats in by_class.items():
+        mine = [r for r in rows if (r.qclass or "(no class)") == name]
+        grounded = [r for r in mine if r.grounded]
+        assert stats["questions"] == stats["answers"] == len(mine) == 10
+        assert stats["grounded"] == len(grounded)
+        assert stats["grounded_rate"] == pytest.approx(len(grounded) / len(mine))
+        assert stats["grounded_without_chunks"] == sum(r.id not in cited for r in grounded)
+        expected_coverage = sum(r.coverage for r in grounded) / len(grounded)
+        assert stats["mean_coverage"] == pytest.approx(expected_coverage)
+    rates = [c["grounded_rate"] for c in by_class.values()]
+    assert rates == sorted(rates)  # where grounding misses most comes first
+
+    assert await status_command(spec, as_json=False, by="class") == 0
+    text = capsys.readouterr().out
+    assert "grounding by question class" in text and "history" in text and "no chunks" in text

@@ -51,7 +51,7 @@ async def test_invalid_output_is_repaired_once_then_stored_invalid(tmp_path: Pat
     )
     with running_emulator(config) as emu:
         spec = make_job(tmp_path, base_url=emu.base_url, n_questions=60, overrides=STRUCTURE_ON)
-        assert await run_command(spec) == 0
+        assert await run_command(spec) == 3  # finished, but some ended invalid (job.fail_on)
     rows = await fetch_rows(spec.database_url, sa.select(structured))
     assert len(rows) == 60
     repaired = [r for r in rows if r.valid and r.calls == 2]
@@ -121,7 +121,7 @@ async def test_a_failed_call_2_resumes_at_call_2_and_never_repeats_call_1(
             n_questions=25,
             overrides=[*STRUCTURE_ON, 'structure.model="no-such-model"'],
         )
-        assert await run_command(broken) == 0
+        assert await run_command(broken) == 3  # finished, every question failed
         first = dict(emu.stats()["requests"]["by_model"])
         states = {s for (s,) in await fetch_rows(broken.database_url, sa.select(questions.c.state))}
         assert states == {"failed"}  # call 2 hit a 404; the grounded answers are stored

@@ -53,11 +53,25 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
 )
 
 
+def port_number(text: str) -> int:
+    """A TCP port, 0..65535 (0 = any free one): checked here, not by bind()'s OverflowError."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port (0..65535)")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the emulator's flags to ``parser`` (a subcommand parser or a fresh one)."""
     parser.add_argument("--host", default=DEFAULT_HOST, help=f"bind address ({DEFAULT_HOST})")
     parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"port, 0 = any free ({DEFAULT_PORT})"
+        "--port",
+        type=port_number,
+        default=DEFAULT_PORT,
+        help=f"port, 0 = any free ({DEFAULT_PORT})",
     )
     parser.add_argument("--config", metavar="FILE", help="TOML file of EmulatorConfig fields")
     for flag, field, typ, text in _FLAGS:

@@ -132,3 +132,47 @@ async def pending_lookups(
                 row.answer_id, row.chunk_index, row.uri, row.created_at, row.resolve_attempts
             )
         after = rows[-1].id
+
+
+async def sources_to_judge_again(
+    connection: AsyncConnection, job_id: int, statuses: Sequence[str]
+) -> list[tuple[int, str | None]]:
+    """``(source id, uri)`` of the job's sources in ``statuses`` (``ground resolve --again``)."""
+    s, a, q = sources.c, answers.c, questions.c
+    rows = await connection.execute(
+        sa.select(s.id, s.uri)
+        .join(answers, a.id == s.answer_id)
+        .join(questions, q.id == a.question_id)
+        .where(q.job_id == job_id, s.resolve_status.in_(list(statuses)))
+        .order_by(s.id)
+    )
+    return [(row.id, row.uri) for row in rows]
+
+
+async def judge_again(connection: AsyncConnection, verdicts: Sequence[tuple[int, Verdict]]) -> None:
+    """Store fresh first verdicts (``pending`` ones are then swept by the resolver), forgetting
+    the earlier lookups' results and attempts."""
+    if not verdicts:
+        return
+    await connection.execute(
+        sources.update()
+        .where(sources.c.id == sa.bindparam("b_id"))
+        .values(
+            resolve_status=sa.bindparam("b_status"),
+            destination=sa.bindparam("b_destination"),
+            resolve_error=sa.bindparam("b_error"),
+            resolve_http_status=None,
+            resolve_attempts=0,
+            resolved_at=None,
+            resolve_latency_ms=None,
+        ),
+        [
+            {
+                "b_id": source_id,
+                "b_status": v.status,
+                "b_destination": v.destination,
+                "b_error": v.reason,
+            }
+            for source_id, v in verdicts
+        ],
+    )

@@ -1,0 +1,61 @@
+"""``ground``'s exit statuses: the contract a scheduler (cron, systemd, Kubernetes) relies on.
+
+======  ==============================================================================
+``0``   finished, and no question ended in a state the job calls a failure
+``1``   stopped early, or the command could not do its work (the message says why):
+        retry later
+``2``   bad usage or a job file that does not validate: fix it, retrying will not help
+``3``   finished, but some questions ended in a state listed in ``[job] fail_on``
+        (default ``failed`` and ``invalid``): alert, but what was stored is good
+``130`` interrupted (Ctrl-C) before the run had started: 128 + SIGINT, the shell's
+        convention. A Ctrl-C *during* a run stops it cleanly, and the run exits ``1``.
+======  ==============================================================================
+
+The README and ``ground --help`` repeat this table; ``EPILOG`` is the text they share.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitStatus(IntEnum):
+    OK = 0
+    FAILED = 1  # stopped early, or the command could not do its work
+    USAGE = 2  # bad arguments or a job file that does not validate
+    SOME_FAILED = 3  # finished, but some questions ended in a `fail_on` state
+    INTERRUPTED = 130  # Ctrl-C before the run started (128 + SIGINT)
+
+
+EXIT_OK = ExitStatus.OK
+EXIT_FAILED = ExitStatus.FAILED
+EXIT_USAGE = ExitStatus.USAGE
+EXIT_SOME_FAILED = ExitStatus.SOME_FAILED
+EXIT_INTERRUPTED = ExitStatus.INTERRUPTED
+
+EPILOG = """\
+exit status:
+  0    finished; no question ended in a state the job calls a failure
+  1    stopped early, or the command could not do its work: retry later
+  2    bad usage or a job file that does not validate: fix it first
+  3    finished, but some questions ended in a [job] fail_on state
+       (default: failed, invalid): alert; the stored data is good
+  130  interrupted (Ctrl-C) before the run started\
+"""
+
+
+def failures(states: dict[str, int], fail_on: tuple[str, ...]) -> dict[str, int]:
+    """The job's questions in a ``fail_on`` state, by state (only the non-zero counts)."""
+    return {state: states[state] for state in fail_on if states.get(state)}
+
+
+def run_status(*, stopped: str | None, failed: dict[str, int]) -> ExitStatus:
+    """The exit status of a ``ground run``: stopped early beats some failed beats ok."""
+    if stopped is not None:
+        return ExitStatus.FAILED
+    return ExitStatus.SOME_FAILED if failed else ExitStatus.OK
+
+
+def describe_failures(failed: dict[str, int]) -> str:
+    """``failed 3, invalid 1``: the counts that made the status non-zero."""
+    return ", ".join(f"{state} {n}" for state, n in failed.items())
