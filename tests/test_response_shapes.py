@@ -179,6 +179,20 @@ def test_explicit_part_index_with_offsets_over_the_whole_text() -> None:
     assert "read the segment text over the visible text" in answer.warnings[0]
 
 
+def test_named_part_wins_over_the_same_words_in_another_part() -> None:
+    # partIndex 2, offsets 1 byte short: the visible-text reading slices the same digits
+    # exactly, but in part 1. The named part holds them near its offsets: placed there.
+    parts = [{"text": "aa\r\n❤️00000000"}, {"text": "a\r\n\r\n000ࠀ00000000"}]
+    s = {"segment": {"partIndex": 1, "startIndex": 10, "endIndex": 18, "text": "00000000"}}
+    s["groundingChunkIndices"] = [0]
+    answer = ground_answer(_cand(parts, [s]))
+    c = answer.citations[0]
+    assert (c.offsets_over, c.part_index, c.byte_start, c.byte_end) == ("part", 1, 11, 19)
+    assert answer.text[c.start : c.end] == "00000000"
+    assert c.start == len(parts[0]["text"]) + 9
+    assert "(shift +1)" in answer.warnings[0]
+
+
 def test_support_dropped_only_when_its_text_is_nowhere_in_the_answer() -> None:
     parts = [{"toolCall": {"id": "1"}}, {"text": "Alpha beta."}]
     supports = [

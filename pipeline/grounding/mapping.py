@@ -299,6 +299,20 @@ def _offset_text(
     return (layout.whole,)
 
 
+def _nearest_in(
+    n: int, r: _Reading, needle: bytes, s: int, e: int, warnings: list[str]
+) -> tuple[_Reading, int, int] | None:
+    """The occurrence of ``needle`` in ``r`` nearest to the offsets given, warned as a shift."""
+    found = _find_nearest(r.data, needle, s)
+    if found < 0:
+        return None
+    warnings.append(
+        f"support {n}: bytes [{s}, {e}) of {r.describe()} do not read the segment"
+        f" text; matched it at [{found}, {found + len(needle)}) (shift {found - s:+d})"
+    )
+    return r, r.base + found, r.base + found + len(needle)
+
+
 def _settle_span(
     n: int,
     support: GroundingSupport,
@@ -334,19 +348,19 @@ def _settle_span(
             # Equal bytes of valid UTF-8 that start and end with whole characters: both
             # offsets are character boundaries, so the slice decodes to exactly segment.text.
             if named and r.part_index is None:
+                if len(readings) > 1 and layout.part_at(r.base + s) != seg.part_index:
+                    # The same words in another part than the (readable) one named: a
+                    # coincidence, not the other reading; the named part's nearest match wins.
+                    continue
                 warnings.append(
                     f"support {n}: part index {seg.part_index} given, but bytes [{s}, {e})"
                     " read the segment text over the visible text; placed there"
                 )
             return r, r.base + s, r.base + e
     for r in readings:
-        found = _find_nearest(r.data, needle, s)
-        if found >= 0:
-            warnings.append(
-                f"support {n}: bytes [{s}, {e}) of {r.describe()} do not read the segment"
-                f" text; matched it at [{found}, {found + len(needle)}) (shift {found - s:+d})"
-            )
-            return r, r.base + found, r.base + found + len(needle)
+        nearest = _nearest_in(n, r, needle, s, e, warnings)
+        if nearest is not None:
+            return nearest
     where = " or ".join(r.describe() for r in readings)
     warnings.append(
         f"support {n}: bytes [{s}, {e}) of {where} do not read the segment text, and the"
