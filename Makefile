@@ -15,7 +15,9 @@ $(STAMP): pyproject.toml requirements.lock
 demo: $(STAMP)
 	$(BIN)/python -m pipeline.demo jobs/demo.toml
 
+# The report's browser test drives Debian's headless Chromium (no browser download).
 test: $(STAMP)
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
