@@ -180,7 +180,7 @@ def source_dicts(stored: StoredQuestion) -> list[dict[str, Any]]:
 
 
 def citation_dicts(stored: StoredQuestion) -> list[dict[str, Any]]:
-    by_index = {s["chunk_index"]: s for s in stored.sources}
+    links = {s["chunk_index"]: _link(s) for s in stored.sources}  # once per source
     out: list[dict[str, Any]] = []
     for c in stored.supports:
         indices = list(c["chunk_indices"])
@@ -192,7 +192,7 @@ def citation_dicts(stored: StoredQuestion) -> list[dict[str, Any]]:
                 "text": c["text"],
                 "chunk_indices": indices,
                 "confidence_scores": None if scores is None else list(scores),
-                "links": [_link(by_index.get(i)) for i in indices],
+                "links": [links.get(i) for i in indices],
                 "part_index": c["part_index"],
                 "byte_start": c["byte_start"],
                 "byte_end": c["byte_end"],

@@ -43,7 +43,19 @@ class StoredQuestion:
     supports: Sequence[Row] = field(default_factory=tuple)
 
 
-def _ledger() -> sa.Subquery:
+_LEDGER_COLUMNS = (
+    "l_calls",
+    "l_input_tokens",
+    "l_output_tokens",
+    "l_grounding_units",
+    "l_cost_micro_usd",
+    "l_cost_complete",
+    "l_model",
+)
+
+
+def _ledger(question_ids: list[int]) -> sa.Select[Any]:
+    """The ledger totals of these questions (one grouped scan of their calls only)."""
     c = calls.c
     return (
         sa.select(
@@ -56,14 +68,13 @@ def _ledger() -> sa.Subquery:
             sa.func.min(sa.case((c.cost_complete, 1), else_=0)).label("l_cost_complete"),
             sa.func.max(sa.case((c.step == "ground", c.model), else_=None)).label("l_model"),
         )
+        .where(c.question_id.in_(question_ids))
         .group_by(c.question_id)
-        .subquery("ledger")
     )
 
 
 def _question_select(job_id: int, filters: Filters) -> sa.Select[Any]:
     q, a, s = questions.c, answers.c, structured.c
-    ledger = _ledger()
     statement = (
         sa.select(
             q.id,
@@ -101,18 +112,11 @@ def _question_select(job_id: int, filters: Filters) -> sa.Select[Any]:
             s.supported_fraction.label("s_supported_fraction"),
             s.flagged.label("s_flagged"),
             s.model_version.label("s_model_version"),
-            ledger.c.l_calls,
-            ledger.c.l_input_tokens,
-            ledger.c.l_output_tokens,
-            ledger.c.l_grounding_units,
-            ledger.c.l_cost_micro_usd,
-            ledger.c.l_cost_complete,
-            ledger.c.l_model,
         )
         .select_from(
-            questions.outerjoin(answers, a.question_id == q.id)
-            .outerjoin(structured, s.question_id == q.id)
-            .outerjoin(ledger, ledger.c.question_id == q.id)
+            questions.outerjoin(answers, a.question_id == q.id).outerjoin(
+                structured, s.question_id == q.id
+            )
         )
         .where(q.job_id == job_id)
         .order_by(q.id)
@@ -124,6 +128,21 @@ def _question_select(job_id: int, filters: Filters) -> sa.Select[Any]:
     if filters.since is not None:
         statement = statement.where(q.updated_at >= filters.since)
     return statement
+
+
+async def _with_ledger(connection: AsyncConnection, rows: list[Row]) -> list[Row]:
+    """The question rows with their ledger totals (``l_*``; None where no call was made)."""
+    totals = {
+        r["question_id"]: r
+        for r in (await connection.execute(_ledger([r["id"] for r in rows]))).mappings()
+    }
+    empty = dict.fromkeys(_LEDGER_COLUMNS)
+    out: list[Row] = []
+    for row in rows:
+        found = totals.get(row["id"])
+        ledger = {k: found[k] for k in _LEDGER_COLUMNS} if found is not None else empty
+        out.append({**row, **ledger})
+    return out
 
 
 async def _children(
@@ -167,7 +186,7 @@ async def read_batches(
     after = 0
     while True:
         async with engine.connect() as connection:
-            rows = list(
+            rows: list[Row] = list(
                 (await connection.execute(base.where(questions.c.id > after).limit(batch_size)))
                 .mappings()
                 .all()
@@ -179,6 +198,7 @@ async def read_batches(
                 rows = [r for r in rows if r["qid"] in filters.ids]
             if not rows:
                 continue
+            rows = await _with_ledger(connection, rows)
             answer_ids = [r["a_id"] for r in rows if r["a_id"] is not None]
             by_source, by_support = await _children(connection, answer_ids)
         yield [
@@ -195,9 +215,10 @@ async def read_one(engine: AsyncEngine, job_id: int, qid: str) -> StoredQuestion
     """One question by its input id, or None when the job has no such question."""
     statement = _question_select(job_id, Filters()).where(questions.c.qid == qid)
     async with engine.connect() as connection:
-        row = (await connection.execute(statement)).mappings().first()
-        if row is None:
+        found = (await connection.execute(statement)).mappings().first()
+        if found is None:
             return None
+        (row,) = await _with_ledger(connection, [found])
         ids = [row["a_id"]] if row["a_id"] is not None else []
         by_source, by_support = await _children(connection, ids)
     return StoredQuestion(
