@@ -201,3 +201,56 @@ def test_cite_reads_the_stored_response(job: JobSpec, capsys: pytest.CaptureFixt
     assert main(["cite", "--job", str(job.path), "--id", "missing"]) == 1
     assert "no stored answer" in capsys.readouterr().err
     assert main(["cite", "--id", "q00001"]) == 2
+
+
+def test_results_view_has_one_row_per_question(job: JobSpec, tmp_path: Path) -> None:
+    out = tmp_path / "v.jsonl"
+    assert ground(job, "export", "--out", str(out)) == 0
+    records = {r["id"]: r for r in read_jsonl(out)}
+    rows = anyio.run(fetch_rows, job.database_url, sa.select(sa.text("* FROM results")))
+    assert sorted(r.id for r in rows) == sorted(records)
+    for row in rows:
+        record = records[row.id]
+        assert row.job == "test" and row.question == record["question"]
+        assert row.answer == record["answer"] and row.state == record["state"]
+        assert row.cost_usd == pytest.approx(record["cost_usd"])
+        assert row.source_count == len(record["sources"])
+        view_sources = json.loads(row.sources) if isinstance(row.sources, str) else row.sources
+        if record["sources"]:
+            assert [s["destination"] for s in view_sources] == [
+                s["destination"] for s in record["sources"]
+            ]
+
+
+@pytest.mark.postgres
+@pytest.mark.anyio
+async def test_results_view_on_postgres(job: JobSpec) -> None:
+    from pipeline.redirects import Verdict
+    from pipeline.store import queue
+    from pipeline.store.answers import AnswerRecord, persist_answers
+    from tests.dbutil import postgres_engine
+
+    (body,) = (await fetch_rows(job.database_url, sa.select(answers.c.raw_response).limit(1)))[0]
+    response = decode_response(body.encode())
+    answer = ground_answer(response.candidates[0])
+    async with postgres_engine() as engine:
+        async with engine.begin() as connection:
+            job_id = await queue.ensure_job(connection, "pg")
+            now = queue.utcnow()
+            ids = await connection.execute(
+                questions.insert().returning(questions.c.id),
+                [
+                    {"job_id": job_id, "qid": qid, "text": "Zürich?", "state": "pending",
+                     "created_at": now, "updated_at": now}
+                    for qid in ("a", "b")
+                ],
+            )  # fmt: skip
+            first = ids.scalars().all()[0]
+            record = AnswerRecord(first, answer, response, "STOP", body.encode(), 10.0)
+            await persist_answers(connection, [record], now, lambda _: Verdict("pending"))
+        async with engine.connect() as connection:
+            rows = (await connection.execute(sa.text("SELECT * FROM results ORDER BY id"))).all()
+    assert [r.id for r in rows] == ["a", "b"]
+    assert rows[0].answer == answer.text and rows[0].source_count == len(answer.sources)
+    assert [s["uri"] for s in rows[0].sources] == [s.uri for s in answer.sources]
+    assert rows[1].answer is None and rows[1].cost_usd == 0
