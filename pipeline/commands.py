@@ -23,7 +23,7 @@ from pipeline.costs import UnconfirmedPriceWarning, load_prices
 from pipeline.estimate import estimate_remaining
 from pipeline.gemini.endpoint import ConfigurationError
 from pipeline.jobspec import JobSpec
-from pipeline.loader import LoadError, load_questions
+from pipeline.loader import LoadError, load_source, source_name
 from pipeline.redirects import PENDING as PENDING_SOURCE
 from pipeline.resolver import Lookup, Resolver, pending_lookups
 from pipeline.status import job_status, render_status
@@ -74,14 +74,14 @@ async def _load(engine: AsyncEngine, spec: JobSpec) -> int | None:
     try:
         async with engine.begin() as connection:
             job_id = await queue.ensure_job(connection, spec.name)
-            result = await load_questions(connection, job_id, spec.source_path, spec.source)
+            result = await load_source(connection, job_id, spec)
     except LoadError as exc:
         complain(f"{exc} (nothing was loaded)")
         return None
     if result.added:
         say(f"loaded {result.added} new questions ({result.existing} already there)")
     else:
-        say(f"no new questions: all {result.existing} in {spec.source_path.name} already loaded")
+        say(f"no new questions: all {result.existing} in {source_name(spec)} already loaded")
     return job_id
 
 

@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _next_steps(job_file: str, spec: JobSpec, report: Path) -> str:
     """Where to look next: the report, one answer, and an export (commands to copy)."""
-    first = next(read_rows(spec.source_path, spec.source), None)
+    first = None if spec.source.query else next(read_rows(spec.source_path, spec.source), None)
     example = shlex.quote(first.qid) if first is not None else "ID"
     job = shlex.quote(job_file)
     return (

@@ -43,7 +43,12 @@ class JobSection(_Section):
 
 
 class SourceSection(_Section):
-    file: str
+    # The questions come from a file (CSV / JSONL) or from a query: exactly one of the two.
+    file: str = ""
+    # A SELECT run on the database at ``url`` (any SQLAlchemy URL; sqlite:///FILE is relative
+    # to the job file); its columns are read like a file's fields.
+    query: str = ""
+    url: str = ""
     format: Literal["auto", "jsonl", "csv"] = "auto"
     id_field: str = "id"
     text_field: str = "question"
@@ -256,21 +261,44 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
             )
         except SchemaError as exc:
             raise JobSpecError(f"{path}: structure.schema: {exc}") from None
+    _check_source(path, parsed.source)
     budget = parsed.limits.budget_usd
     return JobSpec(
         path=path,
         job=parsed.job,
-        source=parsed.source,
         model=parsed.model,
         grounding=parsed.grounding,
         limits=parsed.limits,
         resolver=_sized(parsed.resolver, parsed.limits.requests_per_minute),
         structure=parsed.structure,
         database_url=_database_url(path, parsed.job.database, base),
+        source=_with_source_url(parsed.source, base),
         source_path=(base / parsed.source.file).resolve(),
         schema=schema,
         budget=Decimal(str(budget)) if budget else None,
     )
+
+
+def _check_source(path: Path, source: SourceSection) -> None:
+    if bool(source.file) == bool(source.query):
+        raise JobSpecError(f"{path}: source: give either file or query (with url), not both")
+    if source.query and not source.url:
+        raise JobSpecError(f"{path}: source.url: required with source.query")
+    if source.url and not source.query:
+        raise JobSpecError(f"{path}: source.url: only used with source.query")
+    if source.query and "://" not in source.url:
+        raise JobSpecError(f"{path}: source.url: {source.url!r} is not a database URL")
+
+
+def _with_source_url(source: SourceSection, base: Path) -> SourceSection:
+    """The source with a relative ``sqlite:///FILE`` url made absolute (like job.database)."""
+    scheme, _, rest = source.url.partition("://")
+    if scheme.split("+", 1)[0] != "sqlite" or not rest.startswith("/") or rest == "/:memory:":
+        return source
+    file = rest[1:]
+    if file and not file.startswith("/"):
+        file = str((base / file).resolve())
+    return msgspec.structs.replace(source, url=f"{scheme}:///{file}")
 
 
 def _database_url(path: Path, url: str, base: Path) -> str:
