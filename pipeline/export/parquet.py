@@ -18,7 +18,7 @@ from pipeline.export.records import FIELDS
 if TYPE_CHECKING:
     import pyarrow as pa
 
-ROW_GROUP_ROWS = 10_000  # records per Parquet row group
+ROW_GROUP_ROWS = 2_000  # records per Parquet row group (each is built in memory)
 MISSING = "Parquet export needs pyarrow: pip install 'ground[parquet]'"
 _JSON_TEXT = ("metadata", "structured", "structured_errors", "provenance")
 
