@@ -118,7 +118,9 @@ def _question_select(job_id: int, filters: Filters) -> sa.Select[Any]:
                 structured, s.question_id == q.id
             )
         )
-        .where(q.job_id == job_id)
+        # "+ 0": keeps the planner off the (job_id, state, ...) claim index, which would
+        # sort the job's every question for each batch; the primary key walks in id order.
+        .where(q.job_id + 0 == job_id)
         .order_by(q.id)
     )
     if filters.states:
@@ -213,7 +215,9 @@ async def read_batches(
 
 async def read_one(engine: AsyncEngine, job_id: int, qid: str) -> StoredQuestion | None:
     """One question by its input id, or None when the job has no such question."""
-    statement = _question_select(job_id, Filters()).where(questions.c.qid == qid)
+    q = questions.c
+    # The plain job_id test lets the (job_id, qid) unique index find the row.
+    statement = _question_select(job_id, Filters()).where(q.job_id == job_id, q.qid == qid)
     async with engine.connect() as connection:
         found = (await connection.execute(statement)).mappings().first()
         if found is None:
