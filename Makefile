@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-stress lint format bench clean
+.PHONY: demo test test-stress system-tools lint format bench clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +15,16 @@ $(STAMP): pyproject.toml requirements.lock
 demo: $(STAMP)
 	$(BIN)/python -m pipeline.demo jobs/demo.toml
 
-test: $(STAMP)
+# Debian's packages the suite drives: headless Chromium for the report's browser test (no
+# browser download), tmux for the progress bar's terminal test.
+SYSTEM_TOOLS := chromium chromedriver tmux
+APT_PACKAGES := chromium chromium-driver tmux
+system-tools:
+	@for tool in $(SYSTEM_TOOLS); do command -v $$tool >/dev/null || missing=1; done; \
+	if [ -n "$$missing" ]; then \
+		apt-get update -qq && apt-get install -y -qq $(APT_PACKAGES) >/dev/null; fi
+
+test: $(STAMP) system-tools
 	$(BIN)/python -m pytest -q
 
 # The suite STRESS_RUNS times in a row beside `stress-ng --cpu 8` (a machine at a load of ~10),
@@ -23,7 +32,7 @@ test: $(STAMP)
 # STRESS_TESTS narrows it, e.g. `make test-stress STRESS_RUNS=3 STRESS_TESTS=tests/test_crash.py`.
 STRESS_RUNS ?= 5
 STRESS_TESTS ?=
-test-stress: $(STAMP)
+test-stress: $(STAMP) system-tools
 	@command -v stress-ng >/dev/null || (apt-get update -qq && apt-get install -y -qq stress-ng)
 	@stress-ng --cpu 8 --timeout 4h --quiet & stress=$$!; \
 	trap 'kill $$stress 2>/dev/null; wait $$stress 2>/dev/null' EXIT; \

@@ -6,7 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCHES = ("bench_grounding.py", "bench_limits.py", "bench_emulator.py", "bench_pipeline.py")
+BENCHES = (
+    "bench_grounding.py",
+    "bench_limits.py",
+    "bench_emulator.py",
+    "bench_pipeline.py",
+    "bench_export.py",
+)
 
 
 def main() -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -24,7 +25,11 @@ FORMATS = ("markdown", "html", "json")
 
 def add_cite_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``cite`` subcommand's arguments (for the CLI wiring); pass them to :func:`cite_main`."""
-    parser.add_argument("response", metavar="RESPONSE.json", help="saved generateContent body")
+    parser.add_argument(
+        "response", metavar="RESPONSE.json", nargs="?", help="saved generateContent body"
+    )
+    parser.add_argument("--job", metavar="JOB", help="read the stored response from this job...")
+    parser.add_argument("--id", metavar="ID", help="...of this question (with --job)")
     parser.add_argument("--format", dest="fmt", choices=FORMATS, default="markdown")
     parser.add_argument(
         "--min-confidence",
@@ -86,12 +91,12 @@ def _metadata_value(entry: dict[str, Any]) -> object:
     return None
 
 
-def render(answer: GroundedAnswer, fmt: str) -> str:
-    """The answer in one of :data:`FORMATS`."""
+def render(answer: GroundedAnswer, fmt: str, destinations: Mapping[int, str] | None = None) -> str:
+    """The answer in one of :data:`FORMATS`; markers link to ``destinations`` where given."""
     if fmt == "markdown":
-        return render_markdown(answer)
+        return render_markdown(answer, destinations)
     if fmt == "html":
-        return render_html_document(answer)
+        return render_html_document(answer, destinations)
     if fmt == "json":
         return orjson.dumps(_json_dict(answer), option=orjson.OPT_INDENT_2).decode() + "\n"
     raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
@@ -105,7 +110,7 @@ def cite_main(path: str, fmt: str, min_confidence: float | None) -> int:
     naming the file and the reason to stderr. Mapping warnings go to stderr too (for JSON
     output they are in the document instead).
     """
-    out, err = sys.stdout, sys.stderr
+    err = sys.stderr
     if fmt not in FORMATS:
         return _fail(path, f"unknown format {fmt!r} (expected one of {', '.join(FORMATS)})", err)
     try:
@@ -114,7 +119,18 @@ def cite_main(path: str, fmt: str, min_confidence: float | None) -> int:
         return _fail(path, "no such file", err)
     except OSError as exc:
         return _fail(path, f"cannot read: {exc.strerror or exc}", err)
+    return _cite_body(path, body, fmt, min_confidence)
 
+
+def _cite_body(
+    path: str,
+    body: bytes,
+    fmt: str,
+    min_confidence: float | None,
+    destinations: Mapping[int, str] | None = None,
+) -> int:
+    """Render one response body (``path`` names it in messages)."""
+    out, err = sys.stdout, sys.stderr
     try:
         orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -157,8 +173,50 @@ def cite_main(path: str, fmt: str, min_confidence: float | None) -> int:
             print(printable(f"ground cite: {path}: note: {line}"), file=err)
         for warning in answer.warnings:
             print(printable(f"ground cite: {path}: warning: {warning}"), file=err)
-    rendered = render(answer, fmt)
+    rendered = render(answer, fmt, destinations)
     # JSON escapes control characters itself; HTML and Markdown are text a terminal may show.
     out.write(rendered if fmt == "json" else printable(rendered))
     out.flush()
     return 0
+
+
+def cite_stored(args: argparse.Namespace, fmt: str, min_confidence: float | None) -> int:
+    """``ground cite --job JOB --id ID``: the stored response, markers linked to the stored
+    destinations (the redirect links in the response expire; the resolver kept where they led).
+    """
+    import anyio
+
+    from pipeline.export import destinations
+    from pipeline.jobspec import JobSpecError, load_jobspec
+    from pipeline.store import queue
+    from pipeline.store.engine import create_engine
+    from pipeline.store.records import raw_response, read_one
+
+    err = sys.stderr
+    if args.job is None or args.id is None or args.response is not None:
+        print("ground cite: give RESPONSE.json, or --job JOB and --id ID", file=err)
+        return 2
+    try:
+        spec = load_jobspec(args.job)
+    except JobSpecError as exc:
+        print(printable(f"ground cite: {exc}"), file=err)
+        return 2
+    label = f"{spec.name}/{args.id}"
+
+    async def fetch() -> tuple[str | None, dict[int, str]]:
+        engine = create_engine(spec.database_url)
+        try:
+            async with engine.connect() as connection:
+                job_id = await queue.find_job(connection, spec.name)
+            if job_id is None:
+                return None, {}
+            stored = await read_one(engine, job_id, args.id)
+            body = await raw_response(engine, job_id, args.id)
+            return body, destinations(stored) if stored is not None else {}
+        finally:
+            await engine.dispose()
+
+    body, links = anyio.run(fetch)
+    if body is None:
+        return _fail(label, "no stored answer for this question (not answered yet?)", err)
+    return _cite_body(label, body.encode(), fmt, min_confidence, links)

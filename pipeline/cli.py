@@ -8,6 +8,7 @@ started) ends in one ``ground: ...`` line and its status, never a traceback.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
@@ -109,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
         " grounded answers with no chunks, and the mean coverage",
     )
 
+    _add_results_commands(commands, job)
+
     from pipeline.cite import add_cite_arguments
 
     add_cite_arguments(
@@ -194,6 +197,95 @@ def _emulator_command(argv: list[str]) -> int:
     return emulator_cli.run(parser.parse_args(argv))
 
 
+def _instant(text: str) -> dt.datetime:
+    """An ISO 8601 date or date-time; a naive one is taken as UTC."""
+    try:
+        value = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO 8601 date or time") from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+
+
+def _add_results_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    job: argparse.ArgumentParser,
+) -> None:
+    """``export``, ``show`` and ``report``: reading a job's stored results."""
+    export = commands.add_parser(
+        "export", parents=[job], help="stream one record per question to a file or a table"
+    )
+    export.add_argument("--format", dest="fmt", choices=("jsonl", "csv", "parquet"))
+    export.add_argument("--out", default="-", metavar="PATH", help="output file ('-': stdout)")
+    export.add_argument(
+        "--state", dest="states", action="append", metavar="S", help="only this state (repeatable)"
+    )
+    export.add_argument("--class", dest="qclass", metavar="C", help="only this question class")
+    export.add_argument(
+        "--since", type=_instant, metavar="ISO", help="only questions updated since then"
+    )
+    export.add_argument("--ids", metavar="FILE", help="only the question ids in FILE, one a line")
+    export.add_argument(
+        "--long",
+        choices=("sources", "citations"),
+        help="CSV: one row per source or per citation, keyed by question id",
+    )
+    export.add_argument("--to", metavar="DATABASE_URL", help="upsert into a table there instead")
+    export.add_argument("--table", metavar="NAME", help="the table for --to")
+
+    show = commands.add_parser(
+        "show", parents=[job], help="one question with its answer, citations and sources"
+    )
+    show.add_argument("id", help="the question's id (from the input)")
+    show.add_argument(
+        "--format", dest="fmt", choices=("markdown", "html", "json"), default="markdown"
+    )
+
+    report = commands.add_parser(
+        "report", parents=[job], help="write a self-contained HTML report of the job"
+    )
+    report.add_argument("--out", required=True, metavar="PATH", help="the HTML file to write")
+    report.add_argument(
+        "--limit", type=int, default=2000, metavar="N", help="answers in the table (default 2000)"
+    )
+
+
+def _export(args: argparse.Namespace) -> int:
+    from pipeline import commands
+
+    if args.to is not None and not args.table:
+        print("ground export: --to needs --table NAME", file=sys.stderr)
+        return EXIT_USAGE
+    if args.to is None and args.table:
+        print("ground export: --table goes with --to DATABASE_URL", file=sys.stderr)
+        return EXIT_USAGE
+    fmt = args.fmt or ("csv" if args.long else _format_of(args.out))
+    if args.long and fmt != "csv":
+        print("ground export: --long is for --format csv", file=sys.stderr)
+        return EXIT_USAGE
+    options = commands.ExportOptions(
+        fmt=fmt,
+        out=args.out,
+        states=tuple(args.states or ()),
+        qclass=args.qclass,
+        since=args.since,
+        ids_file=args.ids,
+        long=args.long,
+        to=args.to,
+        table=args.table,
+    )
+    return _job_command(args, lambda spec: commands.export_command(spec, options))
+
+
+def _format_of(out: str) -> str:
+    """The format an output path names by its suffix (JSONL otherwise)."""
+    lower = out.lower()
+    if lower.endswith(".csv"):
+        return "csv"
+    if lower.endswith((".parquet", ".pq")):
+        return "parquet"
+    return "jsonl"
+
+
 def _job_command(
     args: argparse.Namespace, action: Callable[[JobSpec], Coroutine[Any, Any, int]]
 ) -> int:
@@ -264,9 +356,21 @@ def _main(argv: Sequence[str] | None) -> int:
             return _job_command(
                 args, lambda spec: commands.status_command(spec, as_json=args.json, by=args.by)
             )
+        case "export":
+            return _export(args)
+        case "show":
+            return _job_command(args, lambda spec: commands.show_command(spec, args.id, args.fmt))
+        case "report":
+            return _job_command(
+                args, lambda spec: commands.report_command(spec, args.out, limit=args.limit)
+            )
         case "cite":
             from pipeline.cite import cite_main
 
+            if args.job is not None or args.id is not None:
+                from pipeline.cite import cite_stored
+
+                return cite_stored(args, args.fmt, args.min_confidence)
             return cite_main(args.response, args.fmt, args.min_confidence)
     return int(EXIT_USAGE)  # unreachable: argparse requires a command
 

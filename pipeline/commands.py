@@ -6,6 +6,7 @@ problems to stderr; they never print a credential.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import ipaddress
 import os
@@ -14,9 +15,10 @@ import sys
 import warnings
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, BinaryIO
 from urllib.parse import urlsplit
 
 import anyio
@@ -36,7 +38,7 @@ from pipeline.exit_codes import (
 )
 from pipeline.gemini.endpoint import ConfigurationError
 from pipeline.jobspec import JobSpec
-from pipeline.loader import LoadError, load_questions
+from pipeline.loader import LoadError, load_source, source_name
 from pipeline.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.progress import WatchOptions
 from pipeline.progress import watch as progress_watch
@@ -121,7 +123,7 @@ async def _load(engine: AsyncEngine, spec: JobSpec) -> int | None:
     try:
         async with engine.begin() as connection:
             job_id = await queue.ensure_job(connection, spec.name)
-            result = await load_questions(connection, job_id, spec.source_path, spec.source)
+            result = await load_source(connection, job_id, spec)
     except LoadError as exc:
         complain(f"{exc} (nothing was loaded)")
         return None
@@ -131,7 +133,7 @@ async def _load(engine: AsyncEngine, spec: JobSpec) -> int | None:
     if result.added:
         say(f"loaded {result.added} new questions ({result.existing} already there)")
     else:
-        say(f"no new questions: all {result.existing} in {spec.source_path.name} already loaded")
+        say(f"no new questions: all {result.existing} in {source_name(spec)} already loaded")
     return job_id
 
 
@@ -439,3 +441,175 @@ def _display_url(spec: JobSpec) -> str:
     if url.get_backend_name() == "sqlite":
         return str(url.database)
     return url.render_as_string(hide_password=True)
+
+
+# --- getting results out (export, show, report) ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ExportOptions:
+    fmt: str = "jsonl"
+    out: str = "-"  # a path, or "-" for stdout
+    states: tuple[str, ...] = ()
+    qclass: str | None = None
+    since: dt.datetime | None = None
+    ids_file: str | None = None
+    long: str | None = None  # "sources" | "citations": one CSV row per source / citation
+    to: str | None = None  # a database URL: upsert into --table there instead of a file
+    table: str | None = None
+
+
+def _read_ids(path: str) -> frozenset[str]:
+    """Question ids, one a line (blank lines and surrounding spaces ignored)."""
+    with open(path, encoding="utf-8-sig") as handle:
+        return frozenset(line.strip() for line in handle if line.strip())
+
+
+async def _job_id(engine: AsyncEngine, spec: JobSpec) -> int | None:
+    async with engine.connect() as connection:
+        job_id = await queue.find_job(connection, spec.name)
+    if job_id is None:
+        complain(f"job {spec.name!r} has not been loaded or run yet")
+    return job_id
+
+
+async def export_command(spec: JobSpec, options: ExportOptions) -> int:
+    """``ground export``: stream the job's records to a file, stdout, or a database table."""
+    from pipeline import export
+
+    try:
+        ids = _read_ids(options.ids_file) if options.ids_file else None
+    except OSError as exc:
+        complain(f"--ids {options.ids_file}: cannot read: {exc.strerror or exc}")
+        return EXIT_FAILED
+    filters = export.Filters(
+        states=options.states, qclass=options.qclass, since=options.since, ids=ids
+    )
+    async with opened(spec) as engine:
+        job_id = await _job_id(engine, spec)
+        if job_id is None:
+            return EXIT_FAILED
+        if options.to is not None:
+            return await _export_to_table(engine, job_id, filters, options)
+        try:
+            count = await _export_to_file(engine, job_id, filters, options)
+        except export.ParquetUnavailable as exc:
+            complain(str(exc))
+            return EXIT_FAILED
+        except OSError as exc:
+            complain(f"--out {options.out}: cannot write: {exc.strerror or exc}")
+            return EXIT_FAILED
+    if options.out != "-":
+        print(printable(f"exported {count} questions to {options.out}"), file=sys.stderr)
+    return EXIT_OK
+
+
+async def _export_to_file(
+    engine: AsyncEngine, job_id: int, filters: Any, options: ExportOptions
+) -> int:
+    from pipeline import export
+
+    to_stdout = options.out == "-"
+    stream: BinaryIO = (
+        sys.stdout.buffer
+        if to_stdout
+        else await anyio.to_thread.run_sync(lambda: open(options.out, "wb"))  # noqa: SIM115
+    )
+    try:
+        writer: Any
+        if options.fmt == "parquet":
+            writer = export.ParquetWriter(stream)
+        elif options.fmt == "csv":
+            writer = export.CsvWriter(stream, options.long)
+        else:
+            writer = export.JsonlWriter(stream)
+        count = await export.export_job(engine, job_id, _Threaded(writer), filters)
+        await anyio.to_thread.run_sync(writer.close)
+    finally:
+        if to_stdout:
+            stream.flush()
+        else:
+            stream.close()
+    return count
+
+
+class _Threaded:
+    """A file writer driven from a worker thread: encoding and disk writes leave the loop free
+    to fetch the next batch (pyarrow and file writes release the GIL)."""
+
+    def __init__(self, writer: Any) -> None:
+        self._writer = writer
+
+    async def write(self, records: list[dict[str, Any]]) -> None:
+        await anyio.to_thread.run_sync(self._writer.write, records)
+
+
+async def _export_to_table(
+    engine: AsyncEngine, job_id: int, filters: Any, options: ExportOptions
+) -> int:
+    from pipeline import export
+
+    assert options.to is not None
+    try:
+        url = export.async_url(options.to)
+        table = export.results_table(options.table or "")
+    except export.TargetError as exc:
+        complain(str(exc))
+        return EXIT_FAILED
+    target = create_engine(url)
+    try:
+        writer = export.TableWriter(target, table)
+        await writer.prepare()
+        count = await export.export_job(engine, job_id, writer, filters)
+    except Exception as exc:  # any driver's error: say which, never with the password
+        from sqlalchemy.engine import make_url
+
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        password = make_url(url).password
+        if password:
+            reason = reason.replace(str(password), "***")
+        complain(f"--to: export into table {table.name!r} failed: {type(exc).__name__}: {reason}")
+        return EXIT_FAILED
+    finally:
+        await target.dispose()
+    say(f"upserted {count} questions into table {table.name!r}")
+    return EXIT_OK
+
+
+async def show_command(spec: JobSpec, qid: str, fmt: str) -> int:
+    """``ground show``: one question with its answer, citations, sources and structure."""
+    from pipeline.show import render_show
+    from pipeline.store.records import read_one
+
+    async with opened(spec) as engine:
+        job_id = await _job_id(engine, spec)
+        if job_id is None:
+            return EXIT_FAILED
+        stored = await read_one(engine, job_id, qid)
+    if stored is None:
+        complain(f"job {spec.name!r} has no question with id {qid!r}")
+        return EXIT_FAILED
+    rendered = render_show(stored, fmt)
+    # JSON escapes control characters itself; Markdown and HTML are text a terminal may show.
+    sys.stdout.write(rendered if fmt == "json" else printable(rendered))
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+async def report_command(spec: JobSpec, out: str, *, limit: int) -> int:
+    """``ground report``: the job's self-contained HTML report."""
+    from pathlib import Path
+
+    from pipeline.report import write_report
+
+    async with opened(spec) as engine:
+        job_id = await _job_id(engine, spec)
+        if job_id is None:
+            return EXIT_FAILED
+        try:
+            rows = await write_report(engine, job_id, spec.name, Path(out), limit=limit)
+        except OSError as exc:
+            complain(f"--out {out}: cannot write: {exc.strerror or exc}")
+            return EXIT_FAILED
+    say(f"report written: {out} ({rows} answers in its table)")
+    return EXIT_OK

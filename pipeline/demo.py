@@ -1,8 +1,10 @@
-"""``make demo``: run a job against the bundled emulator, then say where the results are.
+"""``make demo``: run a job against the bundled emulator, then show where the results are.
 
 Starts ``ground emulator`` in a child process on a free port, runs the job with
 ``model.base_url`` (and the resolver's allow-list) pointed at it, prints the summary and stops
-the emulator. Running it again makes no new calls: every question is already answered.
+the emulator; then writes the HTML report (``var/demo-report.html``) and prints a
+``ground show`` and a ``ground export`` command to try. Running it again makes no new calls:
+every question is already answered.
 
 Usage: ``python -m pipeline.demo JOB.toml [--set SECTION.KEY=VALUE ...]``
 """
@@ -11,21 +13,27 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 import anyio
 
-from pipeline.commands import run_command
-from pipeline.jobspec import JobSpecError, load_jobspec
+from pipeline.commands import report_command, run_command
+from pipeline.exit_codes import ExitStatus
+from pipeline.jobspec import JobSpec, JobSpecError, load_jobspec
+from pipeline.loader import read_rows
 from pipeline.progress import WatchOptions
 
 EMULATOR_KEY = "emulator-key"  # the emulator's built-in demo key; not a secret
 EMULATOR_SEED = 7
 # Grounded calls take seconds; the demo's emulator answers in ~0.4 s (p99 2 s) to show that.
 EMULATOR_LATENCY = ("--latency-ms", "400", "--latency-p99-ms", "2000")
+REPORT = "var/demo-report.html"  # relative to where `make demo` runs: the checkout
+REPORT_LIMIT = 2_000  # answers in the report's table
 _LISTENING = re.compile(r"listening on (http://\S+)")
 
 
@@ -76,7 +84,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["GEMINI_API_KEY"] = EMULATOR_KEY
         os.environ.pop("GOOGLE_API_KEY", None)  # it would take precedence over the demo key
         # On a terminal the run draws its progress bar.
-        return anyio.run(run_command, spec, WatchOptions(tty=sys.stdout.isatty()))
+        status = anyio.run(run_command, spec, WatchOptions(tty=sys.stdout.isatty()))
+    if status not in (ExitStatus.OK, ExitStatus.SOME_FAILED):  # stopped early: nothing to show
+        return status
+    report = Path(REPORT)
+    report.parent.mkdir(parents=True, exist_ok=True)
+    reported = anyio.run(lambda: report_command(spec, str(report), limit=REPORT_LIMIT))
+    if reported != ExitStatus.OK:
+        return reported
+    print(_next_steps(job_file, spec, report), flush=True)
+    return status  # the run's own status: 3 when some questions ended in a failure state
+
+
+def _next_steps(job_file: str, spec: JobSpec, report: Path) -> str:
+    """Where to look next: the report, one answer, and an export (commands to copy)."""
+    first = None if spec.source.query else next(read_rows(spec.source_path, spec.source), None)
+    example = shlex.quote(first.qid) if first is not None else "ID"
+    job = shlex.quote(job_file)
+    return (
+        f"\ndemo: open the report: {report.resolve()}\n"
+        f"demo: one answer with its citations:  .venv/bin/ground show {job} {example}\n"
+        f"demo: every answer as CSV:  .venv/bin/ground export {job} --format csv"
+        " --out var/demo.csv"
+    )
 
 
 if __name__ == "__main__":

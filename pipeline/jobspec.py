@@ -53,7 +53,12 @@ class JobSection(_Section):
 
 
 class SourceSection(_Section):
-    file: str
+    # The questions come from a file (CSV / JSONL) or from a query: exactly one of the two.
+    file: str = ""
+    # A SELECT run on the database at ``url`` (any SQLAlchemy URL; sqlite:///FILE is relative
+    # to the job file); its columns are read like a file's fields.
+    query: str = ""
+    url: str = ""
     format: Literal["auto", "jsonl", "csv"] = "auto"
     id_field: FieldName = "id"
     text_field: FieldName = "question"
@@ -292,8 +297,9 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
                 f"{path}: job.fail_on: {state!r} is not a failure state"
                 f" (any of {', '.join(FAIL_ON_STATES)})"
             )
+    _check_source(path, parsed.source)
     source_path = (base / parsed.source.file).resolve()
-    if source_path.is_dir():
+    if parsed.source.file and source_path.is_dir():
         raise JobSpecError(f"{path}: source.file: {parsed.source.file!r} is a directory")
     if "{question}" not in parsed.model.prompt_template:
         raise JobSpecError(f"{path}: model.prompt_template: must contain {{question}}")
@@ -317,13 +323,13 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
     return JobSpec(
         path=path,
         job=parsed.job,
-        source=parsed.source,
         model=parsed.model,
         grounding=parsed.grounding,
         limits=parsed.limits,
         resolver=_sized(parsed.resolver, parsed.limits.requests_per_minute),
         structure=parsed.structure,
         database_url=_database_url(path, parsed.job.database, base),
+        source=_with_source_url(parsed.source, base),
         source_path=source_path,
         schema=schema,
         budget=Decimal(str(budget)) if budget else None,
@@ -403,6 +409,28 @@ def _check_grounding(path: Path, parsed: RawJob) -> None:
             )
         if "google_maps" not in tools:
             raise JobSpecError(f"{path}: grounding.location: only for google_maps")
+
+
+def _check_source(path: Path, source: SourceSection) -> None:
+    if bool(source.file) == bool(source.query):
+        raise JobSpecError(f"{path}: source: give either file or query (with url), not both")
+    if source.query and not source.url:
+        raise JobSpecError(f"{path}: source.url: required with source.query")
+    if source.url and not source.query:
+        raise JobSpecError(f"{path}: source.url: only used with source.query")
+    if source.query and "://" not in source.url:
+        raise JobSpecError(f"{path}: source.url: {source.url!r} is not a database URL")
+
+
+def _with_source_url(source: SourceSection, base: Path) -> SourceSection:
+    """The source with a relative ``sqlite:///FILE`` url made absolute (like job.database)."""
+    scheme, _, rest = source.url.partition("://")
+    if scheme.split("+", 1)[0] != "sqlite" or not rest.startswith("/") or rest == "/:memory:":
+        return source
+    file = rest[1:]
+    if file and not file.startswith("/"):
+        file = str((base / file).resolve())
+    return msgspec.structs.replace(source, url=f"{scheme}:///{file}")
 
 
 def _database_url(path: Path, url: str, base: Path) -> str:

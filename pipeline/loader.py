@@ -1,4 +1,9 @@
-"""Loading questions from CSV or JSONL into the queue: streamed, idempotent, all or nothing.
+"""Loading questions from CSV, JSONL or a SQL query into the queue: streamed, idempotent, all
+or nothing.
+
+A query (``[source] query`` on ``[source] url``) is read through a server-side cursor in
+partitions of :data:`CHUNK_ROWS`; its columns are the fields a file row would have, and its
+errors name the row (its number and id) and the column, like a file's name ``file:line``.
 
 * Streamed: rows are read and inserted in chunks of :data:`CHUNK_ROWS`, so memory stays flat
   however large the file is.
@@ -12,7 +17,7 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.clock import utcnow
-from pipeline.jobspec import SourceSection
+from pipeline.jobspec import JobSpec, SourceSection
 from pipeline.states import QuestionState
 from pipeline.store.tables import questions
 from pipeline.store.upsert import insert_ignoring_conflicts
@@ -103,7 +108,7 @@ def _read_csv(path: Path, source: SourceSection) -> Iterator[Row]:
             raise LoadError(f"{path}:{reader.line_num}: malformed CSV: {exc}") from None
 
 
-def _row(path: Path, line: int, record: dict[str, Any], source: SourceSection) -> Row:
+def _row(path: Path | str, line: int, record: dict[str, Any], source: SourceSection) -> Row:
     raw_id = record.get(source.id_field)
     if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
         raise LoadError(f"{path}:{line}: missing or non-scalar id field {source.id_field!r}")
@@ -131,9 +136,78 @@ async def load_questions(
     connection: AsyncConnection, job_id: int, path: Path, source: SourceSection
 ) -> LoadResult:
     """Insert the file's new questions in the caller's transaction."""
+    return await _load_rows(connection, job_id, _async(read_rows(path, source)), path)
+
+
+async def load_source(connection: AsyncConnection, job_id: int, spec: JobSpec) -> LoadResult:
+    """Insert the job's new questions, from its file or its query, in the caller's transaction."""
+    if spec.source.query:
+        return await _load_rows(connection, job_id, read_query_rows(spec.source), QUERY_LABEL)
+    return await load_questions(connection, job_id, spec.source_path, spec.source)
+
+
+def source_name(spec: JobSpec) -> str:
+    """How messages name the job's questions' origin."""
+    return "the source query" if spec.source.query else spec.source_path.name
+
+
+QUERY_LABEL = "[source] query row"
+
+
+async def _async(rows: Iterator[Row]) -> AsyncIterator[Row]:
+    for row in rows:
+        yield row
+
+
+async def read_query_rows(source: SourceSection) -> AsyncIterator[Row]:
+    """Yield validated rows from ``source.query`` on ``source.url``, streamed in partitions."""
+    from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from pipeline.export import async_url
+
+    try:
+        engine = create_async_engine(async_url(source.url))
+    except (ArgumentError, NoSuchModuleError, ValueError) as exc:
+        raise LoadError(f"[source] url: cannot use this database URL ({exc})") from None
+    try:
+        async with engine.connect() as connection:
+            try:
+                result = await connection.stream(
+                    sa.text(source.query).execution_options(yield_per=CHUNK_ROWS)
+                )
+                columns = list(result.keys())
+                for field in (source.id_field, source.text_field):
+                    if field not in columns:
+                        raise LoadError(
+                            f"[source] query: the result has no column {field!r}"
+                            f" (it has {', '.join(columns) or 'none'})"
+                        )
+                number = 0
+                async for partition in result.mappings().partitions():
+                    for record in partition:
+                        number += 1
+                        try:
+                            row = _row(QUERY_LABEL, number, dict(record), source)
+                        except LoadError as exc:
+                            qid = record.get(source.id_field)
+                            raise LoadError(f"{exc} (id {qid!r})" if qid else str(exc)) from None
+                        yield row
+            except DBAPIError as exc:
+                reason = str(exc.orig or exc).strip().splitlines()[0]
+                raise LoadError(f"[source] query failed: {reason}") from None
+    except OSError as exc:
+        raise LoadError(f"[source] url: cannot connect ({exc.strerror or exc})") from None
+    finally:
+        await engine.dispose()
+
+
+async def _load_rows(
+    connection: AsyncConnection, job_id: int, rows: AsyncIterator[Row], path: Path | str
+) -> LoadResult:
     added = existing = 0
     chunk: dict[str, Row] = {}
-    for row in read_rows(path, source):
+    async for row in rows:
         earlier = chunk.get(row.qid)
         if earlier is not None:
             if earlier.text != row.text:
@@ -153,7 +227,7 @@ async def load_questions(
 
 
 async def _insert_chunk(
-    connection: AsyncConnection, job_id: int, path: Path, chunk: dict[str, Row]
+    connection: AsyncConnection, job_id: int, path: Path | str, chunk: dict[str, Row]
 ) -> tuple[int, int]:
     q = questions.c
     stored = await connection.execute(

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from pipeline.clock import utcnow
 from pipeline.commands import opened, run_command, status_command
 from pipeline.emulator.config import EmulatorConfig, ModelQuota
 from pipeline.emulator.testing import running_emulator
@@ -260,7 +261,7 @@ async def test_the_daily_grounding_bucket_pauses_instead_of_hammering(
     waiting = [r for r in rows if r.state != "done"]
     assert len(done) == 20
     assert all(r.state in ("pending", "retry_wait") for r in waiting)
-    later = queue.utcnow() + dt.timedelta(minutes=10)
+    later = utcnow() + dt.timedelta(minutes=10)
     paused = [r for r in waiting if r.state == "retry_wait"]
     assert paused and all(r.next_attempt_at > later and r.attempts == 0 for r in paused)
 

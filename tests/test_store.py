@@ -15,6 +15,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pipeline.clock import utcnow
 from pipeline.gemini.wire import decode_response
 from pipeline.grounding import ground_answer
 from pipeline.redirects import AllowList, initial_verdict
@@ -39,7 +40,7 @@ def engine_factory(
 
 
 async def _seed(engine: AsyncEngine, n: int) -> int:
-    now = queue.utcnow()
+    now = utcnow()
     async with engine.begin() as connection:
         job_id = await queue.ensure_job(connection, "job")
         await connection.execute(
@@ -81,7 +82,7 @@ async def test_claim_lease_finish_and_reclaim(engine_factory) -> None:
             await connection.execute(
                 questions.update()
                 .where(questions.c.lease_owner == "b")
-                .values(lease_expires_at=queue.utcnow() - dt.timedelta(seconds=1))
+                .values(lease_expires_at=utcnow() - dt.timedelta(seconds=1))
             )
             again = await queue.claim(connection, job_id, "c", 10, LEASE)
             assert [q.qid for q in again] == ["q3", "q4"]
@@ -95,7 +96,7 @@ async def test_claim_lease_finish_and_reclaim(engine_factory) -> None:
                         QuestionState.RETRY_WAIT,
                         1,
                         error_class="http_503",
-                        next_attempt_at=queue.utcnow() + dt.timedelta(hours=1),
+                        next_attempt_at=utcnow() + dt.timedelta(hours=1),
                     ),
                 ],
             )
@@ -114,7 +115,7 @@ async def test_claim_lease_finish_and_reclaim(engine_factory) -> None:
                 "q4": "running",
             }
             wake = await queue.next_wakeup(connection, job_id)
-            assert wake is not None and wake <= queue.utcnow()  # q2 is ready now
+            assert wake is not None and wake <= utcnow()  # q2 is ready now
 
 
 async def test_next_wakeup_is_none_when_everything_is_terminal(engine_factory) -> None:
@@ -122,7 +123,7 @@ async def test_next_wakeup_is_none_when_everything_is_terminal(engine_factory) -
         job_id = await _seed(engine, 2)
         async with engine.begin() as connection:
             claimed = await queue.claim(connection, job_id, "a", 10, LEASE)
-            soon = queue.utcnow() + dt.timedelta(seconds=30)
+            soon = utcnow() + dt.timedelta(seconds=30)
             await queue.apply_state_changes(
                 connection,
                 [
@@ -201,12 +202,12 @@ async def test_a_second_answer_for_a_question_is_dropped_not_an_error(engine_fac
         async with engine.connect() as connection:
             ids = list(await connection.scalars(sa.select(questions.c.id).order_by(questions.c.id)))
         async with engine.begin() as connection:
-            first = await persist_answers(connection, [_record(ids[0])], queue.utcnow(), verdict_of)
+            first = await persist_answers(connection, [_record(ids[0])], utcnow(), verdict_of)
         assert list(first.answer_ids) == [ids[0]]
         assert first.pending_sources == [(first.answer_ids[ids[0]], 0, REDIRECT)]
         async with engine.begin() as connection:
             again = await persist_answers(
-                connection, [_record(ids[0]), _record(ids[1])], queue.utcnow(), verdict_of
+                connection, [_record(ids[0]), _record(ids[1])], utcnow(), verdict_of
             )
         assert list(again.answer_ids) == [ids[1]]  # the duplicate was skipped, the other stored
         async with engine.connect() as connection:

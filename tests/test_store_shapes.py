@@ -10,6 +10,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pipeline.clock import utcnow
 from pipeline.gemini.wire import decode_response
 from pipeline.grounding import ground_answer
 from pipeline.redirects import AllowList, initial_verdict
@@ -52,7 +53,7 @@ def _record(question_id: int, name: str) -> AnswerRecord:
 
 async def test_chunk_kinds_and_answer_extras_stored(engine_factory) -> None:
     allow = AllowList(["vertexaisearch.cloud.google.com"])
-    now = queue.utcnow()
+    now = utcnow()
     async with engine_factory() as engine:
         async with engine.begin() as connection:
             job_id = await queue.ensure_job(connection, "shapes")

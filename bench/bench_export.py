@@ -1,0 +1,142 @@
+"""Exporting a large job: rows/s and peak RSS of ``ground export`` to JSONL and to Parquet.
+
+The job is generated directly into a SQLite database with executemany (not through the
+emulator): N questions, each answered with three sources (resolved) and three supports, and
+one ledger row. Each export runs in its own child process, so its peak RSS is its own
+(``wait4``'s ru_maxrss). The target: flat memory, under 200 MB at 1,000,000 questions.
+
+Usage: ``python bench/bench_export.py [--questions N] [--keep DIR]`` (default 1,000,000;
+generating it takes a few minutes and ~2 GB of disk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+from pipeline.store.engine import create_engine, migrate
+
+REPO = Path(__file__).resolve().parent.parent
+BATCH = 10_000  # questions per executemany round
+ANSWER = (
+    "Kraków hat etwa 800 000 Einwohner.[1] Die Stadt liegt an der Weichsel — 東京 ist größer. "
+    "Zażółć gęślą jaźń; 🧑‍🚀 ist ein Astronaut."
+)
+
+
+async def _schema(db: Path) -> None:
+    engine = create_engine(f"sqlite+aiosqlite:///{db}")
+    try:
+        await migrate(engine)
+    finally:
+        await engine.dispose()
+
+
+def generate(db: Path, n: int) -> None:
+    anyio.run(_schema, db)
+    now = dt.datetime.now(dt.UTC).isoformat(sep=" ")
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=OFF")
+    con.execute("INSERT INTO jobs (id, name, created_at) VALUES (1, 'bench', ?)", (now,))
+    for start in range(1, n + 1, BATCH):
+        ids = range(start, min(start + BATCH, n + 1))
+        con.executemany(
+            "INSERT INTO questions (id, job_id, qid, text, qclass, meta, state, attempts,"
+            " structure_attempts, created_at, updated_at)"
+            " VALUES (?, 1, ?, ?, ?, NULL, 'done', 1, 0, ?, ?)",
+            [(i, f"q{i:07d}", f"Wie viele Einwohner hat Kraków? #{i}", "geo", now, now)
+             for i in ids],
+        )  # fmt: skip
+        con.executemany(
+            "INSERT INTO answers (id, question_id, text, grounded, finish_reason, model_version,"
+            " response_id, web_search_queries, retrieval_queries, search_entry_point_html,"
+            " prompt_tokens, candidates_tokens, tool_use_prompt_tokens, thoughts_tokens,"
+            " total_tokens, coverage, warnings, latency_ms, created_at, raw_response)"
+            " VALUES (?, ?, ?, 1, 'STOP', 'gemini-2.5-flash', ?, '[\"Kraków Einwohner\"]', '[]',"
+            " '<style>.chip{}</style><div class=\"chip\">Kraków</div>', 10, 60, 120, 0, 190,"
+            " 0.93, '[]', 1800.0, ?, '{}')",
+            [(i, i, ANSWER, f"r{i}", now) for i in ids],
+        )
+        con.executemany(
+            "INSERT INTO sources (answer_id, chunk_index, kind, title, uri, domain, destination,"
+            " resolve_status, resolve_attempts, resolved_at)"
+            " VALUES (?, ?, 'web', ?, ?, ?, ?, 'resolved', 1, ?)",
+            [(i, k, f"source {k}", f"https://vertexaisearch.cloud.google.com/r/{i}-{k}",
+              "example.org", f"https://example.org/ü/{i}/{k}", now)
+             for i in ids for k in range(3)],
+        )  # fmt: skip
+        con.executemany(
+            "INSERT INTO supports (answer_id, ordinal, part_index, byte_start, byte_end,"
+            " char_start, char_end, text, chunk_indices, confidence_scores)"
+            " VALUES (?, ?, 0, ?, ?, ?, ?, 'Kraków hat etwa 800 000 Einwohner.', ?, NULL)",
+            [(i, k, k * 40, k * 40 + 35, k * 40, k * 40 + 34, f"[{k}]") for i in ids
+             for k in range(3)],
+        )  # fmt: skip
+        con.executemany(
+            "INSERT INTO calls (question_id, step, model, started_at, latency_ms, http_status,"
+            " outcome, input_tokens, output_tokens, grounding_units, cost_micro_usd,"
+            " cost_complete) VALUES (?, 'ground', 'gemini-2.5-flash', ?, 1800.0, 200, 'ok',"
+            " 130, 60, 1, 35000, 1)",
+            [(i, now) for i in ids],
+        )
+        con.commit()
+    con.close()
+
+
+def export(job: Path, out: Path, fmt: str) -> tuple[float, float]:
+    """Seconds and peak RSS (MB) of one ``ground export`` child process."""
+    command = [sys.executable, "-m", "pipeline.cli", "export", str(job), "--format", fmt]
+    started = time.perf_counter()
+    child = subprocess.Popen([*command, "--out", str(out)], cwd=REPO)
+    _, status, usage = os.wait4(child.pid, 0)
+    elapsed = time.perf_counter() - started
+    if status != 0:
+        raise SystemExit(f"export to {fmt} failed (status {status})")
+    return elapsed, usage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=1_000_000)
+    parser.add_argument("--keep", type=Path, help="work in DIR and keep it (default: a temp dir)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-export-") as scratch:
+        work = args.keep or Path(scratch)
+        work.mkdir(parents=True, exist_ok=True)
+        db = work / "bench.sqlite"
+        job = work / "bench.toml"
+        job.write_text(
+            f'[job]\nname = "bench"\ndatabase = "sqlite:///{db}"\n'
+            '[source]\nfile = "unused.jsonl"\n',
+            encoding="utf-8",
+        )
+        if not db.exists():
+            started = time.perf_counter()
+            generate(db, args.questions)
+            print(
+                f"generated {args.questions:,} questions in {time.perf_counter() - started:.0f} s"
+            )
+        for fmt in ("jsonl", "parquet"):
+            out = work / f"export.{fmt}"
+            seconds, rss = export(job, out, fmt)
+            rate = args.questions / seconds
+            size = out.stat().st_size / 1e6
+            print(
+                f"export {fmt:8} {args.questions:,} rows in {seconds:6.1f} s: {rate:8,.0f} rows/s,"
+                f" peak RSS {rss:6.1f} MB, file {size:,.0f} MB"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,241 @@
+"""Reading stored results back, one batch of questions at a time (export, show, report).
+
+Keyset pagination on ``questions.id``: each batch is a handful of short queries (the
+questions with their answer, structured output and ledger totals; then the batch's sources and
+supports), so memory is bounded by :data:`BATCH_QUESTIONS` however large the job is, and no
+transaction is held open between batches. Rows come back as plain mappings; assembling them
+into records is :mod:`pipeline.export.records` (pure).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from pipeline.store.tables import answers, calls, questions, sources, structured, supports
+
+BATCH_QUESTIONS = 500  # questions per batch: bounds memory and the IN lists' length
+
+Row = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Which questions to read; every filter given must match."""
+
+    states: tuple[str, ...] = ()
+    qclass: str | None = None
+    since: dt.datetime | None = None  # questions updated at or after this instant
+    ids: frozenset[str] | None = None  # the input's own ids
+
+
+@dataclass(frozen=True, slots=True)
+class StoredQuestion:
+    """One question's stored rows: the joined question row and its children."""
+
+    row: Row  # question columns, answer (a_*), structured (s_*) and ledger (l_*) columns
+    sources: Sequence[Row] = field(default_factory=tuple)
+    supports: Sequence[Row] = field(default_factory=tuple)
+
+
+_LEDGER_COLUMNS = (
+    "l_calls",
+    "l_input_tokens",
+    "l_output_tokens",
+    "l_grounding_units",
+    "l_cost_micro_usd",
+    "l_cost_complete",
+    "l_model",
+)
+
+
+def _ledger(question_ids: list[int]) -> sa.Select[Any]:
+    """The ledger totals of these questions (one grouped scan of their calls only)."""
+    c = calls.c
+    return (
+        sa.select(
+            c.question_id,
+            sa.func.count().label("l_calls"),
+            sa.func.sum(c.input_tokens).label("l_input_tokens"),
+            sa.func.sum(c.output_tokens).label("l_output_tokens"),
+            sa.func.sum(c.grounding_units).label("l_grounding_units"),
+            sa.func.sum(c.cost_micro_usd).label("l_cost_micro_usd"),
+            sa.func.min(sa.case((c.cost_complete, 1), else_=0)).label("l_cost_complete"),
+            sa.func.max(sa.case((c.step == "ground", c.model), else_=None)).label("l_model"),
+        )
+        .where(c.question_id.in_(question_ids))
+        .group_by(c.question_id)
+    )
+
+
+def _question_select(job_id: int, filters: Filters) -> sa.Select[Any]:
+    q, a, s = questions.c, answers.c, structured.c
+    statement = (
+        sa.select(
+            q.id,
+            q.qid,
+            q.text,
+            q.qclass,
+            q.meta,
+            q.state,
+            q.attempts,
+            q.error_class,
+            q.last_error,
+            q.created_at,
+            q.updated_at,
+            a.id.label("a_id"),
+            a.text.label("a_text"),
+            a.grounded.label("a_grounded"),
+            a.finish_reason.label("a_finish_reason"),
+            a.model_version.label("a_model_version"),
+            a.web_search_queries.label("a_web_search_queries"),
+            a.retrieval_queries.label("a_retrieval_queries"),
+            a.search_entry_point_html.label("a_search_entry_point_html"),
+            a.prompt_tokens.label("a_prompt_tokens"),
+            a.candidates_tokens.label("a_candidates_tokens"),
+            a.tool_use_prompt_tokens.label("a_tool_use_prompt_tokens"),
+            a.thoughts_tokens.label("a_thoughts_tokens"),
+            a.total_tokens.label("a_total_tokens"),
+            a.coverage.label("a_coverage"),
+            a.warnings.label("a_warnings"),
+            a.latency_ms.label("a_latency_ms"),
+            a.created_at.label("a_created_at"),
+            s.valid.label("s_valid"),
+            s.value.label("s_value"),
+            s.errors.label("s_errors"),
+            s.provenance.label("s_provenance"),
+            s.supported_fraction.label("s_supported_fraction"),
+            s.flagged.label("s_flagged"),
+            s.model_version.label("s_model_version"),
+        )
+        .select_from(
+            questions.outerjoin(answers, a.question_id == q.id).outerjoin(
+                structured, s.question_id == q.id
+            )
+        )
+        # "+ 0": keeps the planner off the (job_id, state, ...) claim index, which would
+        # sort the job's every question for each batch; the primary key walks in id order.
+        .where(q.job_id + 0 == job_id)
+        .order_by(q.id)
+    )
+    if filters.states:
+        statement = statement.where(q.state.in_(filters.states))
+    if filters.qclass is not None:
+        statement = statement.where(q.qclass == filters.qclass)
+    if filters.since is not None:
+        statement = statement.where(q.updated_at >= filters.since)
+    return statement
+
+
+async def _with_ledger(connection: AsyncConnection, rows: list[Row]) -> list[Row]:
+    """The question rows with their ledger totals (``l_*``; None where no call was made)."""
+    totals = {
+        r["question_id"]: r
+        for r in (await connection.execute(_ledger([r["id"] for r in rows]))).mappings()
+    }
+    empty = dict.fromkeys(_LEDGER_COLUMNS)
+    out: list[Row] = []
+    for row in rows:
+        found = totals.get(row["id"])
+        ledger = {k: found[k] for k in _LEDGER_COLUMNS} if found is not None else empty
+        out.append({**row, **ledger})
+    return out
+
+
+async def _children(
+    connection: AsyncConnection, answer_ids: list[int]
+) -> tuple[dict[int, list[Row]], dict[int, list[Row]]]:
+    by_source: dict[int, list[Row]] = {}
+    by_support: dict[int, list[Row]] = {}
+    if not answer_ids:
+        return by_source, by_support
+    src = await connection.execute(
+        sa.select(sources)
+        .where(sources.c.answer_id.in_(answer_ids))
+        .order_by(sources.c.answer_id, sources.c.chunk_index)
+    )
+    for row in src.mappings():
+        by_source.setdefault(row["answer_id"], []).append(row)
+    sup = await connection.execute(
+        sa.select(supports)
+        .where(supports.c.answer_id.in_(answer_ids))
+        .order_by(supports.c.answer_id, supports.c.ordinal)
+    )
+    for row in sup.mappings():
+        by_support.setdefault(row["answer_id"], []).append(row)
+    return by_source, by_support
+
+
+async def read_batches(
+    engine: AsyncEngine,
+    job_id: int,
+    filters: Filters | None = None,
+    *,
+    batch_size: int = BATCH_QUESTIONS,
+) -> AsyncIterator[list[StoredQuestion]]:
+    """Yield the job's matching questions in id order, ``batch_size`` (or fewer) at a time.
+
+    ``filters.ids`` is applied as rows arrive (an id list can be longer than a statement may
+    carry parameters), so a batch can hold fewer rows than ``batch_size``; it is never empty.
+    """
+    filters = filters or Filters()
+    base = _question_select(job_id, filters)
+    after = 0
+    while True:
+        async with engine.connect() as connection:
+            rows: list[Row] = list(
+                (await connection.execute(base.where(questions.c.id > after).limit(batch_size)))
+                .mappings()
+                .all()
+            )
+            if not rows:
+                return
+            after = rows[-1]["id"]
+            if filters.ids is not None:
+                rows = [r for r in rows if r["qid"] in filters.ids]
+            if not rows:
+                continue
+            rows = await _with_ledger(connection, rows)
+            answer_ids = [r["a_id"] for r in rows if r["a_id"] is not None]
+            by_source, by_support = await _children(connection, answer_ids)
+        yield [
+            StoredQuestion(
+                row=r,
+                sources=by_source.get(r["a_id"], ()),
+                supports=by_support.get(r["a_id"], ()),
+            )
+            for r in rows
+        ]
+
+
+async def read_one(engine: AsyncEngine, job_id: int, qid: str) -> StoredQuestion | None:
+    """One question by its input id, or None when the job has no such question."""
+    q = questions.c
+    # The plain job_id test lets the (job_id, qid) unique index find the row.
+    statement = _question_select(job_id, Filters()).where(q.job_id == job_id, q.qid == qid)
+    async with engine.connect() as connection:
+        found = (await connection.execute(statement)).mappings().first()
+        if found is None:
+            return None
+        (row,) = await _with_ledger(connection, [found])
+        ids = [row["a_id"]] if row["a_id"] is not None else []
+        by_source, by_support = await _children(connection, ids)
+    return StoredQuestion(
+        row=row, sources=by_source.get(row["a_id"], ()), supports=by_support.get(row["a_id"], ())
+    )
+
+
+async def raw_response(engine: AsyncEngine, job_id: int, qid: str) -> str | None:
+    """The stored grounded response body of one question (as received), or None."""
+    q = questions.c
+    async with engine.connect() as connection:
+        return await connection.scalar(
+            sa.select(answers.c.raw_response)
+            .join(questions, questions.c.id == answers.c.question_id)
+            .where(q.job_id == job_id, q.qid == qid)
+        )
