@@ -9,7 +9,7 @@ Only the fields the emulator acts on are read; everything else is ignored.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -117,7 +117,32 @@ def parse(body: bytes, surface: str) -> GenerateRequest:
         raise errors.invalid_json("Unexpected token.") from None
     if not isinstance(data, dict):
         raise errors.invalid_json("Root element must be a message.")
+    prompt = _prompt(data)
+    t = _declared_tools(data, surface)
+    mime, schema, json_schema, include_thoughts = _generation_config(data)
+    tools = tuple(t.labels)
+    return GenerateRequest(
+        prompt=prompt,
+        prompt_bytes=prompt.encode(),
+        tools=tools,
+        grounding=t.grounding,
+        grounding_tool=t.grounding_tool,
+        dynamic_threshold=t.threshold,
+        datastore=t.datastore if isinstance(t.datastore, str) else None,
+        json_output=mime == "application/json",
+        schema=json_schema if json_schema is not None else schema,
+        schema_is_openapi=schema is not None,
+        include_thoughts=include_thoughts,
+        code_execution="codeExecution" in tools,
+        url_context="urlContext" in tools,
+        urls=tuple(dict.fromkeys(_URL.findall(prompt))),
+        file_search_stores=t.stores,
+        maps_widget=t.maps_widget,
+    )
 
+
+def _prompt(data: dict[str, Any]) -> str:
+    """Every text part of every content, joined with newlines (400 when there is none)."""
     contents = data.get("contents")
     if not contents:
         raise errors.invalid_argument(errors.CONTENTS_MISSING, kind="contents_missing")
@@ -132,14 +157,25 @@ def parse(body: bytes, surface: str) -> GenerateRequest:
             t = p.get("text") if isinstance(p, dict) else None
             if isinstance(t, str):
                 texts.append(t)
-    prompt = "\n".join(texts)
+    return "\n".join(texts)
 
-    known = _DEV_TOOLS if surface == DEVELOPER else _VERTEX_TOOLS
-    tools: list[str] = []
-    grounding = grounding_tool = datastore = None
-    threshold = None
+
+@dataclass(slots=True)
+class _Tools:
+    """What the request's ``tools`` declare."""
+
+    labels: list[str] = field(default_factory=list)
+    grounding: str | None = None
+    grounding_tool: str | None = None
+    datastore: Any = None
+    threshold: float | None = None
     stores: tuple[str, ...] = ()
-    maps_widget = False
+    maps_widget: bool = False
+
+
+def _declared_tools(data: dict[str, Any], surface: str) -> _Tools:
+    known = _DEV_TOOLS if surface == DEVELOPER else _VERTEX_TOOLS
+    out = _Tools()
     for i, tool in enumerate(data.get("tools") or ()):
         if not isinstance(tool, dict):
             raise errors.invalid_json(f"Expected an object for tools[{i}].")
@@ -147,30 +183,39 @@ def parse(body: bytes, surface: str) -> GenerateRequest:
             name = camel(raw_name)
             if name not in known:
                 raise errors.unknown_field(raw_name, f"tools[{i}]")
-            label = name
-            if name == "retrieval":
-                spec = spec if isinstance(spec, dict) else {}
-                vas = _get(spec, "vertexAiSearch")
-                if isinstance(vas, dict):
-                    label = "vertexAiSearch"
-                    datastore = _get(vas, "datastore") or _get(vas, "engine")
-                else:
-                    label = "vertexRagStore" if _get(spec, "vertexRagStore") else "retrieval"
-            if name == "googleSearchRetrieval" and isinstance(spec, dict):
-                drc = _get(spec, "dynamicRetrievalConfig")
-                if isinstance(drc, dict) and drc.get("mode") == "MODE_DYNAMIC":
-                    t = _get(drc, "dynamicThreshold")
-                    threshold = float(t) if isinstance(t, int | float) else 0.7
-            if name == "fileSearch" and isinstance(spec, dict):
-                names = _get(spec, "fileSearchStoreNames") or ()
-                stores = tuple(n for n in names if isinstance(n, str))
-            if name == "googleMaps" and isinstance(spec, dict):
-                maps_widget = bool(_get(spec, "enableWidget"))
-            tools.append(label)
+            out.labels.append(_tool_settings(out, name, spec))
             kind = _GROUNDING.get(name)
-            if kind is not None and grounding is None:
-                grounding, grounding_tool = kind, name
+            if kind is not None and out.grounding is None:
+                out.grounding, out.grounding_tool = kind, name
+    return out
 
+
+def _tool_settings(out: _Tools, name: str, spec: Any) -> str:
+    """Record one tool's settings in ``out``; its label ("vertexAiSearch" for retrieval)."""
+    if name == "retrieval":
+        spec = spec if isinstance(spec, dict) else {}
+        vas = _get(spec, "vertexAiSearch")
+        if isinstance(vas, dict):
+            out.datastore = _get(vas, "datastore") or _get(vas, "engine")
+            return "vertexAiSearch"
+        return "vertexRagStore" if _get(spec, "vertexRagStore") else "retrieval"
+    if not isinstance(spec, dict):
+        return name
+    if name == "googleSearchRetrieval":
+        drc = _get(spec, "dynamicRetrievalConfig")
+        if isinstance(drc, dict) and drc.get("mode") == "MODE_DYNAMIC":
+            t = _get(drc, "dynamicThreshold")
+            out.threshold = float(t) if isinstance(t, int | float) else 0.7
+    elif name == "fileSearch":
+        names = _get(spec, "fileSearchStoreNames") or ()
+        out.stores = tuple(n for n in names if isinstance(n, str))
+    elif name == "googleMaps":
+        out.maps_widget = bool(_get(spec, "enableWidget"))
+    return name
+
+
+def _generation_config(data: dict[str, Any]) -> tuple[Any, Any, Any, bool]:
+    """(responseMimeType, responseSchema, responseJsonSchema, includeThoughts), checked."""
     gen = _get(data, "generationConfig") or {}
     if not isinstance(gen, dict):
         raise errors.invalid_json("Expected an object for generationConfig.")
@@ -196,22 +241,4 @@ def parse(body: bytes, surface: str) -> GenerateRequest:
         )
     thinking = _get(gen, "thinkingConfig") or {}
     include_thoughts = bool(isinstance(thinking, dict) and _get(thinking, "includeThoughts"))
-
-    return GenerateRequest(
-        prompt=prompt,
-        prompt_bytes=prompt.encode(),
-        tools=tuple(tools),
-        grounding=grounding,
-        grounding_tool=grounding_tool,
-        dynamic_threshold=threshold,
-        datastore=datastore if isinstance(datastore, str) else None,
-        json_output=mime == "application/json",
-        schema=json_schema if json_schema is not None else schema,
-        schema_is_openapi=schema is not None,
-        include_thoughts=include_thoughts,
-        code_execution="codeExecution" in tools,
-        url_context="urlContext" in tools,
-        urls=tuple(dict.fromkeys(_URL.findall(prompt))),
-        file_search_stores=stores,
-        maps_widget=maps_widget,
-    )
+    return mime, schema, json_schema, include_thoughts

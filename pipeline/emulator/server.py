@@ -34,7 +34,7 @@ from pipeline.emulator.clock import SYSTEM_CLOCK, Clock
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.corpus import SOURCES
 from pipeline.emulator.quotas import Quotas
-from pipeline.emulator.request import DEVELOPER, SEARCH_TOOLS, VERTEX, parse
+from pipeline.emulator.request import DEVELOPER, SEARCH_TOOLS, VERTEX, GenerateRequest, parse
 from pipeline.emulator.stats import Stats
 
 FAULT_429_NOMINAL_RPM = 1000  # the quotaValue an injected 429 names when no rpm is set
@@ -126,21 +126,9 @@ class Emulator:
     async def _generate(
         self, request: web.Request, surface: str, version: str, project: str, location: str
     ) -> web.Response:
-        tail = request.match_info["tail"]
-        model, _, method = tail.partition(":")
+        model, _, method = request.match_info["tail"].partition(":")
         vertex = surface == VERTEX
-        traits = models.traits(model)
-        if traits is None or request.match_info.get("publisher", "google") != "google":
-            if vertex:
-                pub = request.match_info.get("publisher", "google")
-                raise errors.publisher_model_not_found(
-                    f"projects/{project}/locations/{location}/publishers/{pub}/models/{model}"
-                )
-            raise errors.model_not_found(model, version)
-        if method not in ("generateContent", "streamGenerateContent"):
-            raise errors.ApiError(
-                404, "NOT_FOUND", f"Method {method!r} is not found.", kind="method_not_found"
-            )
+        traits = self._model_traits(request, model, method, vertex, version, project, location)
         seq = self.seq
         self.seq += 1
         req = parse(await request.read(), surface)
@@ -149,52 +137,14 @@ class Emulator:
         for t in req.tools or ("none",):
             st.by_tool[t] += 1
         await self.answering.wait()
-
-        if "googleSearchRetrieval" in req.tools and traits.major >= 2:
-            msg = (
-                errors.SEARCH_RETRIEVAL_ON_2 if traits.major == 2 else errors.SEARCH_RETRIEVAL_ON_3
-            )
-            raise errors.invalid_argument(msg, kind="search_retrieval_unsupported")
-        if req.json_output and traits.major <= 2 and SEARCH_TOOLS.intersection(req.tools):
-            raise errors.invalid_argument(errors.SCHEMA_WITH_SEARCH, kind="schema_with_search")
+        _refuse_unsupported(req, traits)
 
         fault = self.plan.fault(seq)
         if fault is not None:
-            st.faults[fault] += 1
-            if fault == "fault_429":
-                limit = self.config.quota_for(model).rpm or FAULT_429_NOMINAL_RPM
-                raise errors.quota_exceeded(
-                    "rpm", model, limit, self.config.fault_429_retry_delay_s
-                )
-            if fault == "fault_500":
-                raise errors.internal()
-            if fault == "fault_503":
-                raise errors.unavailable()
-            if fault == "fault_504":
-                raise errors.deadline_exceeded()
-            if fault == "fault_502_html":
-                st.request(surface, 502)
-                return web.Response(
-                    body=errors.BAD_GATEWAY_HTML, status=502, headers={"Content-Type": _HTML}
-                )
-            if fault == "fault_hang":
-                await asyncio.sleep(self.config.hang_s)  # cancelled when the client leaves
-                raise errors.deadline_exceeded()
-
-        rejection = self.quotas.admit(
-            model,
-            responses.tokens(req.prompt_bytes),
-            req.grounding is not None,
-            self.clock.monotonic(),
-        )
-        if rejection is not None:
-            st.quota[rejection.bucket] += 1
-            if vertex:
-                raise errors.vertex_quota_exceeded()
-            raise errors.quota_exceeded(
-                rejection.bucket, model, rejection.limit, rejection.retry_after_s
-            )
-
+            faulted = await self._fault(fault, model, surface)
+            if faulted is not None:
+                return faulted
+        self._admit(req, model, vertex)
         delay = self.plan.latency_s(seq)
         if delay:
             await asyncio.sleep(delay)
@@ -214,19 +164,75 @@ class Emulator:
         )
         built = responses.build(ctx)
         st.responses[built.outcome] += 1
-        payload = orjson.dumps(built.body)
-        content_type = _JSON
-        if method == "streamGenerateContent":
-            # One event carrying the whole answer (the unary body), in either framing.
-            if request.query.get("alt") == "sse":
-                payload = b"data: " + payload + b"\r\n\r\n"
-                content_type = "text/event-stream"
-            else:
-                payload = b"[" + payload + b"]"
+        payload, content_type = _framed(orjson.dumps(built.body), method, request)
         if fault == "fault_truncate":
             st.responses["truncated"] += 1
             payload = payload[: self.plan.truncate_at(seq, len(payload))]
         return self._ok(surface, payload, content_type)
+
+    def _model_traits(
+        self,
+        request: web.Request,
+        model: str,
+        method: str,
+        vertex: bool,
+        version: str,
+        project: str,
+        location: str,
+    ) -> models.ModelTraits:
+        """The model's traits, or the 404 the real API sends for an unknown model or method."""
+        traits = models.traits(model)
+        publisher = request.match_info.get("publisher", "google")
+        if traits is None or publisher != "google":
+            if vertex:
+                raise errors.publisher_model_not_found(
+                    f"projects/{project}/locations/{location}/publishers/{publisher}/models/{model}"
+                )
+            raise errors.model_not_found(model, version)
+        if method not in ("generateContent", "streamGenerateContent"):
+            raise errors.ApiError(
+                404, "NOT_FOUND", f"Method {method!r} is not found.", kind="method_not_found"
+            )
+        return traits
+
+    async def _fault(self, fault: str, model: str, surface: str) -> web.Response | None:
+        """Raise (or answer with) the planned fault; None for a fault applied to the answer."""
+        self.stats.faults[fault] += 1
+        if fault == "fault_429":
+            limit = self.config.quota_for(model).rpm or FAULT_429_NOMINAL_RPM
+            raise errors.quota_exceeded("rpm", model, limit, self.config.fault_429_retry_delay_s)
+        if fault == "fault_500":
+            raise errors.internal()
+        if fault == "fault_503":
+            raise errors.unavailable()
+        if fault == "fault_504":
+            raise errors.deadline_exceeded()
+        if fault == "fault_502_html":
+            self.stats.request(surface, 502)
+            return web.Response(
+                body=errors.BAD_GATEWAY_HTML, status=502, headers={"Content-Type": _HTML}
+            )
+        if fault == "fault_hang":
+            await asyncio.sleep(self.config.hang_s)  # cancelled when the client leaves
+            raise errors.deadline_exceeded()
+        return None  # fault_truncate: cuts the answer's body
+
+    def _admit(self, req: GenerateRequest, model: str, vertex: bool) -> None:
+        """Count the request against the model's quotas, or raise the 429 the API sends."""
+        rejection = self.quotas.admit(
+            model,
+            responses.tokens(req.prompt_bytes),
+            req.grounding is not None,
+            self.clock.monotonic(),
+        )
+        if rejection is None:
+            return
+        self.stats.quota[rejection.bucket] += 1
+        if vertex:
+            raise errors.vertex_quota_exceeded()
+        raise errors.quota_exceeded(
+            rejection.bucket, model, rejection.limit, rejection.retry_after_s
+        )
 
     # --- redirects, token, stats ------------------------------------------------------
 
@@ -311,3 +317,21 @@ def build_app(
 def snapshot(app: web.Application) -> dict[str, Any]:
     """The stats of ``app`` (call on the app's own event loop)."""
     return app[EMULATOR].stats.snapshot()
+
+
+def _refuse_unsupported(req: GenerateRequest, traits: models.ModelTraits) -> None:
+    """The 400s the API sends for a tool or output its model generation does not take."""
+    if "googleSearchRetrieval" in req.tools and traits.major >= 2:
+        msg = errors.SEARCH_RETRIEVAL_ON_2 if traits.major == 2 else errors.SEARCH_RETRIEVAL_ON_3
+        raise errors.invalid_argument(msg, kind="search_retrieval_unsupported")
+    if req.json_output and traits.major <= 2 and SEARCH_TOOLS.intersection(req.tools):
+        raise errors.invalid_argument(errors.SCHEMA_WITH_SEARCH, kind="schema_with_search")
+
+
+def _framed(payload: bytes, method: str, request: web.Request) -> tuple[bytes, str]:
+    """The body and its content type: unary JSON, or one stream event carrying the answer."""
+    if method != "streamGenerateContent":
+        return payload, _JSON
+    if request.query.get("alt") == "sse":
+        return b"data: " + payload + b"\r\n\r\n", "text/event-stream"
+    return b"[" + payload + b"]", _JSON
