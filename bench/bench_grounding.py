@@ -101,18 +101,18 @@ def main(argv: list[str] | None = None) -> None:
     text_chars = len(cand.content.parts[0].text or "")
     text_bytes = len((cand.content.parts[0].text or "").encode())
 
-    fast = grounding._char_offsets
+    fast = grounding.char_offsets
 
     def run_fast() -> grounding.GroundedAnswer:
-        grounding._char_offsets = fast
+        grounding.char_offsets = fast
         return grounding.ground_answer(cand)
 
     def run_naive() -> grounding.GroundedAnswer:
-        grounding._char_offsets = naive_char_offsets
+        grounding.char_offsets = naive_char_offsets
         try:
             return grounding.ground_answer(cand)
         finally:
-            grounding._char_offsets = fast
+            grounding.char_offsets = fast
 
     a, b = run_fast(), run_naive()
     assert a == b, "the naive and the fast conversion disagree"

@@ -337,7 +337,8 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
 
 
 def _check_grounding(path: Path, parsed: RawJob) -> None:
-    """The ``[grounding]`` rules no type can say; each error names the file and the key."""
+    """The ``[grounding]`` rules no type can say (which tools, together, on which backend and
+    model); each error names the file and the key."""
     g, backend, model = parsed.grounding, parsed.model.backend, parsed.model.name
     tools = g.tools
     if not tools:
@@ -370,6 +371,12 @@ def _check_grounding(path: Path, parsed: RawJob) -> None:
             f"{path}: grounding.dynamic_threshold: only for google_search_retrieval"
             " (Gemini 1.5); google_search decides by itself when to search"
         )
+    _check_grounding_keys(path, parsed)
+
+
+def _check_grounding_keys(path: Path, parsed: RawJob) -> None:
+    """Each tool's own keys: given for that tool, and only for it."""
+    g, backend, tools = parsed.grounding, parsed.model.backend, parsed.grounding.tools
     if "vertex_ai_search" in tools:
         if bool(g.datastore) == bool(g.engine):
             raise JobSpecError(

@@ -10,18 +10,21 @@ lives in :mod:`pipeline.grounding.render`.
 
 Rules, in the order they are applied to each support:
 
-1. The reading (:func:`_offset_text`, the one place that decides which text a support's
-   offsets run over): ``partIndex`` absent -> the visible text, i.e. the non-thought text parts
-   joined, skipping ``toolCall``/``toolResponse``/``executableCode``/``codeExecutionResult``/
-   function and thought parts (Gemini 3 and code execution put those first). ``partIndex``
-   given -> that part first (the proto's reading), the visible text second. A ``partIndex``
-   naming no text part (out of range, a thought or tool part) leaves the visible text only.
-2. The span: the byte slice is checked against ``segment.text`` in each reading in turn; the
-   first that reads it exactly wins. Otherwise ``segment.text`` is searched for, in the same
-   order, and the occurrence nearest the given start is taken (URL-context offsets run one
-   byte high). So a support is dropped only when its text is nowhere in the answer. Without
-   ``segment.text`` the offsets are trusted in the first reading when they fall on character
-   boundaries, else dropped. Empty spans are dropped.
+1. The reading (:func:`pipeline.grounding.offsets.offset_text`, the one place that decides
+   which text a support's offsets run over): ``partIndex`` absent -> the visible text, i.e. the
+   non-thought text parts joined, skipping ``toolCall``/``toolResponse``/``executableCode``/
+   ``codeExecutionResult``/function and thought parts (Gemini 3 and code execution put those
+   first). ``partIndex`` given -> that part first (the proto's reading), the visible text
+   second. A ``partIndex`` naming no text part (out of range, a thought or tool part) leaves the
+   visible text only.
+2. The span (:func:`pipeline.grounding.offsets.settle_span`): the byte slice is checked against
+   ``segment.text`` in each reading in turn; the first that reads it exactly wins, except that a
+   visible-text slice landing in another part than the (readable) one named does not count.
+   Otherwise ``segment.text`` is searched for, in the same order, and the occurrence nearest
+   the given start is taken (URL-context offsets run one byte high). So a support is dropped
+   only when its text is nowhere in the answer. Without ``segment.text`` the offsets are
+   trusted in the first reading when they fall on character boundaries, else dropped. Empty
+   spans are dropped.
 3. The chunks: indices outside ``groundingChunks`` are ignored, duplicates are removed (the first
    occurrence's confidence score is kept), the rest sorted; a support left with none is dropped.
 4. ``min_confidence`` (optional) removes chunk indices scored below it, where scores were sent.
@@ -32,7 +35,7 @@ Everything dropped or corrected leaves a line in :attr:`GroundedAnswer.warnings`
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -41,10 +44,10 @@ from pipeline.gemini.wire import (
     GroundingChunk,
     GroundingMetadata,
     GroundingSupport,
-    Part,
     tool_part_count,
     visible_text,
 )
+from pipeline.grounding.offsets import Layout, char_offsets, settle_span
 
 __all__ = [
     "Citation",
@@ -132,48 +135,6 @@ class _Span:
     confidence_scores: tuple[float, ...] | None
 
 
-def _is_boundary(data: bytes, i: int) -> bool:
-    """True when byte offset ``i`` of valid UTF-8 ``data`` falls between two characters."""
-    if i == len(data):
-        return True
-    return 0 <= i < len(data) and (data[i] & 0xC0) != 0x80
-
-
-def _find_nearest(data: bytes, needle: bytes, near: int) -> int:
-    """Start of the occurrence of ``needle`` in ``data`` nearest ``near`` (ties: the earlier)."""
-    near = min(max(near, 0), len(data))
-    after = data.find(needle, near)
-    # Occurrences starting strictly before ``near`` lie within data[: near - 1 + len(needle)].
-    before = data.rfind(needle, 0, near - 1 + len(needle)) if near > 0 else -1
-    if before < 0:
-        return after
-    if after < 0:
-        return before
-    return before if near - before <= after - near else after
-
-
-def _char_offsets(data: bytes, offsets: Iterable[int]) -> dict[int, int]:
-    """Map byte offsets (all on character boundaries) of UTF-8 ``data`` to code point offsets.
-
-    The offsets are sorted once and the text between neighbours decoded once, so the cost is
-    O(len(data) + k log k) for k offsets instead of O(len(data)) per offset.
-    """
-    wanted = sorted(set(offsets))
-    out: dict[int, int] = {}
-    if data.isascii():
-        for b in wanted:
-            out[b] = b
-        return out
-    prev_b = 0
-    prev_c = 0
-    for b in wanted:
-        if b != prev_b:
-            prev_c += len(data[prev_b:b].decode("utf-8"))
-            prev_b = b
-        out[b] = prev_c
-    return out
-
-
 def _chunk_indices(
     n: int,
     support: GroundingSupport,
@@ -208,165 +169,6 @@ def _chunk_indices(
     if scores is None:
         return tuple(ordered), None
     return tuple(ordered), tuple(scores[first[i]] for i in ordered)
-
-
-@dataclass(frozen=True, slots=True)
-class _Reading:
-    """A text a support's byte offsets may run over: a window of the answer's UTF-8 bytes."""
-
-    part_index: int | None  # the part, or None for the whole visible text
-    base: int  # byte offset of the window in the answer
-    data: bytes  # the window's bytes
-
-    def describe(self) -> str:
-        return "the visible text" if self.part_index is None else f"part {self.part_index}"
-
-
-class _Layout:
-    """The answer's UTF-8 bytes and where each visible (non-thought text) part starts in them."""
-
-    __slots__ = ("_readings", "data", "parts", "starts", "whole")
-
-    def __init__(self, parts: Sequence[Part], text: str) -> None:
-        self.parts = parts
-        self.data = text.encode("utf-8")
-        self.starts: dict[int, int] = {}  # part index -> byte offset in the answer
-        offset = 0
-        for i, part in enumerate(parts):
-            if part.text is not None and not part.thought:
-                self.starts[i] = offset
-                offset += len(part.text.encode("utf-8"))
-        self.whole = _Reading(None, 0, self.data)
-        self._readings: dict[int, _Reading] = {}
-
-    def part_problem(self, p: int) -> str | None:
-        """Why part ``p`` cannot carry offsets into the answer, or None when it can."""
-        if not 0 <= p < len(self.parts):
-            return f"part index {p} out of range ({len(self.parts)} parts)"
-        part = self.parts[p]
-        if part.thought:
-            return f"part {p} is a thought part"
-        if part.text is None:
-            return f"part {p} has no text"
-        return None
-
-    def part(self, p: int) -> _Reading:
-        reading = self._readings.get(p)
-        if reading is None:
-            text = self.parts[p].text or ""
-            base = self.starts[p]
-            reading = _Reading(p, base, self.data[base : base + len(text.encode("utf-8"))])
-            self._readings[p] = reading
-        return reading
-
-    def part_at(self, b: int) -> int:
-        """The visible part holding answer byte ``b`` (the last non-empty part starting at or
-        before it); 0 for an answer with no visible part."""
-        found = 0
-        for i, start in self.starts.items():
-            if start > b:
-                break
-            if start < len(self.data) and (self.parts[i].text or ""):
-                found = i
-        return found
-
-
-def _offset_text(
-    n: int, support: GroundingSupport, layout: _Layout, warnings: list[str]
-) -> tuple[_Reading, ...]:
-    """The texts a support's byte offsets may run over, most likely first; () (warned) to drop.
-
-    The rule, measured on real recordings (reference §2.2): with ``partIndex`` absent the
-    offsets run over the *concatenated* non-thought text parts, skipping tool-call, code and
-    thought parts (Gemini 3 puts ``toolCall``/``toolResponse`` first; code execution puts
-    ``executableCode`` first; an answer split over two text parts is counted as one). With an
-    explicit ``partIndex`` the proto's reading (offsets within that part) comes first and the
-    concatenated reading second; :func:`_settle_span` takes the first whose slice reads
-    ``segment.text``. A ``partIndex`` that names no text part leaves only the concatenated
-    reading, and only when there is segment text to check it against.
-    """
-    p = support.segment.part_index
-    if p is None:
-        return (layout.whole,)
-    problem = layout.part_problem(p)
-    if problem is None:
-        return (layout.part(p), layout.whole)
-    if support.segment.text is None:
-        warnings.append(
-            f"support {n}: {problem} and there is no segment text to place it by; dropped"
-        )
-        return ()
-    return (layout.whole,)
-
-
-def _nearest_in(
-    n: int, r: _Reading, needle: bytes, s: int, e: int, warnings: list[str]
-) -> tuple[_Reading, int, int] | None:
-    """The occurrence of ``needle`` in ``r`` nearest to the offsets given, warned as a shift."""
-    found = _find_nearest(r.data, needle, s)
-    if found < 0:
-        return None
-    warnings.append(
-        f"support {n}: bytes [{s}, {e}) of {r.describe()} do not read the segment"
-        f" text; matched it at [{found}, {found + len(needle)}) (shift {found - s:+d})"
-    )
-    return r, r.base + found, r.base + found + len(needle)
-
-
-def _settle_span(
-    n: int,
-    support: GroundingSupport,
-    layout: _Layout,
-    warnings: list[str],
-) -> tuple[_Reading, int, int] | None:
-    """(reading used, byte_start, byte_end in the answer) for a support, or None (warned)."""
-    readings = _offset_text(n, support, layout, warnings)
-    if not readings:
-        return None
-    seg = support.segment
-    s, e = seg.start_index, seg.end_index
-
-    if seg.text is None:
-        r = readings[0]
-        data = r.data
-        if 0 <= s < e <= len(data) and _is_boundary(data, s) and _is_boundary(data, e):
-            return r, r.base + s, r.base + e
-        warnings.append(
-            f"support {n}: bytes [{s}, {e}) of {r.describe()} ({len(data)} bytes) are not a"
-            " non-empty span on character boundaries and there is no segment text to check;"
-            " dropped"
-        )
-        return None
-
-    if not seg.text:
-        warnings.append(f"support {n}: segment text is empty; dropped")
-        return None
-    needle = seg.text.encode("utf-8")
-    named = seg.part_index is not None
-    for r in readings:
-        if 0 <= s <= e <= len(r.data) and r.data[s:e] == needle:
-            # Equal bytes of valid UTF-8 that start and end with whole characters: both
-            # offsets are character boundaries, so the slice decodes to exactly segment.text.
-            if named and r.part_index is None:
-                if len(readings) > 1 and layout.part_at(r.base + s) != seg.part_index:
-                    # The same words in another part than the (readable) one named: a
-                    # coincidence, not the other reading; the named part's nearest match wins.
-                    continue
-                warnings.append(
-                    f"support {n}: part index {seg.part_index} given, but bytes [{s}, {e})"
-                    " read the segment text over the visible text; placed there"
-                )
-            return r, r.base + s, r.base + e
-    for r in readings:
-        nearest = _nearest_in(n, r, needle, s, e, warnings)
-        if nearest is not None:
-            return nearest
-    where = " or ".join(r.describe() for r in readings)
-    warnings.append(
-        f"support {n}: bytes [{s}, {e}) of {where} do not read the segment text, and the"
-        f" text is nowhere in the answer; dropped: {seg.text[:60]!r}"
-    )
-    return None
 
 
 def _source(index: int, chunk: GroundingChunk) -> Source:
@@ -437,12 +239,12 @@ def _ungrounded(text: str) -> GroundedAnswer:
     )
 
 
-def _settle_spans(gm: GroundingMetadata, layout: _Layout, warnings: list[str]) -> list[_Span]:
+def _settle_spans(gm: GroundingMetadata, layout: Layout, warnings: list[str]) -> list[_Span]:
     """Rules 1-3 for every support, in wire order: the supports that survive, byte spans set."""
     n_chunks = len(gm.grounding_chunks)
     spans: list[_Span] = []
     for n, support in enumerate(gm.grounding_supports):
-        settled = _settle_span(n, support, layout, warnings)
+        settled = settle_span(n, support, layout, warnings)
         if settled is None:
             continue
         indices, scores = _chunk_indices(n, support, n_chunks, warnings)
@@ -458,12 +260,12 @@ def _settle_spans(gm: GroundingMetadata, layout: _Layout, warnings: list[str]) -
     return spans
 
 
-def _citations(spans: Sequence[_Span], layout: _Layout, text: str) -> tuple[Citation, ...]:
+def _citations(spans: Sequence[_Span], layout: Layout, text: str) -> tuple[Citation, ...]:
     """Byte spans -> citations over ``text``, ordered by (start, end), ties in wire order.
 
     All byte offsets are converted in one pass over the answer's bytes.
     """
-    chars = _char_offsets(layout.data, [b for sp in spans for b in (sp.byte_start, sp.byte_end)])
+    chars = char_offsets(layout.data, [b for sp in spans for b in (sp.byte_start, sp.byte_end)])
     citations: list[Citation] = []
     for sp in spans:
         start, end = chars[sp.byte_start], chars[sp.byte_end]
@@ -504,7 +306,7 @@ def ground_answer(candidate: Candidate, *, min_confidence: float | None = None) 
             tool_parts=tool_part_count(candidate),
         )
 
-    layout = _Layout(candidate.content.parts, text)
+    layout = Layout(candidate.content.parts, text)
     warnings: list[str] = []
     spans = _settle_spans(gm, layout, warnings)
     if min_confidence is not None:
