@@ -45,21 +45,6 @@ def _fail(path: str, reason: str, err: TextIO) -> int:
     return 1
 
 
-def _json_dict(answer: GroundedAnswer) -> dict[str, Any]:
-    """:func:`to_json_dict` plus the fields of the newer response shapes."""
-    data = to_json_dict(answer)
-    for source, row in zip(answer.sources, data["sources"], strict=True):
-        row["file_search_store"] = source.file_search_store
-        row["custom_metadata"] = list(source.custom_metadata)
-    for citation, row in zip(answer.citations, data["citations"], strict=True):
-        row["offsets_over"] = citation.offsets_over
-    data["maps_widget_token"] = answer.maps_widget_token
-    data["dynamic_retrieval_score"] = answer.dynamic_retrieval_score
-    data["url_context"] = [{"url": u, "status": st} for u, st in answer.url_statuses]
-    data["tool_parts"] = answer.tool_parts
-    return data
-
-
 def details(answer: GroundedAnswer) -> list[str]:
     """One line per fact of the newer shapes that markdown and HTML do not show inline."""
     lines: list[str] = []
@@ -98,7 +83,7 @@ def render(answer: GroundedAnswer, fmt: str, destinations: Mapping[int, str] | N
     if fmt == "html":
         return render_html_document(answer, destinations)
     if fmt == "json":
-        return orjson.dumps(_json_dict(answer), option=orjson.OPT_INDENT_2).decode() + "\n"
+        return orjson.dumps(to_json_dict(answer), option=orjson.OPT_INDENT_2).decode() + "\n"
     raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from pipeline.export import destinations, grounded_answer, to_record
-from pipeline.grounding import render_html, render_markdown, safe_http_url
+from pipeline.grounding import DOCUMENT_CSS, render_html, render_markdown, safe_http_url
 from pipeline.store.records import StoredQuestion
 
 FORMATS = ("markdown", "html", "json")
@@ -77,15 +77,8 @@ def render_show_markdown(stored: StoredQuestion) -> str:
     return "\n".join(lines) + "\n"
 
 
-_CSS = """\
-body { font-family: system-ui, sans-serif; max-width: 48rem; margin: 2rem auto; padding: 0 1rem; }
-.answer { white-space: pre-wrap; line-height: 1.5; }
-.unsupported { background: #fff3cd; text-decoration: underline dotted #b58900; }
-sup.cite a { text-decoration: none; }
-.sources .domain { color: #666; font-size: 0.9em; }
-iframe.search-entry-point { width: 100%; height: 7rem; border: 0; }
-pre { background: #f6f6f6; padding: 0.5rem; overflow: auto; }
-"""
+# The cite document's style, and room for the structured object's JSON.
+_CSS = DOCUMENT_CSS + "pre { background: #f6f6f6; padding: 0.5rem; overflow: auto; }\n"
 
 
 def render_show_html(stored: StoredQuestion) -> str:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
-from pipeline.export.records import FIELDS
+from pipeline.export.records import BOOLEAN_FIELDS, FIELDS, FLOAT_FIELDS, INTEGER_FIELDS
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -64,33 +64,15 @@ def schema() -> pa.Schema:
         ]
     )
     types: dict[str, Any] = {
-        "grounded": pa.bool_(),
-        "structured_valid": pa.bool_(),
-        "structured_flagged": pa.bool_(),
-        "cost_complete": pa.bool_(),
-        "coverage": pa.float64(),
-        "supported_fraction": pa.float64(),
-        "cost_usd": pa.float64(),
-        "latency_ms": pa.float64(),
+        **dict.fromkeys(BOOLEAN_FIELDS, pa.bool_()),
+        **dict.fromkeys(FLOAT_FIELDS, pa.float64()),
+        **dict.fromkeys(INTEGER_FIELDS, pa.int64()),
         "web_search_queries": pa.list_(pa.string()),
         "retrieval_queries": pa.list_(pa.string()),
         "warnings": pa.list_(pa.string()),
         "sources": pa.list_(source),
         "citations": pa.list_(citation),
     }
-    for name in (
-        "prompt_tokens",
-        "candidates_tokens",
-        "tool_use_prompt_tokens",
-        "thoughts_tokens",
-        "total_tokens",
-        "input_tokens",
-        "output_tokens",
-        "grounding_units",
-        "calls",
-        "attempts",
-    ):
-        types[name] = pa.int64()
     return pa.schema([(name, types.get(name, pa.string())) for name in FIELDS])
 
 

@@ -61,6 +61,24 @@ NESTED_FIELDS: tuple[str, ...] = (
     "warnings",
 )
 FIELDS = SCALAR_FIELDS + NESTED_FIELDS
+# The scalar fields' types, for the writers that declare them (Parquet, a database table);
+# every other scalar field is text.
+BOOLEAN_FIELDS = frozenset({"grounded", "structured_valid", "structured_flagged", "cost_complete"})
+FLOAT_FIELDS = frozenset({"coverage", "supported_fraction", "cost_usd", "latency_ms"})
+INTEGER_FIELDS = frozenset(
+    {
+        "prompt_tokens",
+        "candidates_tokens",
+        "tool_use_prompt_tokens",
+        "thoughts_tokens",
+        "total_tokens",
+        "input_tokens",
+        "output_tokens",
+        "grounding_units",
+        "calls",
+        "attempts",
+    }
+)
 SOURCE_FIELDS = (
     "index",
     "kind",

@@ -17,22 +17,14 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipeline.export.records import NESTED_FIELDS, SCALAR_FIELDS
+from pipeline.export.records import (
+    BOOLEAN_FIELDS,
+    FLOAT_FIELDS,
+    INTEGER_FIELDS,
+    NESTED_FIELDS,
+    SCALAR_FIELDS,
+)
 
-_BOOLEANS = {"grounded", "structured_valid", "structured_flagged", "cost_complete"}
-_FLOATS = {"coverage", "supported_fraction", "cost_usd", "latency_ms"}
-_INTEGERS = {
-    "prompt_tokens",
-    "candidates_tokens",
-    "tool_use_prompt_tokens",
-    "thoughts_tokens",
-    "total_tokens",
-    "input_tokens",
-    "output_tokens",
-    "grounding_units",
-    "calls",
-    "attempts",
-}
 _LONG_TEXT = {"question", "answer", "last_error"}
 
 
@@ -56,11 +48,11 @@ def async_url(url: str) -> str:
 def _column(name: str) -> sa.Column[Any]:
     if name == "id":
         return sa.Column("id", sa.String(512), primary_key=True)
-    if name in _BOOLEANS:
+    if name in BOOLEAN_FIELDS:
         kind: Any = sa.Boolean()
-    elif name in _FLOATS:
+    elif name in FLOAT_FIELDS:
         kind = sa.Float()
-    elif name in _INTEGERS:
+    elif name in INTEGER_FIELDS:
         kind = sa.BigInteger()
     elif name in _LONG_TEXT:
         kind = sa.Text()

@@ -6,6 +6,7 @@ renderers turn the resulting :class:`GroundedAnswer` into markdown, HTML or a JS
 
 from pipeline.grounding.mapping import Citation, GroundedAnswer, Source, ground_answer
 from pipeline.grounding.render import (
+    DOCUMENT_CSS,
     marker_groups,
     render_html,
     render_html_document,
@@ -15,6 +16,7 @@ from pipeline.grounding.render import (
 )
 
 __all__ = [
+    "DOCUMENT_CSS",
     "Citation",
     "GroundedAnswer",
     "Source",

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from pipeline.grounding.mapping import GroundedAnswer, Source
 
 __all__ = [
+    "DOCUMENT_CSS",
     "marker_groups",
     "render_html",
     "render_html_document",
@@ -269,7 +270,7 @@ def render_html(answer: GroundedAnswer, destinations: Mapping[int, str] | None =
     return "\n".join(out) + "\n"
 
 
-_CSS = """\
+DOCUMENT_CSS = """\
 body { font-family: system-ui, sans-serif; max-width: 48rem; margin: 2rem auto; padding: 0 1rem; }
 .answer { white-space: pre-wrap; line-height: 1.5; }
 .unsupported { background: #fff3cd; text-decoration: underline dotted #b58900; }
@@ -291,7 +292,7 @@ def render_html_document(
         '<html lang="und">\n<head>\n<meta charset="utf-8">\n'
         '<meta http-equiv="Content-Security-Policy"'
         " content=\"script-src 'none'; object-src 'none'; base-uri 'none'\">\n"
-        f"<title>{_esc(title)}</title>\n<style>\n{_CSS}</style>\n</head>\n<body>\n"
+        f"<title>{_esc(title)}</title>\n<style>\n{DOCUMENT_CSS}</style>\n</head>\n<body>\n"
         f"{render_html(answer, destinations)}</body>\n</html>\n"
     )
 
@@ -317,6 +318,7 @@ def to_json_dict(answer: GroundedAnswer) -> dict[str, Any]:
                 "byte_start": c.byte_start,
                 "byte_end": c.byte_end,
                 "support_index": c.support_index,
+                "offsets_over": c.offsets_over,
             }
             for c in answer.citations
         ],
@@ -330,6 +332,8 @@ def to_json_dict(answer: GroundedAnswer) -> dict[str, Any]:
                 "text": s.text,
                 "place_id": s.place_id,
                 "document_name": s.document_name,
+                "file_search_store": s.file_search_store,
+                "custom_metadata": list(s.custom_metadata),
             }
             for s in answer.sources
         ],
@@ -339,4 +343,8 @@ def to_json_dict(answer: GroundedAnswer) -> dict[str, Any]:
         "retrieval_queries": list(answer.retrieval_queries),
         "search_entry_point_html": answer.search_entry_point_html,
         "warnings": list(answer.warnings),
+        "maps_widget_token": answer.maps_widget_token,
+        "dynamic_retrieval_score": answer.dynamic_retrieval_score,
+        "url_context": [{"url": u, "status": st} for u, st in answer.url_statuses],
+        "tool_parts": answer.tool_parts,
     }
