@@ -633,9 +633,11 @@ def test_html_escapes_answer_and_sandboxes_entry_point() -> None:
     # The unsupported tail " End" is wrapped; whitespace-only gaps are not.
     assert '<span class="unsupported"> End</span>' in fragment
     # Entry point: verbatim inside srcdoc, attribute-escaped, sandboxed without scripts.
-    m = re.search(r'<iframe [^>]*sandbox="" srcdoc="([^"]*)"></iframe>', fragment)
+    m = re.search(r'<iframe [^>]*sandbox="([^"]*)" srcdoc="([^"]*)"></iframe>', fragment)
     assert m is not None
-    assert html.unescape(m.group(1)) == answer.search_entry_point_html
+    assert "allow-scripts" not in m.group(1) and "allow-same-origin" not in m.group(1)
+    # The content as sent, after the <base> that opens its links in a new tab.
+    assert html.unescape(m.group(2)) == '<base target="_blank">' + answer.search_entry_point_html
     assert "allow-scripts" not in fragment
     doc = render_html_document(answer)
     assert doc.startswith("<!DOCTYPE html>")

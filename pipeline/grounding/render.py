@@ -263,8 +263,9 @@ def render_html(answer: GroundedAnswer, destinations: Mapping[int, str] | None =
     out.extend(_html_sources(answer, destinations))
     if answer.search_entry_point_html:
         out.append(
-            '<iframe class="search-entry-point" title="Google Search suggestions" sandbox=""'
-            f' srcdoc="{_esc(answer.search_entry_point_html)}"></iframe>'
+            '<iframe class="search-entry-point" title="Google Search suggestions"'
+            f' sandbox="{_SUGGESTIONS_SANDBOX}"'
+            f' srcdoc="{_esc(_SUGGESTIONS_BASE + answer.search_entry_point_html)}"></iframe>'
         )
     out.append("</div>")
     return "\n".join(out) + "\n"
@@ -295,6 +296,13 @@ def render_html_document(
         f"<title>{_esc(title)}</title>\n<style>\n{DOCUMENT_CSS}</style>\n</head>\n<body>\n"
         f"{render_html(answer, destinations)}</body>\n</html>\n"
     )
+
+
+# Google's Search suggestions are shown verbatim (their terms) in a sandbox that runs no script;
+# a suggestion chip opens its search in a new tab (the <base> before the content says where
+# links open, and changes nothing of the content itself).
+_SUGGESTIONS_SANDBOX = "allow-popups allow-popups-to-escape-sandbox"
+_SUGGESTIONS_BASE = '<base target="_blank">'
 
 
 # JSON ---------------------------------------------------------------------------------------
