@@ -77,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_watch_arguments(run)
+    worker = commands.add_parser(
+        "worker", parents=[job], help="run the job in N processes under one supervisor"
+    )
+    worker.add_argument("--processes", type=int, default=1, metavar="N", help="(default 1)")
     commands.add_parser("load", parents=[job], help="load the question file into the queue")
     commands.add_parser("migrate", parents=[job], help="bring the database to the newest schema")
     resolve = commands.add_parser(
@@ -335,6 +339,15 @@ def _main(argv: Sequence[str] | None) -> int:
         case "run":
             watch = _watch_options(args, log_format)
             return _job_command(args, lambda spec: commands.run_command(spec, watch))
+        case "worker":
+            from pipeline.supervisor import worker_command
+
+            return _job_command(
+                args,
+                lambda spec: worker_command(
+                    spec, processes=args.processes, overrides=args.overrides, verbose=args.verbose
+                ),
+            )
         case "load":
             return _job_command(args, commands.load_command)
         case "migrate":

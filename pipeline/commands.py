@@ -190,10 +190,7 @@ async def run_command(spec: JobSpec, watch: WatchOptions | None = None) -> int:
 
 def _start_metrics(metrics: RunMetrics, runner: JobRunner, watch: WatchOptions) -> None:
     def current_rate() -> float:
-        caller = runner.caller
-        if caller is None:
-            return 0.0
-        return caller.aimd.rate if caller.aimd is not None else caller.limiter.rate
+        return runner.caller.sending_rate if runner.caller is not None else 0.0
 
     metrics.rate_from(current_rate)
     if watch.metrics_port is not None:

@@ -50,6 +50,8 @@ class JobSection(_Section):
     # The question states that make a finished run exit 3 (see pipeline.exit_codes); any of
     # FAIL_ON_STATES.
     fail_on: tuple[str, ...] = ("failed", "invalid")
+    # Seconds the database may stay unreachable (a restart, a failover) before a run gives up.
+    database_outage_s: PositiveFloat = 300.0
 
 
 class SourceSection(_Section):

@@ -13,12 +13,16 @@ prompt's estimated tokens. After it: the token estimate is corrected from ``usag
 the cost computed from the price table and settled against the budget, and a
 :class:`~pipeline.store.ledger.CallRecord` made for the ledger (failed calls too, at cost 0).
 
-All state here lives in one process. With several worker processes on one PostgreSQL queue,
-give each its share of the rate; the budget is checked against what each process has seen.
+Given a :class:`~pipeline.shared.SharedLimits` (what ``ground run`` does), the rate, the
+adaptive response to 429s, the token limit, the daily count and the budget are drawn from the
+job's database, so every process working on the job keeps to the job's limits together; the
+budget's reservation is then settled by the writer, with the ledger row (``record.reserved_micro``).
+Without one (unit tests, tools), all state lives in this process.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import time
@@ -26,6 +30,8 @@ import warnings
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import NamedTuple
+
+import anyio
 
 from pipeline.clock import utcnow
 from pipeline.costs import Budget, call_cost, worst_case_cost
@@ -43,7 +49,9 @@ from pipeline.limits import (
     estimate_tokens,
     pacing_rate,
 )
+from pipeline.limits.daily import DAILY_RESET_MARGIN
 from pipeline.prices import Price, PriceTable, UnconfirmedPriceWarning, load_prices
+from pipeline.shared import SharedLimits
 from pipeline.store.ledger import CallRecord, micro_to_usd
 
 log = logging.getLogger(__name__)
@@ -76,8 +84,10 @@ class MeteredCaller:
         *,
         spent: Decimal = Decimal(0),
         prices: PriceTable | None = None,
+        shared: SharedLimits | None = None,
     ) -> None:
         limits = spec.limits
+        self.shared = shared
         self.spec = spec
         self.client = client
         with warnings.catch_warnings():  # only the rows this job uses are worth a warning
@@ -85,13 +95,27 @@ class MeteredCaller:
             self.prices = prices or load_prices(limits.prices_file or None)
         rate = pacing_rate(limits.requests_per_minute)
         self.limiter = RateLimiter(rate)
-        self.aimd = AdaptiveRate(rate, limiter=self.limiter) if limits.adaptive else None
-        self.tokens = (
-            TokenBudgetLimiter(limits.tokens_per_minute) if limits.tokens_per_minute else None
-        )
-        self.gate = DailyGroundingGate(limits.grounded_prompts_per_day or None)
-        self.budget = Budget(spec.budget, spent=spent) if spec.budget is not None else None
+        self.aimd: AdaptiveRate | None = None
+        self.tokens: TokenBudgetLimiter | None = None
+        self.budget: Budget | None = None
+        if shared is not None:  # the database holds these, for every process of the job
+            self.gate = DailyGroundingGate(None)
+        else:
+            self.aimd = AdaptiveRate(rate, limiter=self.limiter) if limits.adaptive else None
+            if limits.tokens_per_minute:
+                self.tokens = TokenBudgetLimiter(limits.tokens_per_minute)
+            self.gate = DailyGroundingGate(limits.grounded_prompts_per_day or None)
+            if spec.budget is not None:
+                self.budget = Budget(spec.budget, spent=spent)
         self._price_cache: dict[str, Price | None] = {}
+
+    @property
+    def sending_rate(self) -> float:
+        """Requests a second this run sends at now: the job's shared (adaptive) rate when the
+        limits live in the database, else this process's."""
+        if self.shared is not None:
+            return self.shared.requests.rate
+        return self.aimd.rate if self.aimd is not None else self.limiter.rate
 
     def price_for(self, model: str) -> Price | None:
         if model not in self._price_cache:
@@ -133,6 +157,9 @@ class MeteredCaller:
         # The whole body, not only the prompt: system instruction, schema and source list
         # are input too, and the JSON around them only makes the estimate err high.
         estimate = estimate_tokens(body.decode())
+        if self.shared is not None:
+            head = _Head(question_id, step, model, started_at=utcnow())
+            return await self._call_shared(self.shared, endpoint, body, head, price, estimate, tool)
         worst = self._reserve(price, model, estimate, tool)
         if tool is not None:
             self._pass_gate(worst)
@@ -161,6 +188,97 @@ class MeteredCaller:
             raise
         head = _Head(question_id, step, model, started_at)
         return Metered(result, self._record(head, result, price, tool, worst, reservation))
+
+    async def _call_shared(
+        self,
+        shared: SharedLimits,
+        endpoint: Endpoint,
+        body: bytes,
+        head: _Head,
+        price: Price | None,
+        estimate: int,
+        tool: str | None,
+    ) -> Metered:
+        """:meth:`call` with the limits and the budget drawn from the job's database."""
+        worst = await self._reserve_shared(shared, price, head.model, estimate, tool)
+        taken = 0
+        try:
+            if tool is not None:
+                await self._pass_shared_gate(shared)
+            await shared.requests.acquire()
+            if shared.tokens is not None:
+                taken = await shared.tokens.acquire(estimate)
+        except BaseException:  # not sent: the reservation goes back at once
+            with anyio.CancelScope(shield=True):
+                await shared.release(worst)
+            raise
+        started_at, started = utcnow(), time.perf_counter()
+        head = head._replace(started_at=started_at)
+        try:
+            result = await self.client.generate(endpoint, body)
+        except GeminiError as error:
+            if shared.tokens is not None:
+                shared.tokens.reconcile(taken, 0)
+            if isinstance(error, Unreachable):  # nothing was sent: no ledger row to settle it
+                await shared.release(worst)
+                raise
+            latency_ms = (time.perf_counter() - started) * 1000.0
+            error.record = CallRecord(
+                *head, latency_ms, error.http_status, error.error_class, reserved_micro=worst
+            )
+            await self._on_shared_error(shared, error, tool)
+            raise
+        except BaseException:  # cancelled mid-call: no ledger row will settle it
+            with anyio.CancelScope(shield=True):
+                await shared.release(worst)
+            raise
+        if shared.tokens is not None:
+            shared.tokens.reconcile(taken, result.response.usage_metadata.prompt_token_count)
+        if self.spec.limits.adaptive:
+            await shared.requests.on_success()
+        record = self._record(head, result, price, tool, None, None)
+        return Metered(result, dataclasses.replace(record, reserved_micro=worst))
+
+    async def _reserve_shared(
+        self, shared: SharedLimits, price: Price | None, model: str, estimate: int, tool: str | None
+    ) -> int:
+        """Reserve the call's worst case in the job's budget row; micro-dollars held."""
+        if self.spec.budget is None:
+            return 0
+        worst = self._worst(price, model, estimate, tool)
+        micro = int(worst * 1_000_000)
+        if not await shared.reserve(micro):
+            raise BudgetExhausted(await shared.budget_message(micro))
+        return micro
+
+    async def _pass_shared_gate(self, shared: SharedLimits) -> None:
+        """Count a grounded prompt in the job's daily row, or raise GroundingPaused."""
+        if self.gate.paused_until is None and shared.daily is not None:
+            resets_at = await shared.daily.take()
+            if resets_at is not None:
+                self.gate.pause_until(
+                    dt.datetime.fromtimestamp(resets_at, dt.UTC) + DAILY_RESET_MARGIN,
+                    f"the configured grounded_prompts_per_day"
+                    f" ({self.spec.limits.grounded_prompts_per_day}) is used up",
+                )
+        paused_until = self.gate.paused_until
+        if paused_until is not None:
+            raise GroundingPaused(paused_until, self.gate.message())
+
+    async def _on_shared_error(
+        self, shared: SharedLimits, error: GeminiError, tool: str | None
+    ) -> None:
+        """A rate 429 lowers every process's rate (the row's); the rest as :meth:`_on_error`."""
+        if error.http_status == 429 and self.spec.limits.adaptive:
+            backend = self.spec.model.backend
+            kind = classify_429(error.body, grounded=tool is not None, backend=backend)
+            if kind not in ("daily_grounding", "daily") and await shared.requests.on_throttle():
+                log.info(
+                    "429: the job's shared sending rate lowered to %.1f/s",
+                    shared.requests.rate,
+                    extra={"action": "rate_lowered", "rate": shared.requests.rate},
+                )
+        self._on_error(error, tool)
 
     def _pass_gate(self, worst: Decimal | None) -> None:
         """Count a grounded prompt, or raise GroundingPaused when the daily bucket is empty."""
@@ -207,6 +325,13 @@ class MeteredCaller:
     ) -> Decimal | None:
         if self.budget is None:
             return None
+        worst = self._worst(price, model, estimate, tool)
+        if not self.budget.reserve(worst):
+            raise BudgetExhausted(self.budget.message(worst))
+        return worst
+
+    def _worst(self, price: Price | None, model: str, estimate: int, tool: str | None) -> Decimal:
+        """The call's worst case, rounded up to micro-dollars like the stored actual cost."""
         if price is None:
             raise BudgetExhausted(
                 f"no price is known for {model!r} ({self.spec.model.backend}), so a budget "
@@ -221,10 +346,7 @@ class MeteredCaller:
             max_tool_use_tokens=limits.max_tool_use_tokens if tool is not None else 0,
             tool=tool,
         )
-        worst = micro_to_usd(worst_cost.micro_usd())  # rounded up, like the stored actual cost
-        if not self.budget.reserve(worst):
-            raise BudgetExhausted(self.budget.message(worst))
-        return worst
+        return micro_to_usd(worst_cost.micro_usd())
 
     def _release(self, worst: Decimal | None) -> None:
         if self.budget is not None and worst is not None:

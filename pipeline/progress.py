@@ -100,7 +100,6 @@ def snapshot(
 ) -> Snapshot:
     summary = runner.summary
     by_run = sum(n for state, n in summary.outcomes.items() if state in TERMINAL_STATES)
-    aimd = runner.caller.aimd if runner.caller is not None else None
     return Snapshot(
         total=total,
         finished=finished_before + by_run,
@@ -109,7 +108,7 @@ def snapshot(
         throttled=summary.throttled,
         spend_usd=spent_before + Decimal(summary.cost_micro_usd) / 1_000_000,
         elapsed_s=elapsed_s,
-        rate=None if aimd is None else aimd.rate,
+        rate=None if runner.caller is None else runner.caller.sending_rate,
     )
 
 

@@ -39,6 +39,7 @@ from pipeline.jobspec import ResolverSection
 from pipeline.limits import Backoff, RateLimiter, RetryPolicy
 from pipeline.redirects import AllowList, Verdict
 from pipeline.store import resolution
+from pipeline.store.reconnect import retrying
 from pipeline.store.resolution import Lookup, SourceUpdate
 
 log = logging.getLogger(__name__)
@@ -181,6 +182,9 @@ def resolver_policy(backoff: Backoff | None = None) -> RetryPolicy:
     )
 
 
+DATABASE_OUTAGE_S = 300.0  # seconds the resolver's writes wait for a lost database
+
+
 class Resolver:
     """Resolves lookups with bounded concurrency, coalescing and caching by URI, and writes
     the results in batches. :meth:`serve` takes its lookups from a stream: the run's in-memory
@@ -275,8 +279,13 @@ class Resolver:
             self.counts[verdict.status] = self.counts.get(verdict.status, 0) + 1
             if self.on_resolved is not None:
                 self.on_resolved(latency.total_seconds())
-        async with self.engine.begin() as connection:
-            await resolution.store_resolutions(connection, updates)
+
+        async def store() -> None:
+            async with self.engine.begin() as connection:
+                await resolution.store_resolutions(connection, updates)
+
+        # A database that goes away mid-run (a restart, a failover) is waited for.
+        await retrying(store, outage_s=DATABASE_OUTAGE_S, what="storing resolutions")
 
 
 def pending_lookups(

@@ -19,6 +19,13 @@
   stored even when the run is being stopped.
 * The resolver runs beside the pool: the writer hands it each stored redirect at once; a
   start-up sweep picks up what earlier runs left, a final sweep what the feed dropped.
+* The rate, the token and daily limits and the budget are the job's, shared through its
+  database by every process working on it (:mod:`pipeline.shared`); the writer settles budget
+  reservations in the transaction that stores the ledger rows.
+* The database may go away (a restart, a failover): every statement of the claimer, the
+  writer and the heartbeat is retried with backoff on lost connections, outcomes are held
+  until they are stored, and an outage longer than ``[job] database_outage_s`` ends the run
+  with one message (:class:`~pipeline.store.reconnect.DatabaseOutage`).
 * A stop (signal, or the retry policy's verdict: budget spent, too many auth failures, the
   endpoint unreachable, a long daily pause) stops claiming; calls already started finish and
   are stored; questions claimed but not yet called are released without spending an attempt.
@@ -32,13 +39,14 @@ import os
 import random
 import socket
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.answering import Answerer, Outcome, stored_answer
 from pipeline.batching import batches
@@ -50,11 +58,14 @@ from pipeline.limits import Backoff, RetryPolicy, Strikes, next_daily_reset
 from pipeline.metered import MeteredCaller
 from pipeline.redirects import AllowList, initial_verdict
 from pipeline.resolver import Lookup, Resolver, pending_lookups
+from pipeline.shared import SharedLimits
 from pipeline.states import QuestionState
 from pipeline.store import ledger, queue
-from pipeline.store.answers import persist_answers
+from pipeline.store import quota as shared_quota
+from pipeline.store.answers import StoredAnswers, persist_answers
 from pipeline.store.ledger import persist_calls
 from pipeline.store.queue import ClaimedQuestion, StateChange
+from pipeline.store.reconnect import DatabaseOutage, retrying
 from pipeline.store.results import persist_structured
 from pipeline.targets import job_endpoints
 
@@ -63,11 +74,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 CLAIM_BATCH = 100  # questions leased per claim query
 IN_FLIGHT_PER_SLOT = 2  # questions held per unit of concurrency (one calling, one waiting)
 IDLE_POLL_S = 2.0  # longest sleep when nothing is claimable but work may become due
 WRITE_BATCH_MAX = 500  # outcomes per transaction at most
 RESOLVER_FEED_BUFFER = 10_000  # lookups queued for the resolver; beyond, the final sweep has them
+DEAD_OWNER_SWEEP_S = 15.0  # seconds between two sweeps for dead owners' leases and budget holds
 
 
 @dataclass(slots=True)
@@ -153,6 +167,9 @@ class JobRunner:
         self._feed: ObjectSendStream[Lookup] | None = None
         self._feed_dropped = 0
         self.metrics = metrics
+        self.shared: SharedLimits | None = None
+        self._outage_s = spec.job.database_outage_s
+        self._last_sweep = time.monotonic()
 
     # -- control -----------------------------------------------------------------------------
 
@@ -172,27 +189,72 @@ class JobRunner:
 
     async def run(self) -> RunSummary:
         started = time.perf_counter()
-        spec = self.spec
-        ground_endpoint, structure_endpoint = job_endpoints(spec)
-        async with self.engine.begin() as connection:
-            released = await queue.release_dead_owners(
-                connection, self.job_id, socket.gethostname(), pid_alive
-            )
+        try:
+            await self._run()
+        except* DatabaseOutage as group:
+            message = str(group.exceptions[0])
+            log.error(message, extra={"action": "database_outage"})
+            self._stopping = True
+            self.summary.stopped = message
+        self.summary.elapsed_s = time.perf_counter() - started
+        return self.summary
+
+    async def _db(self, what: str, statement: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """One transaction, retried across lost connections for ``database_outage_s``."""
+
+        async def once() -> T:
+            async with self.engine.begin() as connection:
+                return await statement(connection)
+
+        return await retrying(once, outage_s=self._outage_s, what=what)
+
+    async def _release_dead(self) -> None:
+        """Take back what runs that died left: their leases (on this host: at once) and their
+        budget holds (once expired)."""
+        host, job = socket.gethostname(), self.job_id
+
+        async def sweep(connection: AsyncConnection) -> int:
+            await shared_quota.drop_holds(connection, job, now=time.time())
+            return await queue.release_dead_owners(connection, job, host, pid_alive)
+
+        released = await self._db("releasing dead runs' leases", sweep)
+        self._last_sweep = time.monotonic()
         if released:
             log.warning(
                 "took back %d questions leased by a run that died",
                 released,
                 extra={"action": "released_dead_leases", "count": released},
             )
+
+    async def _run(self) -> None:
+        spec = self.spec
+        ground_endpoint, structure_endpoint = job_endpoints(spec)
+        await self._release_dead()
+        limits = spec.limits
+        self.shared = SharedLimits(
+            self.engine,
+            self.job_id,
+            self.owner,
+            requests_per_minute=limits.requests_per_minute,
+            tokens_per_minute=limits.tokens_per_minute,
+            grounded_per_day=limits.grounded_prompts_per_day,
+            budget_micro=int(spec.budget * 1_000_000) if spec.budget is not None else None,
+            hold_s=limits.lease_s,
+            outage_s=self._outage_s,
+        )
+        spent = await self._db("reading the spend", lambda c: ledger.job_spend(c, self.job_id))
+        today = 0
+        if limits.grounded_prompts_per_day:
+            since = next_daily_reset(utcnow()) - dt.timedelta(days=1)
+            today = await self._db(
+                "reading today's grounded calls", lambda c: ledger.grounded_calls_since(c, since)
+            )
+        await self.shared.start(spent_micro=int(spent * 1_000_000), grounded_today=today)
         client = GeminiClient(
             max_connections=self._concurrency, timeout_s=spec.model.request_timeout_s
         )
         async with client:
-            self.caller = MeteredCaller(
-                spec, client, spent=await job_spend(self.engine, self.job_id)
-            )
-            if spec.limits.grounded_prompts_per_day:
-                self.caller.gate.record_grounded(await grounded_calls_today(self.engine))
+            self.caller = MeteredCaller(spec, client, spent=spent, shared=self.shared)
             self._answerer = Answerer(
                 spec, self.caller, ground_endpoint, structure_endpoint, policy=self.policy
             )
@@ -201,8 +263,7 @@ class JobRunner:
             finally:
                 with anyio.CancelScope(shield=True):
                     await self._release_leftovers()
-        self.summary.elapsed_s = time.perf_counter() - started
-        return self.summary
+                    await self.shared.close()
 
     async def _run_pipeline(self) -> None:
         work_send, work_recv = anyio.create_memory_object_stream[ClaimedQuestion](self._concurrency)
@@ -246,10 +307,13 @@ class JobRunner:
                 if free <= 0:
                     await self._wait_for_progress(IDLE_POLL_S)
                     continue
-                async with self.engine.begin() as connection:
-                    batch = await queue.claim(
-                        connection, self.job_id, self.owner, min(free, CLAIM_BATCH), self._lease
-                    )
+                if time.monotonic() - self._last_sweep > DEAD_OWNER_SWEEP_S:
+                    await self._release_dead()
+                want = min(free, CLAIM_BATCH)
+                batch = await self._db(
+                    "claiming",
+                    lambda c, n=want: queue.claim(c, self.job_id, self.owner, n, self._lease),
+                )
                 if batch:
                     self.summary.claimed += len(batch)
                     self._in_flight.update(q.id for q in batch)
@@ -259,8 +323,9 @@ class JobRunner:
                 if self._in_flight:
                     await self._wait_for_progress(IDLE_POLL_S)
                     continue
-                async with self.engine.connect() as connection:
-                    wake_at = await queue.next_wakeup(connection, self.job_id)
+                wake_at = await self._db(
+                    "looking for due questions", lambda c: queue.next_wakeup(c, self.job_id)
+                )
                 if wake_at is None:
                     return  # every question of the job is terminal
                 if wake_at - utcnow() > self.policy.long_pause:
@@ -360,17 +425,32 @@ class JobRunner:
 
     async def _commit(self, batch: list[Outcome]) -> None:
         now = utcnow()
-        async with self.engine.begin() as connection:
+        records = [c for o in batch for c in o.calls]
+
+        async def store(connection: AsyncConnection) -> StoredAnswers:
+            if self.shared is not None:  # the budget row counts what the ledger stores
+                # First in the transaction: the budget row is always locked before others.
+                await shared_quota.settle_budget(
+                    connection,
+                    self.job_id,
+                    self.owner,
+                    released=sum(r.reserved_micro for r in records),
+                    spent=sum(r.cost_micro_usd for r in records),
+                )
             stored = await persist_answers(
                 connection, [o.answer for o in batch if o.answer is not None], now, self._verdict_of
             )
             await persist_structured(
                 connection, [o.structured for o in batch if o.structured is not None], now
             )
-            await persist_calls(connection, [c for o in batch for c in o.calls])
+            await persist_calls(connection, records)
             await queue.apply_state_changes(
                 connection, [o.change for o in batch if o.change is not None]
             )
+            return stored
+
+        # Held until stored: a lost connection rolls the transaction back, and it is re-run.
+        stored = await self._db("storing outcomes", store)
         for outcome in batch:
             change = outcome.change
             if change is None:  # handed back: released with the leftovers
@@ -397,13 +477,17 @@ class JobRunner:
     async def _heartbeat(self) -> None:
         while True:
             await anyio.sleep(self._lease.total_seconds() / 4)
-            if self._in_flight:
-                async with self.engine.begin() as connection:
-                    await queue.extend_leases(connection, self.owner, self._in_flight, self._lease)
+            ids = list(self._in_flight)
+
+            async def beat(connection: AsyncConnection, ids: list[int] = ids) -> None:
+                if self.shared is not None:  # the hold row before the question rows
+                    await self.shared.heartbeat(connection)
+                await queue.extend_leases(connection, self.owner, ids, self._lease)
+
+            await self._db("the heartbeat", beat)
 
     async def _release_leftovers(self) -> None:
         leftovers = set(self._unstarted) | self._in_flight
         if leftovers:
-            async with self.engine.begin() as connection:
-                await queue.release(connection, self.owner, leftovers)
+            await self._db("releasing leftovers", lambda c: queue.release(c, self.owner, leftovers))
             self._in_flight.clear()

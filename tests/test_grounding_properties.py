@@ -256,4 +256,5 @@ def test_html_never_leaks_raw_answer_markup(spec: Spec, entry_point: str) -> Non
     assert html.unescape(shown) == answer.text
     src = re.search(r'srcdoc="([^"]*)"', fragment)
     assert src is not None
-    assert html.unescape(src.group(1)) == answer.search_entry_point_html
+    # Verbatim, after the <base> that opens its links in a new tab.
+    assert html.unescape(src.group(1)) == '<base target="_blank">' + answer.search_entry_point_html

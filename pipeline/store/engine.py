@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import orjson
 from alembic import command
 from alembic.config import Config
@@ -20,6 +25,8 @@ POSTGRES_MAX_OVERFLOW = 10  # extra connections allowed under a burst
 # Workers starting together on a new database would race to create it; on PostgreSQL the
 # migration runs under this transaction-scoped advisory lock (an arbitrary constant).
 MIGRATION_LOCK_KEY = 0x67726F756E64  # "ground"
+# On SQLite, an flock()ed file beside the database plays the advisory lock's part.
+SQLITE_MIGRATION_LOCK_SUFFIX = ".migrate-lock"
 
 
 def is_sqlite(url: str) -> bool:
@@ -73,8 +80,34 @@ def alembic_config(url: str) -> Config:
     return config
 
 
+@asynccontextmanager
+async def _sqlite_migration_lock(engine: AsyncEngine) -> AsyncIterator[None]:
+    """An exclusive lock file beside a SQLite database, held while it is migrated: two runs
+    started together on a new file would both create the tables ("table jobs already
+    exists"). The second waits, then finds the schema current."""
+    path = engine.url.database
+    if not path or path == ":memory:":
+        yield
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(f"{path}{SQLITE_MIGRATION_LOCK_SUFFIX}", os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        await anyio.to_thread.run_sync(fcntl.flock, fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
 async def migrate(engine: AsyncEngine) -> None:
-    """Bring the database to the newest migration (idempotent)."""
+    """Bring the database to the newest migration (idempotent, safe to run concurrently)."""
+    if engine.dialect.name == "sqlite":
+        async with _sqlite_migration_lock(engine):
+            await _migrate(engine)
+    else:
+        await _migrate(engine)
+
+
+async def _migrate(engine: AsyncEngine) -> None:
     url = engine.url.render_as_string(hide_password=False)
     config = alembic_config(url)
 

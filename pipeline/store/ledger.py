@@ -36,6 +36,9 @@ class CallRecord:
     grounding_units: int = 0
     cost_micro_usd: int = 0
     cost_complete: bool = True
+    # The worst case the shared budget held for this call (not stored): the writer releases it
+    # in the transaction that stores this row (pipeline.store.quota.settle_budget).
+    reserved_micro: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.clock import utcnow
 from pipeline.states import TERMINAL_STATES, WAITING_STATES, QuestionState
-from pipeline.store.tables import answers, jobs, questions, structured
+from pipeline.store.tables import CLAIMABLE_SQL, answers, jobs, questions, structured
 from pipeline.store.upsert import insert_ignoring_conflicts
 
 
@@ -75,7 +75,9 @@ def _claimable(job_id: int, now: dt.datetime) -> sa.ColumnElement[bool]:
         sa.or_(q.next_attempt_at.is_(None), q.next_attempt_at <= now),
     )
     abandoned = sa.and_(q.state == QuestionState.RUNNING, q.lease_expires_at < now)
-    return sa.and_(q.job_id == job_id, sa.or_(waiting, abandoned))
+    # The partial index's own predicate, spelled as in the index: the claim walks only the
+    # unfinished rows, in id order, whatever share of the job is done.
+    return sa.and_(q.job_id == job_id, sa.text(CLAIMABLE_SQL), sa.or_(waiting, abandoned))
 
 
 async def claim(
@@ -280,7 +282,8 @@ async def apply_state_changes(connection: AsyncConnection, changes: Sequence[Sta
 async def next_wakeup(connection: AsyncConnection, job_id: int) -> dt.datetime | None:
     """When the earliest not-yet-claimable question becomes claimable; None if none is left.
 
-    Questions leased by another live worker count: their lease may still expire.
+    Questions leased by another live worker count: their lease may still expire. It reads the
+    claim's partial index (unfinished rows only), never the finished part of the table.
     """
     q = questions.c
     result = await connection.execute(
@@ -288,7 +291,8 @@ async def next_wakeup(connection: AsyncConnection, job_id: int) -> dt.datetime |
             sa.func.min(q.next_attempt_at).filter(q.state.in_(WAITING_STATES)),
             sa.func.min(q.lease_expires_at).filter(q.state == QuestionState.RUNNING),
             sa.func.count().filter(q.state.in_(WAITING_STATES), q.next_attempt_at.is_(None)),
-        ).where(q.job_id == job_id, q.state.not_in(TERMINAL_STATES))
+            # Non-terminal = the claimable states: the partial index holds only these rows.
+        ).where(q.job_id == job_id, sa.text(CLAIMABLE_SQL))
     )
     retry_at, lease_at, ready = result.one()
     if ready:

@@ -26,6 +26,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
@@ -62,6 +63,13 @@ class UtcDateTime(TypeDecorator[dt.datetime]):
         return value.replace(tzinfo=dt.UTC)
 
 
+# The states a claim may take a question from ("running" for an expired lease). The claim's
+# partial index holds only these rows, so a claim costs the same at 1 % and at 99 % done; the
+# predicate is spelled the same way in the index and in the queries (SQLite only uses a partial
+# index when the query's WHERE contains the index's terms as written).
+CLAIMABLE_STATES = ("pending", "retry_wait", "awaiting_structure", "running")
+CLAIMABLE_SQL = "state IN ('pending', 'retry_wait', 'awaiting_structure', 'running')"
+
 # BigInteger primary keys autoincrement on PostgreSQL; SQLite only does so for INTEGER.
 Id = BigInteger().with_variant(Integer(), "sqlite")
 
@@ -94,6 +102,13 @@ questions = Table(
     Column("updated_at", UtcDateTime(), nullable=False),
     UniqueConstraint("job_id", "qid"),
     Index("ix_questions_claim", "job_id", "state", "next_attempt_at"),
+    Index(
+        "ix_questions_claimable",
+        "job_id",
+        "id",
+        sqlite_where=text(CLAIMABLE_SQL),
+        postgresql_where=text(CLAIMABLE_SQL),
+    ),
 )
 
 answers = Table(
@@ -222,4 +237,35 @@ calls = Table(
     Column("cost_micro_usd", BigInteger, nullable=False),  # rounded up; 0 for failed calls
     Column("cost_complete", Boolean, nullable=False),  # false: no price known for a part
     Index("ix_calls_question_id", "question_id"),
+)
+
+# Limits shared by every process working on a job (pipeline.store.quota): one row per limit.
+# ``requests`` and ``tokens`` are GCRA rows (``tat``: the theoretical arrival time, epoch
+# seconds; ``rate``: the current shared rate per second, lowered by any process's 429);
+# ``grounded_day`` counts grounded prompts (``used``) until ``resets_at``; ``budget`` holds
+# micro-dollars spent (``used``, settled with the ledger rows) and reserved (``reserved``).
+shared_limits = Table(
+    "shared_limits",
+    metadata,
+    Column("job_id", Id, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("name", String(20), primary_key=True),
+    Column("ceiling", Float, nullable=False),  # the configured rate, or the limit
+    Column("rate", Float, nullable=False),
+    Column("tat", Float, nullable=False),
+    Column("used", BigInteger, nullable=False),
+    Column("reserved", BigInteger, nullable=False),
+    Column("resets_at", Float, nullable=False),
+    Column("last_decrease", Float, nullable=False),
+    Column("last_increase", Float, nullable=False),
+)
+
+# What each live process holds of a job's budget reservation, so the share of a process that
+# died can be given back once its hold expires (heartbeats extend it).
+budget_holds = Table(
+    "budget_holds",
+    metadata,
+    Column("job_id", Id, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("owner", String(100), primary_key=True),
+    Column("reserved", BigInteger, nullable=False),
+    Column("expires_at", Float, nullable=False),  # epoch seconds
 )

@@ -1,0 +1,402 @@
+"""The job's quota and budget, shared by every process that works on it, through its database.
+
+Each process draws small **grants** from the rows of :mod:`pipeline.store.quota` and spends
+them in memory, so the database sees a few statements a second whatever the rate:
+
+==================  =========================================================================
+requests per min    GCRA row. A grant is ``GRANT_S`` (0.5 s) of the shared rate, between 1 and
+                    ``GRANT_MAX`` requests: the slots ``start + i / rate``, disjoint from every
+                    other process's. Each request waits for its slot (the in-process spacing);
+                    a slot missed by more than ``LATE_S`` is given up, never sent late, so the
+                    job as a whole keeps to ``rate`` per second with no burst.
+adaptive (AIMD)     the current rate lives in the row: one process's 429 lowers it for all
+                    (once per cool-down, whoever saw it); recovery steps are shared the same way.
+tokens per min      GCRA row with a burst tolerance of ``TOKEN_BURST_S``: paced at
+                    ``tpm / (60 + TOKEN_BURST_S)`` a second, so no 60 s window holds more than
+                    ``tpm``. Grants of ``TOKEN_GRANT_S`` worth of tokens; estimates are
+                    reconciled in the process's pool.
+grounded per day    a counter row: grants of ``DAILY_GRANT`` prompts.
+budget              per call, one conditional UPDATE reserves the worst case (refused while
+                    others' worst cases fill the budget: it waits for them to settle); the writer
+                    settles it with the actual cost in the transaction that stores the ledger
+                    rows. Each process's outstanding share is a hold row that its heartbeat
+                    keeps alive.
+==================  =========================================================================
+
+**What a process that dies costs**: the rest of its request grant (at most ``GRANT_S`` of the
+job's rate: 0.5 s of quota), the unused rest of its token grant (``TOKEN_GRANT_S`` of the
+token rate), at most ``DAILY_GRANT - 1`` grounded prompts of the day's count, and its budget
+hold until it expires (``lease_s``; the claimer's periodic sweep gives it back). A process that
+ends normally gives back what it did not use when nobody has drawn after it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import anyio
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from pipeline.limits.adaptive import (
+    AIMD_COOLDOWN_S,
+    AIMD_DECREASE,
+    AIMD_FLOOR_SHARE,
+    AIMD_STEP_SHARE,
+    AIMD_SUCCESS_INTERVAL_S,
+)
+from pipeline.limits.daily import next_daily_reset
+from pipeline.limits.rate import Clock, Sleep, pacing_rate
+from pipeline.store import quota
+from pipeline.store.reconnect import retrying
+
+T = TypeVar("T")
+
+GRANT_S = 0.5  # seconds of the shared request rate in one grant
+GRANT_MAX = 500  # requests in one grant at most
+AHEAD_S = 2.0  # seconds: a grant may start at most this far ahead of now (no hoarding)
+LATE_S = 0.010  # seconds: a slot missed by more than this is given up, not sent late
+TOKEN_BURST_S = 6.0  # seconds of the token rate that may be drawn at once
+TOKEN_GRANT_S = 1.0  # seconds of the token rate in one grant (at least the request's estimate)
+DAILY_GRANT = 10  # grounded prompts in one grant of the daily count
+BUDGET_WAIT_S = 0.2  # seconds between two tries of a reservation refused while others are held
+NO_BUDGET_MICRO = 9.0e15  # the budget row's ceiling when the job has no budget (~$9e9)
+
+
+class SharedRate:
+    """Request slots drawn from the job's ``requests`` row; the row's rate is the AIMD rate.
+
+    Attributes mirror :class:`~pipeline.limits.AdaptiveRate` for reports: ``rate`` (the last
+    known shared rate, per second), ``ceiling``, ``throttles`` and ``decreases`` (this
+    process's), ``missed`` (slots given up because no caller was ready).
+    """
+
+    def __init__(
+        self,
+        db: SharedLimits,
+        ceiling: float,
+        *,
+        clock: Clock = time.time,
+        sleep: Sleep = anyio.sleep,
+    ) -> None:
+        self._db = db
+        self.ceiling = ceiling
+        self.rate = ceiling
+        self._clock = clock
+        self._sleep = sleep
+        self._start = 0.0  # the current grant: slot i is start + i / grant_rate, i < count
+        self._grant_rate = ceiling
+        self._count = 0
+        self._next = 0
+        self._end = 0.0
+        self._lock = anyio.Lock()
+        self._last_recover_try = -math.inf
+        self.throttles = 0
+        self.decreases = 0
+        self.missed = 0
+        self.grants = 0
+
+    async def acquire(self) -> None:
+        """Wait for this request's slot."""
+        while True:
+            if self._next >= self._count:
+                await self._refill()
+                continue
+            now = self._clock()
+            i = self._next
+            slot = self._start + i / self._grant_rate
+            if slot < now - LATE_S:  # nobody was ready for it: give it up
+                behind = math.floor((now - LATE_S - self._start) * self._grant_rate) + 1
+                skip = min(self._count, behind) - i
+                self.missed += skip
+                self._next = i + max(skip, 1)
+                continue
+            self._next = i + 1
+            if slot > now:
+                await self._sleep(slot - now)
+            return
+
+    async def _refill(self) -> None:
+        async with self._lock:
+            while self._next >= self._count:
+                count = max(1, min(GRANT_MAX, round(self.rate * GRANT_S)))
+                now = self._clock()
+                grant = await self._db.run(
+                    "a rate grant",
+                    lambda c, n=count, t=now: quota.grant(
+                        c, self._db.job_id, quota.REQUESTS, n, t, n / self.rate + AHEAD_S
+                    ),
+                )
+                self.rate = grant.rate
+                if not grant.granted:
+                    wait = grant.end - (self._clock() + AHEAD_S)
+                    await self._sleep(max(wait, 0.005))
+                    continue
+                self.grants += 1
+                self._start, self._end, self._grant_rate = grant.start, grant.end, grant.rate
+                self._count, self._next = count, 0
+
+    async def give_back(self) -> None:
+        """Return the rest of the current grant (when nobody has drawn after it)."""
+        if self._next >= self._count:
+            return
+        unused_from = max(self._start + self._next / self._grant_rate, self._clock())
+        end = self._end
+        self._count = self._next
+        if unused_from < end:
+            await self._db.run(
+                "giving back a rate grant",
+                lambda c: quota.give_back(c, self._db.job_id, quota.REQUESTS, end, unused_from),
+            )
+
+    async def on_throttle(self) -> bool:
+        """A rate 429: lower everyone's rate (once per cool-down); drop this grant's rest."""
+        self.throttles += 1
+        lowered = await self._db.run(
+            "lowering the shared rate",
+            lambda c: quota.throttle(
+                c,
+                self._db.job_id,
+                quota.REQUESTS,
+                self._clock(),
+                decrease=AIMD_DECREASE,
+                floor=self.ceiling * AIMD_FLOOR_SHARE,
+                cooldown_s=AIMD_COOLDOWN_S,
+            ),
+        )
+        if lowered is None:
+            return False
+        self.decreases += 1
+        self.rate = lowered
+        await self.give_back()
+        return True
+
+    async def on_success(self) -> None:
+        """Step the shared rate back up, at most once per success interval (in the row)."""
+        now = self._clock()
+        if self.rate >= self.ceiling or now - self._last_recover_try < AIMD_SUCCESS_INTERVAL_S:
+            return
+        self._last_recover_try = now
+        raised = await self._db.run(
+            "raising the shared rate",
+            lambda c: quota.recover(
+                c,
+                self._db.job_id,
+                quota.REQUESTS,
+                now,
+                step=self.ceiling * AIMD_STEP_SHARE,
+                every_s=AIMD_SUCCESS_INTERVAL_S,
+            ),
+        )
+        if raised is not None:
+            self.rate = raised
+
+
+class SharedTokens:
+    """Tokens per minute drawn from the job's ``tokens`` row into a local pool."""
+
+    def __init__(self, db: SharedLimits, per_minute: int, *, sleep: Sleep = anyio.sleep) -> None:
+        self._db = db
+        self.rate = per_minute / (60.0 + TOKEN_BURST_S)  # tokens per second
+        self.limit = max(1, math.floor(self.rate * TOKEN_BURST_S))  # the largest one draw
+        self._pool = 0
+        self._lock = anyio.Lock()
+        self._sleep = sleep
+
+    async def acquire(self, estimate: int) -> int:
+        """Take ``estimate`` tokens (clamped to ``limit``); returns what was taken."""
+        tokens = min(max(int(estimate), 0), self.limit)
+        async with self._lock:
+            while self._pool < tokens:
+                want = min(
+                    self.limit, max(tokens - self._pool, math.ceil(self.rate * TOKEN_GRANT_S))
+                )
+                grant = await self._db.run(
+                    "a token grant",
+                    lambda c, n=want: quota.grant(
+                        c, self._db.job_id, quota.TOKENS, n, time.time(), TOKEN_BURST_S
+                    ),
+                )
+                if grant.granted:
+                    self._pool += want
+                else:
+                    await self._sleep(
+                        max(grant.end + want / grant.rate - time.time() - TOKEN_BURST_S, 0.01)
+                    )
+            self._pool -= tokens
+        return tokens
+
+    def reconcile(self, taken: int, actual: int) -> None:
+        """The real count is known: an over-estimate goes back to the pool (an under-estimate
+        is owed by it, and the next grant pays it)."""
+        self._pool += taken - max(int(actual), 0)
+
+
+class SharedDaily:
+    """Grounded prompts of the day, drawn from the job's ``grounded_day`` row."""
+
+    def __init__(self, db: SharedLimits) -> None:
+        self._db = db
+        self._left = 0
+        self._resets_at = 0.0
+        self._lock = anyio.Lock()
+
+    async def take(self) -> float | None:
+        """Count one grounded prompt; None when granted, else when the day's count resets."""
+        async with self._lock:
+            now = time.time()
+            if self._left > 0 and now < self._resets_at:
+                self._left -= 1
+                return None
+            reset = next_daily_reset_ts(now)
+            granted, resets_at = await self._db.run(
+                "a daily grounding grant",
+                lambda c: quota.grant_count(
+                    c, self._db.job_id, quota.GROUNDED_DAY, DAILY_GRANT, now, reset
+                ),
+            )
+            self._resets_at = resets_at
+            if granted == 0:
+                self._left = 0
+                return resets_at
+            self._left = granted - 1
+            return None
+
+    async def give_back(self) -> None:
+        left, self._left = self._left, 0
+        if left and time.time() < self._resets_at:
+            await self._db.run(
+                "giving back daily grants",
+                lambda c: quota.give_back_count(
+                    c, self._db.job_id, quota.GROUNDED_DAY, left, self._resets_at
+                ),
+            )
+
+
+def next_daily_reset_ts(now: float) -> float:
+    """The next daily reset after ``now``, in epoch seconds."""
+    return next_daily_reset(dt.datetime.fromtimestamp(now, dt.UTC)).timestamp()
+
+
+class SharedLimits:
+    """The shared rows of one job, for one process (``owner``); see the module docstring."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        job_id: int,
+        owner: str,
+        *,
+        requests_per_minute: int,
+        tokens_per_minute: int = 0,
+        grounded_per_day: int = 0,
+        budget_micro: int | None = None,
+        hold_s: float = 120.0,
+        outage_s: float = 300.0,
+    ) -> None:
+        self.engine = engine
+        self.job_id = job_id
+        self.owner = owner
+        self.hold_s = hold_s
+        self.outage_s = outage_s
+        self._budget_micro = budget_micro
+        self._rpm = requests_per_minute
+        self._tpm = tokens_per_minute
+        self._per_day = grounded_per_day
+        self.requests = SharedRate(self, pacing_rate(requests_per_minute))
+        self.tokens = SharedTokens(self, tokens_per_minute) if tokens_per_minute else None
+        self.daily = SharedDaily(self) if grounded_per_day else None
+
+    async def run(self, what: str, statement: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """One transaction, retried across lost connections."""
+
+        async def once() -> T:
+            async with self.engine.begin() as connection:
+                return await statement(connection)
+
+        return await retrying(once, outage_s=self.outage_s, what=what)
+
+    async def start(self, *, spent_micro: int, grounded_today: int) -> None:
+        """Create (or re-size) the job's rows; the ledger seeds a new row's counts."""
+        now = time.time()
+        job, rate = self.job_id, pacing_rate(self._rpm)
+        ceiling = float(self._budget_micro) if self._budget_micro is not None else NO_BUDGET_MICRO
+
+        async def ensure(c: AsyncConnection) -> None:
+            await quota.ensure_limit(c, job, quota.REQUESTS, rate)
+            await quota.ensure_limit(c, job, quota.BUDGET, ceiling, used=spent_micro)
+            if self._tpm:
+                await quota.ensure_limit(c, job, quota.TOKENS, self._tpm / (60.0 + TOKEN_BURST_S))
+            if self._per_day:
+                await quota.ensure_limit(
+                    c,
+                    job,
+                    quota.GROUNDED_DAY,
+                    float(self._per_day),
+                    used=grounded_today,
+                    resets_at=next_daily_reset_ts(now),
+                )
+            self.requests.rate = await quota.current_rate(c, job, quota.REQUESTS)
+
+        await self.run("setting up the shared limits", ensure)
+
+    # -- the budget --------------------------------------------------------------------------
+
+    async def reserve(self, micro: int) -> bool:
+        """Hold ``micro`` of the budget. Refused while other calls' worst cases are held, it
+        waits for them to settle (they mostly cost less); False only when what is spent
+        leaves no room for ``micro`` whatever the calls in flight cost."""
+        while True:
+            expires = time.time() + self.hold_s
+            if await self.run(
+                "a budget reservation",
+                lambda c, e=expires: quota.reserve_budget(c, self.job_id, self.owner, micro, e),
+            ):
+                return True
+            spent, reserved = await self.run(
+                "reading the budget", lambda c: quota.budget_state(c, self.job_id)
+            )
+            if reserved == 0 or spent + micro > (self._budget_micro or 0):
+                return False
+            await anyio.sleep(BUDGET_WAIT_S)
+
+    async def release(self, micro: int) -> None:
+        """A reserved call was not made (or no ledger row will settle it)."""
+        if micro:
+            await self.run(
+                "releasing a budget reservation",
+                lambda c: quota.settle_budget(c, self.job_id, self.owner, micro, 0),
+            )
+
+    async def budget_message(self, next_worst_micro: int | None = None) -> str:
+        spent, reserved = await self.run(
+            "reading the budget", lambda c: quota.budget_state(c, self.job_id)
+        )
+        limit = self._budget_micro or 0
+        text = (
+            f"budget_usd {limit / 1e6:.6f}: spent {spent / 1e6:.6f}, reserved by running"
+            f" workers {reserved / 1e6:.6f}, {max(limit - spent - reserved, 0) / 1e6:.6f} left"
+        )
+        if next_worst_micro is not None:
+            text += (
+                f"; the next call may cost up to {next_worst_micro / 1e6:.6f}, so it was not"
+                " started"
+            )
+        return text
+
+    async def heartbeat(self, connection: AsyncConnection) -> None:
+        """Keep this process's budget hold alive (in the worker's heartbeat transaction)."""
+        await quota.extend_hold(connection, self.job_id, self.owner, time.time() + self.hold_s)
+
+    async def close(self) -> None:
+        """Give back what this process holds and did not use."""
+        await self.requests.give_back()
+        if self.daily is not None:
+            await self.daily.give_back()
+        await self.run(
+            "releasing the budget hold",
+            lambda c: quota.drop_holds(c, self.job_id, owner=self.owner),
+        )

@@ -1,0 +1,97 @@
+"""Riding out a database that goes away: retry an operation on connection errors, with backoff.
+
+A PostgreSQL restart, a failover or ``pg_terminate_backend`` breaks the pool's connections;
+SQLAlchemy invalidates them and the next checkout opens a new one. :func:`retrying` re-runs the
+whole operation (a transaction: it rolled back with the connection) until it succeeds, or
+raises :class:`DatabaseOutage` once the database has been unreachable for ``outage_s``.
+Errors other than lost connections are raised at once. Messages never carry the URL.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import anyio
+from sqlalchemy import exc as sa_exc
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+RECONNECT_FIRST_S = 0.1  # seconds: the first wait after a lost connection
+RECONNECT_MAX_S = 5.0  # seconds: the longest wait between two tries
+# SQLSTATEs worth re-running the transaction for: 08 connection exception, 57P admin
+# shutdown / crash shutdown / cannot connect now; 40001 / 40P01 a serialization failure or
+# a deadlock (the transaction was rolled back whole).
+_CONNECTION_SQLSTATES = ("08", "57P", "40001", "40P01")
+_CONNECTION_ERROR_NAMES = frozenset(
+    {
+        "ConnectionDoesNotExistError",
+        "InterfaceError",
+        "CannotConnectNowError",
+        # asyncpg's protocol left mid-operation by a dropped connection ("cannot switch to
+        # state ...; another operation is in progress")
+        "InternalClientError",
+    }
+)
+
+
+class DatabaseOutage(Exception):
+    """The database stayed unreachable for longer than ``[job] database_outage_s``."""
+
+
+def is_connection_error(error: BaseException) -> bool:
+    """Whether ``error`` means the connection was lost or could not be made."""
+    if isinstance(error, sa_exc.DBAPIError):
+        if error.connection_invalidated:
+            return True
+        if isinstance(error, sa_exc.InterfaceError):
+            return True
+        orig = error.orig
+        if type(orig).__name__ in _CONNECTION_ERROR_NAMES:
+            return True
+        state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+        if isinstance(state, str) and state.startswith(_CONNECTION_SQLSTATES):
+            return True
+        cause = getattr(orig, "__cause__", None)
+        if cause is not None and cause is not error and is_connection_error(cause):
+            return True
+        # Lost connections and a SQLite database locked past its busy timeout alike.
+        return isinstance(error, sa_exc.OperationalError)
+    if isinstance(error, (ConnectionError, TimeoutError, OSError)):
+        return True
+    state = getattr(error, "sqlstate", None)  # asyncpg's own errors, raised outside SQLAlchemy
+    return type(error).__name__ in _CONNECTION_ERROR_NAMES or (
+        isinstance(state, str) and state.startswith(_CONNECTION_SQLSTATES)
+    )
+
+
+async def retrying(operation: Callable[[], Awaitable[T]], *, outage_s: float, what: str) -> T:
+    """Run ``operation`` until it gets through the lost connections (see the module)."""
+    deadline: float | None = None
+    delay = RECONNECT_FIRST_S
+    while True:
+        try:
+            return await operation()
+        except Exception as error:
+            if not is_connection_error(error):
+                raise
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + outage_s
+                log.warning(
+                    "database connection lost during %s: reconnecting",
+                    what,
+                    extra={"action": "db_reconnect", "error": type(error).__name__},
+                )
+            if now >= deadline:
+                raise DatabaseOutage(
+                    f"the database could not be reached for {outage_s:g} s"
+                    f" ([job] database_outage_s), during {what}: {type(error).__name__}"
+                ) from None
+            await anyio.sleep(min(delay * (0.5 + random.random()), deadline - now))
+            delay = min(delay * 2, RECONNECT_MAX_S)

@@ -1,0 +1,340 @@
+"""Issue 14's acceptance: separately started ``ground run`` processes share one quota, one
+budget and one queue through the job's database, survive a kill and a database that drops
+their connections, and start together on a new SQLite file.
+
+Scaled to run in well under a minute each on a loaded 2-core machine: the emulator's quota
+window is 3 s instead of 60 (so "150 per window" is a 3,000 RPM quota), with fewer questions;
+the ratio of what the processes are configured for to what the server allows, which is what
+the tests are about, is the issue's (each process configured with the job's full limits).
+Waits are on observable events (ledger rows, process exits), never fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+
+import anyio
+import pytest
+import sqlalchemy as sa
+
+from pipeline.commands import run_command
+from pipeline.emulator.config import EmulatorConfig, ModelQuota
+from pipeline.emulator.testing import running_emulator
+from pipeline.jobspec import JobSpec
+from pipeline.store.engine import create_engine, migrate
+from pipeline.store.tables import answers, calls, questions
+from tests.dbutil import fetch_rows, postgres_database
+from tests.jobutil import make_job
+
+pytestmark = pytest.mark.anyio
+
+WINDOW_S = 12.0  # the emulator's quota window (Google's is 60 s)
+PER_WINDOW = 600  # admitted requests per window: 3,000 RPM
+PER_MINUTE = int(PER_WINDOW * 60 / WINDOW_S)
+PROCESS_TIMEOUT_S = 120  # seconds a child may take at most
+# Each process is given the job's full limit, as the issue asks: no per-process arithmetic.
+FULL_LIMITS = [f"limits.requests_per_minute={PER_MINUTE}", "limits.concurrency=16"]
+
+
+def _quota_config(seed: int, per_window: int = PER_WINDOW) -> EmulatorConfig:
+    return EmulatorConfig(
+        seed=seed,
+        ungrounded_share=0.0,
+        latency_p50_ms=40,
+        latency_p99_ms=150,
+        quotas={"*": ModelQuota(rpm=per_window)},
+        quota_window_s=WINDOW_S,
+    )
+
+
+def _start(spec: JobSpec, api_key: str, n: int, overrides: list[str] | None = None) -> list:
+    """``n`` separately started ``ground run`` processes (the same ``--set`` overrides)."""
+    env = {**os.environ, "GEMINI_API_KEY": api_key}
+    command = [sys.executable, "-m", "pipeline.cli", "run", str(spec.path)]
+    command += [arg for override in overrides or [] for arg in ("--set", override)]
+    return [
+        subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(n)
+    ]
+
+
+async def _finish(children: list) -> list[tuple[int, str]]:
+    results = []
+    for child in children:
+        _out, err = await anyio.to_thread.run_sync(
+            lambda c=child: c.communicate(timeout=PROCESS_TIMEOUT_S)
+        )
+        results.append((child.returncode, err.decode()))
+    return results
+
+
+async def wait_until(
+    condition: Callable[[], object], *, timeout_s: float = 60.0, what: str = "a condition"
+) -> None:
+    """Poll ``condition`` (sync or async) until it is true."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = condition()
+        if hasattr(result, "__await__"):
+            result = await result  # type: ignore[misc]
+        if result:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        await anyio.sleep(0.05)
+
+
+async def _ledger_count(url: str) -> int:
+    engine = create_engine(url)
+    try:
+        await migrate(engine)  # the children may not have created the tables yet
+        async with engine.connect() as connection:
+            return int(await connection.scalar(sa.select(sa.func.count()).select_from(calls)))
+    finally:
+        await engine.dispose()
+
+
+async def _check_exactly_once(url: str, n: int) -> list[float]:
+    """Every question done, one stored answer each, call 1 paid once each. The ok calls'
+    start times (epoch seconds), for the rate checks."""
+    states = await fetch_rows(url, sa.select(questions.c.state))
+    assert len(states) == n and {s for (s,) in states} == {"done"}
+    stored = (
+        await fetch_rows(
+            url, sa.select(sa.func.count(), sa.func.count(sa.distinct(answers.c.question_id)))
+        )
+    )[0]
+    assert tuple(stored) == (n, n)
+    paid = await fetch_rows(
+        url,
+        sa.select(calls.c.question_id, sa.func.count())
+        .where(calls.c.outcome == "ok")
+        .group_by(calls.c.question_id),
+    )
+    assert len(paid) == n and {k for _, k in paid} == {1}
+    started = await fetch_rows(url, sa.select(calls.c.started_at).where(calls.c.outcome == "ok"))
+    return sorted(t.timestamp() for (t,) in started)
+
+
+def _rates(started: list[float]) -> tuple[int, float]:
+    """The most requests in any quota window, and the steady rate (middle 80 %) per second."""
+    most = 0
+    j = 0
+    for i, t in enumerate(started):
+        while started[j] <= t - WINDOW_S:
+            j += 1
+        most = max(most, i - j + 1)
+    lo, hi = started[len(started) // 10], started[len(started) * 9 // 10]
+    steady = (len(started) * 8 // 10) / (hi - lo)
+    return most, steady
+
+
+async def _shared_quota_run(tmp_path: Path, database: str | None, processes: int, n: int) -> None:
+    with running_emulator(_quota_config(seed=141)) as emu:
+        spec = make_job(
+            tmp_path,
+            base_url=emu.base_url,
+            n_questions=n,
+            database=database,
+            overrides=FULL_LIMITS,
+        )
+        results = await _finish(_start(spec, emu.api_key, processes, FULL_LIMITS))
+        stats = emu.stats()
+    for status, err in results:
+        assert status == 0, err
+    assert stats["quota_rejections"]["total"] == 0  # no self-caused 429
+    assert stats["requests"]["by_kind"]["developer"] == n  # nobody asked twice
+    started = await _check_exactly_once(spec.database_url, n)
+    most, steady = _rates(started)
+    quota_per_s = PER_WINDOW / WINDOW_S
+    print(
+        f"{processes} processes: at most {most} a window (quota {PER_WINDOW}); steady "
+        f"{steady:.1f}/s = {steady / quota_per_s:.3f} of the quota"
+    )
+    # Our send times are a few ms before the server's arrival times: the window check has
+    # the 1 % the issue allows.
+    assert most <= PER_WINDOW * 1.01
+    assert steady >= 0.95 * quota_per_s
+
+
+@pytest.mark.postgres
+async def test_four_processes_share_one_quota_on_postgres(tmp_path: Path) -> None:
+    async with postgres_database() as url:
+        await _shared_quota_run(tmp_path, url.replace("+asyncpg", ""), processes=4, n=1_200)
+
+
+async def test_two_processes_share_one_quota_on_sqlite(tmp_path: Path) -> None:
+    await _shared_quota_run(tmp_path, None, processes=2, n=1_000)
+
+
+@pytest.mark.postgres
+async def test_four_processes_keep_to_one_budget(tmp_path: Path, emulator_key: str) -> None:
+    async with postgres_database() as url:
+        with running_emulator(EmulatorConfig(seed=142, ungrounded_share=0.0)) as emu:
+            probe = make_job(tmp_path / "probe", base_url=emu.base_url, n_questions=20)
+            assert await run_command(probe) == 0
+            costs = await fetch_rows(probe.database_url, sa.select(calls.c.cost_micro_usd))
+            per_question = Decimal(sum(m for (m,) in costs)) / 20 / 1_000_000
+            budget = (per_question * 100).quantize(Decimal("0.000001"))  # about 100 questions
+            spec = make_job(
+                tmp_path / "job",
+                base_url=emu.base_url,
+                n_questions=400,
+                database=url.replace("+asyncpg", ""),
+                overrides=[f"limits.budget_usd={budget}", "limits.concurrency=8"],
+            )
+            results = await _finish(_start(spec, emu.api_key, 4, [f"limits.budget_usd={budget}"]))
+        assert all(status == 1 for status, _ in results)  # each stopped: the budget is spent
+        assert all("budget" in err for _, err in results), results[0][1]
+        spent = (
+            Decimal(sum(m for (m,) in await fetch_rows(url, sa.select(calls.c.cost_micro_usd))))
+            / 1_000_000
+        )
+        print(f"budget {budget}: 4 processes spent {spent}")
+        assert spent <= budget
+        assert spent >= budget / 2, results[0][1]  # used, not refused from the start
+        # The budget row agrees with the ledger, and nothing stays reserved.
+        from pipeline.store.tables import budget_holds, shared_limits
+
+        row = (
+            await fetch_rows(
+                url,
+                sa.select(shared_limits.c.used, shared_limits.c.reserved).where(
+                    shared_limits.c.name == "budget"
+                ),
+            )
+        )[0]
+        assert Decimal(row.used) / 1_000_000 == spent and row.reserved == 0
+        assert await fetch_rows(url, sa.select(budget_holds.c.owner)) == []
+
+
+@pytest.mark.postgres
+async def test_sigkill_one_of_four_the_others_finish_its_questions(tmp_path: Path) -> None:
+    n = 600
+    async with postgres_database() as url:
+        with running_emulator(_quota_config(seed=143)) as emu:
+            spec = make_job(
+                tmp_path,
+                base_url=emu.base_url,
+                n_questions=n,
+                database=url.replace("+asyncpg", ""),
+                overrides=[*FULL_LIMITS, "limits.lease_s=5"],
+            )
+            children = _start(spec, emu.api_key, 4, [*FULL_LIMITS, "limits.lease_s=5"])
+            await wait_until(
+                lambda: _more_than(url, n // 5), what="a fifth of the questions to be called"
+            )
+            children[0].send_signal(signal.SIGKILL)
+            results = await _finish(children)
+            stats = emu.stats()
+        assert results[0][0] == -signal.SIGKILL
+        for status, err in results[1:]:
+            assert status == 0, err
+        assert stats["quota_rejections"]["total"] == 0  # the quota held, kill included
+        # Nothing lost, nothing stored twice; only the calls in flight at the kill were
+        # made twice (answered by the server, never stored by the killed process).
+        await _check_exactly_once(url, n)
+        assert stats["requests"]["by_kind"]["developer"] - n <= 16
+
+
+async def _more_than(url: str, n: int) -> bool:
+    return await _ledger_count(url) > n
+
+
+@pytest.mark.postgres
+async def test_backends_terminated_mid_run_every_question_finishes_once(tmp_path: Path) -> None:
+    n = 600
+    async with postgres_database() as url:
+        name = url.rsplit("/", 1)[1]
+        with running_emulator(
+            EmulatorConfig(seed=144, ungrounded_share=0.0, latency_p50_ms=40)
+        ) as emu:
+            spec = make_job(
+                tmp_path,
+                base_url=emu.base_url,
+                n_questions=n,
+                database=url.replace("+asyncpg", ""),
+                overrides=["limits.requests_per_minute=6000"],
+            )
+            children = _start(spec, emu.api_key, 2, ["limits.requests_per_minute=6000"])
+            admin = create_engine(url)
+            terminated = 0
+            try:
+                for fraction in (5, 3, 2):
+                    await wait_until(lambda f=fraction: _more_than(url, n // f), what="progress")
+                    async with admin.connect() as connection:
+                        terminated += len(
+                            (
+                                await connection.execute(
+                                    sa.text(
+                                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                                        " WHERE datname = :db AND pid <> pg_backend_pid()"
+                                    ),
+                                    {"db": name},
+                                )
+                            ).all()
+                        )
+            finally:
+                await admin.dispose()
+            results = await _finish(children)
+            stats = emu.stats()
+        assert terminated > 0
+        for status, err in results:
+            assert status == 0, err
+        assert "Traceback" not in "".join(err for _, err in results)
+        await _check_exactly_once(url, n)  # nothing paid for twice
+        assert stats["requests"]["by_kind"]["developer"] == n
+
+
+async def test_two_runs_started_together_on_a_new_sqlite_file(tmp_path: Path) -> None:
+    with running_emulator(EmulatorConfig(seed=145, ungrounded_share=0.0)) as emu:
+        spec = make_job(tmp_path, base_url=emu.base_url, n_questions=60)
+        assert not (tmp_path / "job.sqlite").exists()
+        results = await _finish(_start(spec, emu.api_key, 2))
+    for status, err in results:
+        assert status == 0, err
+        assert "Traceback" not in err
+    await _check_exactly_once(spec.database_url, 60)
+
+
+async def test_ground_worker_runs_n_processes_and_restarts_a_killed_one(tmp_path: Path) -> None:
+    n = 300
+    with running_emulator(EmulatorConfig(seed=146, ungrounded_share=0.0, latency_p50_ms=40)) as emu:
+        spec = make_job(tmp_path, base_url=emu.base_url, n_questions=n)
+        env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
+        supervisor = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pipeline.cli",
+                "worker",
+                str(spec.path),
+                "--processes",
+                "2",
+                "--set",
+                "limits.requests_per_minute=3000",
+                "--set",
+                "limits.lease_s=5",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        await wait_until(lambda: _more_than(spec.database_url, n // 5), what="progress")
+        children = subprocess.run(
+            ["pgrep", "-P", str(supervisor.pid)], capture_output=True, text=True, check=False
+        ).stdout.split()
+        assert len(children) == 2
+        os.kill(int(children[0]), signal.SIGKILL)  # restarted by the supervisor
+        _out, err = await anyio.to_thread.run_sync(
+            lambda: supervisor.communicate(timeout=PROCESS_TIMEOUT_S)
+        )
+    assert supervisor.returncode == 0, err.decode()
+    await _check_exactly_once(spec.database_url, n)
