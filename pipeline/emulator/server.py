@@ -157,6 +157,13 @@ class Emulator:
             raise errors.invalid_argument(msg, kind="search_retrieval_unsupported")
         if req.json_output and traits.major <= 2 and SEARCH_TOOLS.intersection(req.tools):
             raise errors.invalid_argument(errors.SCHEMA_WITH_SEARCH, kind="schema_with_search")
+        prompt_tokens = responses.tokens(req.prompt_bytes)
+        if prompt_tokens > self.config.input_token_limit:
+            raise errors.invalid_argument(
+                f"The input token count ({prompt_tokens}) exceeds the maximum number of tokens"
+                f" allowed ({self.config.input_token_limit}).",
+                kind="input_too_long",
+            )
 
         fault = self.plan.fault(seq)
         if fault is not None:
@@ -183,7 +190,7 @@ class Emulator:
 
         rejection = self.quotas.admit(
             model,
-            responses.tokens(req.prompt_bytes),
+            prompt_tokens,
             req.grounding is not None,
             self.clock.monotonic(),
         )
