@@ -46,6 +46,7 @@ from pipeline.structure import (
     build_structure_body,
     parse_and_validate,
     provenance_to_json,
+    schema_hash,
     trace_provenance,
 )
 from pipeline.targets import request_builder
@@ -126,6 +127,7 @@ class Answerer:
         single = spec.schema is not None and spec.structure.mode == "single"
         self._single = request_builder(spec, schema=spec.schema) if single else None
         self._two_call_models: set[str] = set()  # models that refused or skipped single mode
+        self._schema_hash = schema_hash(spec.schema) if spec.schema is not None else None
 
     @property
     def structuring(self) -> bool:
@@ -197,6 +199,7 @@ class Answerer:
                 finish_reason=candidate.finish_reason,
                 raw_response=metered.result.raw,
                 latency_ms=metered.result.latency_ms,
+                version=question.answer_version + 1,
             )
             if not answer.grounded:
                 change = StateChange(question.id, QuestionState.UNGROUNDED, tally.attempts)
@@ -207,15 +210,18 @@ class Answerer:
                 nudges_left -= 1
                 nudge = True
                 continue
-            return self._grounded(question.id, tally, record, single)
+            return self._grounded(question, tally, record, single)
 
     def _grounded(
-        self, question_id: int, tally: _Tally, record: AnswerRecord, single: bool
+        self, question: ClaimedQuestion, tally: _Tally, record: AnswerRecord, single: bool
     ) -> Outcome:
         """A grounded answer: done, or (structure step on) call 2 follows under our lease."""
+        question_id = question.id
         if single:
             answer, response = record.answer, record.response
-            structured = self._judge_structure(question_id, answer.text, answer, response, 1)
+            structured = self._judge_structure(
+                question, record.version, answer.text, answer, response, 1
+            )
             if structured.valid:
                 change = StateChange(
                     question_id, QuestionState.DONE, tally.attempts, structure_attempts=0
@@ -263,16 +269,20 @@ class Answerer:
         *,
         attempts: int,
         structure_attempts: int,
+        answer_version: int | None = None,
     ) -> Outcome:
         """Call 2 on a stored grounded answer (with one repair retry on invalid output).
 
         ``attempts`` (call 1's) is kept as is; the policy decides on ``structure_attempts``.
         When no retry can be made after an invalid output was already paid for, that output
-        is kept (``invalid``).
+        is kept (``invalid``). ``answer_version``: the version of ``answer`` (default: the
+        question's latest stored one).
         """
         tally = _Tally(structure_attempts)
+        if answer_version is None:
+            answer_version = question.answer_version
         try:
-            return await self._structure(question, answer, attempts, tally)
+            return await self._structure(question, answer, answer_version, attempts, tally)
         except CallError as error:
             tally.add(error.record)
             kept = tally.fallback()
@@ -285,7 +295,12 @@ class Answerer:
             return Outcome(change, calls=tally.calls, decision=decision)
 
     async def _structure(
-        self, question: ClaimedQuestion, answer: GroundedAnswer, attempts: int, tally: _Tally
+        self,
+        question: ClaimedQuestion,
+        answer: GroundedAnswer,
+        answer_version: int,
+        attempts: int,
+        tally: _Tally,
     ) -> Outcome:
         assert self.spec.schema is not None
         errors: tuple[str, ...] = ()
@@ -310,7 +325,9 @@ class Answerer:
             tally.add(metered.record)
             response = metered.result.response
             text = visible_text(response.candidates[0]) if response.candidates else ""
-            structured = self._judge_structure(question.id, text, answer, response, n_calls)
+            structured = self._judge_structure(
+                question, answer_version, text, answer, response, n_calls
+            )
             outcome = _structured_outcome(question.id, attempts, tally, structured)
             if structured.valid or n_calls > REPAIR_RETRIES:
                 return outcome
@@ -320,7 +337,8 @@ class Answerer:
 
     def _judge_structure(
         self,
-        question_id: int,
+        question: ClaimedQuestion,
+        answer_version: int,
         text: str,
         answer: GroundedAnswer,
         response: GenerateContentResponse,
@@ -330,7 +348,7 @@ class Answerer:
         result = parse_and_validate(text, self.spec.schema)
         prov = trace_provenance(result.value, answer) if result.ok else None
         return StructuredRecord(
-            question_id=question_id,
+            question_id=question.id,
             valid=result.ok,
             value=result.value,
             raw_text=text,
@@ -344,6 +362,9 @@ class Answerer:
             ),
             model_version=response.model_version,
             calls=n_calls,
+            version=question.structured_version + 1,
+            answer_version=answer_version,
+            schema_hash=self._schema_hash,
         )
 
 

@@ -96,6 +96,37 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "estimate", parents=[job], help="the expected cost of the questions not yet finished"
     )
+    refresh = commands.add_parser(
+        "refresh",
+        parents=[job],
+        help="ask done questions whose answer is older again (a run; earlier answers kept)",
+    )
+    refresh.add_argument(
+        "--older-than",
+        required=True,
+        type=_duration,
+        metavar="AGE",
+        help="answers stored longer ago than this: 7d, 12h, 90m, 30s, 2w",
+    )
+    refresh.add_argument("--class", dest="qclass", metavar="C", help="only this question class")
+    refresh.add_argument("--ids", metavar="FILE", help="only the question ids in FILE, one a line")
+    _add_watch_arguments(refresh)
+    restructure = commands.add_parser(
+        "restructure",
+        parents=[job],
+        help="structure stored answers again, call 2 only (a run; earlier objects kept)",
+    )
+    restructure.add_argument(
+        "--schema", metavar="FILE", help="this JSON Schema instead of the job's [structure] one"
+    )
+    restructure.add_argument(
+        "--state",
+        dest="states",
+        action="append",
+        choices=("done", "invalid", "failed"),
+        help="questions in this state (repeatable; default: done and invalid)",
+    )
+    _add_watch_arguments(restructure)
     retry = commands.add_parser("retry", parents=[job], help="requeue dead letters")
     retry.add_argument(
         "--state",
@@ -169,6 +200,15 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _duration(text: str) -> dt.timedelta:
+    from pipeline.jobspec import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _port(text: str) -> int:
     try:
         value = int(text)
@@ -233,6 +273,12 @@ def _add_results_commands(
         choices=("sources", "citations"),
         help="CSV: one row per source or per citation, keyed by question id",
     )
+    export.add_argument(
+        "--all-versions",
+        action="store_true",
+        help="one record per stored answer version (history kept by retry, refresh,"
+        " restructure), with its version fields; JSONL or CSV",
+    )
     export.add_argument("--to", metavar="DATABASE_URL", help="upsert into a table there instead")
     export.add_argument("--table", metavar="NAME", help="the table for --to")
 
@@ -242,6 +288,9 @@ def _add_results_commands(
     show.add_argument("id", help="the question's id (from the input)")
     show.add_argument(
         "--format", dest="fmt", choices=("markdown", "html", "json"), default="markdown"
+    )
+    show.add_argument(
+        "--all-versions", action="store_true", help="every stored answer version, oldest first"
     )
 
     report = commands.add_parser(
@@ -266,6 +315,9 @@ def _export(args: argparse.Namespace) -> int:
     if args.long and fmt != "csv":
         print("ground export: --long is for --format csv", file=sys.stderr)
         return EXIT_USAGE
+    if args.all_versions and (args.to is not None or args.long or fmt == "parquet"):
+        print("ground export: --all-versions is for JSONL or CSV files", file=sys.stderr)
+        return EXIT_USAGE
     options = commands.ExportOptions(
         fmt=fmt,
         out=args.out,
@@ -276,6 +328,7 @@ def _export(args: argparse.Namespace) -> int:
         long=args.long,
         to=args.to,
         table=args.table,
+        all_versions=args.all_versions,
     )
     return _job_command(args, lambda spec: commands.export_command(spec, options))
 
@@ -358,6 +411,26 @@ def _main(argv: Sequence[str] | None) -> int:
             )
         case "estimate":
             return _job_command(args, commands.estimate_command)
+        case "refresh":
+            watch = _watch_options(args, log_format)
+            return _job_command(
+                args,
+                lambda spec: commands.refresh_command(
+                    spec,
+                    older_than=args.older_than,
+                    qclass=args.qclass,
+                    ids_file=args.ids,
+                    watch=watch,
+                ),
+            )
+        case "restructure":
+            watch = _watch_options(args, log_format)
+            return _job_command(
+                args,
+                lambda spec: commands.restructure_command(
+                    spec, schema_file=args.schema, states=args.states or (), watch=watch
+                ),
+            )
         case "retry":
             return _job_command(
                 args,
@@ -372,7 +445,12 @@ def _main(argv: Sequence[str] | None) -> int:
         case "export":
             return _export(args)
         case "show":
-            return _job_command(args, lambda spec: commands.show_command(spec, args.id, args.fmt))
+            return _job_command(
+                args,
+                lambda spec: commands.show_command(
+                    spec, args.id, args.fmt, all_versions=args.all_versions
+                ),
+            )
         case "report":
             return _job_command(
                 args, lambda spec: commands.report_command(spec, args.out, limit=args.limit)

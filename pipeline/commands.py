@@ -27,6 +27,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pipeline.clock import utcnow
 from pipeline.estimate import estimate_remaining
 from pipeline.exit_codes import (
     EXIT_FAILED,
@@ -45,6 +46,7 @@ from pipeline.progress import watch as progress_watch
 from pipeline.redirects import PENDING as PENDING_SOURCE
 from pipeline.redirects import AllowList, initial_verdict
 from pipeline.resolver import Lookup, Resolver, pending_lookups
+from pipeline.states import QuestionState
 from pipeline.status import (
     JobStatus,
     class_stats_dict,
@@ -52,7 +54,7 @@ from pipeline.status import (
     render_class_stats,
     render_status,
 )
-from pipeline.store import queue, resolution
+from pipeline.store import queue, resolution, versions
 from pipeline.store.breakdown import class_stats, state_counts
 from pipeline.store.engine import create_engine, migrate
 from pipeline.terminal import printable
@@ -145,14 +147,17 @@ async def run_command(spec: JobSpec, watch: WatchOptions | None = None) -> int:
         job_id = await _load(engine, spec)
         if job_id is None:
             return EXIT_FAILED
+        await _queue_stored_work(engine, spec, job_id)
         async with engine.connect() as connection:
-            before = await job_status(connection, job_id, spec.name)
+            before = await job_status(connection, job_id, spec.name, schema_hash=_hash(spec))
         if before.terminal == before.total:
             say(f"nothing to do: all {before.total} questions are finished; 0 calls made")
             if spec.resolver.enabled and before.sources.get(PENDING_SOURCE):
                 await _resolve_pending(engine, spec, job_id)  # what an earlier run left
                 async with engine.connect() as connection:
-                    before = await job_status(connection, job_id, spec.name)
+                    before = await job_status(
+                        connection, job_id, spec.name, schema_hash=_hash(spec)
+                    )
             say(render_status(before))
             status = _closing_status(spec, None, before.states)
             _write_summary_json(watch, status, spec, None, before)
@@ -171,7 +176,7 @@ async def run_command(spec: JobSpec, watch: WatchOptions | None = None) -> int:
                 _start_metrics(metrics, runner, watch)
             summary = await _run_with_signals(runner, engine, job_id, before, watch, metrics)
             async with engine.connect() as connection:
-                after = await job_status(connection, job_id, spec.name)
+                after = await job_status(connection, job_id, spec.name, schema_hash=_hash(spec))
             if metrics is not None:
                 metrics.set_states(after.states)
                 if watch.metrics_textfile:
@@ -186,6 +191,36 @@ async def run_command(spec: JobSpec, watch: WatchOptions | None = None) -> int:
     status = _closing_status(spec, summary.stopped, after.states)
     _write_summary_json(watch, status, spec, summary, after)
     return status
+
+
+def _hash(spec: JobSpec) -> str | None:
+    from pipeline.structure import schema_hash
+
+    return schema_hash(spec.schema) if spec.schema is not None else None
+
+
+async def _queue_stored_work(engine: AsyncEngine, spec: JobSpec, job_id: int) -> None:
+    """What a run owes the answers already stored: with ``[refresh] max_age``, ask the done
+    questions whose answer is older again; with ``[structure]`` on, structure the done ones
+    that have no structured object yet (call 2 only: their answers are not asked again)."""
+    max_age = spec.refresh_max_age
+    async with engine.begin() as connection:
+        refreshed = (
+            await versions.mark_refresh(connection, job_id, utcnow() - max_age)
+            if max_age is not None
+            else 0
+        )
+        structuring = (
+            await versions.mark_restructure(
+                connection, job_id, [QuestionState.DONE], only_unstructured=True
+            )
+            if spec.schema is not None
+            else 0
+        )
+    if refreshed:
+        say(f"refresh: asking {refreshed} answers older than {spec.refresh.max_age} again")
+    if structuring:
+        say(f"structure: {structuring} stored answers to structure (call 2 only)")
 
 
 def _start_metrics(metrics: RunMetrics, runner: JobRunner, watch: WatchOptions) -> None:
@@ -361,6 +396,70 @@ async def estimate_command(spec: JobSpec) -> int:
     return EXIT_OK
 
 
+async def refresh_command(
+    spec: JobSpec,
+    *,
+    older_than: dt.timedelta,
+    qclass: str | None = None,
+    ids_file: str | None = None,
+    watch: WatchOptions | None = None,
+) -> int:
+    """``ground refresh``: ask done questions whose latest answer is older than ``older_than``
+    again, then run. It is a run: the budget and the limits apply; the earlier answers are
+    kept as history, and each new one records whether it changed."""
+    try:
+        ids = _read_ids(ids_file) if ids_file else None
+    except OSError as exc:
+        complain(f"--ids {ids_file}: cannot read: {exc.strerror or exc}")
+        return EXIT_FAILED
+    async with opened(spec) as engine:
+        job_id = await _job_id(engine, spec)
+        if job_id is None:
+            return EXIT_FAILED
+        async with engine.begin() as connection:
+            count = await versions.mark_refresh(
+                connection, job_id, utcnow() - older_than, qclass=qclass, qids=ids
+            )
+    say(f"refresh: asking {count} done questions again (answers older than {older_than})")
+    return await run_command(spec, watch)
+
+
+async def restructure_command(
+    spec: JobSpec,
+    *,
+    schema_file: str | None = None,
+    states: Sequence[str] = (),
+    watch: WatchOptions | None = None,
+) -> int:
+    """``ground restructure``: call 2 again (only) for the stored grounded answers of questions
+    in ``states`` (default: done and invalid), under the job's schema or ``schema_file``; the
+    earlier structured objects are kept as history."""
+    import msgspec
+
+    from pipeline.structure import SchemaError, prepare_schema_file
+
+    if schema_file is not None:
+        try:
+            schema = prepare_schema_file(Path(schema_file), wire_field=spec.structure.wire_field)
+        except SchemaError as exc:
+            complain(f"--schema: {exc}")
+            return EXIT_FAILED
+        structure = msgspec.structs.replace(spec.structure, enabled=True, schema=schema_file)
+        spec = msgspec.structs.replace(spec, schema=schema, structure=structure)
+    if spec.schema is None:
+        complain("restructure: [structure] is not enabled in the job file; give --schema FILE")
+        return EXIT_FAILED
+    chosen = list(states) or [QuestionState.DONE, QuestionState.INVALID]
+    async with opened(spec) as engine:
+        job_id = await _job_id(engine, spec)
+        if job_id is None:
+            return EXIT_FAILED
+        async with engine.begin() as connection:
+            count = await versions.mark_restructure(connection, job_id, chosen)
+    say(f"restructure: {count} stored answers ({', '.join(chosen)}) to structure again")
+    return await run_command(spec, watch)
+
+
 async def retry_command(spec: JobSpec, *, states: list[str], error_class: str | None) -> int:
     """Requeue dead letters (``ground retry``)."""
     async with opened(spec) as engine, engine.begin() as connection:
@@ -383,7 +482,7 @@ async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None)
         if by == "class":
             stats = await class_stats(connection, job_id)
         else:
-            status = await job_status(connection, job_id, spec.name)
+            status = await job_status(connection, job_id, spec.name, schema_hash=_hash(spec))
     if by == "class":
         if as_json:
             _write_json({"job": spec.name, "by_class": class_stats_dict(stats)})
@@ -454,6 +553,7 @@ class ExportOptions:
     long: str | None = None  # "sources" | "citations": one CSV row per source / citation
     to: str | None = None  # a database URL: upsert into --table there instead of a file
     table: str | None = None
+    all_versions: bool = False  # one record per stored answer version (JSONL, CSV)
 
 
 def _read_ids(path: str) -> frozenset[str]:
@@ -480,7 +580,11 @@ async def export_command(spec: JobSpec, options: ExportOptions) -> int:
         complain(f"--ids {options.ids_file}: cannot read: {exc.strerror or exc}")
         return EXIT_FAILED
     filters = export.Filters(
-        states=options.states, qclass=options.qclass, since=options.since, ids=ids
+        states=options.states,
+        qclass=options.qclass,
+        since=options.since,
+        ids=ids,
+        all_versions=options.all_versions,
     )
     async with opened(spec) as engine:
         job_id = await _job_id(engine, spec)
@@ -517,7 +621,7 @@ async def _export_to_file(
         if options.fmt == "parquet":
             writer = export.ParquetWriter(stream)
         elif options.fmt == "csv":
-            writer = export.CsvWriter(stream, options.long)
+            writer = export.CsvWriter(stream, options.long, versions=options.all_versions)
         else:
             writer = export.JsonlWriter(stream)
         count = await export.export_job(engine, job_id, _Threaded(writer), filters)
@@ -573,20 +677,21 @@ async def _export_to_table(
     return EXIT_OK
 
 
-async def show_command(spec: JobSpec, qid: str, fmt: str) -> int:
-    """``ground show``: one question with its answer, citations, sources and structure."""
-    from pipeline.show import render_show
-    from pipeline.store.records import read_one
+async def show_command(spec: JobSpec, qid: str, fmt: str, *, all_versions: bool = False) -> int:
+    """``ground show``: one question with its answer, citations, sources and structure (its
+    latest version; every stored version, oldest first, with ``all_versions``)."""
+    from pipeline.show import render_show, render_show_versions
+    from pipeline.store.records import read_versions
 
     async with opened(spec) as engine:
         job_id = await _job_id(engine, spec)
         if job_id is None:
             return EXIT_FAILED
-        stored = await read_one(engine, job_id, qid)
-    if stored is None:
+        found = await read_versions(engine, job_id, qid, all_versions=all_versions)
+    if not found:
         complain(f"job {spec.name!r} has no question with id {qid!r}")
         return EXIT_FAILED
-    rendered = render_show(stored, fmt)
+    rendered = render_show_versions(found, fmt) if all_versions else render_show(found[-1], fmt)
     # JSON escapes control characters itself; Markdown and HTML are text a terminal may show.
     sys.stdout.write(rendered if fmt == "json" else printable(rendered))
     sys.stdout.flush()

@@ -15,6 +15,8 @@ one (``5``, ``true``, ``"x"``, ``[1, 2]``) and as a plain string otherwise.
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 import tomllib
 from collections.abc import Iterable
 from decimal import Decimal
@@ -27,6 +29,7 @@ from pipeline.states import TERMINAL_STATES, QuestionState
 from pipeline.structure import PreparedSchema, SchemaError, prepare_schema_file
 
 DEFAULT_REDIRECT_HOSTS = ("vertexaisearch.cloud.google.com",)
+DEFAULT_MAX_QUESTION_CHARS = 1_000_000  # see LimitsSection.max_question_chars
 
 Positive = Annotated[int, msgspec.Meta(ge=1)]
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
@@ -162,6 +165,12 @@ class LimitsSection(_Section):
     max_tool_use_tokens: NonNegative = 10_000
     # A prices file in the format of pipeline/prices.toml; "" = the bundled one.
     prices_file: str = ""
+    # Questions longer than this (characters) are refused at load, with file:line. The default
+    # comes from the input limit of the Gemini 2.x models, 1,048,576 tokens: less room for the
+    # prompt template and the search results (max_tool_use_tokens), at the worst case of one
+    # token per character (CJK and other scripts come close), rounded down. Every question
+    # that loads then fits the model's input, whatever its script.
+    max_question_chars: Positive = DEFAULT_MAX_QUESTION_CHARS
 
 
 class StructureSection(_Section):
@@ -181,6 +190,28 @@ class StructureSection(_Section):
     # "two_call": ground, then structure. "single": ask for both in call 1 (models that claim
     # to accept schema + search); falls back to two calls on a 400 or an ungrounded reply.
     mode: Literal["two_call", "single"] = "two_call"
+
+
+class RefreshSection(_Section):
+    # Done questions whose latest answer is older than this are asked again by `ground run`
+    # (e.g. "7d", "12h", "90m"); "" = never. The earlier answers are kept as history.
+    max_age: str = ""
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}  # seconds
+
+
+def parse_duration(text: str) -> dt.timedelta:
+    """``"7d"``, ``"12h"``, ``"90m"``, ``"30s"``, ``"2w"`` -> a positive timedelta.
+
+    Raises ValueError saying what is accepted."""
+    found = _DURATION.match(text)
+    if found is None or float(found.group(1)) <= 0:
+        raise ValueError(
+            f"{text!r} is not a duration: a positive number and a unit, s m h d or w (e.g. 7d)"
+        )
+    return dt.timedelta(seconds=float(found.group(1)) * _DURATION_UNITS[found.group(2)])
 
 
 class ResolverSection(_Section):
@@ -214,6 +245,7 @@ class RawJob(_Section):
     limits: LimitsSection = LimitsSection()
     resolver: ResolverSection = ResolverSection()
     structure: StructureSection = StructureSection()
+    refresh: RefreshSection = RefreshSection()
 
 
 class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -231,10 +263,16 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     source_path: Path  # resolved
     schema: PreparedSchema | None  # call 2's schema, prepared and checked; None when disabled
     budget: Decimal | None  # [limits] budget_usd as an exact amount; None = no budget
+    refresh: RefreshSection = RefreshSection()
 
     @property
     def name(self) -> str:
         return self.job.name
+
+    @property
+    def refresh_max_age(self) -> dt.timedelta | None:
+        """``[refresh] max_age`` (checked at load); None: no refresh."""
+        return parse_duration(self.refresh.max_age) if self.refresh.max_age else None
 
 
 class JobSpecError(ValueError):
@@ -321,6 +359,11 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
             )
         except SchemaError as exc:
             raise JobSpecError(f"{path}: structure.schema: {exc}") from None
+    if parsed.refresh.max_age:
+        try:
+            parse_duration(parsed.refresh.max_age)
+        except ValueError as exc:
+            raise JobSpecError(f"{path}: refresh.max_age: {exc}") from None
     budget = parsed.limits.budget_usd
     return JobSpec(
         path=path,
@@ -335,6 +378,7 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
         source_path=source_path,
         schema=schema,
         budget=Decimal(str(budget)) if budget else None,
+        refresh=parsed.refresh,
     )
 
 

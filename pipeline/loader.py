@@ -133,17 +133,28 @@ def _row(path: Path | str, line: int, record: dict[str, Any], source: SourceSect
 
 
 async def load_questions(
-    connection: AsyncConnection, job_id: int, path: Path, source: SourceSection
+    connection: AsyncConnection,
+    job_id: int,
+    path: Path,
+    source: SourceSection,
+    *,
+    max_chars: int | None = None,
 ) -> LoadResult:
-    """Insert the file's new questions in the caller's transaction."""
-    return await _load_rows(connection, job_id, _async(read_rows(path, source)), path)
+    """Insert the file's new questions in the caller's transaction; a question longer than
+    ``max_chars`` is a bad row."""
+    rows = _async(read_rows(path, source))
+    return await _load_rows(connection, job_id, rows, path, max_chars=max_chars)
 
 
 async def load_source(connection: AsyncConnection, job_id: int, spec: JobSpec) -> LoadResult:
     """Insert the job's new questions, from its file or its query, in the caller's transaction."""
+    max_chars = spec.limits.max_question_chars
     if spec.source.query:
-        return await _load_rows(connection, job_id, read_query_rows(spec.source), QUERY_LABEL)
-    return await load_questions(connection, job_id, spec.source_path, spec.source)
+        rows = read_query_rows(spec.source)
+        return await _load_rows(connection, job_id, rows, QUERY_LABEL, max_chars=max_chars)
+    return await load_questions(
+        connection, job_id, spec.source_path, spec.source, max_chars=max_chars
+    )
 
 
 def source_name(spec: JobSpec) -> str:
@@ -203,11 +214,23 @@ async def read_query_rows(source: SourceSection) -> AsyncIterator[Row]:
 
 
 async def _load_rows(
-    connection: AsyncConnection, job_id: int, rows: AsyncIterator[Row], path: Path | str
+    connection: AsyncConnection,
+    job_id: int,
+    rows: AsyncIterator[Row],
+    path: Path | str,
+    *,
+    max_chars: int | None = None,
 ) -> LoadResult:
     added = existing = 0
     chunk: dict[str, Row] = {}
     async for row in rows:
+        if max_chars is not None and len(row.text) > max_chars:
+            # Refused here, with its line: sent, it would only come back as a 400 (too many
+            # input tokens), or wait on a token quota it can never fit.
+            raise LoadError(
+                f"{path}:{row.line}: the question is {len(row.text):,} characters long, over"
+                f" [limits] max_question_chars = {max_chars:,} (id {row.qid!r})"
+            )
         earlier = chunk.get(row.qid)
         if earlier is not None:
             if earlier.text != row.text:

@@ -10,11 +10,13 @@ Markdown shows it as text (the caller passes the result through
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
 from pipeline.export import destinations, grounded_answer, to_record
+from pipeline.export.records import version_fields
 from pipeline.grounding import DOCUMENT_CSS, render_html, render_markdown, safe_http_url
 from pipeline.store.records import StoredQuestion
 
@@ -127,3 +129,33 @@ def render_show(stored: StoredQuestion, fmt: str) -> str:
     if fmt == "json":
         return _json_block(to_record(stored)) + "\n"
     raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def _version_heading(stored: StoredQuestion) -> str:
+    v = version_fields(stored)
+    if v["answer_version"] is None:
+        return "no answer stored"
+    when = "latest" if v["answer_latest"] else f"superseded {v['answer_superseded_at']}"
+    line = f"answer version {v['answer_version']} ({when})"
+    if v["answer_changed"] is not None:
+        moved = ", ".join(v["answer_changes"] or []) or "nothing"
+        line += f"; changed against the version before: {moved}"
+    if v["structured_version"] is not None:
+        line += f"; structured version {v['structured_version']}"
+    return line
+
+
+def render_show_versions(versions: Sequence[StoredQuestion], fmt: str) -> str:
+    """``ground show --all-versions``: every stored answer version, oldest first; JSON is a
+    list of export records with their version fields."""
+    if fmt == "json":
+        return _json_block([to_record(v, versions=True) for v in versions]) + "\n"
+    parts = []
+    for stored in versions:
+        heading = _version_heading(stored)
+        if fmt == "html":
+            parts.append(f'<p class="version"><em>{html.escape(heading)}</em></p>')
+        else:
+            parts.append(f"_{_md_inline(heading)}_\n\n")
+        parts.append(render_show(stored, fmt))
+    return ("\n" if fmt == "markdown" else "").join(parts)

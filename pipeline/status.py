@@ -17,6 +17,7 @@ from pipeline.states import TERMINAL_STATES, QuestionState
 from pipeline.store import ledger
 from pipeline.store.breakdown import ClassStats, source_problems
 from pipeline.store.tables import answers, questions, sources, structured
+from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,12 @@ class JobStatus:
     with_tool_parts: int = 0
     # Sources not resolved: status (rejected, failed, expired) -> reason -> how many
     source_problems: dict[str, dict[str, int]] = field(default_factory=dict)
+    # Answers asked again (refresh, retry) whose latest version differs from the one before
+    # (text, sources or destinations), and the earlier versions kept as history.
+    changed: int = 0
+    superseded_answers: int = 0
+    # Latest structured objects made with another schema than the job's current one.
+    structured_stale_schema: int = 0
 
     @property
     def grounded_rate(self) -> float | None:
@@ -73,7 +80,14 @@ class JobStatus:
         return data
 
 
-async def job_status(connection: AsyncConnection, job_id: int, job_name: str) -> JobStatus:
+async def job_status(
+    connection: AsyncConnection, job_id: int, job_name: str, *, schema_hash: str | None = None
+) -> JobStatus:
+    """Where the job stands, read from the latest answer and structured versions.
+
+    ``schema_hash``: the job's current schema (:func:`pipeline.structure.schema_hash`); the
+    structured objects made with another are counted as stale.
+    """
     q, a = questions.c, answers.c
     state_rows = await connection.execute(
         sa.select(q.state, sa.func.count()).where(q.job_id == job_id).group_by(q.state)
@@ -83,18 +97,27 @@ async def job_status(connection: AsyncConnection, job_id: int, job_name: str) ->
     of_job = sa.select(q.id).where(q.job_id == job_id).scalar_subquery()
     totals = await ledger.job_totals(connection, job_id)
     st = structured.c
-    n_valid, n_invalid, n_flagged, mean_supported = (
+    stale = (
+        sa.func.count().filter(sa.or_(st.schema_hash.is_(None), st.schema_hash != schema_hash))
+        if schema_hash is not None
+        else sa.literal(0)
+    )
+    n_valid, n_invalid, n_flagged, mean_supported, n_stale = (
         await connection.execute(
             sa.select(
                 sa.func.count().filter(st.valid.is_(True)),
                 sa.func.count().filter(st.valid.is_(False)),
                 sa.func.count().filter(st.flagged.is_(True)),
                 sa.func.avg(st.supported_fraction),
-            ).where(st.question_id.in_(of_job))
+                stale,
+            ).where(st.question_id.in_(of_job), LATEST_STRUCTURED)
         )
     ).one()
-    answer_filter = a.question_id.in_(of_job)
-    n_answers, n_grounded, mean, tokens, n_tool_parts = (
+    n_superseded = await connection.scalar(
+        sa.select(sa.func.count()).where(a.question_id.in_(of_job), ~LATEST_ANSWER)
+    )
+    answer_filter = sa.and_(a.question_id.in_(of_job), LATEST_ANSWER)
+    n_answers, n_grounded, mean, tokens, n_tool_parts, n_changed = (
         await connection.execute(
             sa.select(
                 sa.func.count(),
@@ -102,6 +125,7 @@ async def job_status(connection: AsyncConnection, job_id: int, job_name: str) ->
                 sa.func.avg(a.latency_ms),
                 sa.func.coalesce(sa.func.sum(a.total_tokens), 0),
                 sa.func.count().filter(a.tool_parts > 0),
+                sa.func.count().filter(a.changed.is_(True)),
             ).where(answer_filter)
         )
     ).one()
@@ -130,6 +154,9 @@ async def job_status(connection: AsyncConnection, job_id: int, job_name: str) ->
         problems=await _problems(connection, job_id),
         with_tool_parts=int(n_tool_parts),
         source_problems=await source_problems(connection, job_id),
+        changed=int(n_changed),
+        superseded_answers=int(n_superseded or 0),
+        structured_stale_schema=int(n_stale or 0),
     )
 
 
@@ -196,6 +223,11 @@ def render_status(status: JobStatus) -> str:
         )
         if status.with_tool_parts:
             lines.append(f"  answers with tool-call or code parts: {status.with_tool_parts}")
+        if status.superseded_answers:
+            lines.append(
+                f"  answers asked again: {status.changed} changed (text, sources or"
+                f" destinations); {status.superseded_answers} earlier versions kept"
+            )
     spend = f"spend ${status.spend_usd:.6f}"
     if status.unpriced_calls:
         spend += f" (+ {status.unpriced_calls} calls with no known price)"
@@ -209,6 +241,11 @@ def render_status(status: JobStatus) -> str:
         if status.structured_flagged:
             line += f"; {status.structured_flagged} flagged (unsupported values)"
         lines.append(line)
+        if status.structured_stale_schema:
+            lines.append(
+                f"  structured under an older schema: {status.structured_stale_schema}"
+                " (`ground restructure` makes them again)"
+            )
     if status.sources:
         lines.append(
             "  sources: " + ", ".join(f"{k} {v}" for k, v in sorted(status.sources.items()))

@@ -380,15 +380,21 @@ class JobRunner:
                 self._unstarted.append(question.id)  # released as `grounded`
                 return
             answer, attempts = first.answer.answer, first.change.attempts
+            answer_version = first.answer.version
         elif answerer.structuring:
             answer, attempts = stored_answer(question.answer_raw), question.attempts
+            answer_version = question.answer_version
         else:  # answered by an earlier run that had the structure step on; now it is off
             await outcomes.send(
                 Outcome(StateChange(question.id, QuestionState.DONE, question.attempts))
             )
             return
         second = await answerer.structure(
-            question, answer, attempts=attempts, structure_attempts=question.structure_attempts
+            question,
+            answer,
+            attempts=attempts,
+            structure_attempts=question.structure_attempts,
+            answer_version=answer_version,
         )
         await self._send(question, second, outcomes)
 

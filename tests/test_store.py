@@ -215,3 +215,55 @@ async def test_a_second_answer_for_a_question_is_dropped_not_an_error(engine_fac
             n_sources = await connection.scalar(sa.select(sa.func.count()).select_from(sources))
         assert (n_answers, n_sources) == (2, 2)
         assert job_id
+
+
+async def test_a_new_version_supersedes_and_destinations_decide_changed(engine_factory) -> None:
+    """Version 2 of an answer supersedes version 1 (kept); with the same text and sources it
+    has not changed until its redirect resolves to another page than version 1's did."""
+    from dataclasses import replace
+
+    from pipeline.redirects import Verdict
+    from pipeline.store.resolution import SourceUpdate, store_resolutions
+
+    allow = AllowList(["vertexaisearch.cloud.google.com"])
+    verdict_of = lambda uri: initial_verdict(uri, allow)  # noqa: E731
+    async with engine_factory() as engine:
+        await _seed(engine, 1)
+        async with engine.connect() as connection:
+            qid = await connection.scalar(sa.select(questions.c.id))
+
+        async def resolve(answer_id: int, page: str) -> None:
+            update = SourceUpdate(answer_id, 0, Verdict("resolved", page), 302, 1, utcnow(), 5.0)
+            async with engine.begin() as connection:
+                await store_resolutions(connection, [update])
+
+        async with engine.begin() as connection:
+            v1 = await persist_answers(connection, [_record(qid)], utcnow(), verdict_of)
+        await resolve(v1.answer_ids[qid], "https://stat.gov.pl/a")
+        async with engine.begin() as connection:
+            v2 = await persist_answers(
+                connection, [replace(_record(qid), version=2)], utcnow(), verdict_of
+            )
+            # a late duplicate of version 2 (a lost lease) is dropped
+            again = await persist_answers(
+                connection, [replace(_record(qid), version=2)], utcnow(), verdict_of
+            )
+        assert again.answer_ids == {}
+        rows = {
+            r.version: r
+            for r in await _fetch(engine, sa.select(answers).where(answers.c.question_id == qid))
+        }
+        assert set(rows) == {1, 2}
+        assert rows[1].superseded_at is not None and rows[2].superseded_at is None
+        assert (rows[2].changed, rows[2].changes) == (False, [])  # destinations still pending
+
+        await resolve(v2.answer_ids[qid], "https://stat.gov.pl/b")
+        ((changed, changes),) = await _fetch(
+            engine, sa.select(answers.c.changed, answers.c.changes).where(answers.c.version == 2)
+        )
+        assert (changed, changes) == (True, ["destinations"])
+
+
+async def _fetch(engine: AsyncEngine, statement: sa.Select) -> list[sa.Row]:  # type: ignore[type-arg]
+    async with engine.connect() as connection:
+        return list((await connection.execute(statement)).all())

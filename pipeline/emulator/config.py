@@ -76,6 +76,10 @@ class EmulatorConfig:
     api_keys: frozenset[str] = frozenset({DEFAULT_API_KEY})
     bearer_tokens: frozenset[str] = frozenset({DEFAULT_BEARER_TOKEN})
     access_token_ttl_s: float = 3600.0  # lifetime of tokens issued by POST /token
+    # A prompt over this many tokens is refused as Google refuses it: 400 INVALID_ARGUMENT
+    # "The input token count (N) exceeds the maximum number of tokens allowed (1048576)."
+    # (the input limit of the Gemini 2.x models), before any quota is counted.
+    input_token_limit: int = 1_048_576
 
     # Grounding content (decided from seed + request text: the same question, same outcome).
     ungrounded_share: float = 0.1  # grounding tool declared, no groundingMetadata at all
@@ -136,6 +140,7 @@ _NON_NEGATIVE_FIELDS = (
     "grounding_window_s",
     "hang_s",
     "fault_429_retry_delay_s",
+    "input_token_limit",
 )
 
 

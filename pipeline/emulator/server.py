@@ -138,13 +138,20 @@ class Emulator:
             st.by_tool[t] += 1
         await self.answering.wait()
         _refuse_unsupported(req, traits)
+        prompt_tokens = responses.tokens(req.prompt_bytes)
+        if prompt_tokens > self.config.input_token_limit:
+            raise errors.invalid_argument(
+                f"The input token count ({prompt_tokens}) exceeds the maximum number of tokens"
+                f" allowed ({self.config.input_token_limit}).",
+                kind="input_too_long",
+            )
 
         fault = self.plan.fault(seq)
         if fault is not None:
             faulted = await self._fault(fault, model, surface)
             if faulted is not None:
                 return faulted
-        self._admit(req, model, vertex)
+        self._admit(req, model, prompt_tokens, vertex)
         delay = self.plan.latency_s(seq)
         if delay:
             await asyncio.sleep(delay)
@@ -217,11 +224,11 @@ class Emulator:
             raise errors.deadline_exceeded()
         return None  # fault_truncate: cuts the answer's body
 
-    def _admit(self, req: GenerateRequest, model: str, vertex: bool) -> None:
+    def _admit(self, req: GenerateRequest, model: str, prompt_tokens: int, vertex: bool) -> None:
         """Count the request against the model's quotas, or raise the 429 the API sends."""
         rejection = self.quotas.admit(
             model,
-            responses.tokens(req.prompt_bytes),
+            prompt_tokens,
             req.grounding is not None,
             self.clock.monotonic(),
         )

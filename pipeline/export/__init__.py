@@ -20,7 +20,13 @@ from typing import Any, Protocol
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.export.parquet import ParquetUnavailable, ParquetWriter
-from pipeline.export.records import FIELDS, destinations, grounded_answer, to_record
+from pipeline.export.records import (
+    FIELDS,
+    VERSION_FIELDS,
+    destinations,
+    grounded_answer,
+    to_record,
+)
 from pipeline.export.table import TableWriter, TargetError, async_url, results_table
 from pipeline.export.writers import LONG_KINDS, CsvWriter, JsonlWriter
 from pipeline.store.records import BATCH_QUESTIONS, Filters, read_batches
@@ -31,6 +37,7 @@ __all__ = [
     "FIELDS",
     "FORMATS",
     "LONG_KINDS",
+    "VERSION_FIELDS",
     "CsvWriter",
     "Filters",
     "JsonlWriter",
@@ -59,13 +66,17 @@ async def export_job(
     *,
     batch_size: int = BATCH_QUESTIONS,
 ) -> int:
-    """Write every matching question's record to ``writer``; how many were written.
+    """Write every matching question's record to ``writer``; how many were written (with
+    ``filters.all_versions``: one record per stored answer version, with
+    :data:`VERSION_FIELDS`).
 
     Only one batch of rows and records is held at a time. The caller closes the writer.
     """
+    filters = filters or Filters()
+    versions = filters.all_versions
     count = 0
-    async for batch in read_batches(engine, job_id, filters or Filters(), batch_size=batch_size):
-        records = [to_record(stored) for stored in batch]
+    async for batch in read_batches(engine, job_id, filters, batch_size=batch_size):
+        records = [to_record(stored, versions=versions) for stored in batch]
         done = writer.write(records)
         if inspect.isawaitable(done):
             await done

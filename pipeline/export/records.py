@@ -79,6 +79,16 @@ INTEGER_FIELDS = frozenset(
         "attempts",
     }
 )
+# With --all-versions (one record per stored answer version), after FIELDS.
+VERSION_FIELDS: tuple[str, ...] = (
+    "answer_version",
+    "answer_latest",
+    "answer_superseded_at",
+    "answer_changed",
+    "answer_changes",
+    "structured_version",
+    "schema_hash",
+)
 SOURCE_FIELDS = (
     "index",
     "kind",
@@ -223,8 +233,31 @@ def _int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def to_record(stored: StoredQuestion) -> dict[str, Any]:
-    """The export record of one question (see the module docstring)."""
+def version_fields(stored: StoredQuestion) -> dict[str, Any]:
+    """Which answer and structured versions a record shows (:data:`VERSION_FIELDS`)."""
+    r = stored.row
+    answered = r["a_id"] is not None
+    return {
+        "answer_version": r["a_version"],
+        "answer_latest": r["a_superseded_at"] is None if answered else None,
+        "answer_superseded_at": iso(r["a_superseded_at"]),
+        "answer_changed": None if r["a_changed"] is None else bool(r["a_changed"]),
+        "answer_changes": r["a_changes"],
+        "structured_version": r["s_version"],
+        "schema_hash": r["s_schema_hash"],
+    }
+
+
+def to_record(stored: StoredQuestion, *, versions: bool = False) -> dict[str, Any]:
+    """The export record of one question (see the module docstring); ``versions``: with the
+    :data:`VERSION_FIELDS` too."""
+    record = _record(stored)
+    if versions:
+        record.update(version_fields(stored))
+    return record
+
+
+def _record(stored: StoredQuestion) -> dict[str, Any]:
     r = stored.row
     answered = r["a_id"] is not None
     micro = r["l_cost_micro_usd"]

@@ -15,7 +15,13 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from pipeline.export.records import CITATION_FIELDS, FIELDS, NESTED_FIELDS, SOURCE_FIELDS
+from pipeline.export.records import (
+    CITATION_FIELDS,
+    FIELDS,
+    NESTED_FIELDS,
+    SOURCE_FIELDS,
+    VERSION_FIELDS,
+)
 
 Record = dict[str, Any]
 LONG_KINDS = ("sources", "citations")
@@ -48,7 +54,8 @@ def csv_cell(value: Any) -> str:
 class CsvWriter:
     """One row per question (``long=None``), or per source / per citation keyed by its id."""
 
-    def __init__(self, out: BinaryIO, long: str | None = None) -> None:
+    def __init__(self, out: BinaryIO, long: str | None = None, *, versions: bool = False) -> None:
+        """``versions``: the records carry :data:`VERSION_FIELDS` (``--all-versions``)."""
         if long is not None and long not in LONG_KINDS:
             raise ValueError(f"--long takes one of {', '.join(LONG_KINDS)}, not {long!r}")
         self._out = out
@@ -60,7 +67,7 @@ class CsvWriter:
         elif long == "citations":
             self._fields = ("id", "ordinal", *CITATION_FIELDS)
         else:
-            self._fields = FIELDS
+            self._fields = FIELDS + VERSION_FIELDS if versions else FIELDS
         self._csv.writerow(self._fields)
 
     def write(self, records: Sequence[Record]) -> None:

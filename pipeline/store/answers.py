@@ -1,9 +1,12 @@
 """Persisting grounded answers with their sources and supports (group commit).
 
 One call to :func:`persist_answers` writes a whole batch of answers in the caller's transaction:
-three multi-row inserts instead of a transaction per row. The unique key on
-``answers.question_id`` guarantees one stored answer per question; an answer that arrives for a
-question that already has one (a lease lost to another worker) is dropped, never duplicated.
+three multi-row inserts instead of a transaction per row. Answers are versioned
+(:mod:`pipeline.store.versions`): a question asked again gets version n + 1, compared with
+version n (``changed``), which it then supersedes; nothing is deleted. The unique key on
+``(question_id, version)`` guarantees one stored answer per question and version; an answer
+that arrives for a version already stored (a lease lost to another worker) is dropped, never
+duplicated.
 """
 
 from __future__ import annotations
@@ -15,11 +18,13 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from pipeline.changes import SourceFacts, compare
 from pipeline.gemini.wire import GenerateContentResponse
 from pipeline.grounding import GroundedAnswer, Source
 from pipeline.redirects import PENDING, Verdict
 from pipeline.store.tables import answers, sources, supports
 from pipeline.store.upsert import insert_ignoring_conflicts
+from pipeline.store.versions import clear_reask, latest_answers, supersede
 
 VerdictOf = Callable[[str | None], Verdict]
 
@@ -34,6 +39,7 @@ class AnswerRecord:
     finish_reason: str | None
     raw_response: bytes
     latency_ms: float
+    version: int = 1  # 1 + the version of the answer stored when the question was claimed
 
 
 @dataclass(slots=True)
@@ -55,27 +61,40 @@ async def persist_answers(
 
     ``verdict_of`` classifies each source URI up front (pipeline.redirects.initial_verdict):
     a publisher URL is stored as its own destination at once; a redirect is stored pending.
-    Questions that already have a stored answer are skipped (and absent from the result).
+    Answers whose version is already stored are skipped (and absent from the result); a new
+    version is compared with the latest stored one and supersedes it.
     """
     stored = StoredAnswers()
     if not records:
         return stored
-    # ON CONFLICT DO NOTHING: a second answer for a question (its lease was lost to another
-    # worker, which stored first) is skipped even when both commit at the same moment.
+    verdicts = {id(r): [verdict_of(source.uri) for source in r.answer.sources] for r in records}
+    earlier = await latest_answers(connection, [r.question_id for r in records if r.version > 1])
+    rows = []
+    for record in records:
+        row = _answer_row(record, now)
+        if record.question_id in earlier:
+            old_text, old_sources = earlier[record.question_id]
+            new_sources = _facts(record.answer.sources, verdicts[id(record)])
+            moved = compare(old_text, old_sources, record.answer.text, new_sources)
+            row["changed"], row["changes"] = bool(moved), list(moved)
+        rows.append(row)
+    # ON CONFLICT DO NOTHING: a second answer for the same version of a question (its lease
+    # was lost to another worker, which stored first) is skipped even when both commit at once.
     result = await connection.execute(
         insert_ignoring_conflicts(connection, answers).returning(
             answers.c.id, answers.c.question_id
         ),
-        [_answer_row(r, now) for r in records],
+        rows,
     )
     stored.answer_ids = {row.question_id: row.id for row in result}
     fresh = [r for r in records if r.question_id in stored.answer_ids]
+    await supersede(connection, answers, [(r.question_id, r.version) for r in fresh], now)
+    await clear_reask(connection, [r.question_id for r in fresh])
     source_rows: list[dict[str, Any]] = []
     support_rows: list[dict[str, Any]] = []
     for record in fresh:
         answer_id = stored.answer_ids[record.question_id]
-        for source in record.answer.sources:
-            verdict = verdict_of(source.uri)
+        for source, verdict in zip(record.answer.sources, verdicts[id(record)], strict=True):
             source_rows.append(_source_row(answer_id, source, verdict))
             if verdict.status == PENDING and source.uri is not None:
                 stored.pending_sources.append((answer_id, source.index, source.uri))
@@ -87,11 +106,21 @@ async def persist_answers(
     return stored
 
 
+def _facts(found: Sequence[Source], verdicts: Sequence[Verdict]) -> list[SourceFacts]:
+    return [
+        SourceFacts(s.kind, s.title, s.domain, v.destination, pending=v.status == PENDING)
+        for s, v in zip(found, verdicts, strict=True)
+    ]
+
+
 def _answer_row(record: AnswerRecord, now: dt.datetime) -> dict[str, Any]:
     answer = record.answer
     usage = record.response.usage_metadata
     return {
         "question_id": record.question_id,
+        "version": record.version,
+        "changed": None,
+        "changes": None,
         "text": answer.text,
         "grounded": answer.grounded,
         "finish_reason": record.finish_reason,

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline import redirects
 from pipeline.states import QuestionState
 from pipeline.store.tables import answers, questions, sources
+from pipeline.store.versions import LATEST_ANSWER
 
 NO_CLASS = "(no class)"  # how questions without a class are listed
 UNEXPLAINED = "(no reason recorded)"
@@ -67,7 +68,7 @@ async def class_stats(connection: AsyncConnection, job_id: int) -> list[ClassSta
             sa.func.count(a.id).filter(sa.and_(grounded, ~has_chunks)),
             sa.func.avg(a.coverage).filter(grounded),
         )
-        .select_from(questions.outerjoin(answers, a.question_id == q.id))
+        .select_from(questions.outerjoin(answers, sa.and_(a.question_id == q.id, LATEST_ANSWER)))
         .where(q.job_id == job_id)
         .group_by(qclass)
     )
@@ -94,7 +95,7 @@ async def source_problems(connection: AsyncConnection, job_id: int) -> dict[str,
         sa.select(s.resolve_status, reason, sa.func.count())
         .select_from(sources.join(answers, a.id == s.answer_id))
         .join(questions, q.id == a.question_id)
-        .where(q.job_id == job_id, s.resolve_status.in_(PROBLEM_SOURCE_STATUSES))
+        .where(q.job_id == job_id, LATEST_ANSWER, s.resolve_status.in_(PROBLEM_SOURCE_STATUSES))
         .group_by(s.resolve_status, reason)
         .order_by(sa.func.count().desc())
     )

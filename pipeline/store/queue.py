@@ -11,8 +11,11 @@ A question moves through these states (:class:`~pipeline.states.QuestionState`):
 
 ``awaiting_structure`` means: call 1's answer is stored (call 1 is never made again), the
 structuring call is still to come. Whether a claimed question needs call 1 or call 2 is read
-from the answers table, not from the state, so a question whose run died between the two
-resumes at call 2 whatever state it was left in.
+from the answers table (its latest version), not from the state, so a question whose run died
+between the two resumes at call 2 whatever state it was left in. A question marked ``reask``
+(``ground retry`` of an ungrounded answer, refresh) is asked call 1 again although an answer is
+stored; that answer stays the latest version until the new one is stored
+(:mod:`pipeline.store.versions`), so a re-ask that fails loses nothing.
 
 A ``running`` row carries ``lease_owner`` and ``lease_expires_at``; the owner extends the lease
 while it works (heartbeat). A row whose lease has expired is claimable again: that is how a
@@ -35,6 +38,7 @@ from pipeline.clock import utcnow
 from pipeline.states import TERMINAL_STATES, WAITING_STATES, QuestionState
 from pipeline.store.tables import CLAIMABLE_SQL, answers, jobs, questions, structured
 from pipeline.store.upsert import insert_ignoring_conflicts
+from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,10 +49,14 @@ class ClaimedQuestion:
     attempts: int
     structure_attempts: int = 0
     # The stored call-1 response when the grounded answer exists: only call 2 is left.
+    # None also when the question is to be asked again (``reask``).
     answer_raw: bytes | None = None
     # The input fields kept with the question ([source] metadata_fields); None = none.
     # url_context reads the question's own URLs from here ([grounding] url_field).
     meta: dict[str, Any] | None = None
+    # The latest stored versions (0: none): what is stored next is the version after.
+    answer_version: int = 0
+    structured_version: int = 0
 
 
 async def ensure_job(connection: AsyncConnection, name: str) -> int:
@@ -107,40 +115,55 @@ async def claim(
             lease_expires_at=now + lease,
             updated_at=now,
         )
-        .returning(q.id, q.qid, q.text, q.attempts, q.structure_attempts, q.meta)
+        .returning(q.id, q.qid, q.text, q.attempts, q.structure_attempts, q.meta, q.reask)
     )
     rows = sorted(result.all(), key=lambda row: row.id)
     if not rows:
         return []
-    stored = dict(
+    ids = [row.id for row in rows]
+    a, st = answers.c, structured.c
+    stored = {
+        r.question_id: (r.raw_response, r.version)
+        for r in await connection.execute(
+            sa.select(a.question_id, a.raw_response, a.version).where(
+                a.question_id.in_(ids), LATEST_ANSWER
+            )
+        )
+    }
+    structured_versions: dict[int, int] = dict(
         (
             await connection.execute(
-                sa.select(answers.c.question_id, answers.c.raw_response).where(
-                    answers.c.question_id.in_([row.id for row in rows])
+                sa.select(st.question_id, st.version).where(
+                    st.question_id.in_(ids), LATEST_STRUCTURED
                 )
             )
         ).all()
     )
-    return [
-        ClaimedQuestion(
-            row.id,
-            row.qid,
-            row.text,
-            row.attempts,
-            row.structure_attempts,
-            stored[row.id].encode() if row.id in stored else None,
-            row.meta,
+    claimed = []
+    for row in rows:
+        raw, version = stored.get(row.id, (None, 0))
+        claimed.append(
+            ClaimedQuestion(
+                row.id,
+                row.qid,
+                row.text,
+                row.attempts,
+                row.structure_attempts,
+                None if raw is None or row.reask else raw.encode(),
+                row.meta,
+                answer_version=version,
+                structured_version=structured_versions.get(row.id, 0),
+            )
         )
-        for row in rows
-    ]
+    return claimed
 
 
 def _waiting_state() -> sa.Case[str]:
     """The state a question goes back to when its lease is given up without a verdict."""
     q = questions.c
-    has_answer = sa.exists().where(answers.c.question_id == q.id)
+    has_answer = sa.exists().where(answers.c.question_id == q.id, LATEST_ANSWER)
     return sa.case(
-        (has_answer, QuestionState.AWAITING_STRUCTURE),
+        (sa.and_(has_answer, q.reask.is_(False)), QuestionState.AWAITING_STRUCTURE),
         (q.attempts > 0, QuestionState.RETRY_WAIT),
         else_=QuestionState.PENDING,
     )
@@ -318,36 +341,22 @@ async def requeue(
 ) -> int:
     """Move dead letters back to ``pending`` with a fresh attempt budget (``ground retry``).
 
-    What was stored for them and must be asked again goes: an ``ungrounded`` question's answer
-    (call 1 is made again), an ``invalid`` question's structured output (call 2 again). A
-    ``failed`` question whose grounded answer is stored keeps it: only call 2 is made again.
+    Nothing stored is deleted: an ``ungrounded`` question is marked ``reask`` (call 1 is made
+    again; its answer stays the latest version until a new one is stored), an ``invalid``
+    question's structured output stays until call 2 stores a new version. A ``failed``
+    question whose grounded answer is stored keeps it: only call 2 is made again (unless it
+    failed re-asking call 1, and is still marked ``reask``).
     """
     q = questions.c
     condition = sa.and_(q.job_id == job_id, q.state.in_(states))
     if error_class is not None:
         condition = sa.and_(condition, q.error_class == error_class)
-    chosen = sa.select(q.id).where(condition)
-    if QuestionState.UNGROUNDED in states:
-        await connection.execute(
-            answers.delete().where(
-                answers.c.question_id.in_(
-                    chosen.where(q.state == QuestionState.UNGROUNDED).scalar_subquery()
-                )
-            )
-        )
-    if QuestionState.INVALID in states:
-        await connection.execute(
-            structured.delete().where(
-                structured.c.question_id.in_(
-                    chosen.where(q.state == QuestionState.INVALID).scalar_subquery()
-                )
-            )
-        )
     result = await connection.execute(
         questions.update()
         .where(condition)
         .values(
             state=QuestionState.PENDING,
+            reask=sa.or_(q.reask, q.state == QuestionState.UNGROUNDED),
             attempts=0,
             structure_attempts=0,
             next_attempt_at=None,

@@ -3,8 +3,13 @@
 Keyset pagination on ``questions.id``: each batch is a handful of short queries (the
 questions with their answer, structured output and ledger totals; then the batch's sources and
 supports), so memory is bounded by :data:`BATCH_QUESTIONS` however large the job is, and no
-transaction is held open between batches. Rows come back as plain mappings; assembling them
-into records is :mod:`pipeline.export.records` (pure).
+transaction is held open between batches.
+
+Answers and structured objects are versioned (:mod:`pipeline.store.versions`): a question's
+row carries its latest versions. With ``Filters.all_versions`` a question gives one row per
+stored answer version (oldest first), each with the latest structured object made from that
+answer; a question never answered still gives one row. Rows come back as plain mappings;
+assembling them into records is :mod:`pipeline.export.records` (pure).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.store.tables import answers, calls, questions, sources, structured, supports
+from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
 
 BATCH_QUESTIONS = 500  # questions per batch: bounds memory and the IN lists' length
 
@@ -32,6 +38,7 @@ class Filters:
     qclass: str | None = None
     since: dt.datetime | None = None  # questions updated at or after this instant
     ids: frozenset[str] | None = None  # the input's own ids
+    all_versions: bool = False  # every stored answer version, not only the latest
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +82,7 @@ def _ledger(question_ids: list[int]) -> sa.Select[Any]:
 
 def _question_select(job_id: int, filters: Filters) -> sa.Select[Any]:
     q, a, s = questions.c, answers.c, structured.c
-    statement = (
+    return (
         sa.select(
             q.id,
             q.qid,
@@ -105,6 +112,12 @@ def _question_select(job_id: int, filters: Filters) -> sa.Select[Any]:
             a.warnings.label("a_warnings"),
             a.latency_ms.label("a_latency_ms"),
             a.created_at.label("a_created_at"),
+            a.version.label("a_version"),
+            a.superseded_at.label("a_superseded_at"),
+            a.changed.label("a_changed"),
+            a.changes.label("a_changes"),
+            s.version.label("s_version"),
+            s.schema_hash.label("s_schema_hash"),
             s.valid.label("s_valid"),
             s.value.label("s_value"),
             s.errors.label("s_errors"),
@@ -113,23 +126,43 @@ def _question_select(job_id: int, filters: Filters) -> sa.Select[Any]:
             s.flagged.label("s_flagged"),
             s.model_version.label("s_model_version"),
         )
-        .select_from(
-            questions.outerjoin(answers, a.question_id == q.id).outerjoin(
-                structured, s.question_id == q.id
-            )
-        )
-        # "+ 0": keeps the planner off the (job_id, state, ...) claim index, which would
-        # sort the job's every question for each batch; the primary key walks in id order.
-        .where(q.job_id + 0 == job_id)
-        .order_by(q.id)
+        .select_from(_joined(filters.all_versions))
+        .where(*_conditions(job_id, filters))
+        .order_by(q.id, a.version)
     )
+
+
+def _conditions(job_id: int, filters: Filters) -> list[sa.ColumnElement[bool]]:
+    q = questions.c
+    # "+ 0": keeps the planner off the (job_id, state, ...) claim index, which would
+    # sort the job's every question for each batch; the primary key walks in id order.
+    found: list[sa.ColumnElement[bool]] = [q.job_id + 0 == job_id]
     if filters.states:
-        statement = statement.where(q.state.in_(filters.states))
+        found.append(q.state.in_(filters.states))
     if filters.qclass is not None:
-        statement = statement.where(q.qclass == filters.qclass)
+        found.append(q.qclass == filters.qclass)
     if filters.since is not None:
-        statement = statement.where(q.updated_at >= filters.since)
-    return statement
+        found.append(q.updated_at >= filters.since)
+    return found
+
+
+def _joined(all_versions: bool) -> sa.FromClause:
+    """Questions with their latest answer and structured object, or (``all_versions``) with
+    each answer version and the latest structured object made from it."""
+    q, a, s = questions.c, answers.c, structured.c
+    if not all_versions:
+        latest = questions.outerjoin(answers, sa.and_(a.question_id == q.id, LATEST_ANSWER))
+        return latest.outerjoin(structured, sa.and_(s.question_id == q.id, LATEST_STRUCTURED))
+    newer = structured.alias("newer")
+    latest_for_answer = ~sa.exists().where(
+        newer.c.question_id == s.question_id,
+        newer.c.answer_version == s.answer_version,
+        newer.c.version > s.version,
+    )
+    return questions.outerjoin(answers, a.question_id == q.id).outerjoin(
+        structured,
+        sa.and_(s.question_id == q.id, s.answer_version == a.version, latest_for_answer),
+    )
 
 
 async def _with_ledger(connection: AsyncConnection, rows: list[Row]) -> list[Row]:
@@ -188,11 +221,7 @@ async def read_batches(
     after = 0
     while True:
         async with engine.connect() as connection:
-            rows: list[Row] = list(
-                (await connection.execute(base.where(questions.c.id > after).limit(batch_size)))
-                .mappings()
-                .all()
-            )
+            rows = await _page(connection, base, job_id, filters, after, batch_size)
             if not rows:
                 return
             after = rows[-1]["id"]
@@ -213,21 +242,65 @@ async def read_batches(
         ]
 
 
-async def read_one(engine: AsyncEngine, job_id: int, qid: str) -> StoredQuestion | None:
+async def _page(
+    connection: AsyncConnection,
+    base: sa.Select[Any],
+    job_id: int,
+    filters: Filters,
+    after: int,
+    size: int,
+) -> list[Row]:
+    """The rows of the next ``size`` questions after question id ``after``."""
+    q = questions.c
+    if not filters.all_versions:
+        page = base.where(q.id > after).limit(size)
+        return list((await connection.execute(page)).mappings().all())
+    # Several rows per question: page on the question ids, then read all their rows.
+    ids = list(
+        await connection.scalars(
+            sa.select(q.id)
+            .where(*_conditions(job_id, filters), q.id > after)
+            .order_by(q.id)
+            .limit(size)
+        )
+    )
+    if not ids:
+        return []
+    return list((await connection.execute(base.where(q.id.in_(ids)))).mappings().all())
+
+
+async def read_one(
+    engine: AsyncEngine, job_id: int, qid: str, *, all_versions: bool = False
+) -> StoredQuestion | None:
     """One question by its input id, or None when the job has no such question."""
+    found = await read_versions(engine, job_id, qid, all_versions=all_versions)
+    return found[-1] if found else None
+
+
+async def read_versions(
+    engine: AsyncEngine, job_id: int, qid: str, *, all_versions: bool = True
+) -> list[StoredQuestion]:
+    """One question by its input id: each stored answer version, oldest first (only the
+    latest without ``all_versions``); empty when the job has no such question."""
     q = questions.c
     # The plain job_id test lets the (job_id, qid) unique index find the row.
-    statement = _question_select(job_id, Filters()).where(q.job_id == job_id, q.qid == qid)
+    filters = Filters(all_versions=all_versions)
+    statement = _question_select(job_id, filters).where(q.job_id == job_id, q.qid == qid)
     async with engine.connect() as connection:
-        found = (await connection.execute(statement)).mappings().first()
-        if found is None:
-            return None
-        (row,) = await _with_ledger(connection, [found])
-        ids = [row["a_id"]] if row["a_id"] is not None else []
+        found = list((await connection.execute(statement)).mappings().all())
+        if not found:
+            return []
+        rows = await _with_ledger(connection, found)
+        ids = [row["a_id"] for row in rows if row["a_id"] is not None]
         by_source, by_support = await _children(connection, ids)
-    return StoredQuestion(
-        row=row, sources=by_source.get(row["a_id"], ()), supports=by_support.get(row["a_id"], ())
-    )
+    return [
+        StoredQuestion(
+            row=row,
+            sources=by_source.get(row["a_id"], ()),
+            supports=by_support.get(row["a_id"], ()),
+        )
+        for row in rows
+    ]
 
 
 async def raw_response(engine: AsyncEngine, job_id: int, qid: str) -> str | None:
@@ -237,5 +310,5 @@ async def raw_response(engine: AsyncEngine, job_id: int, qid: str) -> str | None
         return await connection.scalar(
             sa.select(answers.c.raw_response)
             .join(questions, questions.c.id == answers.c.question_id)
-            .where(q.job_id == job_id, q.qid == qid)
+            .where(q.job_id == job_id, q.qid == qid, LATEST_ANSWER)
         )

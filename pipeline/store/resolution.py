@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from pipeline import redirects
 from pipeline.redirects import Verdict
 from pipeline.store.tables import answers, questions, sources
+from pipeline.store.versions import LATEST_ANSWER, note_destination_changes
 
 SWEEP_BATCH = 500  # pending sources read per sweep query
 
@@ -62,7 +63,8 @@ _UPDATE = (
 
 
 async def store_resolutions(connection: AsyncConnection, updates: Sequence[SourceUpdate]) -> None:
-    """Write a batch of lookup results (one executemany)."""
+    """Write a batch of lookup results (one executemany); then compare the destinations of
+    later answer versions whose redirects are now all resolved with the version before."""
     if not updates:
         return
     await connection.execute(
@@ -82,6 +84,7 @@ async def store_resolutions(connection: AsyncConnection, updates: Sequence[Sourc
             for u in updates
         ],
     )
+    await note_destination_changes(connection, {u.answer_id for u in updates})
 
 
 async def pending_lookups(
@@ -117,6 +120,7 @@ async def pending_lookups(
                     .join(questions, q.id == a.question_id)
                     .where(
                         q.job_id == job_id,
+                        LATEST_ANSWER,
                         condition,
                         s.id > after,
                         a.created_at < stored_before if stored_before is not None else sa.true(),
@@ -143,7 +147,7 @@ async def sources_to_judge_again(
         sa.select(s.id, s.uri)
         .join(answers, a.id == s.answer_id)
         .join(questions, q.id == a.question_id)
-        .where(q.job_id == job_id, s.resolve_status.in_(list(statuses)))
+        .where(q.job_id == job_id, LATEST_ANSWER, s.resolve_status.in_(list(statuses)))
         .order_by(s.id)
     )
     return [(row.id, row.uri) for row in rows]

@@ -1,5 +1,9 @@
 """Persisting structured outputs (call 2), in the writer's transaction.
 
+Structured objects are versioned like answers (:mod:`pipeline.store.versions`): a question
+structured again (a new answer, ``ground restructure``, a changed schema) gets version n + 1,
+which supersedes version n; nothing is deleted.
+
 ``CallRecord`` and ``persist_calls`` live in :mod:`pipeline.store.ledger`; they are imported
 here too, where they used to be.
 """
@@ -16,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.store.ledger import CallRecord, persist_calls
 from pipeline.store.tables import structured
 from pipeline.store.upsert import insert_ignoring_conflicts
+from pipeline.store.versions import supersede
 
 __all__ = ["CallRecord", "StructuredRecord", "persist_calls", "persist_structured"]
 
@@ -32,19 +37,28 @@ class StructuredRecord:
     flagged: bool
     model_version: str | None
     calls: int
+    version: int = 1  # 1 + the version stored when the question was claimed
+    answer_version: int | None = None  # the answer version it was made from
+    schema_hash: str | None = None  # pipeline.structure.schema_hash of the schema used
 
 
 async def persist_structured(
     connection: AsyncConnection, records: Sequence[StructuredRecord], now: dt.datetime
 ) -> None:
-    """One structured output per question: a late duplicate is dropped, never stored twice."""
+    """One structured output per question and version: a late duplicate is dropped, never
+    stored twice; a new version supersedes the ones before."""
     if not records:
         return
-    await connection.execute(
-        insert_ignoring_conflicts(connection, structured),
+    result = await connection.execute(
+        insert_ignoring_conflicts(connection, structured).returning(
+            structured.c.question_id, structured.c.version
+        ),
         [
             {
                 "question_id": r.question_id,
+                "version": r.version,
+                "answer_version": r.answer_version,
+                "schema_hash": r.schema_hash,
                 "valid": r.valid,
                 "value": r.value,
                 "raw_text": r.raw_text,
@@ -59,3 +73,4 @@ async def persist_structured(
             for r in records
         ],
     )
+    await supersede(connection, structured, [(row.question_id, row.version) for row in result], now)

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.store.tables import answers, questions
+from pipeline.store.versions import LATEST_ANSWER
 
 # Upper bucket edges of the latency histogram, milliseconds; the last bucket is open-ended.
 LATENCY_EDGES_MS: tuple[float, ...] = (250, 500, 1_000, 2_000, 4_000, 8_000, 16_000, 32_000)
@@ -40,7 +41,7 @@ async def latency_histogram(
         await connection.execute(
             sa.select(*columns)
             .select_from(answers.join(questions, questions.c.id == answers.c.question_id))
-            .where(questions.c.job_id == job_id)
+            .where(questions.c.job_id == job_id, LATEST_ANSWER)
         )
     ).one()
     labels = [f"<{_seconds(e)}" for e in edges] + [f"≥{_seconds(edges[-1])}"]
@@ -60,7 +61,7 @@ async def class_misses(connection: AsyncConnection, job_id: int) -> list[ClassMi
             sa.func.count(a.id),
             sa.func.coalesce(sa.func.sum(sa.case((a.grounded, 0), else_=1)), 0),
         )
-        .select_from(questions.join(answers, a.question_id == q.id))
+        .select_from(questions.join(answers, sa.and_(a.question_id == q.id, LATEST_ANSWER)))
         .where(q.job_id == job_id)
         .group_by(q.qclass)
         .order_by(q.qclass)
@@ -73,7 +74,7 @@ async def coverage_mean(connection: AsyncConnection, job_id: int) -> float | Non
     q, a = questions.c, answers.c
     value = await connection.scalar(
         sa.select(sa.func.avg(a.coverage))
-        .select_from(questions.join(answers, a.question_id == q.id))
+        .select_from(questions.join(answers, sa.and_(a.question_id == q.id, LATEST_ANSWER)))
         .where(q.job_id == job_id, a.grounded)
     )
     return None if value is None else float(value)

@@ -26,6 +26,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.engine import Dialect
@@ -100,6 +101,9 @@ questions = Table(
     Column("last_error", Text),
     Column("created_at", UtcDateTime(), nullable=False),
     Column("updated_at", UtcDateTime(), nullable=False),
+    # 0006_answer_versions: call 1 is to be made again although an answer is stored (retry of
+    # an ungrounded answer, refresh); the stored answer stays the latest until a new one is.
+    Column("reask", Boolean, nullable=False, server_default=false()),
     UniqueConstraint("job_id", "qid"),
     Index("ix_questions_claim", "job_id", "state", "next_attempt_at"),
     Index(
@@ -115,15 +119,16 @@ answers = Table(
     "answers",
     metadata,
     Column("id", Id, primary_key=True),
-    # One stored grounded answer per question: the unique key is what makes a second paid
-    # call 1 impossible to persist twice.
-    Column(
-        "question_id",
-        Id,
-        ForeignKey("questions.id", ondelete="CASCADE"),
-        nullable=False,
-        unique=True,
-    ),
+    Column("question_id", Id, ForeignKey("questions.id", ondelete="CASCADE"), nullable=False),
+    # Answers are versioned and never deleted (0006_answer_versions): 1, 2, ... per question.
+    # The unique (question_id, version) key is what makes a second paid call 1 for the same
+    # version impossible to persist twice. The latest version has superseded_at null; every
+    # reader reads that one unless asked for all.
+    Column("version", Integer, nullable=False, server_default="1"),
+    Column("superseded_at", UtcDateTime()),
+    # Against the version before (null for version 1): text, sources or destinations moved.
+    Column("changed", Boolean),
+    Column("changes", JSON),  # which of "text", "sources", "destinations"; null for version 1
     Column("text", Text, nullable=False),
     Column("grounded", Boolean, nullable=False),
     Column("finish_reason", String(50)),
@@ -148,6 +153,7 @@ answers = Table(
     Column("url_context_statuses", JSON),  # [{url, status}] from urlContextMetadata; null: none
     # toolCall/toolResponse/executableCode/codeExecutionResult/function parts (in raw_response)
     Column("tool_parts", Integer, nullable=False, server_default="0"),
+    UniqueConstraint("question_id", "version", name="uq_answers_question_version"),
 )
 
 sources = Table(
@@ -200,13 +206,12 @@ structured = Table(
     "structured",
     metadata,
     Column("id", Id, primary_key=True),
-    Column(
-        "question_id",
-        Id,
-        ForeignKey("questions.id", ondelete="CASCADE"),
-        nullable=False,
-        unique=True,
-    ),
+    Column("question_id", Id, ForeignKey("questions.id", ondelete="CASCADE"), nullable=False),
+    # Versioned like answers (0006_answer_versions): the latest has superseded_at null.
+    Column("version", Integer, nullable=False, server_default="1"),
+    Column("superseded_at", UtcDateTime()),
+    Column("answer_version", Integer),  # the answer version this object was made from
+    Column("schema_hash", String(64)),  # pipeline.structure.schema_hash of the schema used
     Column("valid", Boolean, nullable=False),
     Column("value", JSON),  # the object; null when the output was not JSON
     Column("raw_text", Text, nullable=False),  # the model's output as received
@@ -218,6 +223,7 @@ structured = Table(
     Column("model_version", String(100)),
     Column("calls", Integer, nullable=False),  # 1, or 2 with the repair retry
     Column("created_at", UtcDateTime(), nullable=False),
+    UniqueConstraint("question_id", "version", name="uq_structured_question_version"),
 )
 
 calls = Table(

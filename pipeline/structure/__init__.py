@@ -10,8 +10,11 @@ module each:
 3. :mod:`.validate`: the model's JSON decoded and validated (:func:`parse_and_validate`).
 4. :mod:`.provenance`: each value traced to the cited spans and sources of the grounded
    answer (:func:`trace_provenance`, :func:`provenance_to_json` for storage).
+
+:func:`schema_hash` fingerprints a schema; it is stored with each structured object.
 """
 
+from pipeline.structure.fingerprint import schema_hash
 from pipeline.structure.prompt import build_structure_body
 from pipeline.structure.provenance import provenance_to_json, trace_provenance
 from pipeline.structure.schema import (
@@ -33,5 +36,6 @@ __all__ = [
     "prepare_schema",
     "prepare_schema_file",
     "provenance_to_json",
+    "schema_hash",
     "trace_provenance",
 ]
