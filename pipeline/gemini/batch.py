@@ -40,7 +40,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, BinaryIO, Self
 from urllib.parse import quote
 
 import aiohttp
@@ -147,6 +147,55 @@ class Part:
     size: int = 0
 
 
+class PartWriter:
+    """Writes ``(key, request body)`` pairs as JSONL files in ``directory``, starting a new
+    part before one would exceed ``max_bytes`` or ``max_requests``; one line in memory at a
+    time. A single line larger than ``max_bytes`` raises ``ValueError`` (no part takes it)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        stem: str = "batch",
+        max_bytes: int = MAX_PART_BYTES,
+        max_requests: int = MAX_PART_REQUESTS,
+    ) -> None:
+        self.parts: list[Part] = []
+        self._directory = directory
+        self._stem = stem
+        self._max_bytes = max_bytes
+        self._max_requests = max_requests
+        self._handle: BinaryIO | None = None
+
+    def add(self, key: str, body: bytes) -> None:
+        line = request_line(key, body)
+        if len(line) > self._max_bytes:
+            raise ValueError(f"request {key!r} is {len(line)} bytes, over {self._max_bytes}")
+        current = self.parts[-1] if self.parts else None
+        if (
+            current is None
+            or current.size + len(line) > self._max_bytes
+            or len(current.keys) >= self._max_requests
+        ):
+            self._close_file()
+            current = Part(self._directory / f"{self._stem}-{len(self.parts):04d}.jsonl")
+            self.parts.append(current)
+            self._handle = current.path.open("wb")
+        assert self._handle is not None
+        self._handle.write(line)
+        current.keys.append(key)
+        current.size += len(line)
+
+    def close(self) -> list[Part]:
+        self._close_file()
+        return self.parts
+
+    def _close_file(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
 def write_parts(
     lines: Iterable[tuple[str, bytes]],
     directory: Path,
@@ -155,35 +204,14 @@ def write_parts(
     max_bytes: int = MAX_PART_BYTES,
     max_requests: int = MAX_PART_REQUESTS,
 ) -> list[Part]:
-    """Write ``(key, request body)`` pairs as JSONL files in ``directory``, starting a new
-    part before one would exceed ``max_bytes`` or ``max_requests``. A single line larger than
-    ``max_bytes`` raises ``ValueError`` (no part could take it)."""
-    parts: list[Part] = []
-    handle = None
-    current: Part | None = None
+    """All of ``lines`` through a :class:`PartWriter`; the parts written."""
+    writer = PartWriter(directory, stem=stem, max_bytes=max_bytes, max_requests=max_requests)
     try:
         for key, body in lines:
-            line = request_line(key, body)
-            if len(line) > max_bytes:
-                raise ValueError(f"request {key!r} is {len(line)} bytes, over {max_bytes}")
-            if (
-                current is None
-                or current.size + len(line) > max_bytes
-                or len(current.keys) >= max_requests
-            ):
-                if handle is not None:
-                    handle.close()
-                current = Part(directory / f"{stem}-{len(parts):04d}.jsonl")
-                parts.append(current)
-                handle = current.path.open("wb")
-            assert handle is not None
-            handle.write(line)
-            current.keys.append(key)
-            current.size += len(line)
+            writer.add(key, body)
     finally:
-        if handle is not None:
-            handle.close()
-    return parts
+        writer.close()
+    return writer.parts
 
 
 # --- the batch, as the API describes it -------------------------------------------------------
