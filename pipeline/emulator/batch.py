@@ -221,7 +221,7 @@ class BatchService:
             upload_id = secrets.token_urlsafe(16)
             self.uploads[upload_id] = _Upload(display, size, mime)
             self.counts["uploads_started"] += 1
-            url = f"{request.scheme}://{request.host}/upload/v1beta/files?upload_id={upload_id}"
+            url = f"{request.scheme}://{request.host}{request.path}?upload_id={upload_id}"
             return web.Response(
                 body=b"",
                 headers={

@@ -339,12 +339,13 @@ def build_app(
     )
     r.add_post(f"/{vertex_versions}/publishers/{{publisher}}/models/{{tail}}", emu.vertex)
     batch = emu.batch
-    r.add_post("/upload/v1beta/files", emu._batch_route(batch.upload))
-    r.add_get("/v1beta/batches", emu._batch_route(batch.list))
-    r.add_get("/v1beta/batches/{tail}", emu._batch_route(batch.get))
-    r.add_post("/v1beta/batches/{tail}", emu._batch_route(batch.cancel))
-    for prefix in ("/download/v1beta", "/v1beta"):
-        r.add_get(f"{prefix}/files/{{tail}}", emu._batch_route(batch.file_get))
+    for version in ("v1beta", "v1"):  # google-genai sends v1 when given a base_url
+        r.add_post(f"/upload/{version}/files", emu._batch_route(batch.upload))
+        r.add_get(f"/{version}/batches", emu._batch_route(batch.list))
+        r.add_get(f"/{version}/batches/{{tail}}", emu._batch_route(batch.get))
+        r.add_post(f"/{version}/batches/{{tail}}", emu._batch_route(batch.cancel))
+        for prefix in (f"/download/{version}", f"/{version}"):
+            r.add_get(f"{prefix}/files/{{tail}}", emu._batch_route(batch.file_get))
     r.add_get(redirects.PATH_PREFIX + "{token}", emu.redirect)
     r.add_post("/token", emu.token)
     r.add_get("/emulator/stats", emu.stats_view)
