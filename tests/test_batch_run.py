@@ -3,6 +3,7 @@ under the normal rules, and the batch's links measured."""
 
 from __future__ import annotations
 
+import time
 import warnings
 from pathlib import Path
 
@@ -163,3 +164,31 @@ def test_vertex_is_refused_at_load(tmp_path: Path) -> None:
             base_url="http://127.0.0.1:1",
             overrides=[*BATCH, 'model.backend="vertex"'],
         )
+
+
+async def test_links_older_than_their_lifetime_lose_their_destinations(
+    tmp_path: Path, emulator_key: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The server's clock starts two hours back and catches up with ours when the batch ends,
+    # so the links' age is the same on both sides: two hours.
+    clock = FakeClock(start=time.time() - 7200)
+    config = EmulatorConfig(seed=6, batch_delay_s=7200.0, redirect_ttl_s=3600.0)
+    with running_emulator(config, clock=clock) as emu:
+        spec = make_job(tmp_path, base_url=emu.base_url, n_questions=10, overrides=BATCH)
+        assert await run_command(spec, no_wait=True) == 0
+        clock.advance(7200)  # the batch ends two hours after it was created
+        assert await run_command(spec) == 0
+    statuses = dict(
+        await _rows(
+            spec.database_url,
+            sa.select(sources.c.resolve_status, sa.func.count()).group_by("resolve_status"),
+        )
+    )
+    assert statuses.get("expired", 0) > 0 and "resolved" not in statuses
+    capsys.readouterr()
+    assert await status_command(spec, as_json=True) == 0
+    (batch,) = orjson.loads(capsys.readouterr().out)["batches"]
+    assert batch["links_expired_share"] == 1.0
+    assert batch["link_age_mean_s"] >= 7200
+    assert await status_command(spec, as_json=False) == 0
+    assert "100.0% already expired" in capsys.readouterr().out
