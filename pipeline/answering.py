@@ -439,3 +439,66 @@ def _change(
         last_error=error.message,
         next_attempt_at=decision.next_attempt_at(utcnow()) if decision.retry else None,
     )
+
+
+# -- verdicts on responses that arrived outside a live call (batch mode) -------------------------
+
+
+def judge_grounded(
+    question_id: int,
+    attempts: int,
+    response: GenerateContentResponse,
+    raw: bytes,
+    *,
+    latency_ms: float,
+    structuring: bool,
+    calls: list[CallRecord],
+) -> Outcome:
+    """Call 1's verdict on a response a batch returned, by the rules of :meth:`Answerer.ground`
+    where they need no further call: blocked, ungrounded (stored as such: the recency nudge
+    would be another request), or answered (``awaiting_structure`` when call 2 follows).
+    An empty answer raises :class:`TransientError`, as online."""
+    blocked = _block_reason(response)
+    if blocked is not None:
+        change = StateChange(
+            question_id,
+            QuestionState.BLOCKED,
+            attempts,
+            error_class=ErrorClass.BLOCKED,
+            last_error=blocked,
+        )
+        return Outcome(change, calls=calls)
+    candidate = response.candidates[0]
+    answer = ground_answer(candidate)
+    if not answer.text.strip():
+        raise TransientError("the response has no answer text", error_class=ErrorClass.EMPTY_ANSWER)
+    record = AnswerRecord(
+        question_id=question_id,
+        answer=answer,
+        response=response,
+        finish_reason=candidate.finish_reason,
+        raw_response=raw,
+        latency_ms=latency_ms,
+    )
+    if not answer.grounded:
+        state = QuestionState.UNGROUNDED
+    elif structuring:
+        state = QuestionState.AWAITING_STRUCTURE
+    else:
+        state = QuestionState.DONE
+    return Outcome(StateChange(question_id, state, attempts), answer=record, calls=calls)
+
+
+def judge_failure(
+    question_id: int,
+    attempts: int,
+    error: CallError,
+    policy: RetryPolicy,
+    *,
+    calls: list[CallRecord],
+    step: str = GROUND,
+) -> Outcome:
+    """A failed request's verdict under the retry policy (``attempts`` counts it), as online."""
+    decision = policy.decide(error, attempts, step)
+    change = _change(question_id, decision, decision.attempts_after(attempts), error)
+    return Outcome(change, calls=calls, decision=decision)

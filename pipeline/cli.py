@@ -77,6 +77,16 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _add_watch_arguments(run)
+    run.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="batch mode: return once the batches are submitted ([batch] wait = false)",
+    )
+    batch = commands.add_parser("batch", help="batch mode: act on the job's batches")
+    batch_commands = batch.add_subparsers(dest="batch_command", required=True, metavar="ACTION")
+    batch_commands.add_parser(
+        "cancel", parents=[job], help="cancel the job's running batches at Google"
+    )
     worker = commands.add_parser(
         "worker", parents=[job], help="run the job in N processes under one supervisor"
     )
@@ -391,7 +401,13 @@ def _main(argv: Sequence[str] | None) -> int:
     match args.command:
         case "run":
             watch = _watch_options(args, log_format)
-            return _job_command(args, lambda spec: commands.run_command(spec, watch))
+            return _job_command(
+                args, lambda spec: commands.run_command(spec, watch, no_wait=args.no_wait)
+            )
+        case "batch":
+            from pipeline.batch_commands import batch_cancel_command
+
+            return _job_command(args, batch_cancel_command)
         case "worker":
             from pipeline.supervisor import worker_command
 

@@ -139,9 +139,12 @@ async def _load(engine: AsyncEngine, spec: JobSpec) -> int | None:
     return job_id
 
 
-async def run_command(spec: JobSpec, watch: WatchOptions | None = None) -> int:
+async def run_command(
+    spec: JobSpec, watch: WatchOptions | None = None, *, no_wait: bool = False
+) -> int:
     """Load, then ground every question not yet finished; the exit status is the contract in
-    :mod:`pipeline.exit_codes`."""
+    :mod:`pipeline.exit_codes`. In batch mode the batches go first (``no_wait``: return once
+    they are submitted), then an online run does what they leave (call 2, online retries)."""
     watch = watch or WatchOptions()
     async with opened(spec) as engine:
         job_id = await _load(engine, spec)
@@ -162,6 +165,12 @@ async def run_command(spec: JobSpec, watch: WatchOptions | None = None) -> int:
             status = _closing_status(spec, None, before.states)
             _write_summary_json(watch, status, spec, None, before)
             return status
+        if spec.model.mode == "batch":
+            from pipeline.batch_commands import run_batches
+
+            early = await run_batches(spec, engine, job_id, wait=spec.batch.wait and not no_wait)
+            if early is not None:
+                return early
         metrics: RunMetrics | None = None
         if watch.wants_metrics:  # prometheus_client is imported only by runs that export
             from pipeline.metrics import RunMetrics
@@ -379,7 +388,10 @@ async def estimate_command(spec: JobSpec) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UnconfirmedPriceWarning)
             prices = load_prices(spec.limits.prices_file or None)
-        price = prices.for_model(spec.model.name, spec.model.backend)
+        if spec.model.mode == "batch":  # the Batch API's rates ([[batch_rate]])
+            price = prices.for_batch(spec.model.name, spec.model.backend)
+        else:
+            price = prices.for_model(spec.model.name, spec.model.backend)
         async with engine.connect() as connection:
             estimate = await estimate_remaining(connection, job_id, spec, price)
             spent = await job_spend(engine, job_id)
@@ -483,6 +495,9 @@ async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None)
             stats = await class_stats(connection, job_id)
         else:
             status = await job_status(connection, job_id, spec.name, schema_hash=_hash(spec))
+            from pipeline.batch_commands import batch_status
+
+            batch_rows = await batch_status(connection, job_id)
     if by == "class":
         if as_json:
             _write_json({"job": spec.name, "by_class": class_stats_dict(stats)})
@@ -490,9 +505,13 @@ async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None)
             say(render_class_stats(spec.name, stats))
         return EXIT_OK
     if as_json:
-        _write_json(status.to_dict())
+        _write_json({**status.to_dict(), "batches": batch_rows} if batch_rows else status.to_dict())
     else:
         say(render_status(status))
+        if batch_rows:
+            from pipeline.batch_commands import render_batch_status
+
+            say(render_batch_status(batch_rows))
         _label_local_spend(spec)
     return EXIT_OK
 

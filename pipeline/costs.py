@@ -24,7 +24,8 @@ What a call costs (``call_cost``), per shared/reference/gemini-wire-format.md §
   through ``toolUsePromptTokenCount``) bill nothing and leave the cost complete.
 
 Free allowances (1,500 grounded prompts a day, 5,000 queries a month ...) are never deducted
-and batch discounts never applied: costs here are an upper bound of the bill.
+and batch discounts applied only in batch mode (a ``[[batch_rate]]`` row,
+:meth:`~pipeline.prices.PriceTable.for_batch`): costs here are an upper bound of the bill.
 """
 
 from __future__ import annotations

@@ -85,6 +85,9 @@ class ModelSection(_Section):
     # Vertex only: defaults come from GOOGLE_CLOUD_PROJECT / GOOGLE_CLOUD_LOCATION.
     project: str = ""
     location: str = ""
+    # "online": one generateContent per question. "batch": the Gemini Batch API (Developer API
+    # only, half the token price, results within 24 h; see [batch] and pipeline.batch_runner).
+    mode: Literal["online", "batch"] = "online"
 
 
 ToolName = Literal[
@@ -214,6 +217,26 @@ def parse_duration(text: str) -> dt.timedelta:
     return dt.timedelta(seconds=float(found.group(1)) * _DURATION_UNITS[found.group(2)])
 
 
+class BatchSection(_Section):
+    """``[model] mode = "batch"``: how questions go through the Gemini Batch API."""
+
+    # Requests per batch and bytes per JSONL file (one file per batch; the file limit is 2 GB).
+    max_requests: Positive = 50_000
+    max_bytes: Annotated[int, msgspec.Meta(ge=1024, le=2_000_000_000)] = 1_000_000_000
+    # Polling a batch: first wait, doubled up to the cap (seconds).
+    poll_initial_s: PositiveFloat = 30.0
+    poll_max_s: PositiveFloat = 600.0
+    # false: `ground run` returns once the batch is submitted; a later run picks it up.
+    wait: bool = True
+    # Questions a batch gave back (failed rows, an expired or failed batch): "batch" = into
+    # the next batch, "online" = asked online by the same run.
+    retries: Literal["batch", "online"] = "batch"
+    # true: call 2 (the structure step) goes as a second batch too; false: online.
+    structure: bool = True
+    # Seconds a question stays leased to a submitted batch (Google's target is 24 h).
+    lease_s: Annotated[float, msgspec.Meta(ge=60)] = 72 * 3600.0
+
+
 class ResolverSection(_Section):
     enabled: bool = True
     allow_hosts: tuple[str, ...] = DEFAULT_REDIRECT_HOSTS
@@ -246,6 +269,7 @@ class RawJob(_Section):
     resolver: ResolverSection = ResolverSection()
     structure: StructureSection = StructureSection()
     refresh: RefreshSection = RefreshSection()
+    batch: BatchSection = BatchSection()
 
 
 class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -264,6 +288,7 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     schema: PreparedSchema | None  # call 2's schema, prepared and checked; None when disabled
     budget: Decimal | None  # [limits] budget_usd as an exact amount; None = no budget
     refresh: RefreshSection = RefreshSection()
+    batch: BatchSection = BatchSection()
 
     @property
     def name(self) -> str:
@@ -344,6 +369,12 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
     if "{question}" not in parsed.model.prompt_template:
         raise JobSpecError(f"{path}: model.prompt_template: must contain {{question}}")
     _check_grounding(path, parsed)
+    if parsed.model.mode == "batch" and parsed.model.backend != "developer":
+        raise JobSpecError(
+            f"{path}: model.mode: batch mode is Developer-API only for now (Vertex batch"
+            " prediction reads its input from Cloud Storage or BigQuery); use"
+            ' model.backend = "developer" or model.mode = "online"'
+        )
     if parsed.model.base_url and not parsed.model.base_url.startswith(("http://", "https://")):
         raise JobSpecError(f"{path}: model.base_url: must start with http:// or https://")
     for host in parsed.resolver.allow_hosts:
@@ -379,6 +410,7 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
         schema=schema,
         budget=Decimal(str(budget)) if budget else None,
         refresh=parsed.refresh,
+        batch=parsed.batch,
     )
 
 

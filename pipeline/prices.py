@@ -21,7 +21,7 @@ import re
 import tomllib
 import warnings
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from importlib import resources
 from pathlib import Path
@@ -31,6 +31,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 __all__ = [
+    "BatchRate",
     "GroundingFee",
     "Price",
     "PriceError",
@@ -153,6 +154,39 @@ class Price:
         return self.input_per_1m, self.output_per_1m
 
 
+@dataclass(frozen=True, slots=True)
+class BatchRate:
+    """``[[batch_rate]]``: what batch mode pays, as factors of a backend's online prices."""
+
+    backend: str
+    token_factor: Decimal  # input, output, cached and long-context token rates
+    grounding_factor: Decimal  # grounding fees (whether batch discounts them is unconfirmed)
+    as_of: str
+    source: str
+
+    def apply(self, price: Price) -> Price:
+        """``price`` at batch rates (its ``describe()`` says so)."""
+
+        def scaled(rate: Decimal | None) -> Decimal | None:
+            return None if rate is None else rate * self.token_factor
+
+        fees = {
+            tool: replace(fee, usd_per_1k=fee.usd_per_1k * self.grounding_factor)
+            for tool, fee in price.grounding.items()
+        }
+        return replace(
+            price,
+            match=f"{price.match} [batch]",
+            input_per_1m=price.input_per_1m * self.token_factor,
+            output_per_1m=price.output_per_1m * self.token_factor,
+            cached_input_per_1m=scaled(price.cached_input_per_1m),
+            input_per_1m_long=scaled(price.input_per_1m_long),
+            output_per_1m_long=scaled(price.output_per_1m_long),
+            grounding=MappingProxyType(fees),
+            source=f"{price.source}; batch: {self.source} (as of {self.as_of})",
+        )
+
+
 def _model_id(model: str) -> str:
     """``models/x``, ``publishers/google/models/x`` -> ``x``."""
     return model.rsplit("/", 1)[-1].strip().lower()
@@ -162,6 +196,17 @@ def _model_id(model: str) -> str:
 class PriceTable:
     rows: tuple[Price, ...]
     path: str = ""
+    batch_rates: tuple[BatchRate, ...] = ()
+
+    def for_batch(self, model: str, backend: str, *, on: dt.date | None = None) -> Price | None:
+        """The row for ``model`` at batch rates; None without a row or a ``[[batch_rate]]``
+        for ``backend`` (an exact-backend rate beats an ``any`` one)."""
+        price = self.for_model(model, backend, on=on)
+        rates = sorted(
+            (r for r in self.batch_rates if r.backend in (backend, "any")),
+            key=lambda r: r.backend != backend,
+        )
+        return rates[0].apply(price) if price is not None and rates else None
 
     def for_model(self, model: str, backend: str, *, on: dt.date | None = None) -> Price | None:
         """The row for ``model`` on ``backend``, valid ``on`` (default: today, UTC).
@@ -287,9 +332,29 @@ class _Row(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     notes: str = ""
 
 
+class _BatchRate(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``[[batch_rate]]``: batch mode's prices as factors of the online ones."""
+
+    backend: Backend
+    token_factor: _Usd
+    grounding_factor: _Usd
+    as_of: _AsOf
+    source: _Text
+
+    def to_rate(self) -> BatchRate:
+        return BatchRate(
+            self.backend,
+            Decimal(self.token_factor),
+            Decimal(self.grounding_factor),
+            str(self.as_of),
+            str(self.source),
+        )
+
+
 class _PricesFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     price: tuple[_Row, ...] = ()
     tool_fee: tuple[_ToolFee, ...] = ()
+    batch_rate: tuple[_BatchRate, ...] = ()
 
 
 def _plain(amount: _Usd | None) -> Decimal | None:
@@ -373,7 +438,11 @@ def parse_prices(data: bytes, path: str = "<prices>") -> PriceTable:
     if not decoded.price:
         raise PriceError(f"{path}: no [[price]] rows")
     _check_no_fee_rows(decoded, path)
-    table = PriceTable(tuple(_to_price(row, decoded.tool_fee) for row in decoded.price), path)
+    table = PriceTable(
+        tuple(_to_price(row, decoded.tool_fee) for row in decoded.price),
+        path,
+        tuple(rate.to_rate() for rate in decoded.batch_rate),
+    )
     placeholders = table.unconfirmed()
     if placeholders:
         warnings.warn(

@@ -87,8 +87,8 @@ async def test_grounded_rows_become_awaiting_structure_and_back(
 
 
 async def _seed_unversioned(engine: AsyncEngine) -> None:
-    """A job before answer versions (revision 0006): an answered question with a source, a support and a structured
-    object; a question with no answer."""
+    """A job before answer versions (revision 0006): an answered question with a source, a
+    support and a structured object; a question with no answer."""
     statements = [
         "INSERT INTO jobs (id, name, created_at) VALUES (1, 'job', :now)",
         "INSERT INTO questions (id, job_id, qid, text, state, attempts, structure_attempts,"

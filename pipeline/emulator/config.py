@@ -115,6 +115,12 @@ class EmulatorConfig:
     structured_invalid_share: float = 0.0
     structured_garbage_share: float = 0.0
 
+    # The Batch API (pipeline.emulator.batch), on the emulator's clock.
+    batch_delay_s: float = 0.0  # seconds from create to SUCCEEDED (PENDING, then RUNNING)
+    batch_failed_row_share: float = 0.0  # rows answered with an error status instead
+    batch_expire_first: int = 0  # the first this many batches end EXPIRED
+    batch_poll_503_share: float = 0.0  # batch gets answered 503 UNAVAILABLE
+
     def quota_for(self, model: str) -> ModelQuota:
         """The limits for ``model``: its own table, else ``"*"``, else unlimited."""
         q = self.quotas.get(model)
@@ -141,6 +147,8 @@ _NON_NEGATIVE_FIELDS = (
     "hang_s",
     "fault_429_retry_delay_s",
     "input_token_limit",
+    "batch_delay_s",
+    "batch_expire_first",
 )
 
 

@@ -14,6 +14,9 @@ Routes (``{tail}`` is ``MODEL:generateContent`` or ``MODEL:streamGenerateContent
 * ``POST /token``: OAuth JWT-bearer grant (see :mod:`pipeline.emulator.oauth`).
 * ``GET /emulator/stats`` (see :mod:`pipeline.emulator.stats`), ``POST /emulator/reset``
   (zero the counters and empty the quota windows).
+* The Batch API and the Files API it reads (``/upload/v1beta/files``,
+  ``models/{m}:batchGenerateContent``, ``/v1beta/batches...``, result downloads): see
+  :mod:`pipeline.emulator.batch`. Developer API key as above.
 
 Order of checks for generateContent, as Google's front end orders them: auth, model name,
 body parse (proto JSON), tool/model/schema compatibility (400s), injected fault (500, 503,
@@ -30,6 +33,7 @@ import orjson
 from aiohttp import web
 
 from pipeline.emulator import draws, errors, faults, models, oauth, redirects, responses
+from pipeline.emulator.batch import BatchService
 from pipeline.emulator.clock import SYSTEM_CLOCK, Clock
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.corpus import SOURCES
@@ -62,10 +66,22 @@ class Emulator:
         self.quotas = Quotas(config)
         self.plan = faults.FaultPlan(config, self.seed_key)
         self.seq = 0
+        self.batch = BatchService(config, clock, self.seed_key, self.redirect_key, self._take_seq)
+
+    def _take_seq(self, n: int) -> int:
+        """Reserve ``n`` response sequence numbers (a batch's rows); the first of them."""
+        first = self.seq
+        self.seq += n
+        return first
+
+    def snapshot(self) -> dict[str, Any]:
+        """The counters, the Batch API's among them (``"batch"``)."""
+        return {**self.stats.snapshot(), "batch": self.batch.snapshot()}
 
     def reset(self) -> None:
         self.stats.reset()
         self.quotas.reset()
+        self.batch.counts.clear()
 
     def hold(self) -> None:
         """Keep generateContent requests waiting (counted) until :meth:`release`."""
@@ -95,9 +111,32 @@ class Emulator:
             if key not in self.config.api_keys:
                 raise errors.api_key_invalid()
             version = request.path.split("/", 2)[1]
+            model, _, method = request.match_info["tail"].partition(":")
+            if method == "batchGenerateContent":
+                return await self.batch.create(request, model)
             return await self._generate(request, DEVELOPER, version, "", "")
         except errors.ApiError as e:
             return self._error(DEVELOPER, e)
+
+    def _batch_route(self, handler: Any) -> Any:
+        """A Batch/Files API handler behind the Developer API's key check (an upload URL
+        carries its own ``upload_id`` and needs none, as at Google)."""
+
+        async def route(request: web.Request) -> web.StreamResponse:
+            key = request.headers.get("x-goog-api-key") or request.query.get("key")
+            try:
+                if "upload_id" not in request.query:
+                    if not key:
+                        raise errors.api_key_missing()
+                    if key not in self.config.api_keys:
+                        raise errors.api_key_invalid()
+                response = await handler(request)
+            except errors.ApiError as e:
+                return self._error("batch", e)
+            self.stats.request("batch", response.status)
+            return response
+
+        return route
 
     async def vertex(self, request: web.Request) -> web.Response:
         version = request.match_info["version"]
@@ -285,9 +324,7 @@ class Emulator:
         return self._ok("token", body)
 
     async def stats_view(self, _request: web.Request) -> web.Response:
-        return web.Response(
-            body=orjson.dumps(self.stats.snapshot()), headers={"Content-Type": _JSON}
-        )
+        return web.Response(body=orjson.dumps(self.snapshot()), headers={"Content-Type": _JSON})
 
     async def reset_view(self, _request: web.Request) -> web.Response:
         self.reset()
@@ -314,6 +351,14 @@ def build_app(
         emu.vertex,
     )
     r.add_post(f"/{vertex_versions}/publishers/{{publisher}}/models/{{tail}}", emu.vertex)
+    batch = emu.batch
+    for version in ("v1beta", "v1"):  # google-genai sends v1 when given a base_url
+        r.add_post(f"/upload/{version}/files", emu._batch_route(batch.upload))
+        r.add_get(f"/{version}/batches", emu._batch_route(batch.list))
+        r.add_get(f"/{version}/batches/{{tail}}", emu._batch_route(batch.get))
+        r.add_post(f"/{version}/batches/{{tail}}", emu._batch_route(batch.cancel))
+        for prefix in (f"/download/{version}", f"/{version}"):
+            r.add_get(f"{prefix}/files/{{tail}}", emu._batch_route(batch.file_get))
     r.add_get(redirects.PATH_PREFIX + "{token}", emu.redirect)
     r.add_post("/token", emu.token)
     r.add_get("/emulator/stats", emu.stats_view)
@@ -323,7 +368,7 @@ def build_app(
 
 def snapshot(app: web.Application) -> dict[str, Any]:
     """The stats of ``app`` (call on the app's own event loop)."""
-    return app[EMULATOR].stats.snapshot()
+    return app[EMULATOR].snapshot()
 
 
 def _refuse_unsupported(req: GenerateRequest, traits: models.ModelTraits) -> None:

@@ -71,8 +71,7 @@ class RunningEmulator:
 
     def stats(self) -> dict[str, Any]:
         """A snapshot of the counters (the body of ``GET /emulator/stats``)."""
-        emu = self._app[EMULATOR]
-        return self._call(emu.stats.snapshot)
+        return self._call(self._app[EMULATOR].snapshot)
 
     def reset(self) -> None:
         """Zero the counters and empty every quota window."""
@@ -85,6 +84,14 @@ class RunningEmulator:
     def release(self) -> None:
         """Answer the held requests, and every later one as usual."""
         self._call(self._app[EMULATOR].release)
+
+    def hold_batch(self, stage: str) -> None:
+        """Stop the Batch API at ``stage`` (upload, create, poll, download): see
+        :mod:`pipeline.emulator.batch`. ``stats()["batch"]["held_<stage>"]`` counts arrivals."""
+        self._call(lambda: self._app[EMULATOR].batch.hold(stage))
+
+    def release_batch(self, stage: str) -> None:
+        self._call(lambda: self._app[EMULATOR].batch.release(stage))
 
 
 @contextmanager

@@ -8,5 +8,8 @@ values these modules take). The public surface, by module:
 * ``request``: :class:`GroundedRequestBuilder` and :func:`grounding_tool` (call 1's bodies);
 * ``client``: :class:`GeminiClient` (one aiohttp session, bounded) and ``CallResult``;
 * ``wire``: the response structs (msgspec), :func:`decode_response`, :func:`visible_text`;
-* ``errors``: the HTTP branch of :class:`pipeline.errors.CallError` and :func:`classify_429`.
+* ``errors``: the HTTP branch of :class:`pipeline.errors.CallError` and :func:`classify_429`;
+* ``batch``: the Batch API in file mode: :class:`BatchClient` (upload, create, get, list,
+  cancel, download_lines), :class:`PartWriter` / :func:`write_parts`, :func:`parse_result_line`,
+  the ``JOB_STATE_*`` names.
 """

@@ -6,5 +6,6 @@
 * ``answers`` / ``results``: call 1's answers with sources and supports; call 2's objects;
 * ``ledger``: every call with its cost, and the one spend query;
 * ``resolution``: the sources still to resolve, and their verdicts;
-* ``upsert``: ``INSERT ... ON CONFLICT DO NOTHING`` on both backends.
+* ``upsert``: ``INSERT ... ON CONFLICT DO NOTHING`` on both backends;
+* ``batches``: batch mode's batches and the questions leased to each (claim, phases, link ages).
 """

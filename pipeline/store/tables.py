@@ -275,3 +275,41 @@ budget_holds = Table(
     Column("reserved", BigInteger, nullable=False),
     Column("expires_at", Float, nullable=False),  # epoch seconds
 )
+
+# batch mode (pipeline.batch_runner, pipeline.store.batches)
+batches = Table(
+    "batches",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("job_id", Id, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("step", String(20), nullable=False),  # ground | structure
+    # ground-<job id>-<batch id>-<nonce>: unique, so a create whose answer was lost is found
+    Column("display_name", String(200), nullable=False, unique=True),
+    Column("name", String(200), unique=True),  # batches/{id}: stored the moment create answers
+    Column("model", String(100), nullable=False),
+    # ours: preparing -> uploaded -> submitted -> downloading -> done
+    Column("phase", String(20), nullable=False),
+    Column("state", String(40)),  # Google's JOB_STATE_*, as last polled
+    Column("file_name", String(200)),  # the uploaded JSONL (files/{id})
+    Column("responses_file", String(200)),
+    Column("requests", Integer, nullable=False),
+    # result lines stored, written in the same transaction as the rows they produced
+    Column("lines_done", Integer, nullable=False, server_default="0"),
+    Column("answered", Integer, nullable=False, server_default="0"),
+    Column("failed_rows", Integer, nullable=False, server_default="0"),
+    Column("returned", Integer, nullable=False, server_default="0"),  # given back to the queue
+    Column("last_error", Text),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("submitted_at", UtcDateTime()),  # Google's createTime: the links age from here
+    Column("finished_at", UtcDateTime()),  # Google's endTime
+    Column("updated_at", UtcDateTime(), nullable=False),
+    Index("ix_batches_job_phase", "job_id", "phase"),
+)
+
+batch_items = Table(
+    "batch_items",
+    metadata,
+    Column("batch_id", Id, ForeignKey("batches.id", ondelete="CASCADE"), primary_key=True),
+    Column("question_id", Id, ForeignKey("questions.id", ondelete="CASCADE"), primary_key=True),
+    Index("ix_batch_items_question_id", "question_id"),
+)

@@ -1,0 +1,127 @@
+"""The batch-mode side of ``ground run``, ``ground batch cancel`` and the status lines.
+
+``ground run`` on a job with ``[model] mode = "batch"`` first drives its batches here
+(:class:`~pipeline.batch_runner.BatchRunner`), then goes on as an online run, which finds
+only what batch mode leaves to it: call 2, and retries when ``[batch] retries = "online"``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pipeline.batch_runner import BatchRunner, cancel_batches
+from pipeline.exit_codes import EXIT_FAILED, EXIT_OK, ExitStatus, run_status
+from pipeline.gemini.batch import JOB_STATE_SUCCEEDED
+from pipeline.jobspec import JobSpec
+from pipeline.resolver import Resolver
+from pipeline.store import batches as store
+from pipeline.store import queue
+
+
+async def run_batches(
+    spec: JobSpec, engine: AsyncEngine, job_id: int, *, wait: bool
+) -> ExitStatus | None:
+    """Drive the job's batches. An exit status when ``ground run`` should return now (the
+    batches are submitted and not waited for, or the run stopped); None to go on online."""
+    from pipeline.commands import complain, say
+
+    resolver = Resolver(engine, spec.resolver) if spec.resolver.enabled else None
+    runner = BatchRunner(spec, engine, job_id, resolver=resolver)
+    summary = await runner.run(wait=wait)
+    if summary.created:
+        say(f"batches created: {', '.join(summary.created)}")
+    if summary.stored_lines:
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.outcomes.items()))
+        say(f"batch results stored: {summary.stored_lines} lines ({counts})")
+    if summary.stopped is not None:
+        complain(f"run stopped early: {summary.stopped}")
+        return run_status(stopped=summary.stopped, failed={})
+    if summary.waiting:
+        say("batches submitted; `ground run` again (any time) collects their results")
+        async with engine.connect() as connection:
+            rows = await store.job_batches(connection, job_id, unfinished=True)
+        for row in rows:
+            say(f"  {row.name}: {row.state}, {row.requests} questions")
+        return EXIT_OK
+    return None
+
+
+async def batch_cancel_command(spec: JobSpec) -> int:
+    """``ground batch cancel JOB``: cancel the job's running batches at Google."""
+    from pipeline.commands import complain, opened, say
+
+    async with opened(spec) as engine:
+        async with engine.connect() as connection:
+            job_id = await queue.find_job(connection, spec.name)
+        if job_id is None:
+            complain(f"job {spec.name!r} has not been loaded or run yet")
+            return EXIT_FAILED
+        asked = await cancel_batches(spec, engine, job_id)
+    if not asked:
+        say("no running batch to cancel")
+    for name in asked:
+        say(f"cancel requested: {name}; the next `ground run` gives its questions back")
+    return EXIT_OK
+
+
+async def batch_status(connection: Any, job_id: int) -> list[dict[str, Any]]:
+    """Each batch of the job, for ``ground status``: state, counts, age, link ages."""
+    from pipeline.clock import utcnow
+
+    out: list[dict[str, Any]] = []
+    for row in await store.job_batches(connection, job_id):
+        links = await store.link_ages(connection, row)
+        since = row.submitted_at or row.created_at
+        end = row.finished_at if row.phase == store.DONE and row.finished_at else utcnow()
+        out.append(
+            {
+                "name": row.name,
+                "display_name": row.display_name,
+                "phase": row.phase,
+                "state": row.state,
+                "requests": row.requests,
+                "answered": row.answered,
+                "failed_rows": row.failed_rows,
+                "returned": row.returned,
+                "age_s": round((end - since).total_seconds(), 1),
+                "links_resolved": links.resolved,
+                "links_expired": links.expired,
+                "links_expired_share": links.expired_share,
+                "link_age_mean_s": links.mean_age_s,
+                "link_age_max_s": links.max_age_s,
+            }
+        )
+    return out
+
+
+def render_batch_status(rows: list[dict[str, Any]]) -> str:
+    lines = ["batches:"]
+    for b in rows:
+        state = (b["state"] or b["phase"]).removeprefix("JOB_STATE_").lower()
+        if b["phase"] != store.DONE and b["state"] != JOB_STATE_SUCCEEDED:
+            state += f" ({b['phase']})"
+        line = (
+            f"  {b['name'] or b['display_name']}: {state}, {b['requests']} questions,"
+            f" {b['answered']} answered, {b['failed_rows']} failed rows,"
+            f" {b['returned']} returned; age {_duration(b['age_s'])}"
+        )
+        if b["links_resolved"]:
+            line += (
+                f"; links at resolution: mean age {_duration(b['link_age_mean_s'])},"
+                f" max {_duration(b['link_age_max_s'])},"
+                f" {b['links_expired_share']:.1%} already expired"
+            )
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -1,0 +1,434 @@
+"""The Batch API and the Files API it reads from, as the emulator serves them (Developer API).
+
+Routes (wired in :mod:`pipeline.emulator.server`; shapes as google-genai reads them, see
+:mod:`pipeline.gemini.batch`):
+
+* ``POST /upload/v1beta/files`` with ``X-Goog-Upload-Protocol: resumable`` and
+  ``X-Goog-Upload-Command: start``: answers ``X-Goog-Upload-URL`` (``?upload_id=``); that URL
+  takes ``upload`` / ``upload, finalize`` chunks at ``X-Goog-Upload-Offset`` (a wrong offset
+  is a 400), and ``query`` (``X-Goog-Upload-Size-Received``). Finalized: ``{"file": ...}``.
+* ``POST /v1beta/models/{model}:batchGenerateContent`` (file mode only): an Operation whose
+  ``metadata`` is the batch (``BATCH_STATE_PENDING``).
+* ``GET /v1beta/batches``, ``GET /v1beta/batches/{id}``, ``POST /v1beta/batches/{id}:cancel``.
+* ``GET /download/v1beta/files/{id}:download?alt=media`` (and the same without ``/download``,
+  which is what google-genai requests): the result JSONL, generated line by line as it is
+  sent, so a 100,000-line result costs the emulator no memory.
+
+Time is the emulator's clock: a batch is ``PENDING`` for the first half of
+``batch_delay_s``, ``RUNNING`` for the second, then ``SUCCEEDED`` (or ``EXPIRED`` for the first
+``batch_expire_first`` batches). Its answers are built as if made at its creation time, so
+their redirect links age from then. ``batch_failed_row_share`` of rows (drawn per batch and
+key, so a retry can succeed) are ``{"key", "error": {...}}``; ``batch_poll_503_share`` of
+polls answer 503.
+
+Tests can stop the protocol at a step (:meth:`BatchService.hold`): ``upload`` (after the
+file is stored, before the answer), ``create`` (after the batch exists, before its name is
+sent), ``poll`` (before a get answers) and ``download`` (half the lines sent). Each held
+request is counted in ``arrived``, so a test waits on that rather than on a timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import secrets
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from pipeline.emulator import draws, errors, models, responses
+from pipeline.emulator.clock import Clock
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.request import DEVELOPER, parse
+
+_JSON = errors.JSON_CONTENT_TYPE
+_BATCH_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch"
+_OUTPUT_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatchOutput"
+_FAILED_ROW = b"batch-failed-row"
+_POLL_503 = b"batch-poll-503"
+STAGES = ("upload", "create", "poll", "download")
+WRITE_LINES = 256  # result lines per write to the response stream
+PAGE_SIZE = 50  # batches per list page by default
+
+
+def _rfc3339(seconds: float) -> str:
+    return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(slots=True)
+class _Upload:
+    display_name: str
+    size: int
+    mime_type: str
+    data: bytearray = field(default_factory=bytearray)
+
+
+@dataclass(slots=True)
+class _File:
+    name: str
+    display_name: str
+    mime_type: str
+    data: bytes
+    created: float
+
+    def resource(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "displayName": self.display_name,
+            "mimeType": self.mime_type,
+            "sizeBytes": str(len(self.data)),
+            "createTime": _rfc3339(self.created),
+            "updateTime": _rfc3339(self.created),
+            "state": "ACTIVE",
+            "source": "UPLOADED",
+        }
+
+
+@dataclass(slots=True)
+class _Batch:
+    number: int  # 0, 1, ... in creation order
+    name: str
+    display_name: str
+    model: str
+    file: _File
+    created: float  # clock seconds
+    seq_base: int  # response sequence numbers seq_base .. seq_base + lines - 1
+    lines: int
+    cancelled_at: float | None = None
+    failed_rows: int = 0
+
+
+class BatchService:
+    """The emulator's files and batches (one per :class:`~pipeline.emulator.server.Emulator`).
+
+    ``next_seq`` hands out response sequence numbers (shared with generateContent, so
+    ``responseId`` and redirect nonces never repeat).
+    """
+
+    def __init__(
+        self,
+        config: EmulatorConfig,
+        clock: Clock,
+        seed_key: bytes,
+        redirect_key: bytes,
+        next_seq: Callable[[int], int],
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.seed_key = seed_key
+        self.redirect_key = redirect_key
+        self._next_seq = next_seq
+        self.uploads: dict[str, _Upload] = {}
+        self.files: dict[str, _File] = {}
+        self.batches: dict[str, _Batch] = {}
+        self.counts: Counter[str] = Counter()
+        self.arrived: Counter[str] = Counter()
+        self._gates = {stage: asyncio.Event() for stage in STAGES}
+        for gate in self._gates.values():
+            gate.set()
+        self._polls = 0
+
+    # --- test control -----------------------------------------------------------------
+
+    def hold(self, stage: str) -> None:
+        self._gates[stage].clear()
+
+    def release(self, stage: str) -> None:
+        self._gates[stage].set()
+
+    async def _gate(self, stage: str) -> None:
+        gate = self._gates[stage]
+        if not gate.is_set():
+            self.arrived[stage] += 1
+            await gate.wait()
+
+    def snapshot(self) -> dict[str, int]:
+        return {**self.counts, **{f"held_{k}": v for k, v in self.arrived.items()}}
+
+    # --- state --------------------------------------------------------------------------
+
+    def state(self, batch: _Batch) -> str:
+        now = self.clock.time()
+        if batch.cancelled_at is not None:
+            return "BATCH_STATE_CANCELLED"
+        delay = self.config.batch_delay_s
+        age = now - batch.created
+        if age >= delay:
+            if batch.number < self.config.batch_expire_first:
+                return "BATCH_STATE_EXPIRED"
+            return "BATCH_STATE_SUCCEEDED"
+        return "BATCH_STATE_PENDING" if age < delay / 2 else "BATCH_STATE_RUNNING"
+
+    def operation(self, batch: _Batch) -> dict[str, Any]:
+        state = self.state(batch)
+        done = state in (
+            "BATCH_STATE_SUCCEEDED",
+            "BATCH_STATE_FAILED",
+            "BATCH_STATE_CANCELLED",
+            "BATCH_STATE_EXPIRED",
+        )
+        end = batch.cancelled_at or batch.created + self.config.batch_delay_s
+        meta: dict[str, Any] = {
+            "@type": _BATCH_TYPE,
+            "model": f"models/{batch.model}",
+            "displayName": batch.display_name,
+            "inputConfig": {"fileName": batch.file.name},
+            "createTime": _rfc3339(batch.created),
+            "updateTime": _rfc3339(end if done else batch.created),
+            "batchStats": {"requestCount": str(batch.lines)},
+            "state": state,
+            "name": batch.name,
+        }
+        if done:
+            meta["endTime"] = _rfc3339(end)
+        if state == "BATCH_STATE_SUCCEEDED":
+            output = f"files/batch-{batch.name.split('/')[-1]}"
+            meta["output"] = {"responsesFile": output}
+            meta["batchStats"]["successfulRequestCount"] = str(batch.lines)
+        operation: dict[str, Any] = {"name": batch.name, "metadata": meta}
+        if done:
+            operation["done"] = True
+            if state == "BATCH_STATE_SUCCEEDED":
+                operation["response"] = {"@type": _OUTPUT_TYPE, **meta["output"]}
+        return operation
+
+    # --- files --------------------------------------------------------------------------
+
+    async def upload(self, request: web.Request) -> web.Response:
+        """Both halves of the resumable protocol: ``start`` and the upload URL."""
+        command = request.headers.get("X-Goog-Upload-Command", "").lower()
+        upload_id = request.query.get("upload_id")
+        if upload_id is None:
+            if request.headers.get("X-Goog-Upload-Protocol", "").lower() != "resumable":
+                raise errors.invalid_argument("Only resumable uploads are supported here.")
+            if command != "start":
+                raise errors.invalid_argument("Expected X-Goog-Upload-Command: start.")
+            try:
+                size = int(request.headers["X-Goog-Upload-Header-Content-Length"])
+            except (KeyError, ValueError):
+                raise errors.invalid_argument(
+                    "X-Goog-Upload-Header-Content-Length is required."
+                ) from None
+            body = await request.read()
+            meta = orjson.loads(body) if body else {}
+            file = meta.get("file") if isinstance(meta, dict) else None
+            display = file.get("displayName", "") if isinstance(file, dict) else ""
+            mime = request.headers.get("X-Goog-Upload-Header-Content-Type", "application/jsonl")
+            upload_id = secrets.token_urlsafe(16)
+            self.uploads[upload_id] = _Upload(display, size, mime)
+            self.counts["uploads_started"] += 1
+            url = f"{request.scheme}://{request.host}{request.path}?upload_id={upload_id}"
+            return web.Response(
+                body=b"",
+                headers={
+                    "X-Goog-Upload-URL": url,
+                    "X-Goog-Upload-Status": "active",
+                    "X-Goog-Upload-Chunk-Granularity": "8388608",
+                },
+            )
+        pending = self.uploads.get(upload_id)
+        if pending is None:
+            raise errors.ApiError(404, "NOT_FOUND", "No such upload session.", kind="no_upload")
+        if command == "query":
+            return web.Response(
+                headers={
+                    "X-Goog-Upload-Status": "active",
+                    "X-Goog-Upload-Size-Received": str(len(pending.data)),
+                }
+            )
+        offset = int(request.headers.get("X-Goog-Upload-Offset", "-1"))
+        if offset != len(pending.data):
+            raise errors.invalid_argument(
+                f"Upload offset {offset} does not match the {len(pending.data)} bytes received."
+            )
+        pending.data += await request.read()
+        if "finalize" not in command:
+            return web.Response(headers={"X-Goog-Upload-Status": "active"})
+        if len(pending.data) != pending.size:
+            raise errors.invalid_argument(
+                f"Upload finalized at {len(pending.data)} bytes, {pending.size} announced."
+            )
+        del self.uploads[upload_id]
+        name = f"files/{secrets.token_hex(6)}"
+        stored = _File(name, pending.display_name, pending.mime_type, bytes(pending.data), 0.0)
+        stored.created = self.clock.time()
+        self.files[name] = stored
+        self.counts["files_uploaded"] += 1
+        await self._gate("upload")
+        return web.Response(
+            body=orjson.dumps({"file": stored.resource()}),
+            headers={"Content-Type": _JSON, "X-Goog-Upload-Status": "final"},
+        )
+
+    async def file_get(self, request: web.Request) -> web.StreamResponse:
+        tail = request.match_info["tail"]
+        file_id, _, method = tail.partition(":")
+        if method == "download":
+            return await self.download(request, file_id)
+        stored = self.files.get(f"files/{file_id}")
+        if stored is None:
+            raise _not_found(f"files/{file_id}")
+        return web.Response(body=orjson.dumps(stored.resource()), headers={"Content-Type": _JSON})
+
+    # --- batches ------------------------------------------------------------------------
+
+    async def create(self, request: web.Request, model: str) -> web.Response:
+        if models.traits(model) is None:
+            raise errors.model_not_found(model, "v1beta")
+        try:
+            document = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            raise errors.invalid_json("Unexpected token.") from None
+        batch_spec = document.get("batch") if isinstance(document, dict) else None
+        if not isinstance(batch_spec, dict):
+            raise errors.invalid_argument("* BatchGenerateContentRequest.batch: required.\n")
+        input_config = batch_spec.get("inputConfig") or batch_spec.get("input_config") or {}
+        file_name = input_config.get("fileName") or input_config.get("file_name")
+        if not file_name:
+            raise errors.invalid_argument(
+                "The emulator takes file-mode batches only (inputConfig.fileName)."
+            )
+        stored = self.files.get(file_name)
+        if stored is None:
+            raise _not_found(file_name)
+        lines = stored.data.count(b"\n") + (0 if stored.data.endswith(b"\n") else 1)
+        number = len(self.batches)
+        name = f"batches/{secrets.token_hex(8)}"
+        batch = _Batch(
+            number=number,
+            name=name,
+            display_name=str(batch_spec.get("displayName") or ""),
+            model=model,
+            file=stored,
+            created=self.clock.time(),
+            seq_base=self._next_seq(lines),
+            lines=lines,
+        )
+        self.batches[name] = batch
+        self.counts["batches_created"] += 1
+        self.counts["batch_requests"] += lines
+        await self._gate("create")  # the batch exists: a client killed now never hears its name
+        return web.Response(
+            body=orjson.dumps(self.operation(batch)), headers={"Content-Type": _JSON}
+        )
+
+    async def get(self, request: web.Request) -> web.Response:
+        tail = request.match_info["tail"]
+        batch = self.batches.get(f"batches/{tail}")
+        self.counts["polls"] += 1
+        seq = self._polls
+        self._polls += 1
+        await self._gate("poll")
+        if draws.unit(self.seed_key, _POLL_503, seq.to_bytes(8, "big")) < (
+            self.config.batch_poll_503_share
+        ):
+            self.counts["polls_503"] += 1
+            raise errors.unavailable()
+        if batch is None:
+            raise _not_found(f"batches/{tail}")
+        return web.Response(
+            body=orjson.dumps(self.operation(batch)), headers={"Content-Type": _JSON}
+        )
+
+    async def cancel(self, request: web.Request) -> web.Response:
+        tail = request.match_info["tail"]
+        batch_id, _, method = tail.partition(":")
+        batch = self.batches.get(f"batches/{batch_id}")
+        if method != "cancel":
+            raise errors.ApiError(404, "NOT_FOUND", f"Method {method!r} is not found.")
+        if batch is None:
+            raise _not_found(f"batches/{batch_id}")
+        if self.state(batch) in ("BATCH_STATE_PENDING", "BATCH_STATE_RUNNING"):
+            batch.cancelled_at = self.clock.time()
+            self.counts["batches_cancelled"] += 1
+        return web.Response(body=b"{}", headers={"Content-Type": _JSON})
+
+    async def list(self, request: web.Request) -> web.Response:
+        size = int(request.query.get("pageSize") or PAGE_SIZE)
+        start = int(request.query.get("pageToken") or 0)
+        ordered = sorted(self.batches.values(), key=lambda b: -b.number)  # newest first
+        page = ordered[start : start + size]
+        body: dict[str, Any] = {"operations": [self.operation(b) for b in page]}
+        if start + size < len(ordered):
+            body["nextPageToken"] = str(start + size)
+        return web.Response(body=orjson.dumps(body), headers={"Content-Type": _JSON})
+
+    # --- results ------------------------------------------------------------------------
+
+    async def download(self, request: web.Request, file_id: str) -> web.StreamResponse:
+        prefix = "batch-"
+        batch = (
+            self.batches.get(f"batches/{file_id[len(prefix) :]}")
+            if file_id.startswith(prefix)
+            else None
+        )
+        if batch is None or self.state(batch) != "BATCH_STATE_SUCCEEDED":
+            stored = self.files.get(f"files/{file_id}")
+            if stored is None:
+                raise _not_found(f"files/{file_id}")
+            return web.Response(body=stored.data, headers={"Content-Type": stored.mime_type})
+        self.counts["downloads"] += 1
+        response = web.StreamResponse(headers={"Content-Type": "application/jsonl"})
+        await response.prepare(request)
+        base_url = f"{request.scheme}://{request.host}"
+        half = batch.lines // 2
+        out: list[bytes] = []
+        for index, line in enumerate(batch.file.data.splitlines()):
+            if not line.strip():
+                continue
+            if index == half and out:
+                await response.write(b"".join(out))
+                out.clear()
+                await self._gate("download")
+            out.append(self._result_line(batch, index, line, base_url))
+            if len(out) >= WRITE_LINES:
+                await response.write(b"".join(out))
+                out.clear()
+        if out:
+            await response.write(b"".join(out))
+        await response.write_eof()
+        return response
+
+    def _result_line(self, batch: _Batch, index: int, line: bytes, base_url: str) -> bytes:
+        try:
+            document = orjson.loads(line)
+            key = str(document["key"])
+            body = orjson.dumps(document["request"])
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            status = {"code": 3, "message": "Invalid JSON line: expected {key, request}."}
+            return orjson.dumps({"key": str(index), "error": status}) + b"\n"
+        draw_input = batch.name.encode() + b"\x00" + key.encode()
+        if draws.unit(self.seed_key, _FAILED_ROW, draw_input) < self.config.batch_failed_row_share:
+            batch.failed_rows += 1
+            status = {"code": 13, "message": "Internal error encountered.", "status": "INTERNAL"}
+            return orjson.dumps({"key": key, "error": status}) + b"\n"
+        traits = models.traits(batch.model)
+        assert traits is not None  # checked at create
+        try:
+            req = parse(body, DEVELOPER)
+        except errors.ApiError as exc:
+            status = {"code": 3, "message": exc.message, "status": exc.status}
+            return orjson.dumps({"key": key, "error": status}) + b"\n"
+        ctx = responses.Context(
+            config=self.config,
+            seed_key=self.seed_key,
+            redirect_key=self.redirect_key,
+            traits=traits,
+            request=req,
+            vertex=False,
+            base_url=base_url,
+            seq=batch.seq_base + index,
+            now=batch.created,  # the links age from the batch's creation
+        )
+        built = responses.build(ctx)
+        return orjson.dumps({"key": key, "response": built.body}) + b"\n"
+
+
+def _not_found(name: str) -> errors.ApiError:
+    return errors.ApiError(
+        404, "NOT_FOUND", f"Requested entity was not found: {name}", kind="not_found"
+    )

@@ -1,0 +1,376 @@
+"""The batches a job submitted (batch mode) and the questions leased to each one.
+
+A batch row goes through its *phase* (ours) while Google's *state* (``JOB_STATE_*``) is
+copied from each poll::
+
+    preparing --file uploaded--> uploaded --create answered--> submitted
+        --SUCCEEDED--> downloading --every line stored--> done
+        --FAILED / EXPIRED / CANCELLED--> done (its questions back in the queue)
+
+The rules that make a batch paid for once:
+
+* questions are leased to the batch (``state = running``, ``lease_owner = batch:<id>``, a lease
+  of ``[batch] lease_s``) in the transaction that creates its row, so no online worker and no
+  other batch takes them;
+* the batch's name is stored the moment ``create`` answers (:func:`set_submitted`); a run that
+  died before that finds it by its unique ``display_name`` before creating anything;
+* ``lines_done`` counts the result lines stored and is written in the same transaction as the
+  rows they produced (:func:`advance`), so a download resumed after a crash skips exactly them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from pipeline.clock import utcnow
+from pipeline.redirects import EXPIRED, PENDING
+from pipeline.states import WAITING_STATES, QuestionState
+from pipeline.store.tables import UtcDateTime, answers, batch_items, batches, questions, sources
+
+PREPARING = "preparing"
+UPLOADED = "uploaded"
+SUBMITTED = "submitted"
+DOWNLOADING = "downloading"
+DONE = "done"
+GROUND = "ground"
+READ_PAGE = 2_000  # questions read per query when writing a batch's input file
+OWNER_PREFIX = "batch:"
+
+
+def lease_owner(batch_id: int) -> str:
+    """The ``lease_owner`` of the questions in a batch (never ``host:pid:...``, so a dead-run
+    sweep never takes them back)."""
+    return f"{OWNER_PREFIX}{batch_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRow:
+    id: int
+    job_id: int
+    step: str
+    display_name: str
+    name: str | None
+    model: str
+    phase: str
+    state: str | None
+    file_name: str | None
+    responses_file: str | None
+    requests: int
+    lines_done: int
+    answered: int
+    failed_rows: int
+    returned: int
+    last_error: str | None
+    created_at: dt.datetime
+    submitted_at: dt.datetime | None
+    finished_at: dt.datetime | None
+
+
+def _row(row: Any) -> BatchRow:
+    return BatchRow(**{name: getattr(row, name) for name in BatchRow.__slots__})
+
+
+async def job_batches(
+    connection: AsyncConnection, job_id: int, *, unfinished: bool = False
+) -> list[BatchRow]:
+    """The job's batches, oldest first; ``unfinished``: only those not ``done``."""
+    query = sa.select(batches).where(batches.c.job_id == job_id).order_by(batches.c.id)
+    if unfinished:
+        query = query.where(batches.c.phase != DONE)
+    return [_row(r) for r in await connection.execute(query)]
+
+
+async def get(connection: AsyncConnection, batch_id: int) -> BatchRow:
+    return _row(
+        (await connection.execute(sa.select(batches).where(batches.c.id == batch_id))).one()
+    )
+
+
+def _claimable_for_call_1(job_id: int, now: dt.datetime) -> sa.ColumnElement[bool]:
+    """Due questions without a stored answer (call 1 still to make)."""
+    q = questions.c
+    waiting = sa.and_(
+        q.state.in_(WAITING_STATES),
+        sa.or_(q.next_attempt_at.is_(None), q.next_attempt_at <= now),
+    )
+    abandoned = sa.and_(q.state == QuestionState.RUNNING, q.lease_expires_at < now)
+    no_answer = ~sa.exists().where(answers.c.question_id == q.id)
+    return sa.and_(q.job_id == job_id, sa.or_(waiting, abandoned), no_answer)
+
+
+async def claim_batch(
+    connection: AsyncConnection,
+    job_id: int,
+    *,
+    model: str,
+    limit: int,
+    lease: dt.timedelta,
+) -> BatchRow | None:
+    """Create a batch row and lease up to ``limit`` due questions to it (call 1), in the
+    caller's transaction; None (and no row) when nothing is due."""
+    now = utcnow()
+    display = f"ground-{job_id}-{now:%Y%m%dT%H%M%S}-{secrets.token_hex(4)}"
+    batch_id = await connection.scalar(
+        batches.insert()
+        .values(
+            job_id=job_id,
+            step=GROUND,
+            display_name=display,
+            model=model,
+            phase=PREPARING,
+            requests=0,
+            created_at=now,
+            updated_at=now,
+        )
+        .returning(batches.c.id)
+    )
+    assert batch_id is not None
+    q = questions.c
+    candidates = (
+        sa.select(q.id)
+        .where(_claimable_for_call_1(job_id, now))
+        .order_by(q.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    result = await connection.execute(
+        questions.update()
+        .where(q.id.in_(candidates))
+        .values(
+            state=QuestionState.RUNNING,
+            lease_owner=lease_owner(batch_id),
+            lease_expires_at=now + lease,
+            updated_at=now,
+        )
+        .returning(q.id)
+    )
+    ids = sorted(row.id for row in result)
+    if not ids:
+        await connection.execute(batches.delete().where(batches.c.id == batch_id))
+        return None
+    await connection.execute(
+        batch_items.insert(), [{"batch_id": batch_id, "question_id": i} for i in ids]
+    )
+    await connection.execute(
+        batches.update().where(batches.c.id == batch_id).values(requests=len(ids))
+    )
+    return await get(connection, batch_id)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchQuestion:
+    id: int
+    qid: str
+    text: str
+    attempts: int
+    meta: dict[str, Any] | None
+
+
+async def batch_questions(engine: AsyncEngine, batch_id: int) -> AsyncIterator[BatchQuestion]:
+    """The questions of a batch, by id, read a page at a time (memory flat in its size)."""
+    q = questions.c
+    last = -1
+    while True:
+        async with engine.connect() as connection:
+            rows = (
+                await connection.execute(
+                    sa.select(q.id, q.qid, q.text, q.attempts, q.meta)
+                    .join(batch_items, batch_items.c.question_id == q.id)
+                    .where(batch_items.c.batch_id == batch_id, q.id > last)
+                    .order_by(q.id)
+                    .limit(READ_PAGE)
+                )
+            ).all()
+        if not rows:
+            return
+        for row in rows:
+            yield BatchQuestion(row.id, row.qid, row.text, row.attempts, row.meta)
+        last = rows[-1].id
+
+
+async def leased_attempts(
+    connection: AsyncConnection, batch_id: int, ids: Sequence[int] | None = None
+) -> dict[int, int]:
+    """Question id -> attempts, for the questions still leased to the batch (of ``ids``)."""
+    q = questions.c
+    query = sa.select(q.id, q.attempts).where(
+        q.state == QuestionState.RUNNING, q.lease_owner == lease_owner(batch_id)
+    )
+    if ids is not None:
+        query = query.where(q.id.in_(list(ids)))
+    return {row.id: row.attempts for row in await connection.execute(query)}
+
+
+async def drop_items(connection: AsyncConnection, batch_id: int, ids: Sequence[int]) -> None:
+    """Take questions out of a batch that was never created (they did not fit in its file)
+    and give them back to the queue untouched."""
+    if not ids:
+        return
+    await connection.execute(
+        batch_items.delete().where(
+            batch_items.c.batch_id == batch_id, batch_items.c.question_id.in_(list(ids))
+        )
+    )
+    q = questions.c
+    await connection.execute(
+        questions.update()
+        .where(q.id.in_(list(ids)), q.lease_owner == lease_owner(batch_id))
+        .values(
+            state=sa.case((q.attempts > 0, QuestionState.RETRY_WAIT), else_=QuestionState.PENDING),
+            lease_owner=None,
+            lease_expires_at=None,
+            updated_at=utcnow(),
+        )
+    )
+    await connection.execute(
+        batches.update()
+        .where(batches.c.id == batch_id)
+        .values(requests=batches.c.requests - len(ids))
+    )
+
+
+async def _update(connection: AsyncConnection, batch_id: int, **values: Any) -> None:
+    await connection.execute(
+        batches.update().where(batches.c.id == batch_id).values(updated_at=utcnow(), **values)
+    )
+
+
+async def set_uploaded(connection: AsyncConnection, batch_id: int, file_name: str) -> None:
+    await _update(connection, batch_id, phase=UPLOADED, file_name=file_name)
+
+
+async def set_submitted(
+    connection: AsyncConnection,
+    batch_id: int,
+    name: str,
+    state: str,
+    submitted_at: dt.datetime | None,
+) -> None:
+    await _update(
+        connection,
+        batch_id,
+        phase=SUBMITTED,
+        name=name,
+        state=state,
+        submitted_at=submitted_at or utcnow(),
+    )
+
+
+async def set_state(
+    connection: AsyncConnection,
+    batch_id: int,
+    state: str,
+    *,
+    phase: str | None = None,
+    responses_file: str | None = None,
+    finished_at: dt.datetime | None = None,
+    last_error: str | None = None,
+) -> None:
+    values: dict[str, Any] = {"state": state}
+    if phase is not None:
+        values["phase"] = phase
+    if responses_file is not None:
+        values["responses_file"] = responses_file
+    if finished_at is not None:
+        values["finished_at"] = finished_at
+    if last_error is not None:
+        values["last_error"] = last_error[:500]
+    await _update(connection, batch_id, **values)
+
+
+async def advance(
+    connection: AsyncConnection, batch_id: int, *, lines: int, answered: int, failed: int
+) -> None:
+    """Count stored result lines (in the transaction that stored their rows)."""
+    c = batches.c
+    await _update(
+        connection,
+        batch_id,
+        lines_done=c.lines_done + lines,
+        answered=c.answered + answered,
+        failed_rows=c.failed_rows + failed,
+    )
+
+
+async def finish(connection: AsyncConnection, batch_id: int, *, returned: int) -> None:
+    await _update(connection, batch_id, phase=DONE, returned=batches.c.returned + returned)
+
+
+async def next_call_1_wakeup(connection: AsyncConnection, job_id: int) -> dt.datetime | None:
+    """When the next question without an answer becomes claimable; None if none is left."""
+    q = questions.c
+    now = utcnow()
+    no_answer = ~sa.exists().where(answers.c.question_id == q.id)
+    due = sa.case(
+        (q.state == QuestionState.RUNNING, q.lease_expires_at),
+        else_=sa.func.coalesce(q.next_attempt_at, sa.literal(now, UtcDateTime())),
+    )
+    first = await connection.scalar(
+        sa.select(sa.func.min(due)).where(
+            q.job_id == job_id,
+            q.state.in_([*WAITING_STATES, QuestionState.RUNNING]),
+            no_answer,
+        )
+    )
+    if first is None:
+        return None
+    if isinstance(first, str):  # aggregates bypass the column type on SQLite
+        first = dt.datetime.fromisoformat(first)
+    return first if first.tzinfo else first.replace(tzinfo=dt.UTC)
+
+
+# --- what `ground status` shows ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LinkAges:
+    """The batch's redirect links at resolution: how old (from the batch's creation, when
+    the server made them) and how many had already expired."""
+
+    resolved: int  # redirect sources with a verdict (pending ones not counted)
+    expired: int
+    mean_age_s: float | None
+    max_age_s: float | None
+
+    @property
+    def expired_share(self) -> float | None:
+        return self.expired / self.resolved if self.resolved else None
+
+
+async def link_ages(connection: AsyncConnection, batch: BatchRow) -> LinkAges:
+    """Link ages of a batch's sources that went through the resolver (``resolve_attempts``
+    > 0): ``resolved_at - submitted_at``. Computed in Python over one row per source, read
+    in a single query (a batch holds at most ``[batch] max_requests`` questions)."""
+    s = sources.c
+    rows = await connection.execute(
+        sa.select(s.resolve_status, s.resolved_at)
+        .join(answers, answers.c.id == s.answer_id)
+        .join(batch_items, batch_items.c.question_id == answers.c.question_id)
+        .where(
+            batch_items.c.batch_id == batch.id,
+            s.resolve_attempts > 0,
+            s.resolve_status != PENDING,
+        )
+    )
+    ages: list[float] = []
+    expired = resolved = 0
+    for status, resolved_at in rows:
+        resolved += 1
+        if status == EXPIRED:
+            expired += 1
+        if resolved_at is not None and batch.submitted_at is not None:
+            ages.append((resolved_at - batch.submitted_at).total_seconds())
+    return LinkAges(
+        resolved,
+        expired,
+        sum(ages) / len(ages) if ages else None,
+        max(ages) if ages else None,
+    )
