@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from pipeline.batch_runner import BatchRunner  # noqa: E402
-from pipeline.commands import _load, opened  # noqa: E402
+from pipeline.commands import load_job, opened  # noqa: E402
 from tests.jobutil import make_job  # noqa: E402
 
 TARGET_RSS_MB = 200
@@ -72,7 +72,7 @@ async def bench(base_url: str, n: int, directory: Path) -> list[tuple[str, float
     rows: list[tuple[str, float, float, float]] = []
     async with opened(spec) as engine:
         cpu, wall = own_cpu(), time.perf_counter()
-        job_id = await _load(engine, spec)
+        job_id = await load_job(engine, spec)
         assert job_id is not None
         rows.append(("load (not batch work)", own_cpu() - cpu, time.perf_counter() - wall, 0))
         rows[-1] = (*rows[-1][:3], peak_rss_mb())

@@ -1,0 +1,50 @@
+"""What each ``ground`` command does: one async function per command, returning an exit status.
+
+The CLI only parses arguments and calls these. They print human-readable results to stdout and
+problems to stderr; they never print a credential. By module:
+
+* ``run``: ``run`` and the commands that are runs (``refresh``, ``restructure``);
+* ``maintain``: ``migrate``, ``load``, ``resolve``, ``retry``, ``estimate``;
+* ``results``: ``status``, ``export``, ``show``, ``report``;
+* ``common``: messages, the job's database opened and migrated, loading the questions.
+
+(``batch cancel`` lives with batch mode, in :mod:`pipeline.batch_commands`.)
+"""
+
+from pipeline.commands.common import DatabaseUnavailable, complain, load_job, opened, say
+from pipeline.commands.maintain import (
+    estimate_command,
+    load_command,
+    migrate_command,
+    resolve_command,
+    retry_command,
+)
+from pipeline.commands.results import (
+    ExportOptions,
+    export_command,
+    report_command,
+    show_command,
+    status_command,
+)
+from pipeline.commands.run import refresh_command, restructure_command, run_command
+
+__all__ = [
+    "DatabaseUnavailable",
+    "ExportOptions",
+    "complain",
+    "estimate_command",
+    "export_command",
+    "load_command",
+    "load_job",
+    "migrate_command",
+    "opened",
+    "refresh_command",
+    "report_command",
+    "resolve_command",
+    "restructure_command",
+    "retry_command",
+    "run_command",
+    "say",
+    "show_command",
+    "status_command",
+]

@@ -1,0 +1,122 @@
+"""Commands that look after a job's queue: ``migrate``, ``load``, ``resolve``, ``retry``,
+``estimate``."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import anyio
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pipeline.estimate import estimate_remaining
+from pipeline.exit_codes import (
+    EXIT_FAILED,
+    EXIT_OK,
+)
+from pipeline.jobspec import JobSpec
+from pipeline.prices import UnconfirmedPriceWarning, load_prices
+from pipeline.redirects import AllowList, initial_verdict
+from pipeline.resolver import Lookup, Resolver, pending_lookups
+from pipeline.store import queue, resolution
+from pipeline.worker import job_spend
+
+if TYPE_CHECKING:
+    pass
+from pipeline.commands.common import complain, display_url, load_job, opened, say
+
+
+async def migrate_command(spec: JobSpec) -> int:
+    async with opened(spec):
+        say(f"database is at the newest schema: {display_url(spec)}")
+    return EXIT_OK
+
+
+async def load_command(spec: JobSpec) -> int:
+    async with opened(spec) as engine:
+        job_id = await load_job(engine, spec)
+    return EXIT_OK if job_id is not None else EXIT_FAILED
+
+
+async def resolve_command(spec: JobSpec, *, again: Sequence[str] = ()) -> int:
+    """Resolve every source of the job still pending (after a crash, or a run without it).
+
+    ``again``: first judge the sources in these statuses (``rejected``, ``failed``) afresh
+    under the job's current ``[resolver]`` settings, e.g. after ``allow_hosts`` was fixed.
+    """
+    async with opened(spec) as engine:
+        async with engine.connect() as connection:
+            job_id = await queue.find_job(connection, spec.name)
+        if job_id is None:
+            complain(f"job {spec.name!r} has not been loaded or run yet")
+            return EXIT_FAILED
+        if again:
+            allow = AllowList(spec.resolver.allow_hosts)
+            async with engine.begin() as connection:
+                found = await resolution.sources_to_judge_again(connection, job_id, again)
+                verdicts = [(sid, initial_verdict(uri, allow)) for sid, uri in found]
+                await resolution.judge_again(connection, verdicts)
+            fresh: dict[str, int] = {}
+            for _, verdict in verdicts:
+                fresh[verdict.status] = fresh.get(verdict.status, 0) + 1
+            listed = ", ".join(f"{k} {v}" for k, v in sorted(fresh.items()))
+            say(f"judged {len(verdicts)} {'/'.join(again)} sources again ({listed or 'none'})")
+        counts = await resolve_pending(engine, spec, job_id)
+    listed = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    say(f"resolved {sum(counts.values())} sources ({listed or 'none pending'})")
+    return EXIT_OK
+
+
+async def resolve_pending(engine: AsyncEngine, spec: JobSpec, job_id: int) -> dict[str, int]:
+    """Sweep the job's pending redirect sources through a resolver; counts by status."""
+    resolver = Resolver(engine, spec.resolver)
+    send, receive = anyio.create_memory_object_stream[Lookup](spec.resolver.concurrency * 4)
+    async with anyio.create_task_group() as group:
+        group.start_soon(resolver.serve, receive)
+        async with send:
+            async for lookup in pending_lookups(engine, job_id):
+                await send.send(lookup)
+    return resolver.counts
+
+
+async def retry_command(spec: JobSpec, *, states: list[str], error_class: str | None) -> int:
+    """Requeue dead letters (``ground retry``)."""
+    async with opened(spec) as engine, engine.begin() as connection:
+        job_id = await queue.find_job(connection, spec.name)
+        if job_id is None:
+            complain(f"job {spec.name!r} has not been loaded or run yet")
+            return EXIT_FAILED
+        count = await queue.requeue(connection, job_id, states, error_class)
+    which = "/".join(states) + (f" with error class {error_class}" if error_class else "")
+    say(f"requeued {count} questions ({which}); `ground run` will ask them again")
+    return EXIT_OK
+
+
+async def estimate_command(spec: JobSpec) -> int:
+    """Print the expected (and worst-case) cost of the questions not yet finished."""
+    async with opened(spec) as engine:
+        job_id = await load_job(engine, spec)
+        if job_id is None:
+            return EXIT_FAILED
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnconfirmedPriceWarning)
+            prices = load_prices(spec.limits.prices_file or None)
+        if spec.model.mode == "batch":  # the Batch API's rates ([[batch_rate]])
+            price = prices.for_batch(spec.model.name, spec.model.backend)
+        else:
+            price = prices.for_model(spec.model.name, spec.model.backend)
+        async with engine.connect() as connection:
+            estimate = await estimate_remaining(connection, job_id, spec, price)
+            spent = await job_spend(engine, job_id)
+    say(f"{estimate.remaining} questions left; spent so far ${spent:.4f}")
+    each = f"${estimate.per_question:.6f} a question, from {estimate.basis}"
+    say(f"expected: ${estimate.total:.4f} ({each})")
+    if estimate.worst_total is not None:
+        say(f"worst case, as the budget reserves it: ${estimate.worst_total:.4f}")
+    if spec.budget is not None:
+        left = spec.budget - spent
+        say(f"budget: ${spec.budget} (${left:.4f} left)")
+        if estimate.total > left:
+            say("the expected cost is over what is left of the budget: the run will stop early")
+    return EXIT_OK

@@ -1,0 +1,234 @@
+"""Commands that read results: ``status``, ``export``, ``show``, ``report``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import anyio
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pipeline.exit_codes import (
+    EXIT_FAILED,
+    EXIT_OK,
+)
+from pipeline.jobspec import JobSpec
+from pipeline.status import (
+    class_stats_dict,
+    job_status,
+    render_class_stats,
+    render_status,
+)
+from pipeline.store import queue
+from pipeline.store.breakdown import class_stats
+from pipeline.store.engine import create_engine
+from pipeline.terminal import printable
+
+if TYPE_CHECKING:
+    pass
+from pipeline.commands.common import (
+    complain,
+    find_job_id,
+    label_local_spend,
+    opened,
+    read_ids,
+    say,
+    schema_hash_of,
+    write_json,
+)
+
+
+async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None) -> int:
+    async with opened(spec) as engine, engine.connect() as connection:
+        job_id = await queue.find_job(connection, spec.name)
+        if job_id is None:
+            complain(f"job {spec.name!r} has not been loaded or run yet")
+            return EXIT_FAILED
+        if by == "class":
+            stats = await class_stats(connection, job_id)
+        else:
+            status = await job_status(
+                connection, job_id, spec.name, schema_hash=schema_hash_of(spec)
+            )
+            from pipeline.batch_commands import batch_status
+
+            batch_rows = await batch_status(connection, job_id)
+    if by == "class":
+        if as_json:
+            write_json({"job": spec.name, "by_class": class_stats_dict(stats)})
+        else:
+            say(render_class_stats(spec.name, stats))
+        return EXIT_OK
+    if as_json:
+        write_json({**status.to_dict(), "batches": batch_rows} if batch_rows else status.to_dict())
+    else:
+        say(render_status(status))
+        if batch_rows:
+            from pipeline.batch_commands import render_batch_status
+
+            say(render_batch_status(batch_rows))
+        label_local_spend(spec)
+    return EXIT_OK
+
+
+@dataclass(frozen=True, slots=True)
+class ExportOptions:
+    fmt: str = "jsonl"
+    out: str = "-"  # a path, or "-" for stdout
+    states: tuple[str, ...] = ()
+    qclass: str | None = None
+    since: dt.datetime | None = None
+    ids_file: str | None = None
+    long: str | None = None  # "sources" | "citations": one CSV row per source / citation
+    to: str | None = None  # a database URL: upsert into --table there instead of a file
+    table: str | None = None
+    all_versions: bool = False  # one record per stored answer version (JSONL, CSV)
+
+
+async def export_command(spec: JobSpec, options: ExportOptions) -> int:
+    """``ground export``: stream the job's records to a file, stdout, or a database table."""
+    from pipeline import export
+
+    try:
+        ids = read_ids(options.ids_file) if options.ids_file else None
+    except OSError as exc:
+        complain(f"--ids {options.ids_file}: cannot read: {exc.strerror or exc}")
+        return EXIT_FAILED
+    filters = export.Filters(
+        states=options.states,
+        qclass=options.qclass,
+        since=options.since,
+        ids=ids,
+        all_versions=options.all_versions,
+    )
+    async with opened(spec) as engine:
+        job_id = await find_job_id(engine, spec)
+        if job_id is None:
+            return EXIT_FAILED
+        if options.to is not None:
+            return await _export_to_table(engine, job_id, filters, options)
+        try:
+            count = await _export_to_file(engine, job_id, filters, options)
+        except export.ParquetUnavailable as exc:
+            complain(str(exc))
+            return EXIT_FAILED
+        except OSError as exc:
+            complain(f"--out {options.out}: cannot write: {exc.strerror or exc}")
+            return EXIT_FAILED
+    if options.out != "-":
+        print(printable(f"exported {count} questions to {options.out}"), file=sys.stderr)
+    return EXIT_OK
+
+
+async def _export_to_file(
+    engine: AsyncEngine, job_id: int, filters: Any, options: ExportOptions
+) -> int:
+    from pipeline import export
+
+    to_stdout = options.out == "-"
+    stream: BinaryIO = (
+        sys.stdout.buffer
+        if to_stdout
+        else await anyio.to_thread.run_sync(lambda: open(options.out, "wb"))  # noqa: SIM115
+    )
+    try:
+        writer: Any
+        if options.fmt == "parquet":
+            writer = export.ParquetWriter(stream)
+        elif options.fmt == "csv":
+            writer = export.CsvWriter(stream, options.long, versions=options.all_versions)
+        else:
+            writer = export.JsonlWriter(stream)
+        count = await export.export_job(engine, job_id, _Threaded(writer), filters)
+        await anyio.to_thread.run_sync(writer.close)
+    finally:
+        if to_stdout:
+            stream.flush()
+        else:
+            stream.close()
+    return count
+
+
+class _Threaded:
+    """A file writer driven from a worker thread: encoding and disk writes leave the loop free
+    to fetch the next batch (pyarrow and file writes release the GIL)."""
+
+    def __init__(self, writer: Any) -> None:
+        self._writer = writer
+
+    async def write(self, records: list[dict[str, Any]]) -> None:
+        await anyio.to_thread.run_sync(self._writer.write, records)
+
+
+async def _export_to_table(
+    engine: AsyncEngine, job_id: int, filters: Any, options: ExportOptions
+) -> int:
+    from pipeline import export
+
+    assert options.to is not None
+    try:
+        url = export.async_url(options.to)
+        table = export.results_table(options.table or "")
+    except export.TargetError as exc:
+        complain(str(exc))
+        return EXIT_FAILED
+    target = create_engine(url)
+    try:
+        writer = export.TableWriter(target, table)
+        await writer.prepare()
+        count = await export.export_job(engine, job_id, writer, filters)
+    except Exception as exc:  # any driver's error: say which, never with the password
+        from sqlalchemy.engine import make_url
+
+        reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        password = make_url(url).password
+        if password:
+            reason = reason.replace(str(password), "***")
+        complain(f"--to: export into table {table.name!r} failed: {type(exc).__name__}: {reason}")
+        return EXIT_FAILED
+    finally:
+        await target.dispose()
+    say(f"upserted {count} questions into table {table.name!r}")
+    return EXIT_OK
+
+
+async def show_command(spec: JobSpec, qid: str, fmt: str, *, all_versions: bool = False) -> int:
+    """``ground show``: one question with its answer, citations, sources and structure (its
+    latest version; every stored version, oldest first, with ``all_versions``)."""
+    from pipeline.show import render_show, render_show_versions
+    from pipeline.store.records import read_versions
+
+    async with opened(spec) as engine:
+        job_id = await find_job_id(engine, spec)
+        if job_id is None:
+            return EXIT_FAILED
+        found = await read_versions(engine, job_id, qid, all_versions=all_versions)
+    if not found:
+        complain(f"job {spec.name!r} has no question with id {qid!r}")
+        return EXIT_FAILED
+    rendered = render_show_versions(found, fmt) if all_versions else render_show(found[-1], fmt)
+    # JSON escapes control characters itself; Markdown and HTML are text a terminal may show.
+    sys.stdout.write(rendered if fmt == "json" else printable(rendered))
+    sys.stdout.flush()
+    return EXIT_OK
+
+
+async def report_command(spec: JobSpec, out: str, *, limit: int) -> int:
+    """``ground report``: the job's self-contained HTML report."""
+
+    from pipeline.report import write_report
+
+    async with opened(spec) as engine:
+        job_id = await find_job_id(engine, spec)
+        if job_id is None:
+            return EXIT_FAILED
+        try:
+            rows = await write_report(engine, job_id, spec.name, Path(out), limit=limit)
+        except OSError as exc:
+            complain(f"--out {out}: cannot write: {exc.strerror or exc}")
+            return EXIT_FAILED
+    say(f"report written: {out} ({rows} answers in its table)")
+    return EXIT_OK

@@ -1,0 +1,328 @@
+"""``ground run`` and the commands that are runs: ``refresh`` and ``restructure``.
+
+A run's exit status is the contract in :mod:`pipeline.exit_codes`; its closing summary says
+what made it non-zero.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import os
+import signal
+from collections.abc import Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+import orjson
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pipeline.clock import utcnow
+from pipeline.exit_codes import (
+    EXIT_FAILED,
+    ExitStatus,
+    describe_failures,
+    failures,
+    run_status,
+)
+from pipeline.gemini.endpoint import ConfigurationError
+from pipeline.jobspec import JobSpec
+from pipeline.progress import WatchOptions
+from pipeline.progress import watch as progress_watch
+from pipeline.redirects import PENDING as PENDING_SOURCE
+from pipeline.resolver import Resolver
+from pipeline.states import QuestionState
+from pipeline.status import (
+    JobStatus,
+    job_status,
+    render_status,
+)
+from pipeline.store import versions
+from pipeline.store.breakdown import state_counts
+from pipeline.worker import JobRunner, RunSummary
+
+if TYPE_CHECKING:
+    from pipeline.metrics import RunMetrics
+from pipeline.commands.common import (
+    complain,
+    display_url,
+    find_job_id,
+    label_local_spend,
+    load_job,
+    opened,
+    read_ids,
+    say,
+    schema_hash_of,
+)
+from pipeline.commands.maintain import resolve_pending
+
+
+async def run_command(
+    spec: JobSpec, watch: WatchOptions | None = None, *, no_wait: bool = False
+) -> int:
+    """Load, then ground every question not yet finished; the exit status is the contract in
+    :mod:`pipeline.exit_codes`. In batch mode the batches go first (``no_wait``: return once
+    they are submitted), then an online run does what they leave (call 2, online retries)."""
+    watch = watch or WatchOptions()
+    async with opened(spec) as engine:
+        job_id = await load_job(engine, spec)
+        if job_id is None:
+            return EXIT_FAILED
+        await _queue_stored_work(engine, spec, job_id)
+        async with engine.connect() as connection:
+            before = await job_status(
+                connection, job_id, spec.name, schema_hash=schema_hash_of(spec)
+            )
+        if before.terminal == before.total:
+            say(f"nothing to do: all {before.total} questions are finished; 0 calls made")
+            if spec.resolver.enabled and before.sources.get(PENDING_SOURCE):
+                await resolve_pending(engine, spec, job_id)  # what an earlier run left
+                async with engine.connect() as connection:
+                    before = await job_status(
+                        connection, job_id, spec.name, schema_hash=schema_hash_of(spec)
+                    )
+            say(render_status(before))
+            status = _closing_status(spec, None, before.states)
+            _write_summary_json(watch, status, spec, None, before)
+            return status
+        if spec.model.mode == "batch":
+            from pipeline.batch_commands import run_batches
+
+            early = await run_batches(spec, engine, job_id, wait=spec.batch.wait and not no_wait)
+            if early is not None:
+                return early
+        metrics: RunMetrics | None = None
+        if watch.wants_metrics:  # prometheus_client is imported only by runs that export
+            from pipeline.metrics import RunMetrics
+
+            metrics = RunMetrics(spec.name, spent_before=before.spend_usd)
+        resolver = Resolver(engine, spec.resolver) if spec.resolver.enabled else None
+        if resolver is not None and metrics is not None:
+            resolver.on_resolved = metrics.on_resolved
+        runner = JobRunner(spec, engine, job_id, resolver=resolver, metrics=metrics)
+        try:
+            if metrics is not None:
+                _start_metrics(metrics, runner, watch)
+            summary = await _run_with_signals(runner, engine, job_id, before, watch, metrics)
+            async with engine.connect() as connection:
+                after = await job_status(
+                    connection, job_id, spec.name, schema_hash=schema_hash_of(spec)
+                )
+            if metrics is not None:
+                metrics.set_states(after.states)
+                if watch.metrics_textfile:
+                    metrics.write_textfile(watch.metrics_textfile)
+        finally:
+            if metrics is not None:
+                metrics.close()
+    say(_render_summary(summary))
+    say(render_status(after))
+    label_local_spend(spec)
+    say(f"results: {display_url(spec)}")
+    status = _closing_status(spec, summary.stopped, after.states)
+    _write_summary_json(watch, status, spec, summary, after)
+    return status
+
+
+async def _queue_stored_work(engine: AsyncEngine, spec: JobSpec, job_id: int) -> None:
+    """What a run owes the answers already stored: with ``[refresh] max_age``, ask the done
+    questions whose answer is older again; with ``[structure]`` on, structure the done ones
+    that have no structured object yet (call 2 only: their answers are not asked again)."""
+    max_age = spec.refresh_max_age
+    async with engine.begin() as connection:
+        refreshed = (
+            await versions.mark_refresh(connection, job_id, utcnow() - max_age)
+            if max_age is not None
+            else 0
+        )
+        structuring = (
+            await versions.mark_restructure(
+                connection, job_id, [QuestionState.DONE], only_unstructured=True
+            )
+            if spec.schema is not None
+            else 0
+        )
+    if refreshed:
+        say(f"refresh: asking {refreshed} answers older than {spec.refresh.max_age} again")
+    if structuring:
+        say(f"structure: {structuring} stored answers to structure (call 2 only)")
+
+
+def _start_metrics(metrics: RunMetrics, runner: JobRunner, watch: WatchOptions) -> None:
+    def current_rate() -> float:
+        return runner.caller.sending_rate if runner.caller is not None else 0.0
+
+    metrics.rate_from(current_rate)
+    if watch.metrics_port is not None:
+        metrics.serve(watch.metrics_port, watch.metrics_host)
+
+
+def _closing_status(spec: JobSpec, stopped: str | None, states: dict[str, int]) -> ExitStatus:
+    """The run's exit status, and the line saying what made it non-zero."""
+    failed = failures(states, spec.job.fail_on)
+    status = run_status(stopped=stopped, failed=failed)
+    if stopped is not None:
+        complain(f"run stopped early: {stopped}")
+    if failed:
+        complain(
+            f"questions in a failure state: {describe_failures(failed)}"
+            f" (job.fail_on = {', '.join(spec.job.fail_on)}; exit status {int(status)})"
+        )
+    return status
+
+
+def _write_summary_json(
+    watch: WatchOptions,
+    status: ExitStatus,
+    spec: JobSpec,
+    summary: RunSummary | None,
+    job: JobStatus,
+) -> None:
+    """``--summary-json PATH``: the closing summary for a machine (written atomically)."""
+    if not watch.summary_json:
+        return
+    failed = failures(job.states, spec.job.fail_on)
+    document = {
+        "job": spec.name,
+        "exit_status": int(status),
+        "outcome": {0: "ok", 1: "stopped", 3: "some_failed"}.get(int(status), "error"),
+        "stopped": summary.stopped if summary else None,
+        "fail_on": list(spec.job.fail_on),
+        "failures": failed,
+        "run": None
+        if summary is None
+        else {
+            "claimed": summary.claimed,
+            "calls": summary.calls,
+            "outcomes": summary.outcomes,
+            "throttled": summary.throttled,
+            "spend_usd": str(Decimal(summary.cost_micro_usd) / 1_000_000),
+            "elapsed_s": round(summary.elapsed_s, 3),
+        },
+        "status": job.to_dict(),
+        "database": display_url(spec),
+    }
+    path = Path(watch.summary_json)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+    temporary.replace(path)
+
+
+async def _run_with_signals(
+    runner: JobRunner,
+    engine: AsyncEngine,
+    job_id: int,
+    before: JobStatus,
+    watch: WatchOptions,
+    metrics: RunMetrics | None,
+) -> RunSummary:
+    """First SIGINT/SIGTERM: stop claiming and finish what is in flight; second: abort."""
+
+    async def read_states() -> dict[str, int]:
+        async with engine.connect() as connection:
+            return await state_counts(connection, job_id)
+
+    async with anyio.create_task_group() as group:
+
+        async def watch_signals() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                async for signum in signals:
+                    if runner.summary.stopped is None:
+                        runner.stop(f"{signal.Signals(signum).name} received")
+                    else:
+                        group.cancel_scope.cancel()
+                        return
+
+        group.start_soon(watch_signals)
+        group.start_soon(
+            functools.partial(
+                progress_watch,
+                runner,
+                watch,
+                total=before.total,
+                finished_before=before.terminal,
+                spent_before=before.spend_usd,
+                metrics=metrics,
+                read_states=read_states,
+            )
+        )
+        try:
+            await runner.run()
+        except ConfigurationError as exc:
+            runner.stop(str(exc))
+        group.cancel_scope.cancel()
+    return runner.summary
+
+
+def _render_summary(summary: RunSummary) -> str:
+    outcomes = ", ".join(f"{state} {n}" for state, n in sorted(summary.outcomes.items()))
+    return (
+        f"run: {summary.calls} calls for {summary.claimed} claimed questions in "
+        f"{summary.elapsed_s:.1f} s ({outcomes or 'no outcomes'})"
+    )
+
+
+async def refresh_command(
+    spec: JobSpec,
+    *,
+    older_than: dt.timedelta,
+    qclass: str | None = None,
+    ids_file: str | None = None,
+    watch: WatchOptions | None = None,
+) -> int:
+    """``ground refresh``: ask done questions whose latest answer is older than ``older_than``
+    again, then run. It is a run: the budget and the limits apply; the earlier answers are
+    kept as history, and each new one records whether it changed."""
+    try:
+        ids = read_ids(ids_file) if ids_file else None
+    except OSError as exc:
+        complain(f"--ids {ids_file}: cannot read: {exc.strerror or exc}")
+        return EXIT_FAILED
+    async with opened(spec) as engine:
+        job_id = await find_job_id(engine, spec)
+        if job_id is None:
+            return EXIT_FAILED
+        async with engine.begin() as connection:
+            count = await versions.mark_refresh(
+                connection, job_id, utcnow() - older_than, qclass=qclass, qids=ids
+            )
+    say(f"refresh: asking {count} done questions again (answers older than {older_than})")
+    return await run_command(spec, watch)
+
+
+async def restructure_command(
+    spec: JobSpec,
+    *,
+    schema_file: str | None = None,
+    states: Sequence[str] = (),
+    watch: WatchOptions | None = None,
+) -> int:
+    """``ground restructure``: call 2 again (only) for the stored grounded answers of questions
+    in ``states`` (default: done and invalid), under the job's schema or ``schema_file``; the
+    earlier structured objects are kept as history."""
+    import msgspec
+
+    from pipeline.structure import SchemaError, prepare_schema_file
+
+    if schema_file is not None:
+        try:
+            schema = prepare_schema_file(Path(schema_file), wire_field=spec.structure.wire_field)
+        except SchemaError as exc:
+            complain(f"--schema: {exc}")
+            return EXIT_FAILED
+        structure = msgspec.structs.replace(spec.structure, enabled=True, schema=schema_file)
+        spec = msgspec.structs.replace(spec, schema=schema, structure=structure)
+    if spec.schema is None:
+        complain("restructure: [structure] is not enabled in the job file; give --schema FILE")
+        return EXIT_FAILED
+    chosen = list(states) or [QuestionState.DONE, QuestionState.INVALID]
+    async with opened(spec) as engine:
+        job_id = await find_job_id(engine, spec)
+        if job_id is None:
+            return EXIT_FAILED
+        async with engine.begin() as connection:
+            count = await versions.mark_restructure(connection, job_id, chosen)
+    say(f"restructure: {count} stored answers ({', '.join(chosen)}) to structure again")
+    return await run_command(spec, watch)
