@@ -69,6 +69,36 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     job = _job_parser()
 
+    _add_run_commands(commands, job)
+    _add_queue_commands(commands, job)
+    status = commands.add_parser("status", parents=[job], help="where the job stands")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument(
+        "--by",
+        choices=("class",),
+        help="break the job down: per question class, the grounded rate, the share of"
+        " grounded answers with no chunks, and the mean coverage",
+    )
+
+    _add_results_commands(commands, job)
+
+    from pipeline.cite import add_cite_arguments
+
+    add_cite_arguments(
+        commands.add_parser("cite", help="render a saved generateContent response's citations")
+    )
+
+    # The emulator's own parser reads its flags (`ground emulator --help`): importing it here
+    # would make every other command pay for the emulator's imports.
+    commands.add_parser("emulator", help="serve the local Gemini emulator", add_help=False)
+    return parser
+
+
+def _add_run_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], job: argparse.ArgumentParser
+) -> None:
+    """``run`` and the commands that are runs (``worker``, ``refresh``, ``restructure``),
+    and ``batch``."""
     run = commands.add_parser(
         "run",
         parents=[job],
@@ -91,21 +121,6 @@ def build_parser() -> argparse.ArgumentParser:
         "worker", parents=[job], help="run the job in N processes under one supervisor"
     )
     worker.add_argument("--processes", type=int, default=1, metavar="N", help="(default 1)")
-    commands.add_parser("load", parents=[job], help="load the question file into the queue")
-    commands.add_parser("migrate", parents=[job], help="bring the database to the newest schema")
-    resolve = commands.add_parser(
-        "resolve", parents=[job], help="resolve the sources' redirect links still pending"
-    )
-    resolve.add_argument(
-        "--again",
-        action="append",
-        choices=("rejected", "failed"),
-        help="first judge these sources again under the job's current [resolver] settings"
-        " (after fixing allow_hosts, say); repeatable",
-    )
-    commands.add_parser(
-        "estimate", parents=[job], help="the expected cost of the questions not yet finished"
-    )
     refresh = commands.add_parser(
         "refresh",
         parents=[job],
@@ -137,6 +152,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="questions in this state (repeatable; default: done and invalid)",
     )
     _add_watch_arguments(restructure)
+
+
+def _add_queue_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], job: argparse.ArgumentParser
+) -> None:
+    """The commands that look after the queue: load, migrate, resolve, estimate, retry."""
+    commands.add_parser("load", parents=[job], help="load the question file into the queue")
+    commands.add_parser("migrate", parents=[job], help="bring the database to the newest schema")
+    resolve = commands.add_parser(
+        "resolve", parents=[job], help="resolve the sources' redirect links still pending"
+    )
+    resolve.add_argument(
+        "--again",
+        action="append",
+        choices=("rejected", "failed"),
+        help="first judge these sources again under the job's current [resolver] settings"
+        " (after fixing allow_hosts, say); repeatable",
+    )
+    commands.add_parser(
+        "estimate", parents=[job], help="the expected cost of the questions not yet finished"
+    )
     retry = commands.add_parser("retry", parents=[job], help="requeue dead letters")
     retry.add_argument(
         "--state",
@@ -146,27 +182,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="which dead letters (repeatable; default: failed)",
     )
     retry.add_argument("--class", dest="error_class", metavar="C", help="only this error class")
-    status = commands.add_parser("status", parents=[job], help="where the job stands")
-    status.add_argument("--json", action="store_true", help="machine-readable output")
-    status.add_argument(
-        "--by",
-        choices=("class",),
-        help="break the job down: per question class, the grounded rate, the share of"
-        " grounded answers with no chunks, and the mean coverage",
-    )
-
-    _add_results_commands(commands, job)
-
-    from pipeline.cite import add_cite_arguments
-
-    add_cite_arguments(
-        commands.add_parser("cite", help="render a saved generateContent response's citations")
-    )
-
-    # The emulator's own parser reads its flags (`ground emulator --help`): importing it here
-    # would make every other command pay for the emulator's imports.
-    commands.add_parser("emulator", help="serve the local Gemini emulator", add_help=False)
-    return parser
 
 
 def _add_watch_arguments(run: argparse.ArgumentParser) -> None:
@@ -353,9 +368,11 @@ def _format_of(out: str) -> str:
     return "jsonl"
 
 
-def _job_command(
-    args: argparse.Namespace, action: Callable[[JobSpec], Coroutine[Any, Any, int]]
-) -> int:
+# A command's function with its arguments bound: what it does with the job.
+JobAction = Callable[[JobSpec], Coroutine[Any, Any, int]]
+
+
+def _job_command(args: argparse.Namespace, action: JobAction) -> int:
     try:
         spec = load_jobspec(args.job, args.overrides)
     except JobSpecError as exc:
@@ -396,11 +413,28 @@ def _main(argv: Sequence[str] | None) -> int:
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     log_format = configure_logging(verbose=args.verbose, fmt=args.log_format)
+    match args.command:
+        case "run" | "batch" | "worker" | "refresh" | "restructure":
+            return _run_command(args, log_format)
+        case "export":
+            return _export(args)
+        case "cite":
+            from pipeline.cite import cite_main, cite_stored
+
+            if args.job is not None or args.id is not None:
+                return cite_stored(args, args.fmt, args.min_confidence)
+            return cite_main(args.response, args.fmt, args.min_confidence)
+    return _job_command(args, _queue_or_results_action(args))
+
+
+def _run_command(args: argparse.Namespace, log_format: str) -> int:
+    """The commands that are runs, or act on one: run, batch, worker, refresh, restructure."""
     from pipeline import commands
 
+    watching = args.command in ("run", "refresh", "restructure")  # batch, worker: no flags
+    watch = _watch_options(args, log_format) if watching else WatchOptions()
     match args.command:
         case "run":
-            watch = _watch_options(args, log_format)
             return _job_command(
                 args, lambda spec: commands.run_command(spec, watch, no_wait=args.no_wait)
             )
@@ -417,18 +451,7 @@ def _main(argv: Sequence[str] | None) -> int:
                     spec, processes=args.processes, overrides=args.overrides, verbose=args.verbose
                 ),
             )
-        case "load":
-            return _job_command(args, commands.load_command)
-        case "migrate":
-            return _job_command(args, commands.migrate_command)
-        case "resolve":
-            return _job_command(
-                args, lambda spec: commands.resolve_command(spec, again=args.again or ())
-            )
-        case "estimate":
-            return _job_command(args, commands.estimate_command)
         case "refresh":
-            watch = _watch_options(args, log_format)
             return _job_command(
                 args,
                 lambda spec: commands.refresh_command(
@@ -439,47 +462,40 @@ def _main(argv: Sequence[str] | None) -> int:
                     watch=watch,
                 ),
             )
-        case "restructure":
-            watch = _watch_options(args, log_format)
-            return _job_command(
-                args,
-                lambda spec: commands.restructure_command(
-                    spec, schema_file=args.schema, states=args.states or (), watch=watch
-                ),
-            )
+    return _job_command(
+        args,
+        lambda spec: commands.restructure_command(
+            spec, schema_file=args.schema, states=args.states or (), watch=watch
+        ),
+    )
+
+
+def _queue_or_results_action(args: argparse.Namespace) -> JobAction:
+    """The command function, its arguments bound, of a job command that is not a run."""
+    from pipeline import commands
+
+    match args.command:
+        case "load":
+            return commands.load_command
+        case "migrate":
+            return commands.migrate_command
+        case "estimate":
+            return commands.estimate_command
+        case "resolve":
+            return lambda spec: commands.resolve_command(spec, again=args.again or ())
         case "retry":
-            return _job_command(
-                args,
-                lambda spec: commands.retry_command(
-                    spec, states=args.states or ["failed"], error_class=args.error_class
-                ),
+            return lambda spec: commands.retry_command(
+                spec, states=args.states or ["failed"], error_class=args.error_class
             )
         case "status":
-            return _job_command(
-                args, lambda spec: commands.status_command(spec, as_json=args.json, by=args.by)
-            )
-        case "export":
-            return _export(args)
+            return lambda spec: commands.status_command(spec, as_json=args.json, by=args.by)
         case "show":
-            return _job_command(
-                args,
-                lambda spec: commands.show_command(
-                    spec, args.id, args.fmt, all_versions=args.all_versions
-                ),
+            return lambda spec: commands.show_command(
+                spec, args.id, args.fmt, all_versions=args.all_versions
             )
         case "report":
-            return _job_command(
-                args, lambda spec: commands.report_command(spec, args.out, limit=args.limit)
-            )
-        case "cite":
-            from pipeline.cite import cite_main
-
-            if args.job is not None or args.id is not None:
-                from pipeline.cite import cite_stored
-
-                return cite_stored(args, args.fmt, args.min_confidence)
-            return cite_main(args.response, args.fmt, args.min_confidence)
-    return int(EXIT_USAGE)  # unreachable: argparse requires a command
+            return lambda spec: commands.report_command(spec, args.out, limit=args.limit)
+    raise AssertionError(f"unknown command {args.command!r}")  # argparse allows no other
 
 
 if __name__ == "__main__":
