@@ -1,7 +1,7 @@
 """Where a job stands: counts per state, grounded rate, latency, calls made.
 
-Everything is computed by the database (counts, sums, one ordered probe per percentile), so
-the cost does not grow with what Python has to hold in memory.
+Everything is computed by the database (:mod:`pipeline.store.overview`: counts, sums, one
+ordered probe per percentile), so the cost does not grow with what Python has to hold.
 """
 
 from __future__ import annotations
@@ -10,14 +10,11 @@ from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.states import TERMINAL_STATES, QuestionState
-from pipeline.store import ledger
-from pipeline.store.breakdown import ClassStats, source_problems
-from pipeline.store.tables import answers, questions, sources, structured
-from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
+from pipeline.states import TERMINAL_STATES
+from pipeline.store import ledger, overview
+from pipeline.store.breakdown import ClassStats, source_problems, state_counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,122 +85,37 @@ async def job_status(
     ``schema_hash``: the job's current schema (:func:`pipeline.structure.schema_hash`); the
     structured objects made with another are counted as stale.
     """
-    q, a = questions.c, answers.c
-    state_rows = await connection.execute(
-        sa.select(q.state, sa.func.count()).where(q.job_id == job_id).group_by(q.state)
-    )
-    states = dict.fromkeys(map(str, QuestionState), 0)  # plain keys: they go out as JSON
-    states.update({state: count for state, count in state_rows})
-    of_job = sa.select(q.id).where(q.job_id == job_id).scalar_subquery()
+    states = await state_counts(connection, job_id)  # every state, plain str keys (JSON)
     totals = await ledger.job_totals(connection, job_id)
-    st = structured.c
-    stale = (
-        sa.func.count().filter(sa.or_(st.schema_hash.is_(None), st.schema_hash != schema_hash))
-        if schema_hash is not None
-        else sa.literal(0)
-    )
-    n_valid, n_invalid, n_flagged, mean_supported, n_stale = (
-        await connection.execute(
-            sa.select(
-                sa.func.count().filter(st.valid.is_(True)),
-                sa.func.count().filter(st.valid.is_(False)),
-                sa.func.count().filter(st.flagged.is_(True)),
-                sa.func.avg(st.supported_fraction),
-                stale,
-            ).where(st.question_id.in_(of_job), LATEST_STRUCTURED)
-        )
-    ).one()
-    n_superseded = await connection.scalar(
-        sa.select(sa.func.count()).where(a.question_id.in_(of_job), ~LATEST_ANSWER)
-    )
-    answer_filter = sa.and_(a.question_id.in_(of_job), LATEST_ANSWER)
-    n_answers, n_grounded, mean, tokens, n_tool_parts, n_changed = (
-        await connection.execute(
-            sa.select(
-                sa.func.count(),
-                sa.func.count().filter(a.grounded.is_(True)),
-                sa.func.avg(a.latency_ms),
-                sa.func.coalesce(sa.func.sum(a.total_tokens), 0),
-                sa.func.count().filter(a.tool_parts > 0),
-                sa.func.count().filter(a.changed.is_(True)),
-            ).where(answer_filter)
-        )
-    ).one()
-    p95 = await _percentile(connection, a.latency_ms, answer_filter, n_answers, 0.95)
-    source_filter = sources.c.answer_id.in_(sa.select(a.id).where(answer_filter).scalar_subquery())
-    source_counts, resolve_p50, resolve_p99 = await _source_stats(connection, source_filter)
+    made = await overview.structured_totals(connection, job_id, schema_hash)
+    got = await overview.answer_totals(connection, job_id)
+    resolving = await overview.source_totals(connection, job_id)
     return JobStatus(
         job=job_name,
         total=sum(states.values()),
         states=states,
-        answers=int(n_answers),
-        grounded=int(n_grounded),
+        answers=got.answers,
+        grounded=got.grounded,
         calls=totals.calls,
         spend_usd=totals.spend_usd,
         unpriced_calls=totals.unpriced_calls,
-        structured_valid=int(n_valid),
-        structured_invalid=int(n_invalid),
-        structured_flagged=int(n_flagged),
-        supported_fraction_mean=None if mean_supported is None else float(mean_supported),
-        latency_mean_ms=None if mean is None else float(mean),
-        latency_p95_ms=p95,
-        tokens_total=int(tokens),
-        sources=source_counts,
-        resolve_p50_ms=resolve_p50,
-        resolve_p99_ms=resolve_p99,
-        problems=await _problems(connection, job_id),
-        with_tool_parts=int(n_tool_parts),
+        structured_valid=made.valid,
+        structured_invalid=made.invalid,
+        structured_flagged=made.flagged,
+        supported_fraction_mean=made.supported_fraction_mean,
+        latency_mean_ms=got.latency_mean_ms,
+        latency_p95_ms=got.latency_p95_ms,
+        tokens_total=got.tokens,
+        sources=resolving.by_status,
+        resolve_p50_ms=resolving.p50_ms,
+        resolve_p99_ms=resolving.p99_ms,
+        problems=[Problem(*row) for row in await overview.dead_letters(connection, job_id)],
+        with_tool_parts=got.with_tool_parts,
         source_problems=await source_problems(connection, job_id),
-        changed=int(n_changed),
-        superseded_answers=int(n_superseded or 0),
-        structured_stale_schema=int(n_stale or 0),
+        changed=got.changed,
+        superseded_answers=got.superseded,
+        structured_stale_schema=made.stale_schema,
     )
-
-
-async def _problems(connection: AsyncConnection, job_id: int) -> list[Problem]:
-    """The dead-letter view: (state, error class) -> how many, and one example message."""
-    q = questions.c
-    rows = await connection.execute(
-        sa.select(q.state, q.error_class, sa.func.count(), sa.func.min(q.last_error))
-        .where(q.job_id == job_id, q.error_class.is_not(None))
-        .group_by(q.state, q.error_class)
-        .order_by(sa.func.count().desc())
-    )
-    return [Problem(*row) for row in rows]
-
-
-async def _source_stats(
-    connection: AsyncConnection, source_filter: sa.ColumnElement[bool]
-) -> tuple[dict[str, int], float | None, float | None]:
-    """Sources by resolve status, and the p50/p99 of stored -> destination resolved (ms)."""
-    source_rows = await connection.execute(
-        sa.select(sources.c.resolve_status, sa.func.count())
-        .where(source_filter)
-        .group_by(sources.c.resolve_status)
-    )
-    counts = {status: count for status, count in source_rows}
-    timed = sa.and_(source_filter, sources.c.resolve_latency_ms.is_not(None))
-    n_timed = await connection.scalar(sa.select(sa.func.count()).where(timed)) or 0
-    latency = sources.c.resolve_latency_ms
-    p50 = await _percentile(connection, latency, timed, n_timed, 0.50)
-    p99 = await _percentile(connection, latency, timed, n_timed, 0.99)
-    return counts, p50, p99
-
-
-async def _percentile(
-    connection: AsyncConnection,
-    column: sa.ColumnElement[float],
-    where: sa.ColumnElement[bool],
-    count: int,
-    fraction: float,
-) -> float | None:
-    """The nearest-rank percentile of ``column`` over ``count`` rows, computed in the database."""
-    if not count:
-        return None
-    value = await connection.scalar(
-        sa.select(column).where(where).order_by(column).offset(int(fraction * (count - 1))).limit(1)
-    )
-    return None if value is None else float(value)
 
 
 def render_status(status: JobStatus) -> str:
