@@ -1,11 +1,16 @@
 """All SQL: the schema, the engine, and one module per thing the pipeline stores or asks.
 
-* ``engine``: engines (SQLite pragmas, the PostgreSQL pool) and :func:`migrate`;
+* ``engine``: engines (SQLite pragmas, the PostgreSQL pool) and :func:`migrate` (locked);
+* ``reconnect``: retrying a transaction across a database restart, up to an outage limit;
 * ``tables``: the SQLAlchemy Core tables (Alembic's migrations are the schema's source);
 * ``queue``: claim under a lease, heartbeat, state changes, release, requeue;
-* ``answers`` / ``results``: call 1's answers with sources and supports; call 2's objects;
+* ``answers`` / ``results`` / ``versions``: call 1's answers with sources and supports, call
+  2's objects, and their versions (nothing paid for is deleted);
 * ``ledger``: every call with its cost, and the one spend query;
+* ``quota``: the job's rate, tokens, daily count and budget, shared by its processes;
 * ``resolution``: the sources still to resolve, and their verdicts;
-* ``upsert``: ``INSERT ... ON CONFLICT DO NOTHING`` on both backends;
-* ``batches``: batch mode's batches and the questions leased to each (claim, phases, link ages).
+* ``batches``: batch mode's batches and the questions leased to them;
+* ``overview`` / ``breakdown`` / ``summary``: what ``status`` and the report aggregate;
+* ``records``: results read back in batches, for export, show and the report;
+* ``upsert``: ``INSERT ... ON CONFLICT DO NOTHING`` on both backends.
 """
