@@ -59,6 +59,11 @@ GRANT_S = 0.5  # seconds of the shared request rate in one grant
 GRANT_MAX = 500  # requests in one grant at most
 AHEAD_S = 2.0  # seconds: a grant may start at most this far ahead of now (no hoarding)
 LATE_S = 0.010  # seconds: a slot missed by more than this is given up, not sent late
+# seconds: a caller that wakes this long after its slot (a loaded event loop) takes a later
+# slot instead of sending, so late wake-ups never bunch into a burst. A send at most this late
+# moves at most rate x this many requests into the next window: within the pacing headroom
+# (2 % of a 60 s window is 1.2 s).
+LATE_WAKE_S = 0.100
 TOKEN_BURST_S = 6.0  # seconds of the token rate that may be drawn at once
 TOKEN_GRANT_S = 1.0  # seconds of the token rate in one grant (at least the request's estimate)
 DAILY_GRANT = 10  # grounded prompts in one grant of the daily count
@@ -117,6 +122,9 @@ class SharedRate:
             self._next = i + 1
             if slot > now:
                 await self._sleep(slot - now)
+                if self._clock() > slot + LATE_WAKE_S:
+                    self.missed += 1  # woke too late for it: a later slot, not a burst
+                    continue
             return
 
     async def _refill(self) -> None:

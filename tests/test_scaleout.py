@@ -3,7 +3,9 @@ budget and one queue through the job's database, survive a kill and a database t
 their connections, and start together on a new SQLite file.
 
 Scaled to run in well under a minute each on a loaded 2-core machine: the emulator's quota
-window is 3 s instead of 60 (so "150 per window" is a 3,000 RPM quota), with fewer questions;
+window is 12 s instead of 60 (so "240 per window" is a 1,200 RPM quota, which four processes
+keep up with beside `stress-ng --cpu 8`; at 3,000 RPM a loaded machine could not send enough
+to use the quota), with fewer questions;
 the ratio of what the processes are configured for to what the server allows, which is what
 the tests are about, is the issue's (each process configured with the job's full limits).
 Waits are on observable events (ledger rows, process exits), never fixed sleeps.
@@ -36,7 +38,7 @@ from tests.jobutil import make_job
 pytestmark = pytest.mark.anyio
 
 WINDOW_S = 12.0  # the emulator's quota window (Google's is 60 s)
-PER_WINDOW = 600  # admitted requests per window: 3,000 RPM
+PER_WINDOW = 240  # admitted requests per window: 1,200 RPM
 PER_MINUTE = int(PER_WINDOW * 60 / WINDOW_S)
 PROCESS_TIMEOUT_S = 120  # seconds a child may take at most
 # Each process is given the job's full limit, as the issue asks: no per-process arithmetic.
@@ -167,11 +169,11 @@ async def _shared_quota_run(tmp_path: Path, database: str | None, processes: int
 @pytest.mark.postgres
 async def test_four_processes_share_one_quota_on_postgres(tmp_path: Path) -> None:
     async with postgres_database() as url:
-        await _shared_quota_run(tmp_path, url.replace("+asyncpg", ""), processes=4, n=1_200)
+        await _shared_quota_run(tmp_path, url.replace("+asyncpg", ""), processes=4, n=600)
 
 
 async def test_two_processes_share_one_quota_on_sqlite(tmp_path: Path) -> None:
-    await _shared_quota_run(tmp_path, None, processes=2, n=1_000)
+    await _shared_quota_run(tmp_path, None, processes=2, n=500)
 
 
 @pytest.mark.postgres
@@ -238,10 +240,10 @@ async def test_sigkill_one_of_four_the_others_finish_its_questions(tmp_path: Pat
         for status, err in results[1:]:
             assert status == 0, err
         assert stats["quota_rejections"]["total"] == 0  # the quota held, kill included
-        # Nothing lost, nothing stored twice; only the calls in flight at the kill were
-        # made twice (answered by the server, never stored by the killed process).
+        # Nothing lost, nothing stored twice; only the killed process's questions in hand were
+        # asked twice: at most 2 x concurrency (in flight, or answered and not yet committed).
         await _check_exactly_once(url, n)
-        assert stats["requests"]["by_kind"]["developer"] - n <= 16
+        assert stats["requests"]["by_kind"]["developer"] - n <= 2 * 16
 
 
 async def _more_than(url: str, n: int) -> bool:
