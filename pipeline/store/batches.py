@@ -16,6 +16,9 @@ The rules that make a batch paid for once:
   died before that finds it by its unique ``display_name`` before creating anything;
 * ``lines_done`` counts the result lines stored and is written in the same transaction as the
   rows they produced (:func:`advance`), so a download resumed after a crash skips exactly them.
+
+A batch's ``step`` is ``ground`` (call 1: due questions without an answer) or ``structure``
+(call 2: due questions whose grounded answer is stored; ``[batch] structure = true``).
 """
 
 from __future__ import annotations
@@ -30,9 +33,20 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.clock import utcnow
+from pipeline.errors import ErrorClass
 from pipeline.redirects import EXPIRED, PENDING
 from pipeline.states import WAITING_STATES, QuestionState
-from pipeline.store.tables import UtcDateTime, answers, batch_items, batches, questions, sources
+from pipeline.store.tables import (
+    UtcDateTime,
+    answers,
+    batch_items,
+    batches,
+    budget_holds,
+    questions,
+    sources,
+    structured,
+)
+from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
 
 PREPARING = "preparing"
 UPLOADED = "uploaded"
@@ -40,8 +54,10 @@ SUBMITTED = "submitted"
 DOWNLOADING = "downloading"
 DONE = "done"
 GROUND = "ground"
+STRUCTURE = "structure"
 READ_PAGE = 2_000  # questions read per query when writing a batch's input file
 OWNER_PREFIX = "batch:"
+ERRORS_SEPARATOR = "; "  # how an invalid output's errors are joined into ``last_error``
 
 
 def lease_owner(batch_id: int) -> str:
@@ -67,6 +83,8 @@ class BatchRow:
     answered: int
     failed_rows: int
     returned: int
+    grounded: int  # answers stored with groundingMetadata (a ground batch)
+    ungrounded: int  # answers stored without it: did Google Search run in the batch?
     last_error: str | None
     created_at: dt.datetime
     submitted_at: dt.datetime | None
@@ -105,6 +123,21 @@ def _claimable_for_call_1(job_id: int, now: dt.datetime) -> sa.ColumnElement[boo
     return sa.and_(q.job_id == job_id, sa.or_(waiting, abandoned), no_answer)
 
 
+def _claimable_for_call_2(job_id: int, now: dt.datetime) -> sa.ColumnElement[bool]:
+    """Due questions whose grounded answer is stored and that are not to be asked again:
+    call 2 is what is left (``awaiting_structure``, or a call 2 that waits for its retry)."""
+    q = questions.c
+    waiting = sa.and_(
+        q.state.in_(WAITING_STATES),
+        sa.or_(q.next_attempt_at.is_(None), q.next_attempt_at <= now),
+    )
+    abandoned = sa.and_(q.state == QuestionState.RUNNING, q.lease_expires_at < now)
+    grounded = sa.exists().where(
+        answers.c.question_id == q.id, answers.c.grounded.is_(True), LATEST_ANSWER
+    )
+    return sa.and_(q.job_id == job_id, sa.or_(waiting, abandoned), grounded, q.reask.is_(False))
+
+
 async def claim_batch(
     connection: AsyncConnection,
     job_id: int,
@@ -112,16 +145,19 @@ async def claim_batch(
     model: str,
     limit: int,
     lease: dt.timedelta,
+    step: str = GROUND,
 ) -> BatchRow | None:
-    """Create a batch row and lease up to ``limit`` due questions to it (call 1), in the
-    caller's transaction; None (and no row) when nothing is due."""
+    """Create a batch row and lease up to ``limit`` due questions to it (call 1, or call 2
+    for ``step`` structure), in the caller's transaction; None (and no row) when nothing is
+    due."""
     now = utcnow()
-    display = f"ground-{job_id}-{now:%Y%m%dT%H%M%S}-{secrets.token_hex(4)}"
+    display = f"{step}-{job_id}-{now:%Y%m%dT%H%M%S}-{secrets.token_hex(4)}"
+    claimable = _claimable_for_call_2 if step == STRUCTURE else _claimable_for_call_1
     batch_id = await connection.scalar(
         batches.insert()
         .values(
             job_id=job_id,
-            step=GROUND,
+            step=step,
             display_name=display,
             model=model,
             phase=PREPARING,
@@ -135,7 +171,7 @@ async def claim_batch(
     q = questions.c
     candidates = (
         sa.select(q.id)
-        .where(_claimable_for_call_1(job_id, now))
+        .where(claimable(job_id, now))
         .order_by(q.id)
         .limit(limit)
         .with_for_update(skip_locked=True)
@@ -196,6 +232,93 @@ async def batch_questions(engine: AsyncEngine, batch_id: int) -> AsyncIterator[B
         last = rows[-1].id
 
 
+@dataclass(frozen=True, slots=True)
+class StructureQuestion:
+    """A question of a structure batch: its stored grounded answer, and the errors of the
+    invalid output a structure batch returned for it, when this request is its repair."""
+
+    id: int
+    text: str
+    attempts: int
+    structure_attempts: int
+    answer_raw: bytes
+    answer_version: int
+    structured_version: int
+    repair_errors: tuple[str, ...]
+
+
+def _structure_query(where: sa.ColumnElement[bool]) -> sa.Select[Any]:
+    q, a, st = questions.c, answers.c, structured.c
+    latest_structured = (
+        sa.select(sa.func.max(st.version))
+        .where(st.question_id == q.id, LATEST_STRUCTURED)
+        .scalar_subquery()
+    )
+    return (
+        sa.select(
+            q.id,
+            q.text,
+            q.attempts,
+            q.structure_attempts,
+            q.error_class,
+            q.last_error,
+            a.raw_response,
+            a.version,
+            latest_structured.label("structured_version"),
+        )
+        .join(answers, sa.and_(a.question_id == q.id, LATEST_ANSWER))
+        .where(where)
+        .order_by(q.id)
+    )
+
+
+def _structure_question(row: Any) -> StructureQuestion:
+    repair = row.error_class == ErrorClass.SCHEMA_INVALID and row.last_error
+    return StructureQuestion(
+        row.id,
+        row.text,
+        row.attempts,
+        row.structure_attempts or 0,
+        row.raw_response.encode(),
+        row.version,
+        row.structured_version or 0,
+        tuple(row.last_error.split(ERRORS_SEPARATOR)) if repair else (),
+    )
+
+
+async def structure_questions(
+    engine: AsyncEngine, batch_id: int
+) -> AsyncIterator[StructureQuestion]:
+    """The questions of a structure batch with their latest answers, a page at a time."""
+    last = -1
+    in_batch = sa.select(batch_items.c.question_id).where(batch_items.c.batch_id == batch_id)
+    while True:
+        async with engine.connect() as connection:
+            where = sa.and_(questions.c.id.in_(in_batch), questions.c.id > last)
+            rows = (await connection.execute(_structure_query(where).limit(READ_PAGE))).all()
+        if not rows:
+            return
+        for row in rows:
+            yield _structure_question(row)
+        last = rows[-1].id
+
+
+async def leased_for_structure(
+    connection: AsyncConnection, batch_id: int, ids: Sequence[int]
+) -> dict[int, StructureQuestion]:
+    """Of ``ids``, the questions still leased to the structure batch, with their answers."""
+    q = questions.c
+    where = sa.and_(
+        q.id.in_(list(ids)),
+        q.state == QuestionState.RUNNING,
+        q.lease_owner == lease_owner(batch_id),
+    )
+    return {
+        row.id: _structure_question(row)
+        for row in await connection.execute(_structure_query(where))
+    }
+
+
 async def leased_attempts(
     connection: AsyncConnection, batch_id: int, ids: Sequence[int] | None = None
 ) -> dict[int, int]:
@@ -207,6 +330,18 @@ async def leased_attempts(
     if ids is not None:
         query = query.where(q.id.in_(list(ids)))
     return {row.id: row.attempts for row in await connection.execute(query)}
+
+
+async def leased_tries(connection: AsyncConnection, batch_id: int) -> dict[int, tuple[int, int]]:
+    """Question id -> (attempts, structure_attempts), for the questions still leased."""
+    q = questions.c
+    query = sa.select(q.id, q.attempts, q.structure_attempts).where(
+        q.state == QuestionState.RUNNING, q.lease_owner == lease_owner(batch_id)
+    )
+    return {
+        row.id: (row.attempts, row.structure_attempts or 0)
+        for row in await connection.execute(query)
+    }
 
 
 async def drop_items(connection: AsyncConnection, batch_id: int, ids: Sequence[int]) -> None:
@@ -235,6 +370,27 @@ async def drop_items(connection: AsyncConnection, batch_id: int, ids: Sequence[i
         .where(batches.c.id == batch_id)
         .values(requests=batches.c.requests - len(ids))
     )
+
+
+async def abandon(connection: AsyncConnection, batch_id: int) -> None:
+    """A batch that will never be created (nothing of it fits the budget): its questions go
+    back to the queue untouched and its row goes."""
+    ids = list(
+        await connection.scalars(
+            sa.select(batch_items.c.question_id).where(batch_items.c.batch_id == batch_id)
+        )
+    )
+    await drop_items(connection, batch_id, ids)
+    await connection.execute(batches.delete().where(batches.c.id == batch_id))
+
+
+async def budget_hold(connection: AsyncConnection, job_id: int, batch_id: int) -> int | None:
+    """The budget the batch holds (its ``budget_holds`` row), None when it holds none."""
+    h = budget_holds.c
+    held = await connection.scalar(
+        sa.select(h.reserved).where(h.job_id == job_id, h.owner == lease_owner(batch_id))
+    )
+    return None if held is None else int(held)
 
 
 async def _update(connection: AsyncConnection, batch_id: int, **values: Any) -> None:
@@ -287,7 +443,14 @@ async def set_state(
 
 
 async def advance(
-    connection: AsyncConnection, batch_id: int, *, lines: int, answered: int, failed: int
+    connection: AsyncConnection,
+    batch_id: int,
+    *,
+    lines: int,
+    answered: int,
+    failed: int,
+    grounded: int = 0,
+    ungrounded: int = 0,
 ) -> None:
     """Count stored result lines (in the transaction that stored their rows)."""
     c = batches.c
@@ -297,6 +460,8 @@ async def advance(
         lines_done=c.lines_done + lines,
         answered=c.answered + answered,
         failed_rows=c.failed_rows + failed,
+        grounded=c.grounded + grounded,
+        ungrounded=c.ungrounded + ungrounded,
     )
 
 
@@ -304,11 +469,14 @@ async def finish(connection: AsyncConnection, batch_id: int, *, returned: int) -
     await _update(connection, batch_id, phase=DONE, returned=batches.c.returned + returned)
 
 
-async def next_call_1_wakeup(connection: AsyncConnection, job_id: int) -> dt.datetime | None:
-    """When the next question without an answer becomes claimable; None if none is left."""
+async def next_call_1_wakeup(
+    connection: AsyncConnection, job_id: int, *, with_call_2: bool = False
+) -> dt.datetime | None:
+    """When the next question without an answer (``with_call_2``: or awaiting call 2)
+    becomes claimable; None if none is left."""
     q = questions.c
     now = utcnow()
-    no_answer = ~sa.exists().where(answers.c.question_id == q.id)
+    no_answer = sa.true() if with_call_2 else ~sa.exists().where(answers.c.question_id == q.id)
     due = sa.case(
         (q.state == QuestionState.RUNNING, q.lease_expires_at),
         else_=sa.func.coalesce(q.next_attempt_at, sa.literal(now, UtcDateTime())),
