@@ -38,8 +38,8 @@ from pipeline.gemini import batch as api
 from pipeline.gemini.errors import TransientError
 from pipeline.redirects import AllowList, initial_verdict
 from pipeline.resolver import Lookup
+from pipeline.store import batch_structure, queue
 from pipeline.store import batches as store
-from pipeline.store import queue
 from pipeline.store.answers import persist_answers
 from pipeline.store.ledger import persist_calls
 from pipeline.store.results import persist_structured
@@ -237,7 +237,7 @@ class Collector:
         """Each line's outcome; a key not (or no longer) leased to the batch is skipped."""
         outcomes: list[Outcome] = []
         if row.step == store.STRUCTURE:
-            held = await store.leased_for_structure(connection, row.id, ids)
+            held = await batch_structure.leased_for_structure(connection, row.id, ids)
             for result in results:
                 question = held.get(int(result.key)) if result.key.isdigit() else None
                 if question is None:

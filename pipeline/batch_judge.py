@@ -45,7 +45,8 @@ from pipeline.limits import RetryPolicy
 from pipeline.limits.policy import GROUND, STRUCTURE
 from pipeline.prices import Price
 from pipeline.states import QuestionState
-from pipeline.store.batches import ERRORS_SEPARATOR, StructureQuestion
+from pipeline.store.batch_structure import StructureQuestion
+from pipeline.store.batches import ERRORS_SEPARATOR
 from pipeline.store.ledger import CallRecord
 from pipeline.store.queue import StateChange
 from pipeline.structure import schema_hash

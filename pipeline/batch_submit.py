@@ -28,6 +28,7 @@ from pipeline.answering import question_urls, stored_answer
 from pipeline.batch_budget import BatchBudget
 from pipeline.batch_context import BatchContext
 from pipeline.gemini import batch as api
+from pipeline.store import batch_structure
 from pipeline.store import batches as store
 from pipeline.store.queue import ClaimedQuestion
 from pipeline.structure import build_structure_body
@@ -173,7 +174,7 @@ class Submitter:
     async def _structure_lines(self, batch_id: int) -> AsyncIterator[tuple[str, bytes]]:
         spec = self.ctx.spec
         assert spec.schema is not None
-        async for q in store.structure_questions(self.ctx.engine, batch_id):
+        async for q in batch_structure.structure_questions(self.ctx.engine, batch_id):
             body = build_structure_body(
                 question=q.text,
                 answer=stored_answer(q.answer_raw),

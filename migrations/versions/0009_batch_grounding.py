@@ -23,9 +23,7 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("batches") as batch:
         batch.add_column(sa.Column("grounded", sa.Integer(), nullable=False, server_default="0"))
-        batch.add_column(
-            sa.Column("ungrounded", sa.Integer(), nullable=False, server_default="0")
-        )
+        batch.add_column(sa.Column("ungrounded", sa.Integer(), nullable=False, server_default="0"))
 
 
 def downgrade() -> None:
