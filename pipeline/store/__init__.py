@@ -8,4 +8,5 @@
 * ``resolution``: the sources still to resolve, and their verdicts;
 * ``upsert``: ``INSERT ... ON CONFLICT DO NOTHING`` on both backends;
 * ``batches``: batch mode's batches and the questions leased to each (claim, phases, link ages).
+* ``batch_structure``: a structure batch's questions with their stored answers (call 2).
 """
