@@ -2,7 +2,8 @@
 
 ``ground run`` on a job with ``[model] mode = "batch"`` first drives its batches here
 (:class:`~pipeline.batch_runner.BatchRunner`), then goes on as an online run, which finds
-only what batch mode leaves to it: call 2, and retries when ``[batch] retries = "online"``.
+only what batch mode leaves to it: call 2 when ``[batch] structure = false``, and retries
+when ``[batch] retries = "online"``.
 """
 
 from __future__ import annotations

@@ -122,11 +122,15 @@ class BatchRunner:
         """Submit what is due, drive every open batch; again while retries (and call 2,
         in structure batches) come due. A batch the budget cut short ends the run after it."""
         ctx = self.ctx
+        first = True
         while ctx.summary.stopped is None:
             async with ctx.engine.connect() as connection:
                 resumable = await store.job_batches(connection, ctx.job_id, unfinished=True)
             ctx.summary.resumed.extend(b.display_name for b in resumable if b.name)
-            opened = [*resumable, *await self.submitter.claim_all()]
+            # With retries online, call 1 is claimed once: what comes back goes online.
+            ground = first or ctx.spec.batch.retries == "batch"
+            opened = [*resumable, *await self.submitter.claim_all(ground=ground)]
+            first = False
             if not opened:
                 if self.budget.short is None and await self._wait_for_due(wait):
                     continue

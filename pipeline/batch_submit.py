@@ -48,12 +48,12 @@ class Submitter:
 
     # -- claim --------------------------------------------------------------------------------
 
-    async def claim_all(self) -> list[store.BatchRow]:
+    async def claim_all(self, *, ground: bool = True) -> list[store.BatchRow]:
         """Lease every due question, ``[batch] max_requests`` per batch: call 1 (without an
-        answer), then call 2 (grounded answer stored) when it goes in batch too. Nothing new
-        once the budget has cut a batch short."""
+        answer; unless ``ground`` is false), then call 2 (grounded answer stored) when it goes
+        in batch too. Nothing new once the budget has cut a batch short."""
         claimed: list[store.BatchRow] = []
-        steps = [(store.GROUND, self.ctx.spec.model.name)]
+        steps = [(store.GROUND, self.ctx.spec.model.name)] if ground else []
         if self.ctx.structure_in_batch:
             steps.append((store.STRUCTURE, self.ctx.structure_model))
         for step, model in steps:

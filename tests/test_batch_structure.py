@@ -205,3 +205,18 @@ async def test_a_budget_below_one_request_creates_no_batch(
     assert await _rows(spec.database_url, sa.select(batches)) == []
     states = await _rows(spec.database_url, sa.select(questions.c.state, questions.c.attempts))
     assert set(states) == {("pending", 0)}
+
+
+async def test_retries_online_still_send_call_2_as_one_structure_batch(tmp_path: Path) -> None:
+    config = EmulatorConfig(seed=26, batch_delay_s=0.05, batch_failed_row_share=0.3)
+    with running_emulator(config) as emu:
+        overrides = [*BATCH, *STRUCTURE_ON, 'batch.retries="online"', "limits.max_attempts=6"]
+        spec = make_job(tmp_path, base_url=emu.base_url, n_questions=30, overrides=overrides)
+        assert await run_command(spec) in (0, 3)
+        stats = emu.stats()
+    steps = [s for (s,) in await _rows(spec.database_url, sa.select(batches.c.step))]
+    assert steps[0] == "ground" and "ground" not in steps[1:]  # failed rows went online
+    assert "structure" in steps
+    assert stats["requests"]["by_kind"].get("developer", 0) > 0
+    states = {s for (s,) in await _rows(spec.database_url, sa.select(questions.c.state))}
+    assert states <= {"done", "ungrounded", "invalid"}
