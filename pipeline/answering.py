@@ -344,28 +344,53 @@ class Answerer:
         response: GenerateContentResponse,
         n_calls: int,
     ) -> StructuredRecord:
-        assert self.spec.schema is not None
-        result = parse_and_validate(text, self.spec.schema)
-        prov = trace_provenance(result.value, answer) if result.ok else None
-        return StructuredRecord(
-            question_id=question.id,
-            valid=result.ok,
-            value=result.value,
-            raw_text=text,
-            errors=result.errors,
-            provenance=provenance_to_json(prov)["leaves"] if prov is not None else [],
-            supported_fraction=prov.supported_fraction if prov is not None else None,
-            flagged=bool(
-                self.spec.structure.require_supported
-                and prov is not None
-                and prov.unsupported_paths
-            ),
-            model_version=response.model_version,
-            calls=n_calls,
+        return structured_record(
+            self.spec,
+            self._schema_hash,
+            question.id,
+            text,
+            answer,
+            response,
+            n_calls=n_calls,
             version=question.structured_version + 1,
             answer_version=answer_version,
-            schema_hash=self._schema_hash,
         )
+
+
+def structured_record(
+    spec: JobSpec,
+    schema_hash_: str | None,
+    question_id: int,
+    text: str,
+    answer: GroundedAnswer,
+    response: GenerateContentResponse,
+    *,
+    n_calls: int,
+    version: int,
+    answer_version: int,
+) -> StructuredRecord:
+    """Call 2's output judged: parsed, validated against the schema, its values traced to the
+    grounded answer (online and batch alike)."""
+    assert spec.schema is not None
+    result = parse_and_validate(text, spec.schema)
+    prov = trace_provenance(result.value, answer) if result.ok else None
+    return StructuredRecord(
+        question_id=question_id,
+        valid=result.ok,
+        value=result.value,
+        raw_text=text,
+        errors=result.errors,
+        provenance=provenance_to_json(prov)["leaves"] if prov is not None else [],
+        supported_fraction=prov.supported_fraction if prov is not None else None,
+        flagged=bool(
+            spec.structure.require_supported and prov is not None and prov.unsupported_paths
+        ),
+        model_version=response.model_version,
+        calls=n_calls,
+        version=version,
+        answer_version=answer_version,
+        schema_hash=schema_hash_,
+    )
 
 
 def question_urls(question: ClaimedQuestion, grounding: GroundingSection) -> tuple[str, ...]:

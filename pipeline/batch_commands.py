@@ -2,7 +2,8 @@
 
 ``ground run`` on a job with ``[model] mode = "batch"`` first drives its batches here
 (:class:`~pipeline.batch_runner.BatchRunner`), then goes on as an online run, which finds
-only what batch mode leaves to it: call 2, and retries when ``[batch] retries = "online"``.
+only what batch mode leaves to it: call 2 when ``[batch] structure = false``, and retries
+when ``[batch] retries = "online"``.
 """
 
 from __future__ import annotations
@@ -79,12 +80,15 @@ async def batch_status(connection: Any, job_id: int) -> list[dict[str, Any]]:
             {
                 "name": row.name,
                 "display_name": row.display_name,
+                "step": row.step,
                 "phase": row.phase,
                 "state": row.state,
                 "requests": row.requests,
                 "answered": row.answered,
                 "failed_rows": row.failed_rows,
                 "returned": row.returned,
+                "grounded": row.grounded,
+                "ungrounded": row.ungrounded,
                 "age_s": round((end - since).total_seconds(), 1),
                 "links_resolved": links.resolved,
                 "links_expired": links.expired,
@@ -107,6 +111,10 @@ def render_batch_status(rows: list[dict[str, Any]]) -> str:
             f" {b['answered']} answered, {b['failed_rows']} failed rows,"
             f" {b['returned']} returned; age {_duration(b['age_s'])}"
         )
+        if b.get("step", "ground") == "ground" and (b["grounded"] or b["ungrounded"]):
+            line += f"; {b['grounded']} grounded, {b['ungrounded']} ungrounded"
+            if not b["grounded"]:
+                line += ": Google Search did not run in this batch"
         if b["links_resolved"]:
             line += (
                 f"; links at resolution: mean age {_duration(b['link_age_mean_s'])},"

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.store.engine import create_engine
-from pipeline.store.tables import answers, calls, questions
+from pipeline.store.tables import answers, calls, questions, structured
 from tests.jobutil import make_job
 from tests.waiting import process_exited, wait_until
 
@@ -118,3 +118,71 @@ async def test_a_kill_at_each_step_resumes_the_same_batch(tmp_path: Path, stage:
     assert n_answers == N_QUESTIONS
     # Each result line went into the ledger once, the resumed download included.
     assert n_calls == N_QUESTIONS and set(per_question) == {1}
+
+
+STRUCTURE_ON = [
+    "structure.enabled=true",
+    f'structure.schema="{Path(__file__).resolve().parent.parent / "jobs" / "demo_schema.json"}"',
+]
+
+
+async def test_a_kill_after_the_structure_batch_is_created_resumes_it(tmp_path: Path) -> None:
+    """The ground batch is stored; the run dies after the structure batch exists at Google but
+    before its name reached us; the next run finds it: one structure batch, call 2 paid once."""
+    n = 100
+    config = EmulatorConfig(seed=13, batch_delay_s=0.05)
+    with running_emulator(config) as emu:
+        overrides = [*OVERRIDES, *STRUCTURE_ON]
+        spec = make_job(tmp_path, base_url=emu.base_url, n_questions=n, overrides=overrides)
+        env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
+        command = [sys.executable, "-m", "pipeline.cli", "run", str(spec.path)]
+        command += [arg for override in overrides for arg in ("--set", override)]
+        # First the ground batch alone: submitted, not waited for.
+        first = subprocess.run(
+            [*command, "--no-wait"], env=env, capture_output=True, timeout=RUN_TIMEOUT_S
+        )
+        assert first.returncode == 0, first.stderr.decode()
+        emu.hold_batch("create")
+        child = subprocess.Popen(
+            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        try:
+            wait_until(
+                lambda: emu.stats()["batch"].get("held_create", 0) >= 1,
+                "the run creating the structure batch",
+                abort=process_exited(child),
+            )
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+        finally:
+            emu.release_batch("create")
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        final = subprocess.run(
+            command, env=env, capture_output=True, timeout=RUN_TIMEOUT_S, check=False
+        )
+        assert final.returncode == 0, final.stderr.decode()
+        stats = emu.stats()
+
+    assert stats["batch"]["batches_created"] == 2  # one ground batch, one structure batch
+    assert stats["requests"]["by_kind"].get("developer", 0) == 0
+    states, n_answers, _, _ = await _counts(spec.database_url)
+    assert n_answers == n and set(states) <= {"done", "ungrounded"}
+    engine = create_engine(spec.database_url)
+    try:
+        async with engine.connect() as connection:
+            per_question = (
+                await connection.execute(
+                    sa.select(calls.c.question_id, sa.func.count())
+                    .where(calls.c.step == "structure")
+                    .group_by(calls.c.question_id)
+                )
+            ).all()
+            n_structured = await connection.scalar(
+                sa.select(sa.func.count()).select_from(structured)
+            )
+    finally:
+        await engine.dispose()
+    assert len(per_question) == states["done"] == n_structured
+    assert {count for _, count in per_question} == {1}  # call 2 billed once per question

@@ -116,7 +116,7 @@ async def test_failed_rows_and_an_expired_batch_are_retried(
         seed=8, batch_delay_s=0.05, batch_failed_row_share=0.3, batch_expire_first=1
     )
     with running_emulator(config) as emu:
-        overrides = [*BATCH, "limits.max_attempts=6"]
+        overrides = [*BATCH, "limits.max_attempts=8"]
         spec = make_job(tmp_path, base_url=emu.base_url, n_questions=30, overrides=overrides)
         assert await run_command(spec) == 0
         stats = emu.stats()["batch"]

@@ -9,7 +9,8 @@
 * ``ledger``: every call with its cost, and the one spend query;
 * ``quota``: the job's rate, tokens, daily count and budget, shared by its processes;
 * ``resolution``: the sources still to resolve, and their verdicts;
-* ``batches``: batch mode's batches and the questions leased to them;
+* ``batches``: batch mode's batches and the questions leased to each (claim, phases, link ages);
+* ``batch_structure``: a structure batch's questions with their stored answers (call 2);
 * ``overview`` / ``breakdown`` / ``summary``: what ``status`` and the report aggregate;
 * ``records``: results read back in batches, for export, show and the report;
 * ``upsert``: ``INSERT ... ON CONFLICT DO NOTHING`` on both backends.

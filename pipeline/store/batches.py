@@ -16,6 +16,9 @@ The rules that make a batch paid for once:
   died before that finds it by its unique ``display_name`` before creating anything;
 * ``lines_done`` counts the result lines stored and is written in the same transaction as the
   rows they produced (:func:`advance`), so a download resumed after a crash skips exactly them.
+
+A batch's ``step`` is ``ground`` (call 1: due questions without an answer) or ``structure``
+(call 2: due questions whose grounded answer is stored; ``[batch] structure = true``).
 """
 
 from __future__ import annotations
@@ -32,7 +35,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from pipeline.clock import utcnow
 from pipeline.redirects import EXPIRED, PENDING
 from pipeline.states import WAITING_STATES, QuestionState
-from pipeline.store.tables import UtcDateTime, answers, batch_items, batches, questions, sources
+from pipeline.store.tables import (
+    UtcDateTime,
+    answers,
+    batch_items,
+    batches,
+    budget_holds,
+    questions,
+    sources,
+)
+from pipeline.store.versions import LATEST_ANSWER
 
 PREPARING = "preparing"
 UPLOADED = "uploaded"
@@ -40,8 +52,10 @@ SUBMITTED = "submitted"
 DOWNLOADING = "downloading"
 DONE = "done"
 GROUND = "ground"
+STRUCTURE = "structure"
 READ_PAGE = 2_000  # questions read per query when writing a batch's input file
 OWNER_PREFIX = "batch:"
+ERRORS_SEPARATOR = "; "  # how an invalid output's errors are joined into ``last_error``
 
 
 def lease_owner(batch_id: int) -> str:
@@ -67,6 +81,8 @@ class BatchRow:
     answered: int
     failed_rows: int
     returned: int
+    grounded: int  # answers stored with groundingMetadata (a ground batch)
+    ungrounded: int  # answers stored without it: did Google Search run in the batch?
     last_error: str | None
     created_at: dt.datetime
     submitted_at: dt.datetime | None
@@ -105,6 +121,21 @@ def _claimable_for_call_1(job_id: int, now: dt.datetime) -> sa.ColumnElement[boo
     return sa.and_(q.job_id == job_id, sa.or_(waiting, abandoned), no_answer)
 
 
+def _claimable_for_call_2(job_id: int, now: dt.datetime) -> sa.ColumnElement[bool]:
+    """Due questions whose grounded answer is stored and that are not to be asked again:
+    call 2 is what is left (``awaiting_structure``, or a call 2 that waits for its retry)."""
+    q = questions.c
+    waiting = sa.and_(
+        q.state.in_(WAITING_STATES),
+        sa.or_(q.next_attempt_at.is_(None), q.next_attempt_at <= now),
+    )
+    abandoned = sa.and_(q.state == QuestionState.RUNNING, q.lease_expires_at < now)
+    grounded = sa.exists().where(
+        answers.c.question_id == q.id, answers.c.grounded.is_(True), LATEST_ANSWER
+    )
+    return sa.and_(q.job_id == job_id, sa.or_(waiting, abandoned), grounded, q.reask.is_(False))
+
+
 async def claim_batch(
     connection: AsyncConnection,
     job_id: int,
@@ -112,16 +143,19 @@ async def claim_batch(
     model: str,
     limit: int,
     lease: dt.timedelta,
+    step: str = GROUND,
 ) -> BatchRow | None:
-    """Create a batch row and lease up to ``limit`` due questions to it (call 1), in the
-    caller's transaction; None (and no row) when nothing is due."""
+    """Create a batch row and lease up to ``limit`` due questions to it (call 1, or call 2
+    for ``step`` structure), in the caller's transaction; None (and no row) when nothing is
+    due."""
     now = utcnow()
-    display = f"ground-{job_id}-{now:%Y%m%dT%H%M%S}-{secrets.token_hex(4)}"
+    display = f"{step}-{job_id}-{now:%Y%m%dT%H%M%S}-{secrets.token_hex(4)}"
+    claimable = _claimable_for_call_2 if step == STRUCTURE else _claimable_for_call_1
     batch_id = await connection.scalar(
         batches.insert()
         .values(
             job_id=job_id,
-            step=GROUND,
+            step=step,
             display_name=display,
             model=model,
             phase=PREPARING,
@@ -135,7 +169,7 @@ async def claim_batch(
     q = questions.c
     candidates = (
         sa.select(q.id)
-        .where(_claimable_for_call_1(job_id, now))
+        .where(claimable(job_id, now))
         .order_by(q.id)
         .limit(limit)
         .with_for_update(skip_locked=True)
@@ -209,6 +243,18 @@ async def leased_attempts(
     return {row.id: row.attempts for row in await connection.execute(query)}
 
 
+async def leased_tries(connection: AsyncConnection, batch_id: int) -> dict[int, tuple[int, int]]:
+    """Question id -> (attempts, structure_attempts), for the questions still leased."""
+    q = questions.c
+    query = sa.select(q.id, q.attempts, q.structure_attempts).where(
+        q.state == QuestionState.RUNNING, q.lease_owner == lease_owner(batch_id)
+    )
+    return {
+        row.id: (row.attempts, row.structure_attempts or 0)
+        for row in await connection.execute(query)
+    }
+
+
 async def drop_items(connection: AsyncConnection, batch_id: int, ids: Sequence[int]) -> None:
     """Take questions out of a batch that was never created (they did not fit in its file)
     and give them back to the queue untouched."""
@@ -235,6 +281,27 @@ async def drop_items(connection: AsyncConnection, batch_id: int, ids: Sequence[i
         .where(batches.c.id == batch_id)
         .values(requests=batches.c.requests - len(ids))
     )
+
+
+async def abandon(connection: AsyncConnection, batch_id: int) -> None:
+    """A batch that will never be created (nothing of it fits the budget): its questions go
+    back to the queue untouched and its row goes."""
+    ids = list(
+        await connection.scalars(
+            sa.select(batch_items.c.question_id).where(batch_items.c.batch_id == batch_id)
+        )
+    )
+    await drop_items(connection, batch_id, ids)
+    await connection.execute(batches.delete().where(batches.c.id == batch_id))
+
+
+async def budget_hold(connection: AsyncConnection, job_id: int, batch_id: int) -> int | None:
+    """The budget the batch holds (its ``budget_holds`` row), None when it holds none."""
+    h = budget_holds.c
+    held = await connection.scalar(
+        sa.select(h.reserved).where(h.job_id == job_id, h.owner == lease_owner(batch_id))
+    )
+    return None if held is None else int(held)
 
 
 async def _update(connection: AsyncConnection, batch_id: int, **values: Any) -> None:
@@ -287,7 +354,14 @@ async def set_state(
 
 
 async def advance(
-    connection: AsyncConnection, batch_id: int, *, lines: int, answered: int, failed: int
+    connection: AsyncConnection,
+    batch_id: int,
+    *,
+    lines: int,
+    answered: int,
+    failed: int,
+    grounded: int = 0,
+    ungrounded: int = 0,
 ) -> None:
     """Count stored result lines (in the transaction that stored their rows)."""
     c = batches.c
@@ -297,6 +371,8 @@ async def advance(
         lines_done=c.lines_done + lines,
         answered=c.answered + answered,
         failed_rows=c.failed_rows + failed,
+        grounded=c.grounded + grounded,
+        ungrounded=c.ungrounded + ungrounded,
     )
 
 
@@ -304,11 +380,14 @@ async def finish(connection: AsyncConnection, batch_id: int, *, returned: int) -
     await _update(connection, batch_id, phase=DONE, returned=batches.c.returned + returned)
 
 
-async def next_call_1_wakeup(connection: AsyncConnection, job_id: int) -> dt.datetime | None:
-    """When the next question without an answer becomes claimable; None if none is left."""
+async def next_call_1_wakeup(
+    connection: AsyncConnection, job_id: int, *, with_call_2: bool = False
+) -> dt.datetime | None:
+    """When the next question without an answer (``with_call_2``: or awaiting call 2)
+    becomes claimable; None if none is left."""
     q = questions.c
     now = utcnow()
-    no_answer = ~sa.exists().where(answers.c.question_id == q.id)
+    no_answer = sa.true() if with_call_2 else ~sa.exists().where(answers.c.question_id == q.id)
     due = sa.case(
         (q.state == QuestionState.RUNNING, q.lease_expires_at),
         else_=sa.func.coalesce(q.next_attempt_at, sa.literal(now, UtcDateTime())),

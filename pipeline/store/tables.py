@@ -298,6 +298,9 @@ batches = Table(
     Column("answered", Integer, nullable=False, server_default="0"),
     Column("failed_rows", Integer, nullable=False, server_default="0"),
     Column("returned", Integer, nullable=False, server_default="0"),  # given back to the queue
+    # answers stored with / without groundingMetadata: did Google Search run in the batch?
+    Column("grounded", Integer, nullable=False, server_default="0"),
+    Column("ungrounded", Integer, nullable=False, server_default="0"),
     Column("last_error", Text),
     Column("created_at", UtcDateTime(), nullable=False),
     Column("submitted_at", UtcDateTime()),  # Google's createTime: the links age from here
