@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import hashlib
 import secrets
 from collections import Counter
 from collections.abc import Callable
@@ -253,7 +254,7 @@ class BatchService:
                 f"Upload finalized at {len(pending.data)} bytes, {pending.size} announced."
             )
         del self.uploads[upload_id]
-        name = f"files/{secrets.token_hex(6)}"
+        name = f"files/{self._name_hex(b'file', len(self.files))}"
         stored = _File(name, pending.display_name, pending.mime_type, bytes(pending.data), 0.0)
         stored.created = self.clock.time()
         self.files[name] = stored
@@ -297,7 +298,7 @@ class BatchService:
             raise _not_found(file_name)
         lines = stored.data.count(b"\n") + (0 if stored.data.endswith(b"\n") else 1)
         number = len(self.batches)
-        name = f"batches/{secrets.token_hex(8)}"
+        name = f"batches/{self._name_hex(b'batch', number)}"
         batch = _Batch(
             number=number,
             name=name,
@@ -392,6 +393,12 @@ class BatchService:
             await response.write(b"".join(out))
         await response.write_eof()
         return response
+
+    def _name_hex(self, kind: bytes, number: int) -> str:
+        """A resource id that looks like Google's (random hex) but follows from the seed, so
+        every draw keyed by a batch's name (its failed rows) is the same in every run."""
+        digest = hashlib.blake2b(kind + number.to_bytes(8, "big"), key=self.seed_key[:64])
+        return digest.hexdigest()[:16]
 
     def _result_line(self, batch: _Batch, index: int, line: bytes, base_url: str) -> bytes:
         try:
