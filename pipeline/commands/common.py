@@ -15,7 +15,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.jobspec import JobSpec
-from pipeline.loader import LoadError, load_source, source_name
+from pipeline.loader import LoadError, load_source_committed, source_name
 from pipeline.store import queue
 from pipeline.store.engine import create_engine, migrate
 from pipeline.terminal import printable
@@ -89,7 +89,8 @@ async def load_job(engine: AsyncEngine, spec: JobSpec) -> int | None:
     try:
         async with engine.begin() as connection:
             job_id = await queue.ensure_job(connection, spec.name)
-            result = await load_source(connection, job_id, spec)
+        # Committed per chunk (linear at a million rows); a bad row still loads nothing.
+        result = await load_source_committed(engine, job_id, spec)
     except LoadError as exc:
         complain(f"{exc} (nothing was loaded)")
         return None

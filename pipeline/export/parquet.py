@@ -3,24 +3,43 @@
 ``sources`` and ``citations`` are lists of structs and the queries lists of strings, so a reader
 gets them typed. ``metadata``, ``structured`` and ``provenance`` hold whatever the user's input
 and schema made them, which has no one Arrow type: they are JSON text columns.
-Records are buffered into row groups of :data:`ROW_GROUP_ROWS`, which bounds memory.
+
+Memory (1 M questions peaked at 209 MB built row-wise): records are gathered column by column
+(one Python list per column, no per-row dict copies) into row groups of
+:data:`ROW_GROUP_ROWS`, each turned into one Arrow record batch and written at once. Dictionary
+encoding is kept for the few low-cardinality columns (:data:`_DICTIONARY`): on long, unique
+text (answers, questions, JSON, nested lists) a dictionary only grows until pyarrow gives up
+on it, in memory, per column. Statistics (min/max) are written for the scalar columns that
+are filtered on (:data:`_STATISTICS`), not for long text, where they are large and useless.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
-from pipeline.export.records import BOOLEAN_FIELDS, FIELDS, FLOAT_FIELDS, INTEGER_FIELDS
+from pipeline.export.records import (
+    BOOLEAN_FIELDS,
+    FIELDS,
+    FLOAT_FIELDS,
+    INTEGER_FIELDS,
+    SCALAR_FIELDS,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 ROW_GROUP_ROWS = 2_000  # records per Parquet row group (each is built in memory)
 MISSING = "Parquet export needs pyarrow: pip install 'ground[parquet]'"
-_JSON_TEXT = ("metadata", "structured", "structured_errors", "provenance")
+_JSON_TEXT = frozenset({"metadata", "structured", "structured_errors", "provenance"})
+# Few distinct values: dictionary-encoded (smaller files, cheap to build).
+_DICTIONARY = ("class", "state", "model", "model_version", "finish_reason", "error_class")
+# Long or free text: no min/max statistics (nested columns have none either).
+_NO_STATISTICS = frozenset({"question", "answer", "last_error"}) | _JSON_TEXT
+_STATISTICS = tuple(name for name in SCALAR_FIELDS if name not in _NO_STATISTICS)
 
 
 class ParquetUnavailable(RuntimeError):
@@ -28,6 +47,9 @@ class ParquetUnavailable(RuntimeError):
 
 
 def _pyarrow() -> Any:
+    # Before pyarrow's first import: the system allocator, not mimalloc, whose arenas kept
+    # about 20 MB more resident here (the user's own setting wins).
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -81,27 +103,47 @@ def _json_text(value: Any) -> str | None:
 
 
 class ParquetWriter:
+    """Records in, Parquet row groups out, built column-wise (see the module's docstring)."""
+
     def __init__(self, out: BinaryIO) -> None:
         pa, pq = _pyarrow()
         self._pa = pa
         self._schema = schema()
-        self._writer = pq.ParquetWriter(out, self._schema, compression="zstd")
-        self._pending: list[dict[str, Any]] = []
+        self._pool = pa.default_memory_pool()
+        self._writer = pq.ParquetWriter(
+            out,
+            self._schema,
+            memory_pool=self._pool,
+            compression="zstd",
+            use_dictionary=list(_DICTIONARY),
+            write_statistics=list(_STATISTICS),
+        )
+        self._columns: dict[str, list[Any]] = {name: [] for name in self._schema.names}
+        self._rows = 0
 
     def write(self, records: Sequence[dict[str, Any]]) -> None:
-        for record in records:
-            row = dict(record)
-            for name in _JSON_TEXT:
-                row[name] = _json_text(row[name])
-            self._pending.append(row)
-        if len(self._pending) >= ROW_GROUP_ROWS:
+        for name, column in self._columns.items():
+            if name in _JSON_TEXT:
+                column.extend(_json_text(record[name]) for record in records)
+            else:
+                column.extend(record[name] for record in records)
+        self._rows += len(records)
+        if self._rows >= ROW_GROUP_ROWS:
             self._flush()
 
     def _flush(self) -> None:
-        if self._pending:
-            table = self._pa.Table.from_pylist(self._pending, schema=self._schema)
-            self._writer.write_table(table)
-            self._pending = []
+        if not self._rows:
+            return
+        pa = self._pa
+        arrays = [
+            pa.array(self._columns[field.name], type=field.type, memory_pool=self._pool)
+            for field in self._schema
+        ]
+        self._writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=self._schema))
+        del arrays
+        for column in self._columns.values():
+            column.clear()
+        self._rows = 0
 
     def close(self) -> None:
         self._flush()

@@ -365,3 +365,70 @@ async def requeue(
         )
     )
     return result.rowcount
+
+
+@dataclass(frozen=True, slots=True)
+class NewQuestion:
+    """A question to load: the input's id, its text, class and kept fields."""
+
+    qid: str
+    text: str
+    qclass: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+async def insert_new_questions(
+    connection: AsyncConnection, job_id: int, rows: Sequence[NewQuestion]
+) -> dict[str, int]:
+    """Insert ``rows`` as pending questions, skipping ids the job already has; the inserted
+    ones, ``qid -> questions.id``.
+
+    One ``INSERT ... ON CONFLICT DO NOTHING RETURNING``: the unique key (job, qid) decides, so
+    the cost per row is the same in an empty and in a full table (no ``SELECT ... IN`` before,
+    which on a fresh, unanalysed PostgreSQL table made a large first load quadratic). The ids
+    in ``rows`` must be distinct. A concurrent load of the same rows is not an error: whichever
+    inserts a row first owns it, the other sees a conflict.
+    """
+    if not rows:
+        return {}
+    now = utcnow()
+    q = questions.c
+    result = await connection.execute(
+        insert_ignoring_conflicts(connection, questions).returning(q.qid, q.id),
+        [
+            {
+                "job_id": job_id,
+                "qid": row.qid,
+                "text": row.text,
+                "qclass": row.qclass,
+                "meta": row.meta,
+                "state": QuestionState.PENDING,
+                "attempts": 0,
+                "created_at": now,
+                "updated_at": now,
+            }
+            for row in rows
+        ],
+    )
+    return {qid: int(id_) for qid, id_ in result}
+
+
+async def stored_texts(
+    connection: AsyncConnection, job_id: int, qids: Sequence[str]
+) -> dict[str, str]:
+    """The stored text of each of ``qids`` the job has (the conflicts of a load)."""
+    if not qids:
+        return {}
+    q = questions.c
+    rows = await connection.execute(
+        sa.select(q.qid, q.text).where(q.job_id == job_id, q.qid.in_(list(qids)))
+    )
+    return {qid: text for qid, text in rows}
+
+
+async def delete_questions(connection: AsyncConnection, ids: Sequence[int]) -> int:
+    """Delete the questions with these row ids (a failed load taking back its own rows)."""
+    if not ids:
+        return 0
+    result = await connection.execute(questions.delete().where(questions.c.id.in_(list(ids))))
+    return result.rowcount

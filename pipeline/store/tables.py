@@ -316,3 +316,17 @@ batch_items = Table(
     Column("question_id", Id, ForeignKey("questions.id", ondelete="CASCADE"), primary_key=True),
     Index("ix_batch_items_question_id", "question_id"),
 )
+
+# 0009_source_fingerprint: the question file a job last loaded (pipeline.store.loads)
+source_loads = Table(
+    "source_loads",
+    metadata,
+    Column("job_id", Id, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("path", Text, nullable=False),
+    Column("size", BigInteger, nullable=False),
+    Column("mtime_ns", BigInteger, nullable=False),
+    Column("digest", String(64), nullable=False),  # blake2b-256 of the content, hex
+    Column("settings", String(64), nullable=False),  # digest of the [source] fields that shape rows
+    Column("rows", BigInteger, nullable=False),
+    Column("loaded_at", UtcDateTime(), nullable=False),
+)
