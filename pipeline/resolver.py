@@ -50,7 +50,7 @@ RETRY_BASE_S = 0.5  # full-jitter backoff before a transient retry: base, double
 RETRY_CAP_S = 4.0  # ... up to this cap, in seconds
 RESOLVE = "resolve"  # the step name the retry policy is asked about
 FORBIDDEN_ATTEMPTS = 2  # a 403 is tried this many times in all (the second by a later sweep)
-CACHE_ENTRIES = 50_000  # resolved URIs remembered per run
+CACHE_ENTRIES = 8_192  # resolved URIs remembered (LRU): bounded memory, whatever the job size
 WRITE_BATCH_MAX = 500  # source updates per transaction at most (the commit window's K)
 # The commit window: after the first result, the writer waits up to this many seconds for more
 # before committing, unless no lookup is under way (nothing else is coming). Nobody waits on a
