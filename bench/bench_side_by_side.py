@@ -275,6 +275,7 @@ def main() -> int:
         f"* Date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC",
         f"* Machine: {start_text}",
         f"* Took: {time.perf_counter() - started:.0f} s",
+        f"* Command: `{' '.join(['python', 'bench/bench_side_by_side.py', *sys.argv[1:]])}`",
         "* Contenders: **A** `ground run`, call 1 only; **B** A with redirect resolution; "
         "**sdk** a google-genai SDK async loop committing each answer to SQLite; "
         "**sdk+aiolimiter** the same paced by aiolimiter at the quota; **floor** a minimal "
