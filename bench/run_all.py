@@ -1,4 +1,5 @@
-"""``make bench``: every side-by-side benchmark in bench/, one after the other."""
+"""``make bench``: the side-by-side table (``BENCHMARKS.md``, within 15 minutes on 2 cores).
+``--all`` then runs every other benchmark in bench/, one after the other."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 from pathlib import Path
 
 BENCHES = (
+    "bench_side_by_side.py",  # writes BENCHMARKS.md; the longest (about 10 minutes)
     "bench_grounding.py",
     "bench_limits.py",
     "bench_emulator.py",
@@ -17,7 +19,8 @@ BENCHES = (
 
 def main() -> int:
     here = Path(__file__).resolve().parent
-    for name in BENCHES:
+    names = BENCHES if "--all" in sys.argv[1:] else BENCHES[:1]
+    for name in names:
         print(f"== {name}", flush=True)
         if subprocess.run([sys.executable, str(here / name)], check=False).returncode:
             return 1

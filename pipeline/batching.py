@@ -1,8 +1,9 @@
-"""Group commit: take what has queued up while the previous write ran, as one batch."""
+"""Group commit with a commit window: linger up to N seconds or until K items, like Kafka's
+``linger.ms``, so items that arrive one at a time (a paced run) still go out in batches."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
 
 import anyio
@@ -11,12 +12,28 @@ from anyio.abc import ObjectReceiveStream
 T = TypeVar("T")
 
 
-async def batches(stream: ObjectReceiveStream[T], max_items: int) -> AsyncIterator[list[T]]:
+def _never() -> bool:
+    return False
+
+
+async def batches(
+    stream: ObjectReceiveStream[T],
+    max_items: int,
+    *,
+    linger_s: float = 0.0,
+    flush_early: Callable[[], bool] = _never,
+) -> AsyncIterator[list[T]]:
     """Yield lists of items from ``stream`` until it is closed.
 
     Each batch waits for one item, then takes every item already waiting, up to
-    ``max_items``: under load a batch holds everything that arrived during the previous
-    write; when idle, a single item goes out at once (no timer, no added latency).
+    ``max_items``. With ``linger_s > 0`` it then keeps the window open for more items until
+    ``linger_s`` has passed since the first one or ``max_items`` are in, whichever comes
+    first; ``flush_early()`` (asked after every item) closes the window at once, e.g. when
+    the producer knows nothing else is coming. With ``linger_s == 0`` (the default) a single
+    item goes out at once: no timer, no added latency.
+
+    The window is shielded from cancellation: an item taken from the stream is always
+    yielded, at most ``linger_s`` late.
     """
     async with stream:
         while True:
@@ -24,9 +41,32 @@ async def batches(stream: ObjectReceiveStream[T], max_items: int) -> AsyncIterat
                 batch = [await stream.receive()]
             except anyio.EndOfStream:
                 return
-            while len(batch) < max_items:
-                try:
-                    batch.append(stream.receive_nowait())
-                except (anyio.WouldBlock, anyio.EndOfStream):
-                    break
+            closed = _take_waiting(stream, batch, max_items)
+            if not closed and linger_s > 0:
+                deadline = anyio.current_time() + linger_s
+                with anyio.CancelScope(shield=True, deadline=deadline):
+                    while len(batch) < max_items and not flush_early():
+                        try:
+                            batch.append(await stream.receive())
+                        except anyio.EndOfStream:
+                            closed = True
+                            break
+                        if _take_waiting(stream, batch, max_items):
+                            closed = True
+                            break
             yield batch
+            if closed:
+                return
+
+
+def _take_waiting(stream: ObjectReceiveStream[T], batch: list[T], max_items: int) -> bool:
+    """Move the items already waiting into ``batch`` (up to ``max_items``); True when the
+    stream turned out to be closed and drained."""
+    while len(batch) < max_items:
+        try:
+            batch.append(stream.receive_nowait())
+        except anyio.WouldBlock:
+            return False
+        except anyio.EndOfStream:
+            return True
+    return False

@@ -50,8 +50,12 @@ RETRY_BASE_S = 0.5  # full-jitter backoff before a transient retry: base, double
 RETRY_CAP_S = 4.0  # ... up to this cap, in seconds
 RESOLVE = "resolve"  # the step name the retry policy is asked about
 FORBIDDEN_ATTEMPTS = 2  # a 403 is tried this many times in all (the second by a later sweep)
-CACHE_ENTRIES = 50_000  # resolved URIs remembered per run
-WRITE_BATCH_MAX = 500  # source updates per transaction
+CACHE_ENTRIES = 8_192  # resolved URIs remembered (LRU): bounded memory, whatever the job size
+WRITE_BATCH_MAX = 500  # source updates per transaction at most (the commit window's K)
+# The commit window: after the first result, the writer waits up to this many seconds for more
+# before committing, unless no lookup is under way (nothing else is coming). Nobody waits on a
+# resolution's commit, so the window can be longer than the run's writer's.
+WRITE_LINGER_S = 0.5
 FALLBACK_TO_GET = frozenset({403, 405, 501})
 USER_AGENT = "ground-resolver/0.1"
 
@@ -203,6 +207,7 @@ class Resolver:
         self._cache: OrderedDict[str, LookupResult] = OrderedDict()
         self._inflight: dict[str, anyio.Event] = {}
         self._client: RedirectClient | None = None
+        self._busy = 0  # lookups under way (their result is still to come)
 
     def __repr__(self) -> str:
         return f"Resolver(allow={sorted(self.settings.allow_hosts)})"
@@ -227,7 +232,11 @@ class Resolver:
     ) -> None:
         async with lookups, results:
             async for lookup in lookups:
-                outcome = await self._resolve_once(lookup.uri)
+                self._busy += 1
+                try:
+                    outcome = await self._resolve_once(lookup.uri)
+                finally:
+                    self._busy -= 1
                 await results.send(ResolvedSource(lookup, outcome, utcnow()))
 
     async def _resolve_once(self, uri: str) -> LookupResult:
@@ -256,9 +265,14 @@ class Resolver:
             done.set()
 
     async def _writer(self, results: ObjectReceiveStream[ResolvedSource]) -> None:
-        async for batch in batches(results, WRITE_BATCH_MAX):
+        async for batch in batches(
+            results, WRITE_BATCH_MAX, linger_s=WRITE_LINGER_S, flush_early=self._idle
+        ):
             with anyio.CancelScope(shield=True):
                 await self._store(batch)
+
+    def _idle(self) -> bool:
+        return self._busy == 0
 
     async def _store(self, batch: Sequence[ResolvedSource]) -> None:
         updates = []

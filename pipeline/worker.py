@@ -8,14 +8,19 @@
     heartbeat: extends the leases of everything in flight
     writer --(sources to resolve)--> resolver feed (pipeline.resolver), within seconds
 
-* The claimer leases questions in batches and keeps at most ``2 x concurrency`` in flight.
+* The claimer leases questions in batches and keeps at most ``2 x concurrency`` in flight; it
+  refills only once a batch's worth has gone (a low-water mark), so claims stay batched when
+  answers trickle in one at a time, as they do under real latency.
 * Each caller hands its question to the :class:`~pipeline.answering.Answerer` (call 1, then
   call 2 when the structure step is on) and sends the outcomes to the writer; it never touches
   the database. Between call 1 and call 2 it waits until call 1's answer is committed: from
   then on the grounded call is never paid for again, whatever happens to the run.
 * The writer commits outcomes in groups: whatever has arrived while the previous commit ran
-  goes into the next transaction (group commit), so the database cost per question shrinks as
-  the rate grows. Commits run shielded from cancellation: an answer that was paid for is
+  goes into the next transaction (group commit), and a commit window (``WRITE_LINGER_S``, at
+  most ``WRITE_BATCH_MAX`` outcomes) gathers answers that arrive one at a time, as in a paced
+  run. The window closes early when no caller is in a call: a caller waiting on its commit
+  before call 2 then waits only when other outcomes are on their way, and never longer than
+  the window. Commits run shielded from cancellation: an answer that was paid for is
   stored even when the run is being stopped.
 * The resolver runs beside the pool: the writer hands it each stored redirect at once; a
   start-up sweep picks up what earlier runs left, a final sweep what the feed dropped.
@@ -78,8 +83,17 @@ T = TypeVar("T")
 
 CLAIM_BATCH = 100  # questions leased per claim query
 IN_FLIGHT_PER_SLOT = 2  # questions held per unit of concurrency (one calling, one waiting)
+# Claims refill in batches: only once the questions in hand fall a refill's worth below the
+# high-water mark (concurrency x IN_FLIGHT_PER_SLOT), i.e. to the low-water mark. A refill is
+# this share of the concurrency, so at least (IN_FLIGHT_PER_SLOT - REFILL_SHARE) x concurrency
+# questions are always in hand and no caller starves between two claims.
+REFILL_SHARE = 0.5
 IDLE_POLL_S = 2.0  # longest sleep when nothing is claimable but work may become due
-WRITE_BATCH_MAX = 500  # outcomes per transaction at most
+WRITE_BATCH_MAX = 500  # outcomes per transaction at most (the commit window's K)
+# The commit window (Kafka's linger.ms): after the first outcome, the writer waits up to this
+# many seconds for more before committing, unless no caller is in a call (nothing else is
+# coming: every busy caller waits on a commit, or none is busy) or the run is stopping.
+WRITE_LINGER_S = 0.2
 RESOLVER_FEED_BUFFER = 10_000  # lookups queued for the resolver; beyond, the final sweep has them
 DEAD_OWNER_SWEEP_S = 15.0  # seconds between two sweeps for dead owners' leases and budget holds
 
@@ -99,6 +113,11 @@ class RunSummary:
     def count(self, state: str) -> None:
         key = str(state)  # a plain str, not the enum member: the counts go out as JSON
         self.outcomes[key] = self.outcomes.get(key, 0) + 1
+
+
+def refill_batch(concurrency: int) -> int:
+    """How many questions a claim waits to be able to take (see :data:`REFILL_SHARE`)."""
+    return max(1, min(CLAIM_BATCH, int(concurrency * REFILL_SHARE)))
 
 
 def default_owner() -> str:
@@ -155,6 +174,7 @@ class JobRunner:
         self._concurrency = spec.limits.concurrency
         self._lease = dt.timedelta(seconds=spec.limits.lease_s)
         self._in_flight: set[int] = set()
+        self._calling = 0  # callers inside a call right now (their outcome is still to come)
         self._unstarted: list[int] = []
         self._progress = anyio.Event()
         self._stopping = False
@@ -301,10 +321,11 @@ class JobRunner:
 
     async def _claimer(self, work: ObjectSendStream[ClaimedQuestion]) -> None:
         high_water = self._concurrency * IN_FLIGHT_PER_SLOT
+        refill = refill_batch(self._concurrency)
         async with work:
             while not self._stopping:
                 free = high_water - len(self._in_flight)
-                if free <= 0:
+                if free < refill:  # above the low-water mark: wait for a batch's worth to go
                     await self._wait_for_progress(IDLE_POLL_S)
                     continue
                 if time.monotonic() - self._last_sweep > DEAD_OWNER_SWEEP_S:
@@ -369,7 +390,7 @@ class JobRunner:
         answerer = self._answerer
         assert answerer is not None
         if question.answer_raw is None:
-            first = await answerer.ground(question)
+            first = await self._calling_out(answerer.ground(question))
             await self._send(question, first, outcomes)
             if first.change is None or not first.change.keep_lease or first.answer is None:
                 return
@@ -389,14 +410,30 @@ class JobRunner:
                 Outcome(StateChange(question.id, QuestionState.DONE, question.attempts))
             )
             return
-        second = await answerer.structure(
-            question,
-            answer,
-            attempts=attempts,
-            structure_attempts=question.structure_attempts,
-            answer_version=answer_version,
+        second = await self._calling_out(
+            answerer.structure(
+                question,
+                answer,
+                attempts=attempts,
+                structure_attempts=question.structure_attempts,
+                answer_version=answer_version,
+            )
         )
         await self._send(question, second, outcomes)
+
+    async def _calling_out(self, call: Awaitable[Outcome]) -> Outcome:
+        """Await one call, counted in ``_calling`` until its outcome is in hand (before it is
+        sent to the writer, so the writer sees the count drop with the outcome)."""
+        self._calling += 1
+        try:
+            return await call
+        finally:
+            self._calling -= 1
+
+    def _flush_now(self) -> bool:
+        """The commit window closes early when no outcome is coming: no caller is in a call
+        (each busy caller waits on a commit, or none is busy), or the run is stopping."""
+        return self._calling == 0 or self._stopping
 
     async def _send(
         self, question: ClaimedQuestion, outcome: Outcome, outcomes: ObjectSendStream[Outcome]
@@ -425,7 +462,9 @@ class JobRunner:
         await outcomes.send(outcome)
 
     async def _writer(self, outcomes: ObjectReceiveStream[Outcome]) -> None:
-        async for batch in batches(outcomes, WRITE_BATCH_MAX):
+        async for batch in batches(
+            outcomes, WRITE_BATCH_MAX, linger_s=WRITE_LINGER_S, flush_early=self._flush_now
+        ):
             with anyio.CancelScope(shield=True):
                 await self._commit(batch)
 
