@@ -5,11 +5,10 @@ emulator): N questions, each answered with three sources (resolved) and three su
 one ledger row. Each export runs in its own child process, so its peak RSS is its own
 (``wait4``'s ru_maxrss). The target: flat memory, under 200 MB at 1,000,000 questions.
 
-Measured (issue 11, a 2-core machine shared with other work, so rows/s are pessimistic), at
-200,000 questions: JSONL 93.5 MB peak; Parquet 178.8 MB before the column-wise writer, 167.3 MB
-after (file 6.2 -> 3.2 MB); at 400,000: 191.1 MB before, 181.1 MB after. Earlier at 1,000,000:
-JSONL 94 MB, Parquet 209 MB (row-wise), so about 199 MB is expected now: still growing slowly
-(pyarrow's writer keeps every row group's metadata until it closes the file).
+Measured (issue 11, 2-core machine), at 1,000,000 questions: JSONL 8,956 rows/s, peak RSS
+93.4 MB; Parquet 9,951 rows/s, peak 165.1 MB (205.8 MB with 2,000-row groups: pyarrow's writer
+keeps about 52 KB of metadata per row group until it closes the file; now 10,000-row groups,
+gathered as Arrow batches of 500). Of Parquet's peak, importing pyarrow itself is about 67 MB.
 
 Usage: ``python bench/bench_export.py [--questions N] [--keep DIR]`` (default 1,000,000;
 generating it takes a few minutes and ~2 GB of disk).
@@ -115,6 +114,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--questions", type=int, default=1_000_000)
     parser.add_argument("--keep", type=Path, help="work in DIR and keep it (default: a temp dir)")
+    parser.add_argument("--formats", default="jsonl,parquet", help="comma-separated formats")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-export-") as scratch:
         work = args.keep or Path(scratch)
@@ -132,7 +132,7 @@ def main() -> int:
             print(
                 f"generated {args.questions:,} questions in {time.perf_counter() - started:.0f} s"
             )
-        for fmt in ("jsonl", "parquet"):
+        for fmt in args.formats.split(","):
             out = work / f"export.{fmt}"
             seconds, rss = export(job, out, fmt)
             rate = args.questions / seconds

@@ -33,6 +33,7 @@ def _record(i: int) -> dict[str, object]:
 def test_row_groups_round_trip_with_dictionaries_and_statistics_where_they_pay(
     monkeypatch,  # type: ignore[no-untyped-def]
 ) -> None:
+    monkeypatch.setattr(parquet, "BATCH_ROWS", 40)
     monkeypatch.setattr(parquet, "ROW_GROUP_ROWS", 100)
     out = io.BytesIO()
     writer = parquet.ParquetWriter(out)
@@ -43,7 +44,7 @@ def test_row_groups_round_trip_with_dictionaries_and_statistics_where_they_pay(
     out.seek(0)
     file = pq.ParquetFile(out)
     assert file.metadata.num_rows == n
-    assert file.metadata.num_row_groups == 3  # 120, 120, 10: flushed once 100 are held
+    assert file.metadata.num_row_groups == 3  # 120, 120, 10 (batches of 60)
 
     rows = file.read().to_pylist()
     assert [r["id"] for r in rows] == [f"q{i}" for i in range(n)]
