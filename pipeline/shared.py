@@ -8,7 +8,12 @@ requests per min    GCRA row. A grant is ``GRANT_S`` (0.5 s) of the shared rate,
                     ``GRANT_MAX`` requests: the slots ``start + i / rate``, disjoint from every
                     other process's. Each request waits for its slot (the in-process spacing);
                     a slot missed by more than ``LATE_S`` is given up, never sent late, so the
-                    job as a whole keeps to ``rate`` per second with no burst.
+                    job as a whole keeps to ``rate`` per second with no burst. A grant capped at
+                    ``GRANT_MAX`` is spent over ``GRANT_S``, not in ``GRANT_MAX / rate``: a
+                    process below the rate (calls that take 400 ms) would otherwise miss nearly
+                    every slot of a 5 ms grant and draw one grant a call. Spending slots later
+                    than the row placed them never sends more in a window than was granted in
+                    it and ``GRANT_S`` before it.
 adaptive (AIMD)     the current rate lives in the row: one process's 429 lowers it for all
                     (once per cool-down, whoever saw it); recovery steps are shared the same way.
 tokens per min      GCRA row with a burst tolerance of ``TOKEN_BURST_S``: paced at
@@ -56,7 +61,7 @@ from pipeline.store.reconnect import retrying
 T = TypeVar("T")
 
 GRANT_S = 0.5  # seconds of the shared request rate in one grant
-GRANT_MAX = 500  # requests in one grant at most
+GRANT_MAX = 2_000  # requests in one grant at most (so one process sends at most 4,000/s)
 AHEAD_S = 2.0  # seconds: a grant may start at most this far ahead of now (no hoarding)
 LATE_S = 0.010  # seconds: a slot missed by more than this is given up, not sent late
 # seconds: a caller that wakes this long after its slot (a loaded event loop) takes a later
@@ -144,7 +149,8 @@ class SharedRate:
                     await self._sleep(max(wait, 0.005))
                     continue
                 self.grants += 1
-                self._start, self._end, self._grant_rate = grant.start, grant.end, grant.rate
+                self._start, self._end = grant.start, grant.end
+                self._grant_rate = min(grant.rate, count / GRANT_S)  # capped: spread over GRANT_S
                 self._count, self._next = count, 0
 
     async def give_back(self) -> None:

@@ -12,7 +12,7 @@ import anyio
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipeline.shared import GRANT_S, SharedLimits
+from pipeline.shared import GRANT_MAX, GRANT_S, SharedLimits, SharedRate
 from pipeline.store import queue, quota
 from tests.dbutil import postgres_engine, sqlite_engine
 
@@ -160,3 +160,29 @@ async def test_processes_pacing_together_keep_to_the_shared_rate(engine_factory)
         assert grants <= 120 / max(1, round(rate * GRANT_S)) + 6  # ~10 a grant, not 1
         for shared in limits:
             await shared.close()
+
+
+async def test_a_capped_grant_lasts_grant_s_for_a_process_below_the_rate(engine_factory) -> None:
+    """At a rate far above what the process sends (slow calls), one grant of GRANT_MAX slots
+    serves the calls of GRANT_S, not the few that fit in GRANT_MAX / rate: a grant every
+    GRANT_S rather than a database statement every call."""
+    async with engine_factory() as engine:
+        job = await _job(engine)
+        shared = SharedLimits(engine, job, "p", requests_per_minute=6_000_000)
+        await shared.start(spent_micro=0, grounded_today=0)
+        now = [time.time()]
+
+        async def sleep(seconds: float) -> None:
+            now[0] += seconds
+
+        rate = SharedRate(shared, shared.requests.ceiling, clock=lambda: now[0], sleep=sleep)
+        assert rate.ceiling * GRANT_S > GRANT_MAX  # the grant is capped at this rate
+        sent = []
+        for _ in range(200):  # 100 calls a second for 2 s
+            await rate.acquire()
+            sent.append(now[0])
+            now[0] += 0.01
+        assert 2.0 / GRANT_S <= rate.grants <= 2.0 / GRANT_S + 2
+        # Never faster than the grant's own spacing: GRANT_MAX slots over GRANT_S.
+        assert min(b - a for a, b in zip(sent, sent[1:], strict=False)) >= GRANT_S / GRANT_MAX
+        await shared.close()
