@@ -3,6 +3,7 @@ and the real PostgreSQL: what one statement hands out, refuses, and gives back."
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -184,5 +185,5 @@ async def test_a_capped_grant_lasts_grant_s_for_a_process_below_the_rate(engine_
             now[0] += 0.01
         assert 2.0 / GRANT_S <= rate.grants <= 2.0 / GRANT_S + 2
         # Never faster than the grant's own spacing: GRANT_MAX slots over GRANT_S.
-        assert min(b - a for a, b in zip(sent, sent[1:], strict=False)) >= GRANT_S / GRANT_MAX
+        assert min(b - a for a, b in itertools.pairwise(sent)) >= GRANT_S / GRANT_MAX
         await shared.close()
