@@ -1,9 +1,14 @@
 """Resolving redirect URIs to their destinations, before the redirects expire.
 
-For each pending source on an allow-listed redirect host: ``HEAD`` with redirects off (``GET``
-without reading the body when ``HEAD`` answers 405, 403 or 501), read ``Location``, store the
-destination. The destination is **never** requested: a ``Location`` on an allow-listed host is
-followed (at most :data:`MAX_HOPS` hops), any other is recorded and the walk stops there.
+For each pending source on an allow-listed redirect host: ``GET`` with redirects off, read
+``Location``, store the destination. ``GET``, not ``HEAD``: aiohttp's client closes the
+connection after a ``HEAD`` response without ``Content-Length`` (which RFC 9110 allows, and
+aiohttp's own server sends), so every lookup paid a new connection, a TLS handshake on a real
+redirect host (aio-libs/aiohttp#1769 fixed the case with the header). A redirect's body is small
+and read (up to :data:`MAX_BODY_BYTES`) so the connection is reused.
+
+The destination is **never** requested: a ``Location`` on an allow-listed host is followed (at
+most :data:`MAX_HOPS` hops), any other is recorded and the walk stops there.
 
 * 404/410 -> ``expired``; 403 -> ``forbidden`` (retried once, by a later sweep); timeouts,
   connection errors and 5xx -> retried with backoff, then ``failed``, as the retry policy
@@ -18,6 +23,7 @@ The HTTP session is the resolver's own: no cookies, no credentials, no default h
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 from collections import OrderedDict
@@ -56,7 +62,7 @@ WRITE_BATCH_MAX = 500  # source updates per transaction at most (the commit wind
 # before committing, unless no lookup is under way (nothing else is coming). Nobody waits on a
 # resolution's commit, so the window can be longer than the run's writer's.
 WRITE_LINGER_S = 0.5
-FALLBACK_TO_GET = frozenset({403, 405, 501})
+MAX_BODY_BYTES = 16_384  # a redirect's own body is read (to reuse the connection) up to this
 USER_AGENT = "ground-resolver/0.1"
 
 
@@ -76,7 +82,7 @@ class ResolvedSource:
 
 
 class RedirectClient:
-    """Follows one redirect chain with HEAD/GET, never leaving the allow-list."""
+    """Follows one redirect chain with GET, never leaving the allow-list."""
 
     __slots__ = ("_allow", "_limiter", "_policy", "_session")
 
@@ -157,13 +163,14 @@ class RedirectClient:
 
     async def _ask(self, url: str) -> tuple[int, str | None]:
         await self._limiter.acquire()
-        async with self._session.head(url, allow_redirects=False) as response:
+        async with self._session.get(url, allow_redirects=False) as response:
             status, location = response.status, response.headers.get("Location")
-        if status in FALLBACK_TO_GET:
-            await self._limiter.acquire()
-            # The body is never read: the response is released as soon as the headers are in.
-            async with self._session.get(url, allow_redirects=False) as response:
-                status, location = response.status, response.headers.get("Location")
+            length = response.content_length
+            if length is not None and length <= MAX_BODY_BYTES:
+                # Drained, the connection goes back to the pool; a body that fails to arrive
+                # only costs the connection, not the Location already read.
+                with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                    await response.read()
         return status, location
 
 

@@ -120,13 +120,22 @@ def _status(code: int) -> Callable[[web.Request], Awaitable[web.Response]]:
 
 
 @asynccontextmanager
-async def redirect_server(locations: dict[str, str]) -> AsyncIterator[str]:
+async def redirect_server(
+    locations: dict[str, str], peers: set[object] | None = None
+) -> AsyncIterator[str]:
     """An allow-listed redirect host (yields its host:port): /r/NAME answers 302 to
-    locations[NAME] (the dict may be filled in after start); /head405/NAME refuses HEAD;
-    /gone is 404; /forbidden is 403; /error is 503; /plain is 200."""
+    locations[NAME] (the dict may be filled in after start); /big/NAME too, with a 1 MB body;
+    /head405/NAME refuses HEAD; /gone is 404; /forbidden is 403; /error is 503; /plain is 200.
+    ``peers`` collects the client address of every request (one per connection)."""
 
     async def redirect(request: web.Request) -> web.Response:
+        if peers is not None and request.transport is not None:
+            peers.add(request.transport.get_extra_info("peername"))
         return web.Response(status=302, headers={"Location": locations[request.match_info["name"]]})
+
+    async def big(request: web.Request) -> web.Response:
+        location = locations[request.match_info["name"]]
+        return web.Response(status=302, headers={"Location": location}, body=b"x" * 1_000_000)
 
     async def head405(request: web.Request) -> web.Response:
         if request.method == "HEAD":
@@ -136,6 +145,7 @@ async def redirect_server(locations: dict[str, str]) -> AsyncIterator[str]:
     app = web.Application()
     app.router.add_route("*", "/r/{name}", redirect)
     app.router.add_route("*", "/head405/{name}", head405)
+    app.router.add_route("*", "/big/{name}", big)
     for path, code in (("/gone", 404), ("/forbidden", 403), ("/error", 503), ("/plain", 200)):
         app.router.add_route("*", path, _status(code))
     runner = web.AppRunner(app, access_log=None)
@@ -211,6 +221,24 @@ async def test_walk_outcomes() -> None:
             assert (await client.resolve(f"http://{host}/plain")).verdict.status == "failed"
             error = await client.resolve(f"http://{host}/error")
             assert (error.verdict.status, error.http_status) == ("failed", 503)
+
+
+async def test_lookups_reuse_one_connection_and_leave_a_large_body_unread() -> None:
+    locations = {"ok": "https://www.example.org/a"}
+    peers: set[object] = set()
+    async with redirect_server(locations, peers) as host:
+        settings = ResolverSection(
+            allow_hosts=(host,), concurrency=1, requests_per_second=1000.0, timeout_s=2.0
+        )
+        async with RedirectClient(settings, AllowList([host])) as client:
+            for _ in range(20):
+                outcome = await client.resolve(f"http://{host}/r/ok")
+                assert outcome.verdict.destination == "https://www.example.org/a"
+            assert len(peers) == 1  # 20 lookups, one connection
+            big = await client.resolve(f"http://{host}/big/ok")
+            assert big.verdict.destination == "https://www.example.org/a"
+            await client.resolve(f"http://{host}/r/ok")
+    assert len(peers) == 2  # the 1 MB body was not read: its connection was dropped
 
 
 # -- in a run -----------------------------------------------------------------------------------
