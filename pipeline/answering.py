@@ -34,7 +34,8 @@ from pipeline.gemini.errors import GeminiError, PermanentError, TransientError
 from pipeline.gemini.request import GroundedRequestBuilder
 from pipeline.gemini.wire import GenerateContentResponse, decode_response, visible_text
 from pipeline.grounding import GroundedAnswer, ground_answer
-from pipeline.jobspec import GroundingSection, JobSpec
+from pipeline.job_sections import GroundingSection
+from pipeline.jobspec import JobSpec
 from pipeline.limits import Decision, RetryPolicy
 from pipeline.limits.policy import GROUND, STRUCTURE
 from pipeline.metered import Metered, MeteredCaller
