@@ -28,7 +28,6 @@ import anyio
 from anyio.abc import ObjectSendStream
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.answering import Outcome, judge_failure
 from pipeline.batch_budget import BatchBudget
 from pipeline.batch_context import BatchContext
 from pipeline.batch_judge import LineContext, LineJudge
@@ -43,6 +42,7 @@ from pipeline.store import batches as store
 from pipeline.store.answers import persist_answers
 from pipeline.store.ledger import persist_calls
 from pipeline.store.results import persist_structured
+from pipeline.verdicts import Outcome, judge_failure
 
 log = logging.getLogger(__name__)
 

@@ -53,7 +53,7 @@ import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from pipeline.answering import Answerer, Outcome, stored_answer
+from pipeline.answering import Answerer, stored_answer
 from pipeline.batching import batches
 from pipeline.clock import utcnow
 from pipeline.errors import ErrorClass
@@ -73,6 +73,7 @@ from pipeline.store.queue import ClaimedQuestion, StateChange
 from pipeline.store.reconnect import DatabaseOutage, retrying
 from pipeline.store.results import persist_structured
 from pipeline.targets import job_endpoints
+from pipeline.verdicts import Outcome
 
 if TYPE_CHECKING:
     from pipeline.metrics import RunMetrics
