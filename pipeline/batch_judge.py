@@ -25,7 +25,7 @@ from pipeline.answering import REPAIR_RETRIES, stored_answer
 from pipeline.clock import utcnow
 from pipeline.costs import call_cost
 from pipeline.errors import CallError, ErrorClass
-from pipeline.gemini import batch as api
+from pipeline.gemini.batch_wire import ResultLine
 from pipeline.gemini.errors import TransientError
 from pipeline.gemini.wire import (
     GenerateContentResponse,
@@ -70,7 +70,7 @@ class LineJudge:
     # -- call 1 -------------------------------------------------------------------------------
 
     def ground(
-        self, question_id: int, attempts: int, result: api.ResultLine, ctx: LineContext
+        self, question_id: int, attempts: int, result: ResultLine, ctx: LineContext
     ) -> Outcome:
         """A ``ground`` batch's line (``attempts``: the question's before this request)."""
         attempts += 1  # the batch's request is an attempt, as a call is online
@@ -101,7 +101,7 @@ class LineJudge:
     # -- call 2 -------------------------------------------------------------------------------
 
     def structure(
-        self, question: StructureQuestion, result: api.ResultLine, ctx: LineContext
+        self, question: StructureQuestion, result: ResultLine, ctx: LineContext
     ) -> Outcome:
         """A ``structure`` batch's line, for a question whose grounded answer is stored."""
         tries = question.structure_attempts + 1

@@ -1,7 +1,7 @@
 """The Batch API and the Files API it reads from, as the emulator serves them (Developer API).
 
 Routes (wired in :mod:`pipeline.emulator.server`; shapes as google-genai reads them, see
-:mod:`pipeline.gemini.batch`):
+:mod:`pipeline.gemini.batch` and :mod:`pipeline.gemini.batch_wire`):
 
 * ``POST /upload/v1beta/files`` with ``X-Goog-Upload-Protocol: resumable`` and
   ``X-Goog-Upload-Command: start``: answers ``X-Goog-Upload-URL`` (``?upload_id=``); that URL
