@@ -33,6 +33,7 @@ from pipeline.progress import WatchOptions
 from pipeline.progress import watch as progress_watch
 from pipeline.redirects import PENDING as PENDING_SOURCE
 from pipeline.resolver import Resolver
+from pipeline.run_summary import RunSummary
 from pipeline.states import QuestionState
 from pipeline.status import (
     JobStatus,
@@ -41,7 +42,7 @@ from pipeline.status import (
 )
 from pipeline.store import versions
 from pipeline.store.breakdown import state_counts
-from pipeline.worker import JobRunner, RunSummary
+from pipeline.worker import JobRunner
 
 if TYPE_CHECKING:
     from pipeline.metrics import RunMetrics

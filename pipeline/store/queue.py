@@ -210,7 +210,7 @@ async def release_dead_owners(
     """Release leases held by processes of this host that no longer exist.
 
     A killed run's leases would otherwise only come back when they expire; owners are
-    ``host:pid:nonce`` (see :func:`pipeline.worker.default_owner`), so a dead local pid is
+    ``host:pid:nonce`` (see :func:`pipeline.leases.default_owner`), so a dead local pid is
     certain. A reused pid merely looks alive, and its leases expire as usual.
     """
     q = questions.c
