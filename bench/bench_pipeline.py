@@ -22,6 +22,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import pipeline.group_commit as group_commit
 import pipeline.worker as worker
 from pipeline.demo import emulator_process
 from pipeline.jobspec import load_jobspec
@@ -86,12 +87,12 @@ def main() -> None:
     parser.add_argument("--resolver", action="store_true", help="resolve redirects too")
     args = parser.parse_args()
     os.environ["GEMINI_API_KEY"] = "emulator-key"
-    variants = {"group commit": worker.WRITE_BATCH_MAX, "commit per answer": 1}
+    variants = {"group commit": group_commit.WRITE_BATCH_MAX, "commit per answer": 1}
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
     with emulator_process(realistic_latency=False) as base_url:
         for _ in range(args.rounds):
             for name, batch in variants.items():
-                worker.WRITE_BATCH_MAX = batch
+                group_commit.WRITE_BATCH_MAX = batch
                 with tempfile.TemporaryDirectory() as tmp:
                     results[name].append(
                         anyio.run(one_run, Path(tmp), base_url, args.questions, args.resolver)

@@ -35,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pipeline.demo import emulator_process
-from pipeline.jobspec import SourceSection
+from pipeline.job_sections import SourceSection
 from pipeline.loader import load_questions_committed
 from pipeline.states import QuestionState
 from pipeline.store import queue

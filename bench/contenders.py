@@ -72,6 +72,7 @@ def peak_rss_mb() -> float:
 
 
 async def run_ours(args: argparse.Namespace, directory: Path, resolver: bool) -> dict[str, Any]:
+    import pipeline.group_commit as group_commit
     import pipeline.worker as worker
     from pipeline.jobspec import load_jobspec
     from pipeline.loader import load_questions
@@ -98,7 +99,7 @@ async def run_ours(args: argparse.Namespace, directory: Path, resolver: bool) ->
     spec = load_jobspec(directory / "job.toml")
     engine = create_engine(spec.database_url)
     counts = {"commits": 0, "claims": 0}
-    commit, claim = worker.JobRunner._commit, queue.claim
+    commit, claim = group_commit.GroupCommitWriter.commit, queue.claim
 
     async def counted_commit(self: Any, batch: list[Any]) -> None:
         counts["commits"] += 1
@@ -108,7 +109,7 @@ async def run_ours(args: argparse.Namespace, directory: Path, resolver: bool) ->
         counts["claims"] += 1
         return await claim(*a, **k)
 
-    worker.JobRunner._commit = counted_commit  # type: ignore[method-assign]
+    group_commit.GroupCommitWriter.commit = counted_commit  # type: ignore[method-assign]
     queue.claim = counted_claim  # type: ignore[assignment]
     lags: list[float] = []
     try:

@@ -1,8 +1,9 @@
 """What happens to one question: the grounded call (call 1), then the structuring call (call 2).
 
-Each step returns an :class:`Outcome`: the question's next state, what to store, and the
-ledger rows of every call made. Nothing here touches the database; the worker's writer
-persists outcomes.
+Each step returns an :class:`~pipeline.verdicts.Outcome`: the question's next state, what to
+store, and the ledger rows of every call made. The rules that turn a response into a state are
+:mod:`pipeline.verdicts` (shared with batch mode); this module makes the calls and their
+retries. Nothing here touches the database; the worker's writer persists outcomes.
 
 Call 1 policy:
 * a blocked prompt or withheld answer -> ``blocked`` (terminal);
@@ -25,66 +26,45 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 
-import anyio
-
-from pipeline.clock import utcnow
-from pipeline.errors import CallError, ErrorClass
+from pipeline.errors import CallError
 from pipeline.gemini.endpoint import Endpoint
-from pipeline.gemini.errors import GeminiError, PermanentError, TransientError
+from pipeline.gemini.errors import GeminiError, PermanentError
 from pipeline.gemini.request import GroundedRequestBuilder
-from pipeline.gemini.wire import GenerateContentResponse, decode_response, visible_text
+from pipeline.gemini.wire import (
+    Candidate,
+    GenerateContentResponse,
+    decode_response,
+    visible_text,
+)
 from pipeline.grounding import GroundedAnswer, ground_answer
-from pipeline.jobspec import GroundingSection, JobSpec
-from pipeline.limits import Decision, RetryPolicy
+from pipeline.job_sections import GroundingSection
+from pipeline.jobspec import JobSpec
+from pipeline.limits import RetryPolicy
 from pipeline.limits.policy import GROUND, STRUCTURE
 from pipeline.metered import Metered, MeteredCaller
 from pipeline.states import QuestionState
 from pipeline.store.answers import AnswerRecord
 from pipeline.store.queue import ClaimedQuestion, StateChange
 from pipeline.store.results import CallRecord, StructuredRecord
-from pipeline.structure import (
-    build_structure_body,
-    parse_and_validate,
-    provenance_to_json,
-    schema_hash,
-    trace_provenance,
-)
+from pipeline.structure import build_structure_body, schema_hash
 from pipeline.targets import request_builder
+from pipeline.verdicts import (
+    Outcome,
+    answer_of,
+    block_reason,
+    blocked_outcome,
+    change_under,
+    structured_outcome,
+    structured_record,
+)
 
 log = logging.getLogger(__name__)
 
 REPAIR_RETRIES = 1  # call-2 outputs that fail validation are asked again this many times
 
-# Finish reasons that mean the answer was withheld, not given.
-BLOCKING_FINISH_REASONS = frozenset(
-    {
-        "SAFETY",
-        "RECITATION",
-        "BLOCKLIST",
-        "PROHIBITED_CONTENT",
-        "SPII",
-        "IMAGE_SAFETY",
-        "MODEL_ARMOR",
-    }
-)
 # How a model says it will not take a response schema together with a search tool (reference
 # §4.2; the wording varies by backend and version).
 _SCHEMA_WITH_TOOLS_REFUSED = ("controlled generation", "response mime type", "mime type")
-
-
-@dataclass(slots=True)
-class Outcome:
-    """A verdict on one question, with everything the writer stores for it."""
-
-    # None: the question is handed back untouched (the run is stopping: see ``decision``).
-    change: StateChange | None
-    answer: AnswerRecord | None = None
-    structured: StructuredRecord | None = None
-    calls: list[CallRecord] = field(default_factory=list)
-    # The retry policy's decision, when the step failed: the worker counts its strikes.
-    decision: Decision | None = None
-    # Set by the writer once committed, for a caller that goes on with the question.
-    committed: anyio.Event | None = None
 
 
 @dataclass(slots=True)
@@ -151,7 +131,7 @@ class Answerer:
                 return kept
             decision = self.policy.decide(error, tally.attempts, GROUND)
             attempts = decision.attempts_after(tally.attempts)
-            change = _change(question.id, decision, attempts, error)
+            change = change_under(question.id, decision, attempts, error)
             return Outcome(change, calls=tally.calls, decision=decision)
 
     async def _ground(self, question: ClaimedQuestion, tally: _Tally) -> Outcome:
@@ -161,56 +141,53 @@ class Answerer:
         while True:
             single = self._single is not None and self.spec.model.name not in self._two_call_models
             builder = self._single if single and self._single is not None else self._plain
-            tally.attempts += 1
-            try:
-                metered = await self._call_ground(question, builder, nudge)
-            except PermanentError as error:
-                if not (single and _refuses_schema_with_tools(error)):
-                    raise
-                tally.add(error.record)
-                self._fall_back_to_two_calls("refused a schema together with grounding")
-                tally.attempts -= 1  # a 400 that asked for nothing is not an attempt
+            metered = await self._attempt(question, tally, builder, nudge=nudge, single=single)
+            if metered is None:  # the model refused single mode: asked again in two calls
                 continue
-            tally.add(metered.record)
             response = metered.result.response
-            blocked = _block_reason(response)
+            blocked = block_reason(response)
             if blocked is not None:
-                change = StateChange(
-                    question.id,
-                    QuestionState.BLOCKED,
-                    tally.attempts,
-                    error_class=ErrorClass.BLOCKED,
-                    last_error=blocked,
-                )
-                return Outcome(change, calls=tally.calls)
+                return blocked_outcome(question.id, tally.attempts, blocked, tally.calls)
             candidate = response.candidates[0]
-            answer = ground_answer(candidate)
-            if not answer.text.strip():
-                raise TransientError(
-                    "the response has no answer text", error_class=ErrorClass.EMPTY_ANSWER
-                )
+            answer = answer_of(candidate)
             if not answer.grounded and single:
                 self._fall_back_to_two_calls("answered without grounding (the silent skip)")
                 continue
-            record = AnswerRecord(
-                question_id=question.id,
-                answer=answer,
-                response=response,
-                finish_reason=candidate.finish_reason,
-                raw_response=metered.result.raw,
-                latency_ms=metered.result.latency_ms,
-                version=question.answer_version + 1,
-            )
-            if not answer.grounded:
-                change = StateChange(question.id, QuestionState.UNGROUNDED, tally.attempts)
-                outcome = Outcome(change, answer=record, calls=tally.calls)
-                if nudges_left == 0:
-                    return outcome
-                tally.kept = outcome
-                nudges_left -= 1
-                nudge = True
-                continue
-            return self._grounded(question, tally, record, single)
+            record = _answer_record(question, candidate, answer, metered)
+            if answer.grounded:
+                return self._grounded(question, tally, record, single)
+            change = StateChange(question.id, QuestionState.UNGROUNDED, tally.attempts)
+            outcome = Outcome(change, answer=record, calls=tally.calls)
+            if nudges_left == 0:
+                return outcome
+            tally.kept = outcome
+            nudges_left -= 1
+            nudge = True
+
+    async def _attempt(
+        self,
+        question: ClaimedQuestion,
+        tally: _Tally,
+        builder: GroundedRequestBuilder,
+        *,
+        nudge: bool,
+        single: bool,
+    ) -> Metered | None:
+        """One call-1 request, counted in ``tally``. None when the model refused a schema
+        together with grounding (single mode): that 400 asked for nothing, so it is no
+        attempt, and the model is asked in two calls from then on."""
+        tally.attempts += 1
+        try:
+            metered = await self._call_ground(question, builder, nudge)
+        except PermanentError as error:
+            if not (single and _refuses_schema_with_tools(error)):
+                raise
+            tally.add(error.record)
+            self._fall_back_to_two_calls("refused a schema together with grounding")
+            tally.attempts -= 1
+            return None
+        tally.add(metered.record)
+        return metered
 
     def _grounded(
         self, question: ClaimedQuestion, tally: _Tally, record: AnswerRecord, single: bool
@@ -289,7 +266,7 @@ class Answerer:
             if kept is not None:
                 return kept
             decision = self.policy.decide(error, tally.attempts, STRUCTURE)
-            change = _change(question.id, decision, attempts, error)
+            change = change_under(question.id, decision, attempts, error)
             if change is not None:
                 change = replace(change, structure_attempts=decision.attempts_after(tally.attempts))
             return Outcome(change, calls=tally.calls, decision=decision)
@@ -328,7 +305,9 @@ class Answerer:
             structured = self._judge_structure(
                 question, answer_version, text, answer, response, n_calls
             )
-            outcome = _structured_outcome(question.id, attempts, tally, structured)
+            outcome = structured_outcome(
+                question.id, attempts, tally.attempts, tally.calls, structured
+            )
             if structured.valid or n_calls > REPAIR_RETRIES:
                 return outcome
             tally.kept = outcome
@@ -355,42 +334,6 @@ class Answerer:
             version=question.structured_version + 1,
             answer_version=answer_version,
         )
-
-
-def structured_record(
-    spec: JobSpec,
-    schema_hash_: str | None,
-    question_id: int,
-    text: str,
-    answer: GroundedAnswer,
-    response: GenerateContentResponse,
-    *,
-    n_calls: int,
-    version: int,
-    answer_version: int,
-) -> StructuredRecord:
-    """Call 2's output judged: parsed, validated against the schema, its values traced to the
-    grounded answer (online and batch alike)."""
-    assert spec.schema is not None
-    result = parse_and_validate(text, spec.schema)
-    prov = trace_provenance(result.value, answer) if result.ok else None
-    return StructuredRecord(
-        question_id=question_id,
-        valid=result.ok,
-        value=result.value,
-        raw_text=text,
-        errors=result.errors,
-        provenance=provenance_to_json(prov)["leaves"] if prov is not None else [],
-        supported_fraction=prov.supported_fraction if prov is not None else None,
-        flagged=bool(
-            spec.structure.require_supported and prov is not None and prov.unsupported_paths
-        ),
-        model_version=response.model_version,
-        calls=n_calls,
-        version=version,
-        answer_version=answer_version,
-        schema_hash=schema_hash_,
-    )
 
 
 def question_urls(question: ClaimedQuestion, grounding: GroundingSection) -> tuple[str, ...]:
@@ -421,109 +364,16 @@ def _refuses_schema_with_tools(error: GeminiError) -> bool:
     )
 
 
-def _block_reason(response: GenerateContentResponse) -> str | None:
-    feedback = response.prompt_feedback
-    if feedback is not None and feedback.block_reason:
-        detail = f": {feedback.block_reason_message}" if feedback.block_reason_message else ""
-        return f"prompt blocked ({feedback.block_reason}){detail}"
-    if not response.candidates:
-        return "no candidates in the response"
-    candidate = response.candidates[0]
-    if candidate.finish_reason in BLOCKING_FINISH_REASONS:
-        return f"answer withheld (finishReason {candidate.finish_reason})"
-    return None
-
-
-def _structured_outcome(
-    question_id: int, attempts: int, tally: _Tally, structured: StructuredRecord
-) -> Outcome:
-    state = QuestionState.DONE if structured.valid else QuestionState.INVALID
-    change = StateChange(
-        question_id,
-        state,
-        attempts,
-        error_class=None if structured.valid else ErrorClass.SCHEMA_INVALID,
-        last_error=None if structured.valid else "; ".join(structured.errors)[:500],
-        structure_attempts=tally.attempts,
-    )
-    return Outcome(change, structured=structured, calls=tally.calls)
-
-
-def _change(
-    question_id: int, decision: Decision, attempts: int, error: CallError
-) -> StateChange | None:
-    """The question's next state under ``decision``, with ``attempts`` (call 1's) to store;
-    None when the question is handed back untouched."""
-    if decision.state is None:
-        return None
-    return StateChange(
-        question_id,
-        decision.state,
-        attempts,
-        error_class=error.error_class,
-        last_error=error.message,
-        next_attempt_at=decision.next_attempt_at(utcnow()) if decision.retry else None,
-    )
-
-
-# -- verdicts on responses that arrived outside a live call (batch mode) -------------------------
-
-
-def judge_grounded(
-    question_id: int,
-    attempts: int,
-    response: GenerateContentResponse,
-    raw: bytes,
-    *,
-    latency_ms: float,
-    structuring: bool,
-    calls: list[CallRecord],
-) -> Outcome:
-    """Call 1's verdict on a response a batch returned, by the rules of :meth:`Answerer.ground`
-    where they need no further call: blocked, ungrounded (stored as such: the recency nudge
-    would be another request), or answered (``awaiting_structure`` when call 2 follows).
-    An empty answer raises :class:`TransientError`, as online."""
-    blocked = _block_reason(response)
-    if blocked is not None:
-        change = StateChange(
-            question_id,
-            QuestionState.BLOCKED,
-            attempts,
-            error_class=ErrorClass.BLOCKED,
-            last_error=blocked,
-        )
-        return Outcome(change, calls=calls)
-    candidate = response.candidates[0]
-    answer = ground_answer(candidate)
-    if not answer.text.strip():
-        raise TransientError("the response has no answer text", error_class=ErrorClass.EMPTY_ANSWER)
-    record = AnswerRecord(
-        question_id=question_id,
+def _answer_record(
+    question: ClaimedQuestion, candidate: Candidate, answer: GroundedAnswer, metered: Metered
+) -> AnswerRecord:
+    """Call 1's answer as stored: the question's next answer version."""
+    return AnswerRecord(
+        question_id=question.id,
         answer=answer,
-        response=response,
+        response=metered.result.response,
         finish_reason=candidate.finish_reason,
-        raw_response=raw,
-        latency_ms=latency_ms,
+        raw_response=metered.result.raw,
+        latency_ms=metered.result.latency_ms,
+        version=question.answer_version + 1,
     )
-    if not answer.grounded:
-        state = QuestionState.UNGROUNDED
-    elif structuring:
-        state = QuestionState.AWAITING_STRUCTURE
-    else:
-        state = QuestionState.DONE
-    return Outcome(StateChange(question_id, state, attempts), answer=record, calls=calls)
-
-
-def judge_failure(
-    question_id: int,
-    attempts: int,
-    error: CallError,
-    policy: RetryPolicy,
-    *,
-    calls: list[CallRecord],
-    step: str = GROUND,
-) -> Outcome:
-    """A failed request's verdict under the retry policy (``attempts`` counts it), as online."""
-    decision = policy.decide(error, attempts, step)
-    change = _change(question_id, decision, decision.attempts_after(attempts), error)
-    return Outcome(change, calls=calls, decision=decision)

@@ -28,13 +28,19 @@ import anyio
 from anyio.abc import ObjectSendStream
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.answering import Outcome, judge_failure
 from pipeline.batch_budget import BatchBudget
 from pipeline.batch_context import BatchContext
 from pipeline.batch_judge import LineContext, LineJudge
 from pipeline.batching import batches as groups
 from pipeline.clock import utcnow
 from pipeline.gemini import batch as api
+from pipeline.gemini.batch_wire import (
+    JOB_STATE_CANCELLED,
+    JOB_STATE_SUCCEEDED,
+    BatchJob,
+    ResultLine,
+    parse_result_line,
+)
 from pipeline.gemini.errors import TransientError
 from pipeline.redirects import AllowList, initial_verdict
 from pipeline.resolver import Lookup
@@ -43,6 +49,7 @@ from pipeline.store import batches as store
 from pipeline.store.answers import persist_answers
 from pipeline.store.ledger import persist_calls
 from pipeline.store.results import persist_structured
+from pipeline.verdicts import Outcome, judge_failure
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +76,7 @@ class Collector:
 
     # -- a finished batch ---------------------------------------------------------------------
 
-    async def record_state(self, row: store.BatchRow, job: api.BatchJob) -> store.BatchRow:
+    async def record_state(self, row: store.BatchRow, job: BatchJob) -> store.BatchRow:
         """Store a poll's state; a batch that ended without results gives its questions back."""
         engine = self.ctx.engine
         if not job.finished:
@@ -77,7 +84,7 @@ class Collector:
                 async with engine.begin() as connection:
                     await store.set_state(connection, row.id, job.state)
             return row
-        if job.state == api.JOB_STATE_SUCCEEDED and job.responses_file:
+        if job.state == JOB_STATE_SUCCEEDED and job.responses_file:
             async with engine.begin() as connection:
                 await store.set_state(
                     connection,
@@ -103,7 +110,7 @@ class Collector:
                 finished_at=job.end_time or utcnow(),
                 last_error=job.error,
             )
-            spend = job.state != api.JOB_STATE_CANCELLED
+            spend = job.state != JOB_STATE_CANCELLED
             returned = await self._give_back(connection, row, job.state, spend_attempt=spend)
             await store.finish(connection, row.id, returned=returned)
             return await store.get(connection, row.id)
@@ -172,7 +179,7 @@ class Collector:
             returned = await self._give_back(
                 connection, row, "without their rows", spend_attempt=True
             )
-            await store.set_state(connection, row.id, api.JOB_STATE_SUCCEEDED)
+            await store.set_state(connection, row.id, JOB_STATE_SUCCEEDED)
             await store.finish(connection, row.id, returned=returned)
             done = await store.get(connection, row.id)
         log.info(
@@ -186,7 +193,7 @@ class Collector:
         """One transaction: the budget settled, the group's answers (sources, supports) or
         structured objects, ledger rows, state changes, and the batch's ``lines_done``."""
         now = utcnow()
-        results = [api.parse_result_line(line) for line in chunk]
+        results = [parse_result_line(line) for line in chunk]
         ids = [int(r.key) for r in results if r.key.isdigit()]
         started = row.submitted_at or now
         ctx = LineContext(
@@ -230,7 +237,7 @@ class Collector:
         self,
         connection: AsyncConnection,
         row: store.BatchRow,
-        results: list[api.ResultLine],
+        results: list[ResultLine],
         ids: list[int],
         ctx: LineContext,
     ) -> list[Outcome]:
@@ -281,7 +288,7 @@ class Collector:
             )
 
 
-def _skipped(result: api.ResultLine) -> None:
+def _skipped(result: ResultLine) -> None:
     log.warning(
         "result line for question %s, which this batch does not hold: skipped",
         result.key,

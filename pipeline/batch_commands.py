@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.batch_runner import BatchRunner, cancel_batches
 from pipeline.exit_codes import EXIT_FAILED, EXIT_OK, ExitStatus, run_status
-from pipeline.gemini.batch import JOB_STATE_SUCCEEDED
+from pipeline.gemini.batch_wire import JOB_STATE_SUCCEEDED
 from pipeline.jobspec import JobSpec
 from pipeline.resolver import Resolver
 from pipeline.store import batches as store

@@ -1,11 +1,11 @@
 """Verdicts on batch result lines: one line in, the question's :class:`Outcome` out, with its
 ledger row at batch prices. Pure: no database, no network (the collector stores outcomes).
 
-Call 1 (a ``ground`` batch) is judged by :func:`pipeline.answering.judge_grounded` and
-:func:`~pipeline.answering.judge_failure`, exactly as online where no further call is needed.
+Call 1 (a ``ground`` batch) is judged by :func:`pipeline.verdicts.judge_grounded` and
+:func:`~pipeline.verdicts.judge_failure`, exactly as online where no further call is needed.
 
 Call 2 (a ``structure`` batch) is judged as online call 2 (:meth:`Answerer.structure`): the
-output is parsed, validated and traced (:func:`pipeline.answering.structured_record`); valid
+output is parsed, validated and traced (:func:`pipeline.verdicts.structured_record`); valid
 -> ``done``. An invalid first output gets its one repair retry **in the next structure
 batch** (not online): the question goes back to ``awaiting_structure`` with the validation
 errors in ``last_error`` (``error_class = schema_invalid``), and the next batch's request
@@ -21,18 +21,11 @@ import datetime as dt
 import logging
 from dataclasses import dataclass
 
-from pipeline.answering import (
-    REPAIR_RETRIES,
-    Outcome,
-    judge_failure,
-    judge_grounded,
-    stored_answer,
-    structured_record,
-)
+from pipeline.answering import REPAIR_RETRIES, stored_answer
 from pipeline.clock import utcnow
 from pipeline.costs import call_cost
 from pipeline.errors import CallError, ErrorClass
-from pipeline.gemini import batch as api
+from pipeline.gemini.batch_wire import ResultLine
 from pipeline.gemini.errors import TransientError
 from pipeline.gemini.wire import (
     GenerateContentResponse,
@@ -50,6 +43,7 @@ from pipeline.store.batches import ERRORS_SEPARATOR
 from pipeline.store.ledger import CallRecord
 from pipeline.store.queue import StateChange
 from pipeline.structure import schema_hash
+from pipeline.verdicts import Outcome, judge_failure, judge_grounded, structured_record
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +70,7 @@ class LineJudge:
     # -- call 1 -------------------------------------------------------------------------------
 
     def ground(
-        self, question_id: int, attempts: int, result: api.ResultLine, ctx: LineContext
+        self, question_id: int, attempts: int, result: ResultLine, ctx: LineContext
     ) -> Outcome:
         """A ``ground`` batch's line (``attempts``: the question's before this request)."""
         attempts += 1  # the batch's request is an attempt, as a call is online
@@ -107,7 +101,7 @@ class LineJudge:
     # -- call 2 -------------------------------------------------------------------------------
 
     def structure(
-        self, question: StructureQuestion, result: api.ResultLine, ctx: LineContext
+        self, question: StructureQuestion, result: ResultLine, ctx: LineContext
     ) -> Outcome:
         """A ``structure`` batch's line, for a question whose grounded answer is stored."""
         tries = question.structure_attempts + 1

@@ -28,6 +28,7 @@ from pipeline.answering import question_urls, stored_answer
 from pipeline.batch_budget import BatchBudget
 from pipeline.batch_context import BatchContext
 from pipeline.gemini import batch as api
+from pipeline.gemini.batch_wire import PartWriter
 from pipeline.store import batch_structure
 from pipeline.store import batches as store
 from pipeline.store.queue import ClaimedQuestion
@@ -113,7 +114,7 @@ class Submitter:
         left = await budget.left() if fresh else 0
         price = self.ctx.price_for(row.model)
         with tempfile.TemporaryDirectory(dir=self._workdir, prefix="ground-batch-") as tmp:
-            writer = api.PartWriter(
+            writer = PartWriter(
                 Path(tmp),
                 stem=row.display_name,
                 max_bytes=self.ctx.spec.batch.max_bytes,

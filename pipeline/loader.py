@@ -38,7 +38,8 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from pipeline.jobspec import JobSpec, SourceSection
+from pipeline.job_sections import SourceSection
+from pipeline.jobspec import JobSpec
 from pipeline.store import queue
 from pipeline.store.loads import Fingerprint, save_fingerprint, stored_fingerprint
 

@@ -55,7 +55,23 @@ class RunMetrics:
     def __init__(self, job: str, *, spent_before: Decimal = Decimal(0)) -> None:
         self.job = job
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
+        # Registered in the order of the module's table (the order /metrics lists them).
+        self._register_interval_series(job, self.registry)
+        self._register_worker_series(job, self.registry)
+        self._register_resolver_and_scrape_series(job, self.registry)
+        for state in QuestionState:
+            self._questions.labels(job, str(state))
+        self._spent_before_micro = int(spent_before * 1_000_000)
+        self._run_micro = 0
+        self._spend.set(float(spent_before))
+        # (step, model, outcome) -> counter child, (step) -> histogram child: made once each.
+        self._call_children: dict[tuple[str, str, str], Counter] = {}
+        self._latency_children: dict[str, Histogram] = {}
+        self._server: WSGIServer | None = None
+        self._server_thread: threading.Thread | None = None
+
+    def _register_interval_series(self, job: str, r: CollectorRegistry) -> None:
+        """Fed each progress interval: the job's questions by state, and its queue."""
         self._questions = Gauge(
             "ground_questions", "Questions of the job by state", ["ground_job", "state"], registry=r
         )
@@ -65,6 +81,9 @@ class RunMetrics:
             ["ground_job"],
             registry=r,
         ).labels(job)
+
+    def _register_worker_series(self, job: str, r: CollectorRegistry) -> None:
+        """Fed by the worker: the calls, their latency, the 429s and the spend."""
         self._calls = Counter(
             "ground_calls",
             "Requests to the model by step, model and outcome (ok or the error class)",
@@ -87,6 +106,9 @@ class RunMetrics:
             ["ground_job"],
             registry=r,
         ).labels(job)
+
+    def _register_resolver_and_scrape_series(self, job: str, r: CollectorRegistry) -> None:
+        """Fed by the resolver (the resolution lag), and read at scrape (the adaptive rate)."""
         self._lag = Histogram(
             "ground_resolution_lag_seconds",
             "From an answer being stored to its redirect's destination being stored",
@@ -100,16 +122,6 @@ class RunMetrics:
             ["ground_job"],
             registry=r,
         ).labels(job)
-        for state in QuestionState:
-            self._questions.labels(job, str(state))
-        self._spent_before_micro = int(spent_before * 1_000_000)
-        self._run_micro = 0
-        self._spend.set(float(spent_before))
-        # (step, model, outcome) -> counter child, (step) -> histogram child: made once each.
-        self._call_children: dict[tuple[str, str, str], Counter] = {}
-        self._latency_children: dict[str, Histogram] = {}
-        self._server: WSGIServer | None = None
-        self._server_thread: threading.Thread | None = None
 
     # -- hooks -------------------------------------------------------------------------------
 

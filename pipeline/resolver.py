@@ -41,7 +41,7 @@ from pipeline import redirects
 from pipeline.batching import batches
 from pipeline.clock import utcnow
 from pipeline.errors import ErrorClass, RetryableError
-from pipeline.jobspec import ResolverSection
+from pipeline.job_sections import ResolverSection
 from pipeline.limits import Backoff, RateLimiter, RetryPolicy
 from pipeline.redirects import AllowList, Verdict
 from pipeline.store import resolution

@@ -125,39 +125,63 @@ def render_status(status: JobStatus) -> str:
         + ", ".join(f"{state} {n}" for state, n in status.states.items() if n or state == "done")
     )
     if status.answers:
-        rate = status.grounded_rate or 0.0
-        lines.append(
-            f"  answers: {status.answers} ({status.grounded} grounded, {rate:.1%}); "
-            f"tokens {status.tokens_total}"
-        )
-        lines.append(
-            f"  latency: mean {status.latency_mean_ms:.0f} ms, p95 {status.latency_p95_ms:.0f} ms"
-        )
-        if status.with_tool_parts:
-            lines.append(f"  answers with tool-call or code parts: {status.with_tool_parts}")
-        if status.superseded_answers:
-            lines.append(
-                f"  answers asked again: {status.changed} changed (text, sources or"
-                f" destinations); {status.superseded_answers} earlier versions kept"
-            )
+        lines.extend(_answer_lines(status))
     spend = f"spend ${status.spend_usd:.6f}"
     if status.unpriced_calls:
         spend += f" (+ {status.unpriced_calls} calls with no known price)"
     lines.append(f"  calls made: {status.calls}; {spend}")
     if status.structured_valid or status.structured_invalid:
-        supported = status.supported_fraction_mean or 0.0
-        line = (
-            f"  structured: {status.structured_valid} valid, {status.structured_invalid} invalid;"
-            f" values in supported spans {supported:.0%} on average"
+        lines.extend(_structured_lines(status))
+    lines.extend(_source_lines(status))
+    if status.problems:
+        lines.append("  problems (state / error class: count, example):")
+        for p in status.problems:
+            example = (p.example or "").replace("\n", " ")
+            if len(example) > 120:
+                example = example[:117] + "..."
+            lines.append(f"    {p.state} / {p.error_class}: {p.count}, e.g. {example}")
+    return "\n".join(lines)
+
+
+def _answer_lines(status: JobStatus) -> list[str]:
+    """The answers: how many were grounded, their tokens and latency, what was asked again."""
+    rate = status.grounded_rate or 0.0
+    lines = [
+        f"  answers: {status.answers} ({status.grounded} grounded, {rate:.1%}); "
+        f"tokens {status.tokens_total}",
+        f"  latency: mean {status.latency_mean_ms:.0f} ms, p95 {status.latency_p95_ms:.0f} ms",
+    ]
+    if status.with_tool_parts:
+        lines.append(f"  answers with tool-call or code parts: {status.with_tool_parts}")
+    if status.superseded_answers:
+        lines.append(
+            f"  answers asked again: {status.changed} changed (text, sources or"
+            f" destinations); {status.superseded_answers} earlier versions kept"
         )
-        if status.structured_flagged:
-            line += f"; {status.structured_flagged} flagged (unsupported values)"
-        lines.append(line)
-        if status.structured_stale_schema:
-            lines.append(
-                f"  structured under an older schema: {status.structured_stale_schema}"
-                " (`ground restructure` makes them again)"
-            )
+    return lines
+
+
+def _structured_lines(status: JobStatus) -> list[str]:
+    """Call 2's objects: valid, invalid, flagged, and those made under an older schema."""
+    supported = status.supported_fraction_mean or 0.0
+    line = (
+        f"  structured: {status.structured_valid} valid, {status.structured_invalid} invalid;"
+        f" values in supported spans {supported:.0%} on average"
+    )
+    if status.structured_flagged:
+        line += f"; {status.structured_flagged} flagged (unsupported values)"
+    lines = [line]
+    if status.structured_stale_schema:
+        lines.append(
+            f"  structured under an older schema: {status.structured_stale_schema}"
+            " (`ground restructure` makes them again)"
+        )
+    return lines
+
+
+def _source_lines(status: JobStatus) -> list[str]:
+    """The sources by resolution status, the reasons of those not resolved, and the lag."""
+    lines = []
     if status.sources:
         lines.append(
             "  sources: " + ", ".join(f"{k} {v}" for k, v in sorted(status.sources.items()))
@@ -170,14 +194,7 @@ def render_status(status: JobStatus) -> str:
             f"  stored -> destination resolved: p50 {status.resolve_p50_ms:.0f} ms, "
             f"p99 {status.resolve_p99_ms:.0f} ms"
         )
-    if status.problems:
-        lines.append("  problems (state / error class: count, example):")
-        for p in status.problems:
-            example = (p.example or "").replace("\n", " ")
-            if len(example) > 120:
-                example = example[:117] + "..."
-            lines.append(f"    {p.state} / {p.error_class}: {p.count}, e.g. {example}")
-    return "\n".join(lines)
+    return lines
 
 
 def class_stats_dict(stats: list[ClassStats]) -> list[dict[str, Any]]:

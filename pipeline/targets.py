@@ -10,7 +10,8 @@ from collections.abc import Mapping
 
 from pipeline.gemini.endpoint import Endpoint, endpoint_for
 from pipeline.gemini.request import GroundedRequestBuilder, grounding_tool, maps_tool_config
-from pipeline.jobspec import GroundingSection, JobSpec
+from pipeline.job_sections import GroundingSection
+from pipeline.jobspec import JobSpec
 from pipeline.structure import PreparedSchema
 
 

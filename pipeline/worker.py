@@ -15,13 +15,9 @@
   call 2 when the structure step is on) and sends the outcomes to the writer; it never touches
   the database. Between call 1 and call 2 it waits until call 1's answer is committed: from
   then on the grounded call is never paid for again, whatever happens to the run.
-* The writer commits outcomes in groups: whatever has arrived while the previous commit ran
-  goes into the next transaction (group commit), and a commit window (``WRITE_LINGER_S``, at
-  most ``WRITE_BATCH_MAX`` outcomes) gathers answers that arrive one at a time, as in a paced
-  run. The window closes early when no caller is in a call: a caller waiting on its commit
-  before call 2 then waits only when other outcomes are on their way, and never longer than
-  the window. Commits run shielded from cancellation: an answer that was paid for is
-  stored even when the run is being stopped.
+* The writer (:mod:`pipeline.group_commit`) commits outcomes in groups, within a commit window
+  that closes early when no caller is in a call; commits run shielded from cancellation: an
+  answer that was paid for is stored even when the run is being stopped.
 * The resolver runs beside the pool: the writer hands it each stored redirect at once; a
   start-up sweep picks up what earlier runs left, a final sweep what the feed dropped.
 * The rate, the token and daily limits and the budget are the job's, shared through its
@@ -40,12 +36,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
-import random
-import socket
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, TypeVar
 
@@ -53,26 +45,25 @@ import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from pipeline.answering import Answerer, Outcome, stored_answer
-from pipeline.batching import batches
+from pipeline import leases
+from pipeline.answering import Answerer, stored_answer
 from pipeline.clock import utcnow
 from pipeline.errors import ErrorClass
 from pipeline.gemini.client import GeminiClient
+from pipeline.group_commit import GroupCommitWriter
 from pipeline.jobspec import JobSpec
 from pipeline.limits import Backoff, RetryPolicy, Strikes, next_daily_reset
 from pipeline.metered import MeteredCaller
 from pipeline.redirects import AllowList, initial_verdict
 from pipeline.resolver import Lookup, Resolver, pending_lookups
+from pipeline.run_summary import RunSummary
 from pipeline.shared import SharedLimits
 from pipeline.states import QuestionState
 from pipeline.store import ledger, queue
-from pipeline.store import quota as shared_quota
-from pipeline.store.answers import StoredAnswers, persist_answers
-from pipeline.store.ledger import persist_calls
 from pipeline.store.queue import ClaimedQuestion, StateChange
 from pipeline.store.reconnect import DatabaseOutage, retrying
-from pipeline.store.results import persist_structured
 from pipeline.targets import job_endpoints
+from pipeline.verdicts import Outcome
 
 if TYPE_CHECKING:
     from pipeline.metrics import RunMetrics
@@ -89,50 +80,12 @@ IN_FLIGHT_PER_SLOT = 2  # questions held per unit of concurrency (one calling, o
 # questions are always in hand and no caller starves between two claims.
 REFILL_SHARE = 0.5
 IDLE_POLL_S = 2.0  # longest sleep when nothing is claimable but work may become due
-WRITE_BATCH_MAX = 500  # outcomes per transaction at most (the commit window's K)
-# The commit window (Kafka's linger.ms): after the first outcome, the writer waits up to this
-# many seconds for more before committing, unless no caller is in a call (nothing else is
-# coming: every busy caller waits on a commit, or none is busy) or the run is stopping.
-WRITE_LINGER_S = 0.2
 RESOLVER_FEED_BUFFER = 10_000  # lookups queued for the resolver; beyond, the final sweep has them
-DEAD_OWNER_SWEEP_S = 15.0  # seconds between two sweeps for dead owners' leases and budget holds
-
-
-@dataclass(slots=True)
-class RunSummary:
-    """What one ``ground run`` did (not the job's totals: see ``ground status``)."""
-
-    claimed: int = 0
-    calls: int = 0
-    outcomes: dict[str, int] = field(default_factory=dict)
-    stopped: str | None = None  # why the run stopped early, if it did
-    elapsed_s: float = 0.0
-    throttled: int = 0  # 429 responses
-    cost_micro_usd: int = 0  # what this run's calls cost (the ledger's unit)
-
-    def count(self, state: str) -> None:
-        key = str(state)  # a plain str, not the enum member: the counts go out as JSON
-        self.outcomes[key] = self.outcomes.get(key, 0) + 1
 
 
 def refill_batch(concurrency: int) -> int:
     """How many questions a claim waits to be able to take (see :data:`REFILL_SHARE`)."""
     return max(1, min(CLAIM_BATCH, int(concurrency * REFILL_SHARE)))
-
-
-def default_owner() -> str:
-    """``host:pid:nonce``: unique per run, and tells a later run on this host if we died."""
-    return f"{socket.gethostname()}:{os.getpid()}:{random.getrandbits(32):08x}"
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # it exists, under another user
-    return True
 
 
 async def job_spend(engine: AsyncEngine, job_id: int) -> Decimal:
@@ -167,7 +120,7 @@ class JobRunner:
         self.spec = spec
         self.engine = engine
         self.job_id = job_id
-        self.owner = owner or default_owner()
+        self.owner = owner or leases.default_owner()
         self.summary = RunSummary()
         self.caller: MeteredCaller | None = None
         self._answerer: Answerer | None = None
@@ -185,7 +138,6 @@ class JobRunner:
         allow = AllowList(spec.resolver.allow_hosts)
         self._verdict_of = lambda uri: initial_verdict(uri, allow)
         self._feed: ObjectSendStream[Lookup] | None = None
-        self._feed_dropped = 0
         self.metrics = metrics
         self.shared: SharedLimits | None = None
         self._outage_s = spec.job.database_outage_s
@@ -231,13 +183,9 @@ class JobRunner:
     async def _release_dead(self) -> None:
         """Take back what runs that died left: their leases (on this host: at once) and their
         budget holds (once expired)."""
-        host, job = socket.gethostname(), self.job_id
-
-        async def sweep(connection: AsyncConnection) -> int:
-            await shared_quota.drop_holds(connection, job, now=time.time())
-            return await queue.release_dead_owners(connection, job, host, pid_alive)
-
-        released = await self._db("releasing dead runs' leases", sweep)
+        released = await self._db(
+            "releasing dead runs' leases", lambda c: leases.release_dead_runs(c, self.job_id)
+        )
         self._last_sweep = time.monotonic()
         if released:
             log.warning(
@@ -298,16 +246,17 @@ class JobRunner:
                     resolving.start_soon(self._resolver.serve, feed_recv)
                 else:
                     feed_recv.close()
+                writer = self._writer()
                 async with feed_send:  # closing the feed lets the resolver finish and flush
                     async with anyio.create_task_group() as pipeline:
-                        pipeline.start_soon(self._writer, out_recv)
+                        pipeline.start_soon(writer.run, out_recv, self._flush_now)
                         pipeline.start_soon(self._claimer, work_send)
                         for _ in range(self._concurrency):
                             pipeline.start_soon(self._caller, work_recv.clone(), out_send.clone())
                         work_recv.close()
                         out_send.close()
                         pipeline.start_soon(self._sweep, run_started)
-                    if self._feed_dropped:
+                    if writer.dropped:
                         await self._sweep(None)
             outer.cancel_scope.cancel()
 
@@ -328,7 +277,7 @@ class JobRunner:
                 if free < refill:  # above the low-water mark: wait for a batch's worth to go
                     await self._wait_for_progress(IDLE_POLL_S)
                     continue
-                if time.monotonic() - self._last_sweep > DEAD_OWNER_SWEEP_S:
+                if time.monotonic() - self._last_sweep > leases.DEAD_OWNER_SWEEP_S:
                     await self._release_dead()
                 want = min(free, CLAIM_BATCH)
                 batch = await self._db(
@@ -440,11 +389,7 @@ class JobRunner:
     ) -> None:
         """Count the outcome's calls and strikes (stopping the run when the policy says so),
         then hand it to the writer."""
-        self.summary.calls += len(outcome.calls)
-        for call in outcome.calls:
-            self.summary.cost_micro_usd += call.cost_micro_usd
-            if call.http_status == 429:
-                self.summary.throttled += 1
+        self.summary.add_calls(outcome.calls)
         if self.metrics is not None:
             self.metrics.on_calls(outcome.calls)
         if any(c.outcome == "ok" for c in outcome.calls):
@@ -461,75 +406,38 @@ class JobRunner:
             outcome.committed = anyio.Event()
         await outcomes.send(outcome)
 
-    async def _writer(self, outcomes: ObjectReceiveStream[Outcome]) -> None:
-        async for batch in batches(
-            outcomes, WRITE_BATCH_MAX, linger_s=WRITE_LINGER_S, flush_early=self._flush_now
-        ):
-            with anyio.CancelScope(shield=True):
-                await self._commit(batch)
+    def _writer(self) -> GroupCommitWriter:
+        """The run's writer, once the shared limits and the resolver feed are set up."""
+        return GroupCommitWriter(
+            self._db,
+            self.job_id,
+            self.owner,
+            shared=self.shared,
+            verdict_of=self._verdict_of,
+            feed=self._feed,
+            on_finished=self._finished,
+            on_committed=self._notify,
+        )
 
-    async def _commit(self, batch: list[Outcome]) -> None:
-        now = utcnow()
-        records = [c for o in batch for c in o.calls]
-
-        async def store(connection: AsyncConnection) -> StoredAnswers:
-            if self.shared is not None:  # the budget row counts what the ledger stores
-                # First in the transaction: the budget row is always locked before others.
-                await shared_quota.settle_budget(
-                    connection,
-                    self.job_id,
-                    self.owner,
-                    released=sum(r.reserved_micro for r in records),
-                    spent=sum(r.cost_micro_usd for r in records),
-                )
-            stored = await persist_answers(
-                connection, [o.answer for o in batch if o.answer is not None], now, self._verdict_of
-            )
-            await persist_structured(
-                connection, [o.structured for o in batch if o.structured is not None], now
-            )
-            await persist_calls(connection, records)
-            await queue.apply_state_changes(
-                connection, [o.change for o in batch if o.change is not None]
-            )
-            return stored
-
-        # Held until stored: a lost connection rolls the transaction back, and it is re-run.
-        stored = await self._db("storing outcomes", store)
-        for outcome in batch:
-            change = outcome.change
-            if change is None:  # handed back: released with the leftovers
-                continue
-            if outcome.committed is not None:
-                outcome.committed.set()  # the caller goes on to call 2; still in flight
-                continue
-            self._in_flight.discard(change.question_id)
-            self.summary.count(change.state)
-            log.debug(
-                "question %s -> %s",
-                change.question_id,
-                change.state,
-                extra={"action": "question_finished", "state": change.state},
-            )
-        if self._feed is not None:
-            for answer_id, chunk_index, uri in stored.pending_sources:
-                try:
-                    self._feed.send_nowait(Lookup(answer_id, chunk_index, uri, now))
-                except anyio.WouldBlock:
-                    self._feed_dropped += 1  # still pending in the database: swept later
-        self._notify()
+    def _finished(self, change: StateChange) -> None:
+        """A question's final change in this run is stored: it leaves the pool."""
+        self._in_flight.discard(change.question_id)
+        self.summary.count(change.state)
+        log.debug(
+            "question %s -> %s",
+            change.question_id,
+            change.state,
+            extra={"action": "question_finished", "state": change.state},
+        )
 
     async def _heartbeat(self) -> None:
         while True:
             await anyio.sleep(self._lease.total_seconds() / 4)
             ids = list(self._in_flight)
-
-            async def beat(connection: AsyncConnection, ids: list[int] = ids) -> None:
-                if self.shared is not None:  # the hold row before the question rows
-                    await self.shared.heartbeat(connection)
-                await queue.extend_leases(connection, self.owner, ids, self._lease)
-
-            await self._db("the heartbeat", beat)
+            await self._db(
+                "the heartbeat",
+                lambda c, ids=ids: leases.heartbeat(c, self.owner, ids, self._lease, self.shared),
+            )
 
     async def _release_leftovers(self) -> None:
         leftovers = set(self._unstarted) | self._in_flight

@@ -13,7 +13,8 @@ import sqlalchemy as sa
 from pipeline.commands import load_command, run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
-from pipeline.jobspec import DEFAULT_MAX_QUESTION_CHARS, load_jobspec
+from pipeline.job_sections import DEFAULT_MAX_QUESTION_CHARS
+from pipeline.jobspec import load_jobspec
 from pipeline.store.tables import calls, questions
 from tests.dbutil import fetch_rows
 from tests.jobutil import generate_calls, make_job

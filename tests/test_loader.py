@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from pipeline.jobspec import SourceSection
+from pipeline.job_sections import SourceSection
 from pipeline.loader import CHUNK_ROWS, LoadError, load_questions
 from pipeline.store import queue
 from pipeline.store.tables import questions

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 import pipeline.loader as loader
-from pipeline.jobspec import SourceSection
+from pipeline.job_sections import SourceSection
 from pipeline.loader import (
     CHUNK_ROWS,
     LoadError,

@@ -16,7 +16,7 @@ from pipeline.commands import resolve_command, run_command, status_command
 from pipeline.emulator.clock import FakeClock, ProcessTimeClock
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
-from pipeline.jobspec import ResolverSection
+from pipeline.job_sections import ResolverSection
 from pipeline.limits import Backoff
 from pipeline.redirects import AllowList, check_destination, initial_verdict
 from pipeline.resolver import RedirectClient, resolver_policy

@@ -177,7 +177,7 @@ def test_a_terminal_gets_the_progress_bar_and_the_summary(tmp_path: Path) -> Non
 
 
 def test_log_format_is_accepted_before_and_after_the_command() -> None:
-    from pipeline.cli import build_parser
+    from pipeline.cli_parser import build_parser
 
     parser = build_parser()
     assert parser.parse_args(["--log-format", "json", "run", "j.toml"]).log_format == "json"

@@ -33,6 +33,7 @@ from pipeline.progress import WatchOptions
 from pipeline.progress import watch as progress_watch
 from pipeline.redirects import PENDING as PENDING_SOURCE
 from pipeline.resolver import Resolver
+from pipeline.run_summary import RunSummary
 from pipeline.states import QuestionState
 from pipeline.status import (
     JobStatus,
@@ -41,7 +42,7 @@ from pipeline.status import (
 )
 from pipeline.store import versions
 from pipeline.store.breakdown import state_counts
-from pipeline.worker import JobRunner, RunSummary
+from pipeline.worker import JobRunner
 
 if TYPE_CHECKING:
     from pipeline.metrics import RunMetrics
@@ -71,52 +72,16 @@ async def run_command(
         if job_id is None:
             return EXIT_FAILED
         await _queue_stored_work(engine, spec, job_id)
-        async with engine.connect() as connection:
-            before = await job_status(
-                connection, job_id, spec.name, schema_hash=schema_hash_of(spec)
-            )
+        before = await _read_status(engine, spec, job_id)
         if before.terminal == before.total:
-            say(f"nothing to do: all {before.total} questions are finished; 0 calls made")
-            if spec.resolver.enabled and before.sources.get(PENDING_SOURCE):
-                await resolve_pending(engine, spec, job_id)  # what an earlier run left
-                async with engine.connect() as connection:
-                    before = await job_status(
-                        connection, job_id, spec.name, schema_hash=schema_hash_of(spec)
-                    )
-            say(render_status(before))
-            status = _closing_status(spec, None, before.states)
-            _write_summary_json(watch, status, spec, None, before)
-            return status
+            return await _nothing_to_do(engine, spec, job_id, before, watch)
         if spec.model.mode == "batch":
             from pipeline.batch_commands import run_batches
 
             early = await run_batches(spec, engine, job_id, wait=spec.batch.wait and not no_wait)
             if early is not None:
                 return early
-        metrics: RunMetrics | None = None
-        if watch.wants_metrics:  # prometheus_client is imported only by runs that export
-            from pipeline.metrics import RunMetrics
-
-            metrics = RunMetrics(spec.name, spent_before=before.spend_usd)
-        resolver = Resolver(engine, spec.resolver) if spec.resolver.enabled else None
-        if resolver is not None and metrics is not None:
-            resolver.on_resolved = metrics.on_resolved
-        runner = JobRunner(spec, engine, job_id, resolver=resolver, metrics=metrics)
-        try:
-            if metrics is not None:
-                _start_metrics(metrics, runner, watch)
-            summary = await _run_with_signals(runner, engine, job_id, before, watch, metrics)
-            async with engine.connect() as connection:
-                after = await job_status(
-                    connection, job_id, spec.name, schema_hash=schema_hash_of(spec)
-                )
-            if metrics is not None:
-                metrics.set_states(after.states)
-                if watch.metrics_textfile:
-                    metrics.write_textfile(watch.metrics_textfile)
-        finally:
-            if metrics is not None:
-                metrics.close()
+        summary, after = await _run_online(engine, spec, job_id, before, watch)
     say(_render_summary(summary))
     say(render_status(after))
     label_local_spend(spec)
@@ -124,6 +89,54 @@ async def run_command(
     status = _closing_status(spec, summary.stopped, after.states)
     _write_summary_json(watch, status, spec, summary, after)
     return status
+
+
+async def _read_status(engine: AsyncEngine, spec: JobSpec, job_id: int) -> JobStatus:
+    async with engine.connect() as connection:
+        return await job_status(connection, job_id, spec.name, schema_hash=schema_hash_of(spec))
+
+
+async def _nothing_to_do(
+    engine: AsyncEngine, spec: JobSpec, job_id: int, before: JobStatus, watch: WatchOptions
+) -> ExitStatus:
+    """Every question is finished: no call is made; redirects an earlier run left pending are
+    resolved, and the job's status closes the run."""
+    say(f"nothing to do: all {before.total} questions are finished; 0 calls made")
+    if spec.resolver.enabled and before.sources.get(PENDING_SOURCE):
+        await resolve_pending(engine, spec, job_id)  # what an earlier run left
+        before = await _read_status(engine, spec, job_id)
+    say(render_status(before))
+    status = _closing_status(spec, None, before.states)
+    _write_summary_json(watch, status, spec, None, before)
+    return status
+
+
+async def _run_online(
+    engine: AsyncEngine, spec: JobSpec, job_id: int, before: JobStatus, watch: WatchOptions
+) -> tuple[RunSummary, JobStatus]:
+    """The online run, watched (progress, metrics, signals): what it did, and the job after."""
+    metrics: RunMetrics | None = None
+    if watch.wants_metrics:  # prometheus_client is imported only by runs that export
+        from pipeline.metrics import RunMetrics
+
+        metrics = RunMetrics(spec.name, spent_before=before.spend_usd)
+    resolver = Resolver(engine, spec.resolver) if spec.resolver.enabled else None
+    if resolver is not None and metrics is not None:
+        resolver.on_resolved = metrics.on_resolved
+    runner = JobRunner(spec, engine, job_id, resolver=resolver, metrics=metrics)
+    try:
+        if metrics is not None:
+            _start_metrics(metrics, runner, watch)
+        summary = await _run_with_signals(runner, engine, job_id, before, watch, metrics)
+        after = await _read_status(engine, spec, job_id)
+        if metrics is not None:
+            metrics.set_states(after.states)
+            if watch.metrics_textfile:
+                metrics.write_textfile(watch.metrics_textfile)
+    finally:
+        if metrics is not None:
+            metrics.close()
+    return summary, after
 
 
 async def _queue_stored_work(engine: AsyncEngine, spec: JobSpec, job_id: int) -> None:

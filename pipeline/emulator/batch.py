@@ -1,7 +1,7 @@
 """The Batch API and the Files API it reads from, as the emulator serves them (Developer API).
 
 Routes (wired in :mod:`pipeline.emulator.server`; shapes as google-genai reads them, see
-:mod:`pipeline.gemini.batch`):
+:mod:`pipeline.gemini.batch` and :mod:`pipeline.gemini.batch_wire`):
 
 * ``POST /upload/v1beta/files`` with ``X-Goog-Upload-Protocol: resumable`` and
   ``X-Goog-Upload-Command: start``: answers ``X-Goog-Upload-URL`` (``?upload_id=``); that URL
@@ -202,35 +202,44 @@ class BatchService:
     async def upload(self, request: web.Request) -> web.Response:
         """Both halves of the resumable protocol: ``start`` and the upload URL."""
         command = request.headers.get("X-Goog-Upload-Command", "").lower()
-        upload_id = request.query.get("upload_id")
-        if upload_id is None:
-            if request.headers.get("X-Goog-Upload-Protocol", "").lower() != "resumable":
-                raise errors.invalid_argument("Only resumable uploads are supported here.")
-            if command != "start":
-                raise errors.invalid_argument("Expected X-Goog-Upload-Command: start.")
-            try:
-                size = int(request.headers["X-Goog-Upload-Header-Content-Length"])
-            except (KeyError, ValueError):
-                raise errors.invalid_argument(
-                    "X-Goog-Upload-Header-Content-Length is required."
-                ) from None
-            body = await request.read()
-            meta = orjson.loads(body) if body else {}
-            file = meta.get("file") if isinstance(meta, dict) else None
-            display = file.get("displayName", "") if isinstance(file, dict) else ""
-            mime = request.headers.get("X-Goog-Upload-Header-Content-Type", "application/jsonl")
-            upload_id = secrets.token_urlsafe(16)
-            self.uploads[upload_id] = _Upload(display, size, mime)
-            self.counts["uploads_started"] += 1
-            url = f"{request.scheme}://{request.host}{request.path}?upload_id={upload_id}"
-            return web.Response(
-                body=b"",
-                headers={
-                    "X-Goog-Upload-URL": url,
-                    "X-Goog-Upload-Status": "active",
-                    "X-Goog-Upload-Chunk-Granularity": "8388608",
-                },
-            )
+        if (upload_id := request.query.get("upload_id")) is None:
+            return await self._start_upload(request, command)
+        return await self._upload_chunk(request, upload_id, command)
+
+    async def _start_upload(self, request: web.Request, command: str) -> web.Response:
+        """``start``: a new upload session, answered with its URL."""
+        if request.headers.get("X-Goog-Upload-Protocol", "").lower() != "resumable":
+            raise errors.invalid_argument("Only resumable uploads are supported here.")
+        if command != "start":
+            raise errors.invalid_argument("Expected X-Goog-Upload-Command: start.")
+        try:
+            size = int(request.headers["X-Goog-Upload-Header-Content-Length"])
+        except (KeyError, ValueError):
+            raise errors.invalid_argument(
+                "X-Goog-Upload-Header-Content-Length is required."
+            ) from None
+        body = await request.read()
+        meta = orjson.loads(body) if body else {}
+        file = meta.get("file") if isinstance(meta, dict) else None
+        display = file.get("displayName", "") if isinstance(file, dict) else ""
+        mime = request.headers.get("X-Goog-Upload-Header-Content-Type", "application/jsonl")
+        upload_id = secrets.token_urlsafe(16)
+        self.uploads[upload_id] = _Upload(display, size, mime)
+        self.counts["uploads_started"] += 1
+        url = f"{request.scheme}://{request.host}{request.path}?upload_id={upload_id}"
+        return web.Response(
+            body=b"",
+            headers={
+                "X-Goog-Upload-URL": url,
+                "X-Goog-Upload-Status": "active",
+                "X-Goog-Upload-Chunk-Granularity": "8388608",
+            },
+        )
+
+    async def _upload_chunk(
+        self, request: web.Request, upload_id: str, command: str
+    ) -> web.Response:
+        """The upload URL: ``query``, ``upload`` at an offset, and ``upload, finalize``."""
         pending = self.uploads.get(upload_id)
         if pending is None:
             raise errors.ApiError(404, "NOT_FOUND", "No such upload session.", kind="no_upload")

@@ -10,6 +10,7 @@ values these modules take). The public surface, by module:
 * ``wire``: the response structs (msgspec), :func:`decode_response`, :func:`visible_text`;
 * ``errors``: the HTTP branch of :class:`pipeline.errors.CallError` and :func:`classify_429`;
 * ``batch``: the Batch API in file mode: :class:`BatchClient` (upload, create, get, list,
-  cancel, download_lines), :class:`PartWriter` / :func:`write_parts`, :func:`parse_result_line`,
-  the ``JOB_STATE_*`` names.
+  cancel, download_lines);
+* ``batch_wire``: its documents, pure: :class:`PartWriter` / :func:`write_parts` (the input
+  file), :class:`BatchJob` and the ``JOB_STATE_*`` names, :func:`parse_result_line`.
 """

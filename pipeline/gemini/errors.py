@@ -173,6 +173,24 @@ def classify_429(
     status = decode_error(body.encode() if isinstance(body, str) else body)
     if status is None:
         return "unknown"
+    names, has_retry_info = _quota_details(status)
+    if names:
+        daily = [n for n in names if _DAILY.search(n)]
+        if daily:
+            return "daily_grounding" if any(_GROUNDING.search(n) for n in daily) else "daily"
+        return "rate"
+    if has_retry_info:
+        return "rate"
+    if backend == "vertex":
+        return "rate"
+    if grounded:
+        return "daily_grounding"
+    return "unknown"
+
+
+def _quota_details(status: ErrorStatus) -> tuple[list[str], bool]:
+    """The quota names a 429's details give (QuotaFailure ``quotaId``/``quotaMetric``,
+    ErrorInfo ``metadata.quota_limit``/``quota_metric``), and whether it carries RetryInfo."""
     names: list[str] = []
     has_retry_info = False
     for detail in status.details:
@@ -188,15 +206,4 @@ def classify_429(
                 for k, v in detail.metadata.items()
                 if k in ("quota_limit", "quota_metric") and isinstance(v, str) and v
             )
-    if names:
-        daily = [n for n in names if _DAILY.search(n)]
-        if daily:
-            return "daily_grounding" if any(_GROUNDING.search(n) for n in daily) else "daily"
-        return "rate"
-    if has_retry_info:
-        return "rate"
-    if backend == "vertex":
-        return "rate"
-    if grounded:
-        return "daily_grounding"
-    return "unknown"
+    return names, has_retry_info

@@ -35,6 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from pipeline.clock import utcnow
 from pipeline.redirects import EXPIRED, PENDING
 from pipeline.states import WAITING_STATES, QuestionState
+from pipeline.store.queue import lease_due
 from pipeline.store.tables import (
     UtcDateTime,
     answers,
@@ -149,8 +150,31 @@ async def claim_batch(
     for ``step`` structure), in the caller's transaction; None (and no row) when nothing is
     due."""
     now = utcnow()
-    display = f"{step}-{job_id}-{now:%Y%m%dT%H%M%S}-{secrets.token_hex(4)}"
     claimable = _claimable_for_call_2 if step == STRUCTURE else _claimable_for_call_1
+    batch_id = await _insert_batch(connection, job_id, step=step, model=model, now=now)
+    result = await connection.execute(
+        lease_due(claimable(job_id, now), lease_owner(batch_id), limit, lease, now).returning(
+            questions.c.id
+        )
+    )
+    ids = sorted(row.id for row in result)
+    if not ids:
+        await connection.execute(batches.delete().where(batches.c.id == batch_id))
+        return None
+    await connection.execute(
+        batch_items.insert(), [{"batch_id": batch_id, "question_id": i} for i in ids]
+    )
+    await connection.execute(
+        batches.update().where(batches.c.id == batch_id).values(requests=len(ids))
+    )
+    return await get(connection, batch_id)
+
+
+async def _insert_batch(
+    connection: AsyncConnection, job_id: int, *, step: str, model: str, now: dt.datetime
+) -> int:
+    """A new batch row (``preparing``, no requests yet) under a display name unique to it."""
+    display = f"{step}-{job_id}-{now:%Y%m%dT%H%M%S}-{secrets.token_hex(4)}"
     batch_id = await connection.scalar(
         batches.insert()
         .values(
@@ -166,37 +190,7 @@ async def claim_batch(
         .returning(batches.c.id)
     )
     assert batch_id is not None
-    q = questions.c
-    candidates = (
-        sa.select(q.id)
-        .where(claimable(job_id, now))
-        .order_by(q.id)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-        .scalar_subquery()
-    )
-    result = await connection.execute(
-        questions.update()
-        .where(q.id.in_(candidates))
-        .values(
-            state=QuestionState.RUNNING,
-            lease_owner=lease_owner(batch_id),
-            lease_expires_at=now + lease,
-            updated_at=now,
-        )
-        .returning(q.id)
-    )
-    ids = sorted(row.id for row in result)
-    if not ids:
-        await connection.execute(batches.delete().where(batches.c.id == batch_id))
-        return None
-    await connection.execute(
-        batch_items.insert(), [{"batch_id": batch_id, "question_id": i} for i in ids]
-    )
-    await connection.execute(
-        batches.update().where(batches.c.id == batch_id).values(requests=len(ids))
-    )
-    return await get(connection, batch_id)
+    return int(batch_id)
 
 
 @dataclass(frozen=True, slots=True)

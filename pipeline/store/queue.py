@@ -88,6 +88,33 @@ def _claimable(job_id: int, now: dt.datetime) -> sa.ColumnElement[bool]:
     return sa.and_(q.job_id == job_id, sa.text(CLAIMABLE_SQL), sa.or_(waiting, abandoned))
 
 
+def lease_due(
+    condition: sa.ColumnElement[bool], owner: str, limit: int, lease: dt.timedelta, now: dt.datetime
+) -> sa.Update:
+    """The UPDATE that leases up to ``limit`` questions matching ``condition`` to ``owner``,
+    oldest first (``running`` until ``now + lease``); rows another claim holds are skipped
+    (``FOR UPDATE SKIP LOCKED``)."""
+    q = questions.c
+    candidates = (
+        sa.select(q.id)
+        .where(condition)
+        .order_by(q.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    return (
+        questions.update()
+        .where(q.id.in_(candidates))
+        .values(
+            state=QuestionState.RUNNING,
+            lease_owner=owner,
+            lease_expires_at=now + lease,
+            updated_at=now,
+        )
+    )
+
+
 async def claim(
     connection: AsyncConnection,
     job_id: int,
@@ -98,47 +125,16 @@ async def claim(
     """Lease up to ``limit`` claimable questions to ``owner``, oldest first."""
     now = utcnow()
     q = questions.c
-    candidates = (
-        sa.select(q.id)
-        .where(_claimable(job_id, now))
-        .order_by(q.id)
-        .limit(limit)
-        .with_for_update(skip_locked=True)
-        .scalar_subquery()
-    )
     result = await connection.execute(
-        questions.update()
-        .where(q.id.in_(candidates))
-        .values(
-            state=QuestionState.RUNNING,
-            lease_owner=owner,
-            lease_expires_at=now + lease,
-            updated_at=now,
+        lease_due(_claimable(job_id, now), owner, limit, lease, now).returning(
+            q.id, q.qid, q.text, q.attempts, q.structure_attempts, q.meta, q.reask
         )
-        .returning(q.id, q.qid, q.text, q.attempts, q.structure_attempts, q.meta, q.reask)
     )
     rows = sorted(result.all(), key=lambda row: row.id)
     if not rows:
         return []
     ids = [row.id for row in rows]
-    a, st = answers.c, structured.c
-    stored = {
-        r.question_id: (r.raw_response, r.version)
-        for r in await connection.execute(
-            sa.select(a.question_id, a.raw_response, a.version).where(
-                a.question_id.in_(ids), LATEST_ANSWER
-            )
-        )
-    }
-    structured_versions: dict[int, int] = dict(
-        (
-            await connection.execute(
-                sa.select(st.question_id, st.version).where(
-                    st.question_id.in_(ids), LATEST_STRUCTURED
-                )
-            )
-        ).all()
-    )
+    stored, structured_versions = await _latest_versions(connection, ids)
     claimed = []
     for row in rows:
         raw, version = stored.get(row.id, (None, 0))
@@ -156,6 +152,26 @@ async def claim(
             )
         )
     return claimed
+
+
+async def _latest_versions(
+    connection: AsyncConnection, ids: list[int]
+) -> tuple[dict[int, tuple[str, int]], dict[int, int]]:
+    """The questions' latest stored answer (its raw response and version) and latest
+    structured version, by question id; a question with none is left out."""
+    a, st = answers.c, structured.c
+    stored = {
+        r.question_id: (r.raw_response, r.version)
+        for r in await connection.execute(
+            sa.select(a.question_id, a.raw_response, a.version).where(
+                a.question_id.in_(ids), LATEST_ANSWER
+            )
+        )
+    }
+    versions = await connection.execute(
+        sa.select(st.question_id, st.version).where(st.question_id.in_(ids), LATEST_STRUCTURED)
+    )
+    return stored, {question_id: version for question_id, version in versions}
 
 
 def _waiting_state() -> sa.Case[str]:
@@ -210,7 +226,7 @@ async def release_dead_owners(
     """Release leases held by processes of this host that no longer exist.
 
     A killed run's leases would otherwise only come back when they expire; owners are
-    ``host:pid:nonce`` (see :func:`pipeline.worker.default_owner`), so a dead local pid is
+    ``host:pid:nonce`` (see :func:`pipeline.leases.default_owner`), so a dead local pid is
     certain. A reused pid merely looks alive, and its leases expire as usual.
     """
     q = questions.c

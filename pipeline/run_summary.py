@@ -1,0 +1,37 @@
+"""What one ``ground run`` did: its claims, calls, outcomes, throttling and cost.
+
+Not the job's totals (``ground status`` reads those from the database): the counts of this run
+only, kept by the worker as outcomes come in and printed, or written as JSON, at its end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from pipeline.store.ledger import CallRecord
+
+
+@dataclass(slots=True)
+class RunSummary:
+    """What one ``ground run`` did (not the job's totals: see ``ground status``)."""
+
+    claimed: int = 0
+    calls: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    stopped: str | None = None  # why the run stopped early, if it did
+    elapsed_s: float = 0.0
+    throttled: int = 0  # 429 responses
+    cost_micro_usd: int = 0  # what this run's calls cost (the ledger's unit)
+
+    def count(self, state: str) -> None:
+        key = str(state)  # a plain str, not the enum member: the counts go out as JSON
+        self.outcomes[key] = self.outcomes.get(key, 0) + 1
+
+    def add_calls(self, calls: Iterable[CallRecord]) -> None:
+        """Count calls made (each one's cost, and whether it was throttled)."""
+        for call in calls:
+            self.calls += 1
+            self.cost_micro_usd += call.cost_micro_usd
+            if call.http_status == 429:
+                self.throttled += 1
