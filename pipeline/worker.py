@@ -94,13 +94,6 @@ async def job_spend(engine: AsyncEngine, job_id: int) -> Decimal:
         return await ledger.job_spend(connection, job_id)
 
 
-async def grounded_calls_today(engine: AsyncEngine) -> int:
-    """Grounded calls sent since the last daily reset, by any job in this database."""
-    since = next_daily_reset(utcnow()) - dt.timedelta(days=1)
-    async with engine.connect() as connection:
-        return await ledger.grounded_calls_since(connection, since)
-
-
 class JobRunner:
     """Runs one job to completion (or until stopped). One instance per run."""
 
