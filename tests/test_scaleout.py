@@ -34,6 +34,7 @@ from pipeline.store.engine import create_engine, migrate
 from pipeline.store.tables import answers, calls, questions
 from tests.dbutil import fetch_rows, postgres_database
 from tests.jobutil import make_job
+from tests.pgcluster import private_cluster
 
 pytestmark = pytest.mark.anyio
 
@@ -292,6 +293,38 @@ async def test_backends_terminated_mid_run_every_question_finishes_once(tmp_path
             assert status == 0, err
         assert "Traceback" not in "".join(err for _, err in results)
         await _check_exactly_once(url, n)  # nothing paid for twice
+        assert stats["requests"]["by_kind"]["developer"] == n
+
+
+@pytest.mark.postgres
+async def test_a_postgres_restart_mid_run_every_question_finishes_once(tmp_path: Path) -> None:
+    """The server itself restarted (every connection cut, then refused until it is up again),
+    on a cluster of the test's own: the runs reconnect and finish, nothing paid for twice."""
+    n = 600
+    with private_cluster() as cluster:
+        with running_emulator(
+            EmulatorConfig(seed=147, ungrounded_share=0.0, latency_p50_ms=40)
+        ) as emu:
+            spec = make_job(
+                tmp_path,
+                base_url=emu.base_url,
+                n_questions=n,
+                database=cluster.url.replace("+asyncpg", ""),
+                overrides=["limits.requests_per_minute=6000"],
+            )
+            children = _start(spec, emu.api_key, 2, ["limits.requests_per_minute=6000"])
+            await wait_until(lambda: _more_than(cluster.url, n // 4), what="progress")
+            await anyio.to_thread.run_sync(cluster.restart)
+            restarted_mid_run = any(child.poll() is None for child in children)
+            results = await _finish(children)
+            stats = emu.stats()
+        assert restarted_mid_run
+        for status, err in results:
+            assert status == 0, err
+        logs = "".join(err for _, err in results)
+        assert "Traceback" not in logs
+        assert "database connection lost" in logs  # they did lose it, and came back
+        await _check_exactly_once(cluster.url, n)
         assert stats["requests"]["by_kind"]["developer"] == n
 
 
