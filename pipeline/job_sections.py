@@ -129,6 +129,10 @@ class LimitsSection(_Section):
     grounded_prompts_per_day: NonNegative = 0
     # Lower the sending rate on 429s and recover slowly (AIMD), for quotas with no fixed number.
     adaptive: bool = True
+    # How far below requests_per_minute to pace, as a share of it: the slack that network
+    # jitter and late wake-ups (at most 0.1 s a send) may use. Google counts a minute, so
+    # 0.005 is 0.3 s of it. Raise it against a server that counts over a shorter window.
+    pacing_headroom: Annotated[float, msgspec.Meta(ge=0, lt=0.5)] = 0.005
     concurrency: Positive = 8
     max_attempts: Positive = 5
     # Seconds a claimed question stays ours without a heartbeat (a crashed run's questions come

@@ -93,7 +93,7 @@ class MeteredCaller:
         with warnings.catch_warnings():  # only the rows this job uses are worth a warning
             warnings.simplefilter("ignore", UnconfirmedPriceWarning)
             self.prices = prices or load_prices(limits.prices_file or None)
-        rate = pacing_rate(limits.requests_per_minute)
+        rate = pacing_rate(limits.requests_per_minute, headroom=limits.pacing_headroom)
         self.limiter = RateLimiter(rate)
         self.aimd: AdaptiveRate | None = None
         self.tokens: TokenBudgetLimiter | None = None

@@ -54,7 +54,7 @@ from pipeline.limits.adaptive import (
     AIMD_SUCCESS_INTERVAL_S,
 )
 from pipeline.limits.daily import next_daily_reset
-from pipeline.limits.rate import Clock, Sleep, pacing_rate
+from pipeline.limits.rate import PACING_HEADROOM, Clock, Sleep, pacing_rate
 from pipeline.store import quota
 from pipeline.store.reconnect import retrying
 
@@ -67,7 +67,7 @@ LATE_S = 0.010  # seconds: a slot missed by more than this is given up, not sent
 # seconds: a caller that wakes this long after its slot (a loaded event loop) takes a later
 # slot instead of sending, so late wake-ups never bunch into a burst. A send at most this late
 # moves at most rate x this many requests into the next window: within the pacing headroom
-# (2 % of a 60 s window is 1.2 s).
+# (the default 0.5 % of a 60 s window is 0.3 s).
 LATE_WAKE_S = 0.100
 TOKEN_BURST_S = 6.0  # seconds of the token rate that may be drawn at once
 TOKEN_GRANT_S = 1.0  # seconds of the token rate in one grant (at least the request's estimate)
@@ -305,6 +305,7 @@ class SharedLimits:
         owner: str,
         *,
         requests_per_minute: int,
+        pacing_headroom: float = PACING_HEADROOM,
         tokens_per_minute: int = 0,
         grounded_per_day: int = 0,
         budget_micro: int | None = None,
@@ -318,9 +319,10 @@ class SharedLimits:
         self.outage_s = outage_s
         self._budget_micro = budget_micro
         self._rpm = requests_per_minute
+        self._headroom = pacing_headroom
         self._tpm = tokens_per_minute
         self._per_day = grounded_per_day
-        self.requests = SharedRate(self, pacing_rate(requests_per_minute))
+        self.requests = SharedRate(self, pacing_rate(requests_per_minute, headroom=pacing_headroom))
         self.tokens = SharedTokens(self, tokens_per_minute) if tokens_per_minute else None
         self.daily = SharedDaily(self) if grounded_per_day else None
 
@@ -336,7 +338,7 @@ class SharedLimits:
     async def start(self, *, spent_micro: int, grounded_today: int) -> None:
         """Create (or re-size) the job's rows; the ledger seeds a new row's counts."""
         now = time.time()
-        job, rate = self.job_id, pacing_rate(self._rpm)
+        job, rate = self.job_id, pacing_rate(self._rpm, headroom=self._headroom)
         ceiling = float(self._budget_micro) if self._budget_micro is not None else NO_BUDGET_MICRO
 
         async def ensure(c: AsyncConnection) -> None:

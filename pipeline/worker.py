@@ -197,6 +197,7 @@ class JobRunner:
             self.job_id,
             self.owner,
             requests_per_minute=limits.requests_per_minute,
+            pacing_headroom=limits.pacing_headroom,
             tokens_per_minute=limits.tokens_per_minute,
             grounded_per_day=limits.grounded_prompts_per_day,
             budget_micro=int(spec.budget * 1_000_000) if spec.budget is not None else None,

@@ -319,7 +319,7 @@ async def test_rate_limiter_as_context_manager_and_validation() -> None:
 
 
 def test_pacing_rate_headroom() -> None:
-    assert pacing_rate(600) == pytest.approx(9.8)
+    assert pacing_rate(600) == pytest.approx(9.95)
     assert pacing_rate(600, headroom=0) == pytest.approx(10.0)
     with pytest.raises(ValueError, match="headroom"):
         pacing_rate(600, headroom=1)

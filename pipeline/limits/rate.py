@@ -16,10 +16,11 @@ import anyio
 Clock = Callable[[], float]  # monotonic seconds
 Sleep = Callable[[float], Awaitable[None]]
 
-# Pace below the quota by this share: the server counts *arrival* times over a sliding window,
-# so with requests spaced exactly 60/rpm apart any network jitter puts rpm+1 requests into
-# some window. 2 % of a 60 s window is 1.2 s of slack, far above the jitter.
-PACING_HEADROOM = 0.02
+# Pace below the quota by this share (``[limits] pacing_headroom``): the server counts *arrival*
+# times over a sliding window, so with requests spaced exactly 60/rpm apart any network jitter
+# puts rpm+1 requests into some window. A send is at most 0.1 s late (the shared rate's
+# LATE_WAKE_S) plus the network's jitter; 0.5 % of a 60 s window is 0.3 s of slack.
+PACING_HEADROOM = 0.005
 # How far the schedule may lag the real clock before it is re-based on it. Within it, an
 # acquirer that comes (or wakes) a little late keeps the schedule's spacing, so the rate is
 # still reached on a busy loop; beyond it, the past is forgotten (no burst after an idle
@@ -41,7 +42,7 @@ def _check_rate(rate: float) -> float:
 def pacing_rate(per_minute: float, *, headroom: float = PACING_HEADROOM) -> float:
     """A per-minute quota as the per-second rate to pace at, ``headroom`` below it.
 
-    ``pacing_rate(600)`` is 9.8/s: 588 requests in any 60 s window, never 601."""
+    ``pacing_rate(600)`` is 9.95/s: 597 requests in any 60 s window, never 601."""
     if not 0 <= headroom < 1:
         raise ValueError(f"headroom must be in [0, 1), got {headroom!r}")
     return _check_rate(per_minute) / 60.0 * (1.0 - headroom)
