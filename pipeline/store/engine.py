@@ -20,6 +20,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent.parent / "migrations"
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000  # a second process waits this long for the write lock
+# Prepared statements the sqlite3 module keeps per connection (its default is 128). The group
+# commit's multi-row INSERTs and the IN lists have a different text for every batch size, so
+# the cache filled with large statements that are rarely reused: peak RSS grew by about 40 MB
+# over 250,000 questions (9 MB with 16 kept), flat with 8 (the hot statements still fit).
+SQLITE_CACHED_STATEMENTS = 8
 POSTGRES_POOL_SIZE = 10  # connections kept open per process
 POSTGRES_MAX_OVERFLOW = 10  # extra connections allowed under a burst
 # Workers starting together on a new database would race to create it; on PostgreSQL the
@@ -47,7 +52,9 @@ def create_engine(url: str) -> AsyncEngine:
         path = make_url(url).database
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(url, **JSON_CODEC)
+        engine = create_async_engine(
+            url, connect_args={"cached_statements": SQLITE_CACHED_STATEMENTS}, **JSON_CODEC
+        )
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
     return create_async_engine(
