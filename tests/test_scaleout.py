@@ -84,9 +84,13 @@ async def _finish(children: list) -> list[tuple[int, str]]:
 
 
 async def wait_until(
-    condition: Callable[[], object], *, timeout_s: float = 60.0, what: str = "a condition"
+    condition: Callable[[], object],
+    *,
+    timeout_s: float = 60.0,
+    what: str = "a condition",
+    every_s: float = 0.05,
 ) -> None:
-    """Poll ``condition`` (sync or async) until it is true."""
+    """Poll ``condition`` (sync or async) every ``every_s`` until it is true."""
     deadline = time.monotonic() + timeout_s
     while True:
         result = condition()
@@ -96,17 +100,35 @@ async def wait_until(
             return
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
-        await anyio.sleep(0.05)
+        await anyio.sleep(every_s)
 
 
-async def _ledger_count(url: str) -> int:
-    engine = create_engine(url)
-    try:
-        await migrate(engine)  # the children may not have created the tables yet
-        async with engine.connect() as connection:
-            return int(await connection.scalar(sa.select(sa.func.count()).select_from(calls)))
-    finally:
-        await engine.dispose()
+class _Ledger:
+    """Counts the job's ledger rows, to wait on the runs' progress. One engine, made (and the
+    schema migrated) before the runs start, and polled gently: the emulator serves from a
+    thread of this process, and a poll that keeps the GIL busy (a new engine and a migration
+    check every 50 ms, as before) delays its arrival times into bunches that look like a
+    broken quota on a loaded machine."""
+
+    POLL_S = 0.25
+
+    def __init__(self, url: str) -> None:
+        self._engine = create_engine(url)
+
+    async def __aenter__(self) -> _Ledger:
+        await migrate(self._engine)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._engine.dispose()
+
+    async def wait_for_more_than(self, n: int) -> None:
+        await wait_until(lambda: self._more_than(n), what=f"{n} ledger rows", every_s=self.POLL_S)
+
+    async def _more_than(self, n: int) -> bool:
+        async with self._engine.connect() as connection:
+            count = await connection.scalar(sa.select(sa.func.count()).select_from(calls))
+        return int(count or 0) > n
 
 
 async def _check_exactly_once(url: str, n: int) -> list[float]:
@@ -235,10 +257,9 @@ async def test_sigkill_one_of_four_the_others_finish_its_questions(tmp_path: Pat
                 database=url.replace("+asyncpg", ""),
                 overrides=[*FULL_LIMITS, "limits.lease_s=5"],
             )
-            children = _start(spec, emu.api_key, 4, [*FULL_LIMITS, "limits.lease_s=5"])
-            await wait_until(
-                lambda: _more_than(url, n // 5), what="a fifth of the questions to be called"
-            )
+            async with _Ledger(url) as ledger:
+                children = _start(spec, emu.api_key, 4, [*FULL_LIMITS, "limits.lease_s=5"])
+                await ledger.wait_for_more_than(n // 5)  # a fifth of the questions called
             children[0].send_signal(signal.SIGKILL)
             results = await _finish(children)
             stats = emu.stats()
@@ -250,10 +271,6 @@ async def test_sigkill_one_of_four_the_others_finish_its_questions(tmp_path: Pat
         # asked twice: at most 2 x concurrency (in flight, or answered and not yet committed).
         await _check_exactly_once(url, n)
         assert stats["requests"]["by_kind"]["developer"] - n <= 2 * 16
-
-
-async def _more_than(url: str, n: int) -> bool:
-    return await _ledger_count(url) > n
 
 
 @pytest.mark.postgres
@@ -271,26 +288,27 @@ async def test_backends_terminated_mid_run_every_question_finishes_once(tmp_path
                 database=url.replace("+asyncpg", ""),
                 overrides=["limits.requests_per_minute=6000"],
             )
-            children = _start(spec, emu.api_key, 2, ["limits.requests_per_minute=6000"])
-            admin = create_engine(url)
-            terminated = 0
-            try:
-                for fraction in (5, 3, 2):
-                    await wait_until(lambda f=fraction: _more_than(url, n // f), what="progress")
-                    async with admin.connect() as connection:
-                        terminated += len(
-                            (
-                                await connection.execute(
-                                    sa.text(
-                                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                                        " WHERE datname = :db AND pid <> pg_backend_pid()"
-                                    ),
-                                    {"db": name},
-                                )
-                            ).all()
-                        )
-            finally:
-                await admin.dispose()
+            async with _Ledger(url) as ledger:
+                children = _start(spec, emu.api_key, 2, ["limits.requests_per_minute=6000"])
+                admin = create_engine(url)
+                terminated = 0
+                try:
+                    for fraction in (5, 3, 2):
+                        await ledger.wait_for_more_than(n // fraction)
+                        async with admin.connect() as connection:
+                            terminated += len(
+                                (
+                                    await connection.execute(
+                                        sa.text(
+                                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                                            " WHERE datname = :db AND pid <> pg_backend_pid()"
+                                        ),
+                                        {"db": name},
+                                    )
+                                ).all()
+                            )
+                finally:
+                    await admin.dispose()
             results = await _finish(children)
             stats = emu.stats()
         assert terminated > 0
@@ -317,8 +335,9 @@ async def test_a_postgres_restart_mid_run_every_question_finishes_once(tmp_path:
                 database=cluster.url.replace("+asyncpg", ""),
                 overrides=["limits.requests_per_minute=6000"],
             )
-            children = _start(spec, emu.api_key, 2, ["limits.requests_per_minute=6000"])
-            await wait_until(lambda: _more_than(cluster.url, n // 4), what="progress")
+            async with _Ledger(cluster.url) as ledger:
+                children = _start(spec, emu.api_key, 2, ["limits.requests_per_minute=6000"])
+                await ledger.wait_for_more_than(n // 4)
             await anyio.to_thread.run_sync(cluster.restart)
             restarted_mid_run = any(child.poll() is None for child in children)
             results = await _finish(children)
@@ -367,7 +386,8 @@ async def test_ground_worker_runs_n_processes_and_restarts_a_killed_one(tmp_path
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        await wait_until(lambda: _more_than(spec.database_url, n // 5), what="progress")
+        async with _Ledger(spec.database_url) as ledger:
+            await ledger.wait_for_more_than(n // 5)
         children = subprocess.run(
             ["pgrep", "-P", str(supervisor.pid)], capture_output=True, text=True, check=False
         ).stdout.split()
