@@ -43,11 +43,13 @@ PER_WINDOW = 240  # admitted requests per window: 1,200 RPM
 PER_MINUTE = int(PER_WINDOW * 60 / WINDOW_S)
 PROCESS_TIMEOUT_S = 120  # seconds a child may take at most
 # Each process is given the job's full limit, as the issue asks: no per-process arithmetic.
-# A 12 s window, not a minute: 2 % of it (0.24 s) is the slack the default 0.5 % gives a minute.
+# A 12 s window, not a minute: the slack is time (arrivals jitter by a few hundred ms on a loaded
+# machine), so 3 % of 12 s (0.36 s) stands for the default 0.5 % of a minute (0.3 s). With
+# 2 % (0.24 s), one CI run in many drew a 429; the steady use is then 0.97 (>= 0.95 asked).
 FULL_LIMITS = [
     f"limits.requests_per_minute={PER_MINUTE}",
     "limits.concurrency=16",
-    "limits.pacing_headroom=0.02",
+    "limits.pacing_headroom=0.03",
 ]
 
 
