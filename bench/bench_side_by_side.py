@@ -2,7 +2,13 @@
 ``BENCHMARKS.md`` (regenerated on each run) at the top of the checkout.
 
     .venv/bin/python bench/bench_side_by_side.py [--rounds 3] [--quick] [--memory 10000,100000]
-        [--out BENCHMARKS.md] [--before DIR]
+        [--memory-b-max 100000] [--only KEYS] [--out BENCHMARKS.md] [--before DIR]
+
+Scenarios: 0-latency CPU, realistic latency, paced at an enforced quota, peak RSS at each
+``--memory`` size (one run each; the default stops at 100 k to keep ``make bench`` within 15
+minutes: ``--memory 10000,1000000 --memory-b-max 1000000 --only memory10000,memory1000000``
+measures the 1 M target in about 30 minutes), and the quota use over 3 minutes of steady state
+(``bench/bench_quota.py``).
 
 Each run is a fresh process (``bench/contenders.py``) so its CPU and peak RSS are its own; the
 contenders of a scenario run one after the other within a round, and rounds alternate, so the
@@ -21,18 +27,19 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-REPO = Path(__file__).resolve().parent.parent
-LATENCY = ("--latency-ms", "400", "--latency-p99-ms", "2000")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.bench_quota import QuotaUse, measure_quota_use
+from bench.emulated import LATENCY, REPO, emulator
+
 PACED_RPM = 3000  # the enforced quota of the paced scenario, requests per minute
-SEED = 7
+QUOTA_MINUTES = 4.25  # of questions at PACED_RPM: a steady state of 3 minutes
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,22 +59,6 @@ class Cell:
 
     def figures(self, key: str) -> list[float]:
         return [r[key] for r in self.runs if r.get(key) is not None]
-
-
-@contextmanager
-def emulator(flags: Sequence[str]) -> Iterator[str]:
-    command = [sys.executable, "-m", "pipeline.emulator", "--port", "0", "--seed", str(SEED)]
-    child = subprocess.Popen([*command, *flags], stdout=subprocess.PIPE, text=True, cwd=REPO)
-    try:
-        assert child.stdout is not None
-        line = child.stdout.readline()
-        at = line.find("http://")
-        if at < 0:
-            raise RuntimeError(f"the emulator did not start (it said {line.strip()!r})")
-        yield line[at:].split()[0].rstrip("/")
-    finally:
-        child.terminate()
-        child.wait(timeout=10)
 
 
 def one_run(
@@ -202,7 +193,9 @@ def kept_notes(path: Path) -> str:
     return "\n" + old[at:].lstrip("\n") if at >= 0 else ""
 
 
-def verdicts(results: dict[str, dict[str, Cell]], sizes: list[int]) -> list[str]:
+def verdicts(
+    results: dict[str, dict[str, Cell]], sizes: list[int], quota: QuotaUse | None
+) -> list[str]:
     def m(scenario: str, contender: str, key: str = "cpu_ms_per_q") -> float | None:
         return median(results.get(scenario, {}).get(contender), key)
 
@@ -253,7 +246,32 @@ def verdicts(results: dict[str, dict[str, Cell]], sizes: list[int]) -> list[str]
         if limit == 99:
             met = "(reference)"
         lines.append(f"| {name} | {goal} | {ratio(a, b)} | {met} |")
+    if quota is not None:
+        met = "yes" if quota.use >= 0.99 and quota.throttled == 0 else "**no**"
+        lines.append(
+            f"| quota use at an enforced {PACED_RPM:,} RPM, over {quota.steady_s:.0f} s of steady"
+            f" state | >= 0.99, 0 429s | {quota.use:.4f}, {quota.throttled} 429s | {met} |"
+        )
     return [*lines, ""]
+
+
+def quota_table(quota: QuotaUse) -> list[str]:
+    return [
+        f"### Quota use at an enforced quota ({PACED_RPM:,} RPM over Google's 60 s sliding"
+        " window; realistic latency; `bench/bench_quota.py`)",
+        "",
+        "One `ground run` with the default pacing headroom, configured at the quota; figures"
+        " from its ledger. The steady state runs from the first full window to 10 s before the"
+        " last send.",
+        "",
+        "| questions | requests | 429s | steady state s | quota use | most sends in a 60 s window"
+        " | gap between sends p50 / p99 ms |",
+        "|---|---|---|---|---|---|---|",
+        f"| {quota.questions:,} | {quota.requests:,} | {quota.throttled} | {quota.steady_s:.0f}"
+        f" | {quota.use:.4f} | {quota.most_in_a_window:,} (quota {PACED_RPM:,})"
+        f" | {quota.gap_p50_ms:.1f} / {quota.gap_p99_ms:.1f} |",
+        "",
+    ]
 
 
 def main() -> int:
@@ -261,10 +279,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="smaller runs (a smoke test)")
     parser.add_argument("--memory", default="10000,100000", help="question counts, comma-separated")
-    parser.add_argument("--memory-b-max", type=int, default=20_000, help="largest size for B")
+    parser.add_argument("--memory-b-max", type=int, default=100_000, help="largest size for B")
     parser.add_argument("--out", default=str(REPO / "BENCHMARKS.md"))
     parser.add_argument("--before", type=Path, help="a checkout whose A and B to compare with")
-    parser.add_argument("--only", default="", help="scenario keys to run, comma-separated")
+    parser.add_argument(
+        "--only", default="", help="scenario keys to run, comma-separated (quota: the quota use)"
+    )
     args = parser.parse_args()
     os.environ["GEMINI_API_KEY"] = "emulator-key"
     started, start_text = time.perf_counter(), machine()
@@ -289,6 +309,10 @@ def main() -> int:
                         )
                     cells[contender].runs.append(run)
                     print(f"{scenario.key} round {round_no + 1} {contender}: {run}", flush=True)
+    quota = None
+    if not args.only or "quota" in args.only.split(","):
+        quota = measure_quota_use(PACED_RPM, 1.5 if args.quick else QUOTA_MINUTES)
+        print(f"quota: {quota.summary(PACED_RPM)}", flush=True)
     sizes = [int(s) for s in args.memory.split(",") if s]
     out = [
         "# Benchmarks",
@@ -308,12 +332,14 @@ def main() -> int:
         "",
         "## Targets",
         "",
-        *verdicts(results, sizes),
+        *verdicts(results, sizes, quota),
         "## Scenarios",
         "",
     ]
     for scenario in chosen:
         out += table(scenario, results[scenario.key])
+    if quota is not None:
+        out += quota_table(quota)
     Path(args.out).write_text("\n".join(out) + kept_notes(Path(args.out)), encoding="utf-8")
     print(f"wrote {args.out}")
     return 0
