@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import anyio
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipeline.estimate import estimate_remaining
+from pipeline.commands.common import complain, display_url, load_job, opened, say
+from pipeline.estimate import estimate_remaining, job_prices
 from pipeline.exit_codes import (
     EXIT_FAILED,
     EXIT_OK,
@@ -21,10 +21,6 @@ from pipeline.redirects import AllowList, initial_verdict
 from pipeline.resolver import Lookup, Resolver, pending_lookups
 from pipeline.store import queue, resolution
 from pipeline.worker import job_spend
-
-if TYPE_CHECKING:
-    pass
-from pipeline.commands.common import complain, display_url, load_job, opened, say
 
 
 async def migrate_command(spec: JobSpec) -> int:
@@ -101,13 +97,9 @@ async def estimate_command(spec: JobSpec) -> int:
             return EXIT_FAILED
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UnconfirmedPriceWarning)
-            prices = load_prices(spec.limits.prices_file or None)
-        if spec.model.mode == "batch":  # the Batch API's rates ([[batch_rate]])
-            price = prices.for_batch(spec.model.name, spec.model.backend)
-        else:
-            price = prices.for_model(spec.model.name, spec.model.backend)
+            prices = job_prices(spec, load_prices(spec.limits.prices_file or None))
         async with engine.connect() as connection:
-            estimate = await estimate_remaining(connection, job_id, spec, price)
+            estimate = await estimate_remaining(connection, job_id, spec, prices)
             spent = await job_spend(engine, job_id)
     say(f"{estimate.remaining} questions left; spent so far ${spent:.4f}")
     each = f"${estimate.per_question:.6f} a question, from {estimate.basis}"
