@@ -193,21 +193,9 @@ class LineJudge:
         usage = response.usage_metadata
         grounding = response.candidates[0].grounding_metadata if response.candidates else None
         tool = self.spec.grounding.tool if step == GROUND else None
-        price = ctx.price
-        cost = call_cost(price, usage, grounding, tool=tool) if price else None
-        return CallRecord(
-            question_id,
-            step,
-            ctx.model,
-            ctx.started,
-            ctx.latency_ms,
-            200,
-            "ok",
-            input_tokens=usage.prompt_token_count + usage.tool_use_prompt_token_count,
-            output_tokens=usage.candidates_token_count + usage.thoughts_token_count,
-            grounding_units=cost.grounding_units if cost else 0,
-            cost_micro_usd=cost.micro_usd() if cost else 0,
-            cost_complete=cost is not None and cost.complete,
+        cost = call_cost(ctx.price, usage, grounding, tool=tool) if ctx.price else None
+        return CallRecord.answered(
+            question_id, step, ctx.model, ctx.started, ctx.latency_ms, usage, cost
         )
 
 

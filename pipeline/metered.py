@@ -308,17 +308,7 @@ class MeteredCaller:
         # `ground status` sums is the spend the budget was held to.
         actual = micro_to_usd(cost.micro_usd()) if cost is not None else None
         self._settle(worst, actual, reservation, usage.prompt_token_count)
-        return CallRecord(
-            *head,
-            result.latency_ms,
-            200,
-            "ok",
-            input_tokens=usage.prompt_token_count + usage.tool_use_prompt_token_count,
-            output_tokens=usage.candidates_token_count + usage.thoughts_token_count,
-            grounding_units=cost.grounding_units if cost else 0,
-            cost_micro_usd=cost.micro_usd() if cost else 0,
-            cost_complete=cost is not None and cost.complete,
-        )
+        return CallRecord.answered(*head, result.latency_ms, usage, cost)
 
     def _reserve(
         self, price: Price | None, model: str, estimate: int, tool: str | None
