@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.commands import estimate_command
-from pipeline.estimate import job_prices
+from pipeline.estimate import JobPrices, job_prices
 from pipeline.prices import UnconfirmedPriceWarning, load_prices
 from tests.jobutil import make_job
 
@@ -41,29 +41,18 @@ async def _figures(directory: Path, overrides: list[str], capsys) -> tuple[float
     return dollars("expected: $"), dollars("worst case"), out
 
 
+def _prices(directory: Path, overrides: list[str]) -> JobPrices:
+    return job_prices(make_job(directory, base_url=UNREACHABLE, overrides=overrides), _table())
+
+
 def test_call_2_is_priced_at_the_batch_rate_only_when_it_goes_as_a_batch(tmp_path: Path) -> None:
     table = _table()
-    online = job_prices(make_job(tmp_path / "a", base_url=UNREACHABLE, overrides=STRUCTURE), table)
-    batched = job_prices(
-        make_job(
-            tmp_path / "b",
-            base_url=UNREACHABLE,
-            overrides=[*STRUCTURE, *BATCH, "batch.structure=true"],
-        ),
-        table,
-    )
-    call_2_online = job_prices(
-        make_job(
-            tmp_path / "c",
-            base_url=UNREACHABLE,
-            overrides=[*STRUCTURE, *BATCH, "batch.structure=false"],
-        ),
-        table,
-    )
-    plain = job_prices(make_job(tmp_path / "d", base_url=UNREACHABLE), table)
-    assert online.structures and online.structure == table.for_model(
-        "gemini-2.5-flash", "developer"
-    )
+    online = _prices(tmp_path / "a", STRUCTURE)
+    batched = _prices(tmp_path / "b", [*STRUCTURE, *BATCH, "batch.structure=true"])
+    call_2_online = _prices(tmp_path / "c", [*STRUCTURE, *BATCH, "batch.structure=false"])
+    plain = _prices(tmp_path / "d", [])
+    assert online.structures
+    assert online.structure == table.for_model("gemini-2.5-flash", "developer")
     assert (
         batched.grounding == batched.structure == table.for_batch("gemini-2.5-flash", "developer")
     )
