@@ -74,29 +74,24 @@ class LineJudge:
     ) -> Outcome:
         """A ``ground`` batch's line (``attempts``: the question's before this request)."""
         attempts += 1  # the batch's request is an attempt, as a call is online
-        error: CallError | None = result.error
-        if result.response is not None:
-            try:
-                response = decode_response(result.response)
-            except MalformedResponse as exc:
-                error = TransientError(str(exc), error_class=ErrorClass.MALFORMED_RESPONSE)
-            else:
-                record = self.record(question_id, GROUND, response, ctx)
-                try:
-                    return judge_grounded(
-                        question_id,
-                        attempts,
-                        response,
-                        result.response,
-                        latency_ms=ctx.latency_ms,
-                        structuring=self.spec.schema is not None,
-                        calls=[record],
-                    )
-                except TransientError as exc:  # an empty answer
-                    return judge_failure(question_id, attempts, exc, self.policy, calls=[record])
-        assert error is not None
-        record = failed_record(question_id, GROUND, error, ctx)
-        return judge_failure(question_id, attempts, error, self.policy, calls=[record])
+        response = _decoded(result)
+        if isinstance(response, CallError):
+            record = failed_record(question_id, GROUND, response, ctx)
+            return judge_failure(question_id, attempts, response, self.policy, calls=[record])
+        assert result.response is not None
+        record = self.record(question_id, GROUND, response, ctx)
+        try:
+            return judge_grounded(
+                question_id,
+                attempts,
+                response,
+                result.response,
+                latency_ms=ctx.latency_ms,
+                structuring=self.spec.schema is not None,
+                calls=[record],
+            )
+        except TransientError as exc:  # an empty answer
+            return judge_failure(question_id, attempts, exc, self.policy, calls=[record])
 
     # -- call 2 -------------------------------------------------------------------------------
 
@@ -105,18 +100,12 @@ class LineJudge:
     ) -> Outcome:
         """A ``structure`` batch's line, for a question whose grounded answer is stored."""
         tries = question.structure_attempts + 1
-        error: CallError | None = result.error
-        if result.response is not None:
-            try:
-                response = decode_response(result.response)
-            except MalformedResponse as exc:
-                error = TransientError(str(exc), error_class=ErrorClass.MALFORMED_RESPONSE)
-            else:
-                record = self.record(question.id, STRUCTURE, response, ctx)
-                return self._structured(question, tries, response, record)
-        assert error is not None
-        record = failed_record(question.id, STRUCTURE, error, ctx)
-        return self.structure_failure(question.id, question.attempts, tries, error, [record])
+        response = _decoded(result)
+        if isinstance(response, CallError):
+            record = failed_record(question.id, STRUCTURE, response, ctx)
+            return self.structure_failure(question.id, question.attempts, tries, response, [record])
+        record = self.record(question.id, STRUCTURE, response, ctx)
+        return self._structured(question, tries, response, record)
 
     def structure_failure(
         self,
@@ -197,6 +186,18 @@ class LineJudge:
         return CallRecord.answered(
             question_id, step, ctx.model, ctx.started, ctx.latency_ms, usage, cost
         )
+
+
+def _decoded(result: ResultLine) -> GenerateContentResponse | CallError:
+    """A line's response, or the error that stands for it: the line's own, or a malformed
+    response (retryable, as a malformed body online)."""
+    if result.response is None:
+        assert result.error is not None
+        return result.error
+    try:
+        return decode_response(result.response)
+    except MalformedResponse as exc:
+        return TransientError(str(exc), error_class=ErrorClass.MALFORMED_RESPONSE)
 
 
 def failed_record(question_id: int, step: str, error: CallError, ctx: LineContext) -> CallRecord:
