@@ -8,7 +8,7 @@ when ``[batch] retries = "online"``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -20,16 +20,19 @@ from pipeline.resolver import Resolver
 from pipeline.store import batches as store
 from pipeline.store import queue
 
+if TYPE_CHECKING:
+    from pipeline.limits import Backoff
+
 
 async def run_batches(
-    spec: JobSpec, engine: AsyncEngine, job_id: int, *, wait: bool
+    spec: JobSpec, engine: AsyncEngine, job_id: int, *, wait: bool, backoff: Backoff | None = None
 ) -> ExitStatus | None:
     """Drive the job's batches. An exit status when ``ground run`` should return now (the
     batches are submitted and not waited for, or the run stopped); None to go on online."""
     from pipeline.commands import complain, say
 
     resolver = Resolver(engine, spec.resolver) if spec.resolver.enabled else None
-    runner = BatchRunner(spec, engine, job_id, resolver=resolver)
+    runner = BatchRunner(spec, engine, job_id, resolver=resolver, backoff=backoff)
     summary = await runner.run(wait=wait)
     if summary.created:
         say(f"batches created: {', '.join(summary.created)}")

@@ -16,6 +16,7 @@ from pipeline.costs import call_cost
 from pipeline.emulator import EmulatorConfig, FakeClock, running_emulator
 from pipeline.gemini.wire import decode_response
 from pipeline.jobspec import JobSpecError
+from pipeline.limits import Backoff
 from pipeline.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.store.engine import create_engine
 from pipeline.store.tables import answers, batches, calls, questions, sources
@@ -122,7 +123,7 @@ async def test_failed_rows_and_an_expired_batch_are_retried(
         # (with 8 attempts it was 30 x 0.3^7 = 0.7 %, and a stress run met it).
         overrides = [*BATCH, "limits.max_attempts=12"]
         spec = make_job(tmp_path, base_url=emu.base_url, n_questions=30, overrides=overrides)
-        assert await run_command(spec) == 0
+        assert await run_command(spec, backoff=Backoff(cap_s=0.2)) == 0
         stats = emu.stats()["batch"]
         # The expired batch, one with failed rows, then retries until none is left.
         assert stats["batches_created"] >= 3

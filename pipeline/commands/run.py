@@ -20,6 +20,18 @@ import orjson
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.clock import utcnow
+from pipeline.commands.common import (
+    complain,
+    display_url,
+    find_job_id,
+    label_local_spend,
+    load_job,
+    opened,
+    read_ids,
+    say,
+    schema_hash_of,
+)
+from pipeline.commands.maintain import resolve_pending
 from pipeline.exit_codes import (
     EXIT_FAILED,
     ExitStatus,
@@ -45,27 +57,21 @@ from pipeline.store.breakdown import state_counts
 from pipeline.worker import JobRunner
 
 if TYPE_CHECKING:
+    from pipeline.limits import Backoff
     from pipeline.metrics import RunMetrics
-from pipeline.commands.common import (
-    complain,
-    display_url,
-    find_job_id,
-    label_local_spend,
-    load_job,
-    opened,
-    read_ids,
-    say,
-    schema_hash_of,
-)
-from pipeline.commands.maintain import resolve_pending
 
 
 async def run_command(
-    spec: JobSpec, watch: WatchOptions | None = None, *, no_wait: bool = False
+    spec: JobSpec,
+    watch: WatchOptions | None = None,
+    *,
+    no_wait: bool = False,
+    backoff: Backoff | None = None,
 ) -> int:
     """Load, then ground every question not yet finished; the exit status is the contract in
     :mod:`pipeline.exit_codes`. In batch mode the batches go first (``no_wait``: return once
-    they are submitted), then an online run does what they leave (call 2, online retries)."""
+    they are submitted), then an online run does what they leave (call 2, online retries).
+    ``backoff``: the retry delays (None: the default; tests pass shorter ones)."""
     watch = watch or WatchOptions()
     async with opened(spec) as engine:
         job_id = await load_job(engine, spec)
@@ -78,10 +84,11 @@ async def run_command(
         if spec.model.mode == "batch":
             from pipeline.batch_commands import run_batches
 
-            early = await run_batches(spec, engine, job_id, wait=spec.batch.wait and not no_wait)
+            wait = spec.batch.wait and not no_wait
+            early = await run_batches(spec, engine, job_id, wait=wait, backoff=backoff)
             if early is not None:
                 return early
-        summary, after = await _run_online(engine, spec, job_id, before, watch)
+        summary, after = await _run_online(engine, spec, job_id, before, watch, backoff)
     say(_render_summary(summary))
     say(render_status(after))
     label_local_spend(spec)
@@ -112,7 +119,12 @@ async def _nothing_to_do(
 
 
 async def _run_online(
-    engine: AsyncEngine, spec: JobSpec, job_id: int, before: JobStatus, watch: WatchOptions
+    engine: AsyncEngine,
+    spec: JobSpec,
+    job_id: int,
+    before: JobStatus,
+    watch: WatchOptions,
+    backoff: Backoff | None,
 ) -> tuple[RunSummary, JobStatus]:
     """The online run, watched (progress, metrics, signals): what it did, and the job after."""
     metrics: RunMetrics | None = None
@@ -123,7 +135,7 @@ async def _run_online(
     resolver = Resolver(engine, spec.resolver) if spec.resolver.enabled else None
     if resolver is not None and metrics is not None:
         resolver.on_resolved = metrics.on_resolved
-    runner = JobRunner(spec, engine, job_id, resolver=resolver, metrics=metrics)
+    runner = JobRunner(spec, engine, job_id, resolver=resolver, metrics=metrics, backoff=backoff)
     try:
         if metrics is not None:
             _start_metrics(metrics, runner, watch)
