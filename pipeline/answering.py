@@ -46,7 +46,7 @@ from pipeline.states import QuestionState
 from pipeline.store.answers import AnswerRecord
 from pipeline.store.queue import ClaimedQuestion, StateChange
 from pipeline.store.results import CallRecord, StructuredRecord
-from pipeline.structure import build_structure_body, schema_hash
+from pipeline.structure import REPAIR_RETRIES, build_structure_body, schema_hash
 from pipeline.targets import request_builder
 from pipeline.verdicts import (
     Outcome,
@@ -59,8 +59,6 @@ from pipeline.verdicts import (
 )
 
 log = logging.getLogger(__name__)
-
-REPAIR_RETRIES = 1  # call-2 outputs that fail validation are asked again this many times
 
 # How a model says it will not take a response schema together with a search tool (reference
 # §4.2; the wording varies by backend and version).

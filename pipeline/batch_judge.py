@@ -21,7 +21,7 @@ import datetime as dt
 import logging
 from dataclasses import dataclass
 
-from pipeline.answering import REPAIR_RETRIES, stored_answer
+from pipeline.answering import stored_answer
 from pipeline.clock import utcnow
 from pipeline.costs import call_cost
 from pipeline.errors import CallError, ErrorClass
@@ -42,7 +42,7 @@ from pipeline.store.batch_structure import StructureQuestion
 from pipeline.store.batches import ERRORS_SEPARATOR
 from pipeline.store.ledger import CallRecord
 from pipeline.store.queue import StateChange
-from pipeline.structure import schema_hash
+from pipeline.structure import REPAIR_RETRIES, schema_hash
 from pipeline.verdicts import Outcome, judge_failure, judge_grounded, structured_record
 
 log = logging.getLogger(__name__)

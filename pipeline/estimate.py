@@ -16,7 +16,6 @@ from decimal import Decimal
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.answering import REPAIR_RETRIES
 from pipeline.costs import expected_cost, worst_case_cost
 from pipeline.grounding import GroundedAnswer
 from pipeline.jobspec import JobSpec
@@ -25,7 +24,7 @@ from pipeline.prices import Price, PriceTable
 from pipeline.states import TERMINAL_STATES
 from pipeline.store import ledger
 from pipeline.store.tables import questions
-from pipeline.structure import build_structure_body
+from pipeline.structure import REPAIR_RETRIES, build_structure_body
 
 # Assumed usage of one grounded call before any was observed (a short factual answer).
 ASSUMED_OUTPUT_TOKENS = 600

@@ -24,10 +24,11 @@ from pipeline.structure.schema import (
     prepare_schema,
     prepare_schema_file,
 )
-from pipeline.structure.validate import MAX_ERRORS, parse_and_validate
+from pipeline.structure.validate import MAX_ERRORS, REPAIR_RETRIES, parse_and_validate
 
 __all__ = [
     "MAX_ERRORS",
+    "REPAIR_RETRIES",
     "PreparedSchema",
     "SchemaError",
     "build_structure_body",

@@ -16,9 +16,11 @@ from jsonschema import exceptions as js_exceptions
 from pipeline.structure.errors import _clip
 from pipeline.structure.schema import PreparedSchema
 
-__all__ = ["MAX_ERRORS", "ValidationResult", "parse_and_validate"]
+__all__ = ["MAX_ERRORS", "REPAIR_RETRIES", "ValidationResult", "parse_and_validate"]
 
 MAX_ERRORS = 20  # validation errors kept per result (the last line says how many were cut)
+# A call-2 output that fails validation is asked again this many times, with its errors.
+REPAIR_RETRIES = 1
 
 
 @dataclass(frozen=True, slots=True)
