@@ -159,7 +159,7 @@ def _run_command(args: argparse.Namespace, log_format: str) -> int:
                 args, lambda spec: commands.run_command(spec, watch, no_wait=args.no_wait)
             )
         case "batch":
-            from pipeline.batch_commands import batch_cancel_command
+            from pipeline.commands.batch import batch_cancel_command
 
             return _job_command(args, batch_cancel_command)
         case "worker":

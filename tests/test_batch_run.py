@@ -3,15 +3,18 @@ under the normal rules, and the batch's links measured."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import warnings
 from pathlib import Path
 
+import anyio
 import orjson
 import pytest
 import sqlalchemy as sa
 
 from pipeline.commands import estimate_command, run_command, status_command
+from pipeline.commands.batch import batch_cancel_command
 from pipeline.costs import call_cost
 from pipeline.emulator import EmulatorConfig, FakeClock, running_emulator
 from pipeline.gemini.wire import decode_response
@@ -21,6 +24,7 @@ from pipeline.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.store.engine import create_engine
 from pipeline.store.tables import answers, batches, calls, questions, sources
 from tests.jobutil import make_job
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -160,6 +164,39 @@ async def test_no_wait_returns_once_submitted_and_a_later_run_collects(
             sa.select(sa.func.count()).where(questions.c.state.in_(["done", "ungrounded"])),
         )
         assert done[0][0] == 10
+
+
+async def test_batch_cancel_stops_the_batch_and_the_next_run_asks_again(
+    tmp_path: Path, emulator_key: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clock = FakeClock()
+    with running_emulator(EmulatorConfig(seed=3, batch_delay_s=3600.0), clock=clock) as emu:
+        spec = make_job(tmp_path, base_url=emu.base_url, n_questions=10, overrides=BATCH)
+        assert await run_command(spec, no_wait=True) == 0
+        (row,) = await _rows(spec.database_url, sa.select(batches))
+        capsys.readouterr()
+        assert await batch_cancel_command(spec) == 0
+        assert f"cancel requested: {row.name}" in capsys.readouterr().out
+        # The next run collects the cancelled batch and sends its questions in a new one,
+        # which ends once the emulator's clock has moved on.
+        run = asyncio.create_task(run_command(spec, backoff=Backoff(cap_s=0.2)))
+        await anyio.to_thread.run_sync(
+            wait_until,
+            lambda: emu.stats()["batch"]["batches_created"] == 2,
+            "the run created a second batch",
+        )
+        clock.advance(3600)
+        assert await run == 0
+        states = await _rows(spec.database_url, sa.select(batches.c.state).order_by(batches.c.id))
+        assert [s for (s,) in states] == ["JOB_STATE_CANCELLED", "JOB_STATE_SUCCEEDED"]
+        done = await _rows(
+            spec.database_url,
+            sa.select(sa.func.count()).where(questions.c.state.in_(["done", "ungrounded"])),
+        )
+        assert done[0][0] == 10
+        capsys.readouterr()
+        assert await batch_cancel_command(spec) == 0
+        assert "no running batch to cancel" in capsys.readouterr().out
 
 
 def test_vertex_is_refused_at_load(tmp_path: Path) -> None:

@@ -6,9 +6,9 @@ problems to stderr; they never print a credential. By module:
 * ``run``: ``run`` and the commands that are runs (``refresh``, ``restructure``);
 * ``maintain``: ``migrate``, ``load``, ``resolve``, ``retry``, ``estimate``;
 * ``results``: ``status``, ``export``, ``show``, ``report``;
+* ``batch``: batch mode's side of ``run`` and of ``status``, and ``batch cancel`` (imported
+  only by the commands that meet a batch job);
 * ``common``: messages, the job's database opened and migrated, loading the questions.
-
-(``batch cancel`` lives with batch mode, in :mod:`pipeline.batch_commands`.)
 """
 
 from pipeline.commands.common import DatabaseUnavailable, complain, load_job, opened, say

@@ -53,7 +53,7 @@ async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None)
             status = await job_status(
                 connection, job_id, spec.name, schema_hash=schema_hash_of(spec)
             )
-            from pipeline.batch_commands import batch_status
+            from pipeline.commands.batch import batch_status
 
             batch_rows = await batch_status(connection, job_id)
     if by == "class":
@@ -67,7 +67,7 @@ async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None)
     else:
         say(render_status(status))
         if batch_rows:
-            from pipeline.batch_commands import render_batch_status
+            from pipeline.commands.batch import render_batch_status
 
             say(render_batch_status(batch_rows))
         label_local_spend(spec)

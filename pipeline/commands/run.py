@@ -82,7 +82,7 @@ async def run_command(
         if before.terminal == before.total:
             return await _nothing_to_do(engine, spec, job_id, before, watch)
         if spec.model.mode == "batch":
-            from pipeline.batch_commands import run_batches
+            from pipeline.commands.batch import run_batches
 
             wait = spec.batch.wait and not no_wait
             early = await run_batches(spec, engine, job_id, wait=wait, backoff=backoff)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.batch_runner import BatchRunner, cancel_batches
+from pipeline.commands.common import complain, opened, say
 from pipeline.exit_codes import EXIT_FAILED, EXIT_OK, ExitStatus, run_status
 from pipeline.gemini.batch_wire import JOB_STATE_SUCCEEDED
 from pipeline.jobspec import JobSpec
@@ -29,8 +30,6 @@ async def run_batches(
 ) -> ExitStatus | None:
     """Drive the job's batches. An exit status when ``ground run`` should return now (the
     batches are submitted and not waited for, or the run stopped); None to go on online."""
-    from pipeline.commands import complain, say
-
     resolver = Resolver(engine, spec.resolver) if spec.resolver.enabled else None
     runner = BatchRunner(spec, engine, job_id, resolver=resolver, backoff=backoff)
     summary = await runner.run(wait=wait)
@@ -54,8 +53,6 @@ async def run_batches(
 
 async def batch_cancel_command(spec: JobSpec) -> int:
     """``ground batch cancel JOB``: cancel the job's running batches at Google."""
-    from pipeline.commands import complain, opened, say
-
     async with opened(spec) as engine:
         async with engine.connect() as connection:
             job_id = await queue.find_job(connection, spec.name)
