@@ -34,10 +34,15 @@ class Cluster:
     url: str  # postgresql+asyncpg://...
     _ctl: tuple[str, ...]
     _data: Path
+    _options: str
+    _log: Path
 
-    def restart(self) -> None:
-        """Stop (fast: every connection is cut) and start again, with the same options."""
-        self._run("restart", "-m", "fast")
+    def start(self) -> None:
+        self._run("start", "-o", self._options, "-l", str(self._log))
+
+    def stop(self) -> None:
+        """Stop fast: every connection is cut, new ones are refused until :meth:`start`."""
+        self._run("stop", "-m", "fast")
 
     def _run(self, *args: str) -> None:
         subprocess.run(
@@ -65,9 +70,10 @@ def private_cluster() -> Iterator[Cluster]:
     )  # fmt: skip
     port = _free_port()
     options = f"-p {port} -k {home} -c listen_addresses=127.0.0.1 -c fsync=off"
-    cluster = Cluster(f"postgresql+asyncpg://postgres@127.0.0.1:{port}/postgres", ctl, data)
+    url = f"postgresql+asyncpg://postgres@127.0.0.1:{port}/postgres"
+    cluster = Cluster(url, ctl, data, options, home / "log")
     try:
-        cluster._run("start", "-o", options, "-l", str(home / "log"))
+        cluster.start()
         yield cluster
     finally:
         subprocess.run(

@@ -64,24 +64,40 @@ def _quota_config(seed: int, per_window: int = PER_WINDOW) -> EmulatorConfig:
     )
 
 
-def _start(spec: JobSpec, api_key: str, n: int, overrides: list[str] | None = None) -> list:
-    """``n`` separately started ``ground run`` processes (the same ``--set`` overrides)."""
+def _start(
+    spec: JobSpec,
+    api_key: str,
+    n: int,
+    overrides: list[str] | None = None,
+    stderr_dir: Path | None = None,
+) -> list:
+    """``n`` separately started ``ground run`` processes (the same ``--set`` overrides). With
+    ``stderr_dir``, each one's stderr goes to ``run-<i>.log`` there, to be read while it runs."""
     env = {**os.environ, "GEMINI_API_KEY": api_key}
     command = [sys.executable, "-m", "pipeline.cli", "run", str(spec.path)]
     command += [arg for override in overrides or [] for arg in ("--set", override)]
-    return [
-        subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        for _ in range(n)
-    ]
+    children = []
+    for i in range(n):
+        if stderr_dir is None:
+            children.append(
+                subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            )
+            continue
+        with (stderr_dir / f"run-{i}.log").open("wb") as stderr:
+            children.append(
+                subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=stderr)
+            )
+    return children
 
 
 async def _finish(children: list) -> list[tuple[int, str]]:
+    """Each child's exit status and stderr (empty when it went to a file)."""
     results = []
     for child in children:
         _out, err = await anyio.to_thread.run_sync(
             lambda c=child: c.communicate(timeout=PROCESS_TIMEOUT_S)
         )
-        results.append((child.returncode, err.decode()))
+        results.append((child.returncode, (err or b"").decode()))
     return results
 
 
@@ -322,10 +338,14 @@ async def test_backends_terminated_mid_run_every_question_finishes_once(tmp_path
 
 
 @pytest.mark.postgres
-async def test_a_postgres_restart_mid_run_every_question_finishes_once(tmp_path: Path) -> None:
-    """The server itself restarted (every connection cut, then refused until it is up again),
-    on a cluster of the test's own: the runs reconnect and finish, nothing paid for twice."""
+async def test_a_postgres_outage_mid_run_every_question_finishes_once(tmp_path: Path) -> None:
+    """The server itself stopped (every connection cut, new ones refused) and started again,
+    on a cluster of the test's own: the runs notice, wait, reconnect and finish, nothing paid
+    for twice. Started again only once every run has logged the outage, and stopped with
+    most of the work left (two runs at 25 a second each: ~12 s of work, stopped after ~3 s),
+    so the test does not depend on how fast the machine is."""
     n = 600
+    rate = ["limits.requests_per_minute=1500"]
     with private_cluster() as cluster:
         with running_emulator(
             EmulatorConfig(seed=147, ungrounded_share=0.0, latency_p50_ms=40)
@@ -335,21 +355,26 @@ async def test_a_postgres_restart_mid_run_every_question_finishes_once(tmp_path:
                 base_url=emu.base_url,
                 n_questions=n,
                 database=cluster.url.replace("+asyncpg", ""),
-                overrides=["limits.requests_per_minute=6000"],
+                overrides=rate,
             )
             async with _Ledger(cluster.url) as ledger:
-                children = _start(spec, emu.api_key, 2, ["limits.requests_per_minute=6000"])
+                children = _start(spec, emu.api_key, 2, rate, stderr_dir=tmp_path)
                 await ledger.wait_for_more_than(n // 4)
-            await anyio.to_thread.run_sync(cluster.restart)
-            restarted_mid_run = any(child.poll() is None for child in children)
+            await anyio.to_thread.run_sync(cluster.stop)
+            stopped_mid_run = all(child.poll() is None for child in children)
+            logs = [tmp_path / f"run-{i}.log" for i in range(len(children))]
+            await wait_until(
+                lambda: all("database connection lost" in log.read_text() for log in logs),
+                what="every run to notice the outage",
+                every_s=0.25,
+            )
+            await anyio.to_thread.run_sync(cluster.start)
             results = await _finish(children)
             stats = emu.stats()
-        assert restarted_mid_run
-        for status, err in results:
-            assert status == 0, err
-        logs = "".join(err for _, err in results)
-        assert "Traceback" not in logs
-        assert "database connection lost" in logs  # they did lose it, and came back
+        assert stopped_mid_run
+        for status, _ in results:
+            assert status == 0
+        assert "Traceback" not in "".join(log.read_text() for log in logs)
         await _check_exactly_once(cluster.url, n)
         assert stats["requests"]["by_kind"]["developer"] == n
 
