@@ -3,7 +3,7 @@ budget and one queue through the job's database, survive a kill and a database t
 their connections, and start together on a new SQLite file.
 
 Scaled to run in well under a minute each on a loaded 2-core machine: the emulator's quota
-window is 12 s instead of 60 (so "240 per window" is a 1,200 RPM quota, which four processes
+window is 20 s instead of 60 (so "400 per window" is a 1,200 RPM quota, which four processes
 keep up with beside `stress-ng --cpu 8`; at 3,000 RPM a loaded machine could not send enough
 to use the quota), with fewer questions;
 the ratio of what the processes are configured for to what the server allows, which is what
@@ -38,14 +38,15 @@ from tests.pgcluster import private_cluster
 
 pytestmark = pytest.mark.anyio
 
-WINDOW_S = 12.0  # the emulator's quota window (Google's is 60 s)
-PER_WINDOW = 240  # admitted requests per window: 1,200 RPM
+WINDOW_S = 20.0  # the emulator's quota window (Google's is 60 s)
+PER_WINDOW = 400  # admitted requests per window: 1,200 RPM
 PER_MINUTE = int(PER_WINDOW * 60 / WINDOW_S)
 PROCESS_TIMEOUT_S = 120  # seconds a child may take at most
 # Each process is given the job's full limit, as the issue asks: no per-process arithmetic.
-# A 12 s window, not a minute: the slack is time (arrivals jitter by a few hundred ms on a loaded
-# machine), so 3 % of 12 s (0.36 s) stands for the default 0.5 % of a minute (0.3 s). With
-# 2 % (0.24 s), one CI run in many drew a 429; the steady use is then 0.97 (>= 0.95 asked).
+# A 20 s window, not a minute: the slack is time (arrivals jitter by a few hundred ms on a loaded
+# machine), so 3 % of 20 s (0.6 s) stands for the default 0.5 % of a minute (0.3 s) on a
+# machine with five CPU hogs per core. With 0.24 s, one CI run in many drew a 429, and with
+# 0.36 s (a 12 s window) one stress run in about 15; the steady use is 0.97 (>= 0.95 asked).
 FULL_LIMITS = [
     f"limits.requests_per_minute={PER_MINUTE}",
     "limits.concurrency=16",
