@@ -32,7 +32,7 @@ import anyio
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from pipeline.batch_runner import BatchRunner  # noqa: E402
+from pipeline.batch.runner import BatchRunner  # noqa: E402
 from pipeline.commands import load_job, opened  # noqa: E402
 from tests.jobutil import make_job  # noqa: E402
 

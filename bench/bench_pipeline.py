@@ -22,12 +22,12 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import pipeline.group_commit as group_commit
-import pipeline.worker as worker
+import pipeline.online.runner as worker
+import pipeline.online.writer as group_commit
 from pipeline.demo import emulator_process
-from pipeline.jobspec import load_jobspec
-from pipeline.loader import load_questions
-from pipeline.resolver import Resolver
+from pipeline.intake.loader import load_questions
+from pipeline.job.spec import load_jobspec
+from pipeline.links.resolver import Resolver
 from pipeline.store import queue
 from pipeline.store.engine import create_engine, migrate
 from tests.jobutil import write_questions

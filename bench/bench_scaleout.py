@@ -10,7 +10,7 @@
 
     .venv/bin/python bench/bench_scaleout.py [--rows 1000000] [--questions 3000] [--load-only]
 
-Step 1 uses :func:`pipeline.loader.load_questions_committed` (validated, then committed per
+Step 1 uses :func:`pipeline.intake.loader.load_questions_committed` (validated, then committed per
 chunk) and then loads the unchanged file again, which the fingerprint skips.
 """
 
@@ -35,9 +35,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pipeline.demo import emulator_process
-from pipeline.job_sections import SourceSection
-from pipeline.loader import load_questions_committed
-from pipeline.states import QuestionState
+from pipeline.intake.loader import load_questions_committed
+from pipeline.job.sections import SourceSection
+from pipeline.job.states import QuestionState
 from pipeline.store import queue
 from pipeline.store.engine import create_engine, migrate
 from pipeline.store.queue import StateChange

@@ -72,11 +72,11 @@ def peak_rss_mb() -> float:
 
 
 async def run_ours(args: argparse.Namespace, directory: Path, resolver: bool) -> dict[str, Any]:
-    import pipeline.group_commit as group_commit
-    import pipeline.worker as worker
-    from pipeline.jobspec import load_jobspec
-    from pipeline.loader import load_questions
-    from pipeline.resolver import Resolver
+    import pipeline.online.runner as worker
+    import pipeline.online.writer as group_commit
+    from pipeline.intake.loader import load_questions
+    from pipeline.job.spec import load_jobspec
+    from pipeline.links.resolver import Resolver
     from pipeline.store import queue
     from pipeline.store.engine import create_engine, migrate
     from tests.jobutil import write_questions

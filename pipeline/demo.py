@@ -24,9 +24,9 @@ import anyio
 
 from pipeline.commands import report_command, run_command
 from pipeline.exit_codes import ExitStatus
-from pipeline.jobspec import JobSpec, JobSpecError, load_jobspec
-from pipeline.loader import read_rows
-from pipeline.progress import WatchOptions
+from pipeline.intake.loader import read_rows
+from pipeline.job.spec import JobSpec, JobSpecError, load_jobspec
+from pipeline.watch.progress import WatchOptions
 
 EMULATOR_KEY = "emulator-key"  # the emulator's built-in demo key; not a secret
 EMULATOR_SEED = 7

@@ -1,6 +1,6 @@
 """The one error tree of a model call: everything a call can raise instead of returning.
 
-A call (:meth:`pipeline.metered.MeteredCaller.call`) either returns its result or raises a
+A call (:meth:`pipeline.online.call.MeteredCaller.call`) either returns its result or raises a
 :class:`CallError`. The three branches say what kind of failure it is; what to *do* about it
 (wait how long, spend an attempt or not, give up, stop the run) is decided in one place,
 :meth:`pipeline.limits.policy.RetryPolicy.decide`.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipeline.jobspec import JobSpec, load_jobspec
+from pipeline.job.spec import JobSpec, load_jobspec
 
 QUESTIONS = [
     "What is the population of Kraków?",

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from pipeline.commands import run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
-from pipeline.jobspec import JobSpec, load_jobspec
+from pipeline.job.spec import JobSpec, load_jobspec
 from pipeline.store.engine import create_engine
 from pipeline.store.tables import answers, questions, sources
 from tests.jobutil import QUESTIONS, make_job

@@ -10,8 +10,8 @@ import pytest
 from pipeline.emulator import EmulatorConfig, FakeClock, running_emulator
 from pipeline.gemini import batch as gb
 from pipeline.gemini import batch_wire as gw
+from pipeline.gemini.api_errors import PermanentError, TransientError
 from pipeline.gemini.endpoint import ApiKeyAuth
-from pipeline.gemini.errors import PermanentError, TransientError
 from pipeline.gemini.request import GroundedRequestBuilder, grounding_tool
 from pipeline.gemini.wire import decode_response
 

@@ -11,10 +11,10 @@ import pytest
 import sqlalchemy as sa
 
 from pipeline.commands import run_command
-from pipeline.costs import call_cost
+from pipeline.costs.charges import call_cost
+from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.emulator import EmulatorConfig, running_emulator
 from pipeline.gemini.wire import decode_response
-from pipeline.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.store.engine import create_engine
 from pipeline.store.tables import answers, calls, questions, sources, supports
 from tests.jobutil import make_job

@@ -10,15 +10,15 @@ from pathlib import Path
 import orjson
 import pytest
 
-from pipeline.batch_judge import LineContext, LineJudge
-from pipeline.costs import call_cost
+from pipeline.batch.verdicts import LineContext, LineJudge
+from pipeline.costs.charges import call_cost
+from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.errors import ErrorClass
+from pipeline.gemini.api_errors import TransientError
 from pipeline.gemini.batch_wire import ResultLine
-from pipeline.gemini.errors import TransientError
 from pipeline.gemini.wire import decode_response
+from pipeline.job.states import QuestionState
 from pipeline.limits import RetryPolicy
-from pipeline.prices import UnconfirmedPriceWarning, load_prices
-from pipeline.states import QuestionState
 from tests.jobutil import make_job
 
 TEXT = "Paris is the capital."

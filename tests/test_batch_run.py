@@ -15,12 +15,12 @@ import sqlalchemy as sa
 
 from pipeline.commands import estimate_command, run_command, status_command
 from pipeline.commands.batch import batch_cancel_command
-from pipeline.costs import call_cost
+from pipeline.costs.charges import call_cost
+from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.emulator import EmulatorConfig, FakeClock, running_emulator
 from pipeline.gemini.wire import decode_response
-from pipeline.jobspec import JobSpecError
+from pipeline.job.spec import JobSpecError
 from pipeline.limits import Backoff
-from pipeline.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.store.engine import create_engine
 from pipeline.store.tables import answers, batches, calls, questions, sources
 from tests.jobutil import make_job

@@ -13,12 +13,12 @@ import pytest
 import sqlalchemy as sa
 
 from pipeline.commands import run_command, status_command
-from pipeline.costs import worst_case_cost
+from pipeline.costs.charges import worst_case_cost
+from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.emulator import EmulatorConfig, running_emulator
+from pipeline.job.calls import request_builder
 from pipeline.limits import estimate_tokens
-from pipeline.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.store.tables import batches, calls, questions, structured
-from pipeline.targets import request_builder
 from tests.jobutil import make_job
 from tests.test_batch_run import _rows
 

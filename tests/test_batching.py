@@ -5,7 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from pipeline.batching import batches
+from pipeline.run.commit_window import batches
 
 pytestmark = pytest.mark.anyio
 

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from pipeline.changes import DESTINATIONS, SOURCES, TEXT, SourceFacts, compare, with_aspect
+from pipeline.grounding.version_diff import (
+    DESTINATIONS,
+    SOURCES,
+    TEXT,
+    SourceFacts,
+    compare,
+    with_aspect,
+)
 
 A = SourceFacts("web", "A", "a.org", "https://a.org/1")
 B = SourceFacts("web", "B", "b.org", "https://b.org/1")

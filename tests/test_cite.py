@@ -1,4 +1,4 @@
-"""``ground cite``: pipeline.cite.cite_main on saved responses."""
+"""``ground cite``: pipeline.results.cite.cite_main on saved responses."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cite import add_cite_arguments, cite_main
+from pipeline.results.cite import add_cite_arguments, cite_main
 
 SEARCH = "vertexai-sdk-test-data/googleai/unary-success-google-search-grounding.json"
 VERTEX = "vertexai-sdk-test-data/vertexai"

@@ -1,4 +1,4 @@
-"""pipeline.prices and pipeline.costs: the price table, per-call costs, worst cases, the budget."""
+"""pipeline.costs: the price table, per-call costs, worst cases, the budget."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.costs import (
+from pipeline.costs.charges import (
     ZERO_COST,
     Budget,
     Cost,
@@ -21,9 +21,7 @@ from pipeline.costs import (
     expected_cost,
     worst_case_cost,
 )
-from pipeline.gemini.wire import GroundingMetadata, UsageMetadata
-from pipeline.limits import estimate_tokens
-from pipeline.prices import (
+from pipeline.costs.prices import (
     GroundingFee,
     Price,
     PriceError,
@@ -34,9 +32,11 @@ from pipeline.prices import (
     load_prices,
     parse_prices,
 )
+from pipeline.gemini.wire import GroundingMetadata, UsageMetadata
+from pipeline.limits import estimate_tokens
 
 D = Decimal
-PRICES = Path(__file__).resolve().parent.parent / "pipeline" / "prices.toml"
+PRICES = Path(__file__).resolve().parent.parent / "pipeline" / "costs" / "prices.toml"
 
 
 @pytest.fixture(scope="module")

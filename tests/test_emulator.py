@@ -27,7 +27,7 @@ from pipeline.emulator import (
     running_emulator,
 )
 from pipeline.emulator.config import ConfigError
-from pipeline.emulator.errors import format_retry_delay
+from pipeline.emulator.error_bodies import format_retry_delay
 from pipeline.emulator.testing import RunningEmulator
 from tests.credentials import service_account_info
 from tests.shapes_util import offset_bytes

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.commands import estimate_command
-from pipeline.estimate import JobPrices, job_prices
-from pipeline.prices import UnconfirmedPriceWarning, load_prices
+from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
+from pipeline.results.estimate import JobPrices, job_prices
 from tests.jobutil import make_job
 
 pytestmark = pytest.mark.anyio

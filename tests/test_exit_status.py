@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from pipeline import cli
+from pipeline.cli import dispatch
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.exit_codes import ExitStatus
@@ -103,7 +104,7 @@ def test_130_interrupted_during_start_up(
     def interrupted(*_args: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "load_jobspec", interrupted)
+    monkeypatch.setattr(dispatch, "load_jobspec", interrupted)
     assert _run(tmp_path / "job.toml") == ExitStatus.INTERRUPTED == 130
     assert capsys.readouterr().err == "ground: interrupted\n"
 

@@ -18,11 +18,11 @@ import sqlalchemy as sa
 
 from pipeline.cli import main
 from pipeline.clock import utcnow
-from pipeline.export import FIELDS, ParquetUnavailable, ParquetWriter
-from pipeline.export.records import CITATION_FIELDS, SOURCE_FIELDS
 from pipeline.gemini.wire import decode_response
 from pipeline.grounding import ground_answer, to_json_dict
-from pipeline.jobspec import JobSpec
+from pipeline.job.spec import JobSpec
+from pipeline.results.export import FIELDS, ParquetUnavailable, ParquetWriter
+from pipeline.results.export.records import CITATION_FIELDS, SOURCE_FIELDS
 from pipeline.store.tables import answers, questions
 from tests.dbutil import fetch_rows
 from tests.resultsutil import CLASSES, XSS_ID, run_results_job
@@ -226,7 +226,7 @@ def test_results_view_has_one_row_per_question(job: JobSpec, tmp_path: Path) -> 
 @pytest.mark.postgres
 @pytest.mark.anyio
 async def test_results_view_on_postgres(job: JobSpec) -> None:
-    from pipeline.redirects import Verdict
+    from pipeline.links.rules import Verdict
     from pipeline.store import queue
     from pipeline.store.answers import AnswerRecord, persist_answers
     from tests.dbutil import postgres_engine

@@ -7,8 +7,8 @@ import io
 
 import pyarrow.parquet as pq
 
-from pipeline.export import parquet
-from pipeline.export.records import FIELDS
+from pipeline.results.export import parquet
+from pipeline.results.export.records import FIELDS
 
 
 def _record(i: int) -> dict[str, object]:

@@ -22,13 +22,13 @@ from pipeline.clock import utcnow
 from pipeline.commands import ExportOptions, export_command
 from pipeline.gemini.wire import decode_response
 from pipeline.grounding import ground_answer
-from pipeline.jobspec import JobSpec, load_jobspec
-from pipeline.loader import load_questions
-from pipeline.redirects import Verdict
+from pipeline.intake.loader import load_questions
+from pipeline.job.spec import JobSpec, load_jobspec
+from pipeline.links.rules import Verdict
 from pipeline.store import queue
 from pipeline.store.answers import AnswerRecord, persist_answers
 from pipeline.store.engine import create_engine, migrate
-from pipeline.store.results import CallRecord, persist_calls
+from pipeline.store.structured import CallRecord, persist_calls
 from pipeline.store.tables import answers, questions, sources
 from tests.dbutil import POSTGRES_URL, fetch_rows
 from tests.resultsutil import run_results_job

@@ -9,14 +9,14 @@ import orjson
 import pytest
 
 from pipeline.cli import main
-from pipeline.costs import call_cost, worst_case_cost
+from pipeline.costs.charges import call_cost, worst_case_cost
+from pipeline.costs.prices import load_prices, parse_prices
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.gemini.request import grounding_tool
 from pipeline.gemini.wire import GroundingMetadata, UsageMetadata, decode_response
-from pipeline.jobspec import JobSpecError, load_jobspec
-from pipeline.prices import load_prices, parse_prices
-from pipeline.targets import request_builder
+from pipeline.job.calls import request_builder
+from pipeline.job.spec import JobSpecError, load_jobspec
 from tests.jobutil import generate_calls, make_job
 
 BASE = "http://127.0.0.1:9"  # never contacted: these jobs are only loaded
@@ -156,7 +156,7 @@ def test_legacy_tool_accepted_for_1_5(tmp_path: Path) -> None:
     assert spec.grounding.tools == ("google_search_retrieval",)
 
 
-@pytest.mark.filterwarnings("ignore::pipeline.prices.UnconfirmedPriceWarning")
+@pytest.mark.filterwarnings("ignore::pipeline.costs.prices.UnconfirmedPriceWarning")
 def test_fees_summed_per_tool_used() -> None:
     prices = load_prices()
     price = prices.for_model("gemini-2.5-flash", "developer")

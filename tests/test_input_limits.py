@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from pipeline.commands import load_command, run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
-from pipeline.job_sections import DEFAULT_MAX_QUESTION_CHARS
-from pipeline.jobspec import load_jobspec
+from pipeline.job.sections import DEFAULT_MAX_QUESTION_CHARS
+from pipeline.job.spec import load_jobspec
 from pipeline.store.tables import calls, questions
 from tests.dbutil import fetch_rows
 from tests.jobutil import generate_calls, make_job
@@ -85,7 +85,7 @@ async def test_a_400_for_a_too_long_request_is_permanent_and_asked_once(
 
 def test_max_question_chars_must_be_positive(tmp_path: Path) -> None:
     make_job(tmp_path, base_url="http://127.0.0.1:9")
-    from pipeline.jobspec import JobSpecError
+    from pipeline.job.spec import JobSpecError
 
     with pytest.raises(JobSpecError, match=r"limits\.max_question_chars"):
         load_jobspec(tmp_path / "job.toml", ["limits.max_question_chars=0"])

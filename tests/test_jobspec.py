@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import main
-from pipeline.jobspec import JobSpecError, load_jobspec
+from pipeline.job.spec import JobSpecError, load_jobspec
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "jobs" / "demo.toml"

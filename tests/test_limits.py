@@ -681,7 +681,7 @@ def test_retry_delay_spreads_waiters_told_the_same_delay() -> None:
 
 
 def test_policy_backs_off_then_gives_up_with_the_error_class() -> None:
-    from pipeline.gemini.errors import PermanentError, TransientError
+    from pipeline.gemini.api_errors import PermanentError, TransientError
     from pipeline.limits import Backoff, RetryPolicy
 
     policy = RetryPolicy(
@@ -702,7 +702,7 @@ def test_policy_backs_off_then_gives_up_with_the_error_class() -> None:
 
 def test_policy_waits_without_spending_an_attempt_and_strikes_stop_the_run() -> None:
     from pipeline.errors import BudgetExhausted, GroundingPaused
-    from pipeline.gemini.errors import FatalError, Unreachable
+    from pipeline.gemini.api_errors import FatalError, Unreachable
     from pipeline.limits import RetryPolicy, Strikes
 
     policy = RetryPolicy()

@@ -19,12 +19,12 @@ from pipeline.clock import utcnow
 from pipeline.commands import opened, run_command, status_command
 from pipeline.emulator.config import EmulatorConfig, ModelQuota
 from pipeline.emulator.testing import running_emulator
-from pipeline.jobspec import JobSpec
+from pipeline.job.spec import JobSpec
 from pipeline.limits import Backoff
-from pipeline.resolver import Resolver
+from pipeline.links.resolver import Resolver
+from pipeline.online.runner import JobRunner
 from pipeline.store import queue
 from pipeline.store.tables import calls, questions
-from pipeline.worker import JobRunner
 from tests.dbutil import fetch_rows
 from tests.jobutil import make_job
 
@@ -59,7 +59,7 @@ async def _run(spec: JobSpec, backoff: Backoff) -> JobRunner:
     async with opened(spec) as engine:
         async with engine.begin() as connection:
             job_id = await queue.ensure_job(connection, spec.name)
-            from pipeline.loader import load_questions
+            from pipeline.intake.loader import load_questions
 
             await load_questions(connection, job_id, spec.source_path, spec.source)
         resolver = Resolver(engine, spec.resolver)
@@ -119,7 +119,7 @@ async def test_above_the_quota_the_adaptive_rate_converges_and_all_finish(
     rejected = stats["quota_rejections"]["total"]
     assert rejected > 0  # the configured rate was too high, and the server said so
     assert runner.summary.outcomes["done"] == n_questions  # every question finished
-    # The adaptive rate is the job's, kept in its database (pipeline.shared).
+    # The adaptive rate is the job's, kept in its database (pipeline.limits.job_limits).
     assert runner.shared is not None
     aimd = runner.shared.requests
     assert aimd.decreases >= 1

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from pipeline.job_sections import SourceSection
-from pipeline.loader import CHUNK_ROWS, LoadError, load_questions
+from pipeline.intake.loader import CHUNK_ROWS, LoadError, load_questions
+from pipeline.job.sections import SourceSection
 from pipeline.store import queue
 from pipeline.store.tables import questions
 from tests.dbutil import sqlite_engine

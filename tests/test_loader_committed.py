@@ -12,14 +12,14 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-import pipeline.loader as loader
-from pipeline.job_sections import SourceSection
-from pipeline.loader import (
+import pipeline.intake.loader as loader
+from pipeline.intake.loader import (
     CHUNK_ROWS,
     LoadError,
     load_questions,
     load_questions_committed,
 )
+from pipeline.job.sections import SourceSection
 from pipeline.store import queue
 from pipeline.store.tables import questions, source_loads
 from tests.dbutil import postgres_engine, sqlite_engine
@@ -203,8 +203,8 @@ async def test_a_failed_load_stores_no_fingerprint(tmp_path: Path) -> None:
 
 
 async def test_a_query_source_committed_per_chunk_is_validated_first(tmp_path: Path) -> None:
-    from pipeline.jobspec import load_jobspec
-    from pipeline.loader import load_source_committed
+    from pipeline.intake.loader import load_source_committed
+    from pipeline.job.spec import load_jobspec
     from tests.test_query_source import N_ROWS, job_file, kb_table
 
     url = f"sqlite+aiosqlite:///{tmp_path / 'kb.sqlite'}"

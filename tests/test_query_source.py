@@ -12,8 +12,8 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from pipeline.commands import load_command
-from pipeline.jobspec import JobSpecError, load_jobspec
-from pipeline.loader import CHUNK_ROWS
+from pipeline.intake.loader import CHUNK_ROWS
+from pipeline.job.spec import JobSpecError, load_jobspec
 from pipeline.store.tables import questions
 from tests.dbutil import POSTGRES_URL, fetch_rows
 

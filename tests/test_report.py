@@ -15,8 +15,8 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 from pipeline.cli import main
-from pipeline.jobspec import JobSpec
-from pipeline.report.page import CSP, SCRIPT, script_hash
+from pipeline.job.spec import JobSpec
+from pipeline.results.report.page import CSP, SCRIPT, script_hash
 from tests.resultsutil import XSS_ID, run_results_job
 
 REPO = Path(__file__).resolve().parent.parent

@@ -11,15 +11,15 @@ import pytest
 import sqlalchemy as sa
 from aiohttp import web
 
-from pipeline import redirects
 from pipeline.commands import resolve_command, run_command, status_command
 from pipeline.emulator.clock import FakeClock, ProcessTimeClock
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
-from pipeline.job_sections import ResolverSection
+from pipeline.job.sections import ResolverSection
 from pipeline.limits import Backoff
-from pipeline.redirects import AllowList, check_destination, initial_verdict
-from pipeline.resolver import RedirectClient, resolver_policy
+from pipeline.links import rules as redirects
+from pipeline.links.resolver import RedirectClient, resolver_policy
+from pipeline.links.rules import AllowList, check_destination, initial_verdict
 from pipeline.store.engine import create_engine
 from pipeline.store.tables import sources
 from tests.jobutil import make_job

@@ -29,7 +29,7 @@ import sqlalchemy as sa
 from pipeline.commands import run_command
 from pipeline.emulator.config import EmulatorConfig, ModelQuota
 from pipeline.emulator.testing import running_emulator
-from pipeline.jobspec import JobSpec
+from pipeline.job.spec import JobSpec
 from pipeline.store.engine import create_engine, migrate
 from pipeline.store.tables import answers, calls, questions
 from tests.dbutil import fetch_rows, postgres_database

@@ -1,5 +1,5 @@
-"""The shared limit rows (pipeline.store.quota) and their grants (pipeline.shared), on SQLite
-and the real PostgreSQL: what one statement hands out, refuses, and gives back."""
+"""The shared limit rows (pipeline.store.quota) and their grants (pipeline.limits.job_limits),
+on SQLite and the real PostgreSQL: what one statement hands out, refuses, and gives back."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import anyio
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipeline.shared import GRANT_MAX, GRANT_S, SharedLimits, SharedRate
+from pipeline.limits.job_limits import GRANT_MAX, GRANT_S, SharedLimits, SharedRate
 from pipeline.store import queue, quota
 from tests.dbutil import postgres_engine, sqlite_engine
 

@@ -18,8 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pipeline.clock import utcnow
 from pipeline.gemini.wire import decode_response
 from pipeline.grounding import ground_answer
-from pipeline.redirects import AllowList, initial_verdict
-from pipeline.states import QuestionState
+from pipeline.job.states import QuestionState
+from pipeline.links.rules import AllowList, initial_verdict
 from pipeline.store import queue
 from pipeline.store.answers import AnswerRecord, persist_answers
 from pipeline.store.tables import answers, metadata, questions, sources
@@ -222,7 +222,7 @@ async def test_a_new_version_supersedes_and_destinations_decide_changed(engine_f
     has not changed until its redirect resolves to another page than version 1's did."""
     from dataclasses import replace
 
-    from pipeline.redirects import Verdict
+    from pipeline.links.rules import Verdict
     from pipeline.store.resolution import SourceUpdate, store_resolutions
 
     allow = AllowList(["vertexaisearch.cloud.google.com"])

@@ -13,9 +13,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pipeline.clock import utcnow
 from pipeline.gemini.wire import decode_response
 from pipeline.grounding import ground_answer
-from pipeline.redirects import AllowList, initial_verdict
-from pipeline.states import QuestionState
-from pipeline.status import job_status, render_status
+from pipeline.job.states import QuestionState
+from pipeline.links.rules import AllowList, initial_verdict
+from pipeline.results.status import job_status, render_status
 from pipeline.store import queue
 from pipeline.store.answers import AnswerRecord, persist_answers
 from pipeline.store.tables import answers, questions, sources, supports

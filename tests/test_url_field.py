@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from pipeline.answering import question_urls
 from pipeline.commands import run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
-from pipeline.job_sections import GroundingSection
+from pipeline.job.sections import GroundingSection
+from pipeline.online.answering import question_urls
 from pipeline.store.queue import ClaimedQuestion
 from pipeline.store.tables import answers, questions
 from tests.dbutil import fetch_rows

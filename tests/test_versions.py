@@ -24,8 +24,8 @@ from pipeline.commands import (
 )
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
-from pipeline.export import Filters, JsonlWriter, export_job
-from pipeline.jobspec import JobSpec
+from pipeline.job.spec import JobSpec
+from pipeline.results.export import Filters, JsonlWriter, export_job
 from pipeline.store import queue
 from pipeline.store.tables import answers, calls, questions, structured
 from tests.dbutil import fetch_rows

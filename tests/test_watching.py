@@ -22,8 +22,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from pipeline.commands import run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
-from pipeline.logs import JsonFormatter, KeyValueFormatter
-from pipeline.progress import WatchOptions
+from pipeline.watch.logs import JsonFormatter, KeyValueFormatter
+from pipeline.watch.progress import WatchOptions
 from tests.jobutil import make_job
 
 REPO = Path(__file__).resolve().parent.parent
@@ -177,7 +177,7 @@ def test_a_terminal_gets_the_progress_bar_and_the_summary(tmp_path: Path) -> Non
 
 
 def test_log_format_is_accepted_before_and_after_the_command() -> None:
-    from pipeline.cli_parser import build_parser
+    from pipeline.cli.parser import build_parser
 
     parser = build_parser()
     assert parser.parse_args(["--log-format", "json", "run", "j.toml"]).log_format == "json"

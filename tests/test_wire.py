@@ -7,8 +7,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from pipeline.emulator.errors import quota_exceeded, vertex_quota_exceeded
-from pipeline.gemini.errors import (
+from pipeline.emulator.error_bodies import quota_exceeded, vertex_quota_exceeded
+from pipeline.gemini.api_errors import (
     FatalError,
     PermanentError,
     TransientError,

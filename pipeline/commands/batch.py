@@ -1,7 +1,7 @@
 """The batch-mode side of ``ground run``, ``ground batch cancel`` and the status lines.
 
 ``ground run`` on a job with ``[model] mode = "batch"`` first drives its batches here
-(:class:`~pipeline.batch_runner.BatchRunner`), then goes on as an online run, which finds
+(:class:`~pipeline.batch.runner.BatchRunner`), then goes on as an online run, which finds
 only what batch mode leaves to it: call 2 when ``[batch] structure = false``, and retries
 when ``[batch] retries = "online"``.
 """
@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipeline.batch_runner import BatchRunner, cancel_batches
+from pipeline.batch.runner import BatchRunner, cancel_batches
 from pipeline.commands.common import complain, opened, say
 from pipeline.exit_codes import EXIT_FAILED, EXIT_OK, ExitStatus, run_status
 from pipeline.gemini.batch_wire import JOB_STATE_SUCCEEDED
-from pipeline.jobspec import JobSpec
-from pipeline.resolver import Resolver
+from pipeline.job.spec import JobSpec
+from pipeline.links.resolver import Resolver
 from pipeline.store import batches as store
 from pipeline.store import queue
 

@@ -14,11 +14,11 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipeline.jobspec import JobSpec
-from pipeline.loader import LoadError, load_source_committed, source_name
+from pipeline.intake.loader import LoadError, load_source_committed, source_name
+from pipeline.job.spec import JobSpec
 from pipeline.store import queue
 from pipeline.store.engine import create_engine, migrate
-from pipeline.terminal import printable
+from pipeline.watch.terminal import printable
 
 if TYPE_CHECKING:
     pass

@@ -10,17 +10,17 @@ import anyio
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.commands.common import complain, display_url, load_job, opened, say
-from pipeline.estimate import estimate_remaining, job_prices
+from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.exit_codes import (
     EXIT_FAILED,
     EXIT_OK,
 )
-from pipeline.jobspec import JobSpec
-from pipeline.prices import UnconfirmedPriceWarning, load_prices
-from pipeline.redirects import AllowList, initial_verdict
-from pipeline.resolver import Lookup, Resolver, pending_lookups
+from pipeline.job.spec import JobSpec
+from pipeline.links.resolver import Lookup, Resolver, pending_lookups
+from pipeline.links.rules import AllowList, initial_verdict
+from pipeline.online.runner import job_spend
+from pipeline.results.estimate import estimate_remaining, job_prices
 from pipeline.store import queue, resolution
-from pipeline.worker import job_spend
 
 
 async def migrate_command(spec: JobSpec) -> int:

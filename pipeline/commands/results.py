@@ -15,8 +15,8 @@ from pipeline.exit_codes import (
     EXIT_FAILED,
     EXIT_OK,
 )
-from pipeline.jobspec import JobSpec
-from pipeline.status import (
+from pipeline.job.spec import JobSpec
+from pipeline.results.status import (
     class_stats_dict,
     job_status,
     render_class_stats,
@@ -25,7 +25,7 @@ from pipeline.status import (
 from pipeline.store import queue
 from pipeline.store.breakdown import class_stats
 from pipeline.store.engine import create_engine
-from pipeline.terminal import printable
+from pipeline.watch.terminal import printable
 
 if TYPE_CHECKING:
     pass
@@ -90,7 +90,7 @@ class ExportOptions:
 
 async def export_command(spec: JobSpec, options: ExportOptions) -> int:
     """``ground export``: stream the job's records to a file, stdout, or a database table."""
-    from pipeline import export
+    from pipeline.results import export
 
     try:
         ids = read_ids(options.ids_file) if options.ids_file else None
@@ -126,7 +126,7 @@ async def export_command(spec: JobSpec, options: ExportOptions) -> int:
 async def _export_to_file(
     engine: AsyncEngine, job_id: int, filters: Any, options: ExportOptions
 ) -> int:
-    from pipeline import export
+    from pipeline.results import export
 
     to_stdout = options.out == "-"
     stream: BinaryIO = (
@@ -166,7 +166,7 @@ class _Threaded:
 async def _export_to_table(
     engine: AsyncEngine, job_id: int, filters: Any, options: ExportOptions
 ) -> int:
-    from pipeline import export
+    from pipeline.results import export
 
     assert options.to is not None
     try:
@@ -198,7 +198,7 @@ async def _export_to_table(
 async def show_command(spec: JobSpec, qid: str, fmt: str, *, all_versions: bool = False) -> int:
     """``ground show``: one question with its answer, citations, sources and structure (its
     latest version; every stored version, oldest first, with ``all_versions``)."""
-    from pipeline.show import render_show, render_show_versions
+    from pipeline.results.show import render_show, render_show_versions
     from pipeline.store.records import read_versions
 
     async with opened(spec) as engine:
@@ -219,7 +219,7 @@ async def show_command(spec: JobSpec, qid: str, fmt: str, *, all_versions: bool 
 async def report_command(spec: JobSpec, out: str, *, limit: int) -> int:
     """``ground report``: the job's self-contained HTML report."""
 
-    from pipeline.report import write_report
+    from pipeline.results.report import write_report
 
     async with opened(spec) as engine:
         job_id = await find_job_id(engine, spec)

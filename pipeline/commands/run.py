@@ -40,25 +40,25 @@ from pipeline.exit_codes import (
     run_status,
 )
 from pipeline.gemini.endpoint import ConfigurationError
-from pipeline.jobspec import JobSpec
-from pipeline.progress import WatchOptions
-from pipeline.progress import watch as progress_watch
-from pipeline.redirects import PENDING as PENDING_SOURCE
-from pipeline.resolver import Resolver
-from pipeline.run_summary import RunSummary
-from pipeline.states import QuestionState
-from pipeline.status import (
+from pipeline.job.spec import JobSpec
+from pipeline.job.states import QuestionState
+from pipeline.links.resolver import Resolver
+from pipeline.links.rules import PENDING as PENDING_SOURCE
+from pipeline.online.runner import JobRunner
+from pipeline.results.status import (
     JobStatus,
     job_status,
     render_status,
 )
+from pipeline.run.summary import RunSummary
 from pipeline.store import versions
 from pipeline.store.breakdown import state_counts
-from pipeline.worker import JobRunner
+from pipeline.watch.progress import WatchOptions
+from pipeline.watch.progress import watch as progress_watch
 
 if TYPE_CHECKING:
     from pipeline.limits import Backoff
-    from pipeline.metrics import RunMetrics
+    from pipeline.watch.metrics import RunMetrics
 
 
 async def run_command(
@@ -129,7 +129,7 @@ async def _run_online(
     """The online run, watched (progress, metrics, signals): what it did, and the job after."""
     metrics: RunMetrics | None = None
     if watch.wants_metrics:  # prometheus_client is imported only by runs that export
-        from pipeline.metrics import RunMetrics
+        from pipeline.watch.metrics import RunMetrics
 
         metrics = RunMetrics(spec.name, spent_before=before.spend_usd)
     resolver = Resolver(engine, spec.resolver) if spec.resolver.enabled else None

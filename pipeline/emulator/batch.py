@@ -41,12 +41,12 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from pipeline.emulator import draws, errors, models, responses
+from pipeline.emulator import draws, error_bodies, models, responses
 from pipeline.emulator.clock import Clock
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.request import DEVELOPER, parse
 
-_JSON = errors.JSON_CONTENT_TYPE
+_JSON = error_bodies.JSON_CONTENT_TYPE
 _BATCH_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch"
 _OUTPUT_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatchOutput"
 _FAILED_ROW = b"batch-failed-row"
@@ -209,13 +209,13 @@ class BatchService:
     async def _start_upload(self, request: web.Request, command: str) -> web.Response:
         """``start``: a new upload session, answered with its URL."""
         if request.headers.get("X-Goog-Upload-Protocol", "").lower() != "resumable":
-            raise errors.invalid_argument("Only resumable uploads are supported here.")
+            raise error_bodies.invalid_argument("Only resumable uploads are supported here.")
         if command != "start":
-            raise errors.invalid_argument("Expected X-Goog-Upload-Command: start.")
+            raise error_bodies.invalid_argument("Expected X-Goog-Upload-Command: start.")
         try:
             size = int(request.headers["X-Goog-Upload-Header-Content-Length"])
         except (KeyError, ValueError):
-            raise errors.invalid_argument(
+            raise error_bodies.invalid_argument(
                 "X-Goog-Upload-Header-Content-Length is required."
             ) from None
         body = await request.read()
@@ -242,7 +242,9 @@ class BatchService:
         """The upload URL: ``query``, ``upload`` at an offset, and ``upload, finalize``."""
         pending = self.uploads.get(upload_id)
         if pending is None:
-            raise errors.ApiError(404, "NOT_FOUND", "No such upload session.", kind="no_upload")
+            raise error_bodies.ApiError(
+                404, "NOT_FOUND", "No such upload session.", kind="no_upload"
+            )
         if command == "query":
             return web.Response(
                 headers={
@@ -252,14 +254,14 @@ class BatchService:
             )
         offset = int(request.headers.get("X-Goog-Upload-Offset", "-1"))
         if offset != len(pending.data):
-            raise errors.invalid_argument(
+            raise error_bodies.invalid_argument(
                 f"Upload offset {offset} does not match the {len(pending.data)} bytes received."
             )
         pending.data += await request.read()
         if "finalize" not in command:
             return web.Response(headers={"X-Goog-Upload-Status": "active"})
         if len(pending.data) != pending.size:
-            raise errors.invalid_argument(
+            raise error_bodies.invalid_argument(
                 f"Upload finalized at {len(pending.data)} bytes, {pending.size} announced."
             )
         del self.uploads[upload_id]
@@ -288,18 +290,18 @@ class BatchService:
 
     async def create(self, request: web.Request, model: str) -> web.Response:
         if models.traits(model) is None:
-            raise errors.model_not_found(model, "v1beta")
+            raise error_bodies.model_not_found(model, "v1beta")
         try:
             document = orjson.loads(await request.read())
         except orjson.JSONDecodeError:
-            raise errors.invalid_json("Unexpected token.") from None
+            raise error_bodies.invalid_json("Unexpected token.") from None
         batch_spec = document.get("batch") if isinstance(document, dict) else None
         if not isinstance(batch_spec, dict):
-            raise errors.invalid_argument("* BatchGenerateContentRequest.batch: required.\n")
+            raise error_bodies.invalid_argument("* BatchGenerateContentRequest.batch: required.\n")
         input_config = batch_spec.get("inputConfig") or batch_spec.get("input_config") or {}
         file_name = input_config.get("fileName") or input_config.get("file_name")
         if not file_name:
-            raise errors.invalid_argument(
+            raise error_bodies.invalid_argument(
                 "The emulator takes file-mode batches only (inputConfig.fileName)."
             )
         stored = self.files.get(file_name)
@@ -337,7 +339,7 @@ class BatchService:
             self.config.batch_poll_503_share
         ):
             self.counts["polls_503"] += 1
-            raise errors.unavailable()
+            raise error_bodies.unavailable()
         if batch is None:
             raise _not_found(f"batches/{tail}")
         return web.Response(
@@ -349,7 +351,7 @@ class BatchService:
         batch_id, _, method = tail.partition(":")
         batch = self.batches.get(f"batches/{batch_id}")
         if method != "cancel":
-            raise errors.ApiError(404, "NOT_FOUND", f"Method {method!r} is not found.")
+            raise error_bodies.ApiError(404, "NOT_FOUND", f"Method {method!r} is not found.")
         if batch is None:
             raise _not_found(f"batches/{batch_id}")
         if self.state(batch) in ("BATCH_STATE_PENDING", "BATCH_STATE_RUNNING"):
@@ -426,7 +428,7 @@ class BatchService:
         assert traits is not None  # checked at create
         try:
             req = parse(body, DEVELOPER)
-        except errors.ApiError as exc:
+        except error_bodies.ApiError as exc:
             status = {"code": 3, "message": exc.message, "status": exc.status}
             return orjson.dumps({"key": key, "error": status}) + b"\n"
         ctx = responses.Context(
@@ -444,7 +446,7 @@ class BatchService:
         return orjson.dumps({"key": key, "response": built.body}) + b"\n"
 
 
-def _not_found(name: str) -> errors.ApiError:
-    return errors.ApiError(
+def _not_found(name: str) -> error_bodies.ApiError:
+    return error_bodies.ApiError(
         404, "NOT_FOUND", f"Requested entity was not found: {name}", kind="not_found"
     )

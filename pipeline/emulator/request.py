@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from pipeline.emulator import errors
+from pipeline.emulator import error_bodies
 
 DEVELOPER = "developer"
 VERTEX = "vertex"
@@ -110,13 +110,13 @@ class GenerateRequest:
 
 
 def parse(body: bytes, surface: str) -> GenerateRequest:
-    """Parse and validate; raise :class:`errors.ApiError` as Google would."""
+    """Parse and validate; raise :class:`error_bodies.ApiError` as Google would."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
-        raise errors.invalid_json("Unexpected token.") from None
+        raise error_bodies.invalid_json("Unexpected token.") from None
     if not isinstance(data, dict):
-        raise errors.invalid_json("Root element must be a message.")
+        raise error_bodies.invalid_json("Root element must be a message.")
     prompt = _prompt(data)
     t = _declared_tools(data, surface)
     mime, schema, json_schema, include_thoughts = _generation_config(data)
@@ -145,11 +145,11 @@ def _prompt(data: dict[str, Any]) -> str:
     """Every text part of every content, joined with newlines (400 when there is none)."""
     contents = data.get("contents")
     if not contents:
-        raise errors.invalid_argument(errors.CONTENTS_MISSING, kind="contents_missing")
+        raise error_bodies.invalid_argument(error_bodies.CONTENTS_MISSING, kind="contents_missing")
     if isinstance(contents, dict):  # a single Content is accepted by the REST parser too
         contents = [contents]
     if not isinstance(contents, list):
-        raise errors.invalid_json("Expected a list for contents.")
+        raise error_bodies.invalid_json("Expected a list for contents.")
     texts: list[str] = []
     for c in contents:
         parts = c.get("parts") if isinstance(c, dict) else None
@@ -178,11 +178,11 @@ def _declared_tools(data: dict[str, Any], surface: str) -> _Tools:
     out = _Tools()
     for i, tool in enumerate(data.get("tools") or ()):
         if not isinstance(tool, dict):
-            raise errors.invalid_json(f"Expected an object for tools[{i}].")
+            raise error_bodies.invalid_json(f"Expected an object for tools[{i}].")
         for raw_name, spec in tool.items():
             name = camel(raw_name)
             if name not in known:
-                raise errors.unknown_field(raw_name, f"tools[{i}]")
+                raise error_bodies.unknown_field(raw_name, f"tools[{i}]")
             out.labels.append(_tool_settings(out, name, spec))
             kind = _GROUNDING.get(name)
             if kind is not None and out.grounding is None:
@@ -218,13 +218,13 @@ def _generation_config(data: dict[str, Any]) -> tuple[Any, Any, Any, bool]:
     """(responseMimeType, responseSchema, responseJsonSchema, includeThoughts), checked."""
     gen = _get(data, "generationConfig") or {}
     if not isinstance(gen, dict):
-        raise errors.invalid_json("Expected an object for generationConfig.")
+        raise error_bodies.invalid_json("Expected an object for generationConfig.")
     mime = _get(gen, "responseMimeType")
     schema = _get(gen, "responseSchema")
     json_schema = _get(gen, "responseJsonSchema") or gen.get("_responseJsonSchema")
     if schema is not None and json_schema is not None:
         # Reference §4.3 says "do not send both"; Google's exact text is unconfirmed.
-        raise errors.invalid_argument(
+        raise error_bodies.invalid_argument(
             "* GenerateContentRequest.generation_config: only one of response_schema and"
             " response_json_schema may be set.\n",
             kind="schema_conflict",
@@ -234,7 +234,7 @@ def _generation_config(data: dict[str, Any]) -> tuple[Any, Any, Any, bool]:
         "text/x.enum",
     ):
         # Reference §4.3: responseMimeType is required with either schema (text unconfirmed).
-        raise errors.invalid_argument(
+        raise error_bodies.invalid_argument(
             "* GenerateContentRequest.generation_config.response_mime_type: must be"
             " application/json when a response schema is set.\n",
             kind="schema_without_mime",

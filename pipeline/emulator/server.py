@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from pipeline.emulator import draws, errors, faults, models, oauth, redirects, responses
+from pipeline.emulator import draws, error_bodies, faults, models, oauth, redirects, responses
 from pipeline.emulator.batch import BatchService
 from pipeline.emulator.clock import SYSTEM_CLOCK, Clock
 from pipeline.emulator.config import EmulatorConfig
@@ -42,8 +42,8 @@ from pipeline.emulator.request import DEVELOPER, SEARCH_TOOLS, VERTEX, GenerateR
 from pipeline.emulator.stats import Stats
 
 FAULT_429_NOMINAL_RPM = 1000  # the quotaValue an injected 429 names when no rpm is set
-_JSON = errors.JSON_CONTENT_TYPE
-_HTML = errors.HTML_CONTENT_TYPE
+_JSON = error_bodies.JSON_CONTENT_TYPE
+_HTML = error_bodies.HTML_CONTENT_TYPE
 
 
 class Emulator:
@@ -92,7 +92,7 @@ class Emulator:
 
     # --- helpers ----------------------------------------------------------------------
 
-    def _error(self, kind: str, e: errors.ApiError) -> web.Response:
+    def _error(self, kind: str, e: error_bodies.ApiError) -> web.Response:
         self.stats.errors[e.kind or e.status] += 1
         self.stats.request(kind, e.code)
         return web.Response(body=e.body(), status=e.code, headers={"Content-Type": _JSON})
@@ -107,15 +107,15 @@ class Emulator:
         key = request.headers.get("x-goog-api-key") or request.query.get("key")
         try:
             if not key:
-                raise errors.api_key_missing()
+                raise error_bodies.api_key_missing()
             if key not in self.config.api_keys:
-                raise errors.api_key_invalid()
+                raise error_bodies.api_key_invalid()
             version = request.path.split("/", 2)[1]
             model, _, method = request.match_info["tail"].partition(":")
             if method == "batchGenerateContent":
                 return await self.batch.create(request, model)
             return await self._generate(request, DEVELOPER, version, "", "")
-        except errors.ApiError as e:
+        except error_bodies.ApiError as e:
             return self._error(DEVELOPER, e)
 
     def _batch_route(self, handler: Any) -> Any:
@@ -127,11 +127,11 @@ class Emulator:
             try:
                 if "upload_id" not in request.query:
                     if not key:
-                        raise errors.api_key_missing()
+                        raise error_bodies.api_key_missing()
                     if key not in self.config.api_keys:
-                        raise errors.api_key_invalid()
+                        raise error_bodies.api_key_invalid()
                 response = await handler(request)
-            except errors.ApiError as e:
+            except error_bodies.ApiError as e:
                 return self._error("batch", e)
             self.stats.request("batch", response.status)
             return response
@@ -144,14 +144,14 @@ class Emulator:
         try:
             if not auth.lower().startswith("bearer "):
                 has_key = request.headers.get("x-goog-api-key") or request.query.get("key")
-                raise errors.vertex_unauthenticated(
+                raise error_bodies.vertex_unauthenticated(
                     "API_KEY_ONLY" if has_key else "CREDENTIALS_MISSING", version
                 )
             reason = oauth.check(
                 self.token_key, auth[7:].strip(), self.clock.time(), self.config.bearer_tokens
             )
             if reason is not None:
-                raise errors.vertex_unauthenticated(reason, version)
+                raise error_bodies.vertex_unauthenticated(reason, version)
             return await self._generate(
                 request,
                 VERTEX,
@@ -159,7 +159,7 @@ class Emulator:
                 request.match_info.get("project", ""),
                 request.match_info.get("location", "global"),
             )
-        except errors.ApiError as e:
+        except error_bodies.ApiError as e:
             return self._error(VERTEX, e)
 
     async def _generate(
@@ -179,7 +179,7 @@ class Emulator:
         _refuse_unsupported(req, traits)
         prompt_tokens = responses.tokens(req.prompt_bytes)
         if prompt_tokens > self.config.input_token_limit:
-            raise errors.invalid_argument(
+            raise error_bodies.invalid_argument(
                 f"The input token count ({prompt_tokens}) exceeds the maximum number of tokens"
                 f" allowed ({self.config.input_token_limit}).",
                 kind="input_too_long",
@@ -231,12 +231,12 @@ class Emulator:
         publisher = request.match_info.get("publisher", "google")
         if traits is None or publisher != "google":
             if vertex:
-                raise errors.publisher_model_not_found(
+                raise error_bodies.publisher_model_not_found(
                     f"projects/{project}/locations/{location}/publishers/{publisher}/models/{model}"
                 )
-            raise errors.model_not_found(model, version)
+            raise error_bodies.model_not_found(model, version)
         if method not in ("generateContent", "streamGenerateContent"):
-            raise errors.ApiError(
+            raise error_bodies.ApiError(
                 404, "NOT_FOUND", f"Method {method!r} is not found.", kind="method_not_found"
             )
         return traits
@@ -246,21 +246,23 @@ class Emulator:
         self.stats.faults[fault] += 1
         if fault == "fault_429":
             limit = self.config.quota_for(model).rpm or FAULT_429_NOMINAL_RPM
-            raise errors.quota_exceeded("rpm", model, limit, self.config.fault_429_retry_delay_s)
+            raise error_bodies.quota_exceeded(
+                "rpm", model, limit, self.config.fault_429_retry_delay_s
+            )
         if fault == "fault_500":
-            raise errors.internal()
+            raise error_bodies.internal()
         if fault == "fault_503":
-            raise errors.unavailable()
+            raise error_bodies.unavailable()
         if fault == "fault_504":
-            raise errors.deadline_exceeded()
+            raise error_bodies.deadline_exceeded()
         if fault == "fault_502_html":
             self.stats.request(surface, 502)
             return web.Response(
-                body=errors.BAD_GATEWAY_HTML, status=502, headers={"Content-Type": _HTML}
+                body=error_bodies.BAD_GATEWAY_HTML, status=502, headers={"Content-Type": _HTML}
             )
         if fault == "fault_hang":
             await asyncio.sleep(self.config.hang_s)  # cancelled when the client leaves
-            raise errors.deadline_exceeded()
+            raise error_bodies.deadline_exceeded()
         return None  # fault_truncate: cuts the answer's body
 
     def _admit(self, req: GenerateRequest, model: str, prompt_tokens: int, vertex: bool) -> None:
@@ -275,8 +277,8 @@ class Emulator:
             return
         self.stats.quota[rejection.bucket] += 1
         if vertex:
-            raise errors.vertex_quota_exceeded()
-        raise errors.quota_exceeded(
+            raise error_bodies.vertex_quota_exceeded()
+        raise error_bodies.quota_exceeded(
             rejection.bucket, model, rejection.limit, rejection.retry_after_s
         )
 
@@ -291,9 +293,9 @@ class Emulator:
             or d.destination >= len(SOURCES)
             or now_ms - d.issued_ms > self.config.redirect_ttl_s * 1000
         ):
-            status, body = 404, errors.NOT_FOUND_HTML
+            status, body = 404, error_bodies.NOT_FOUND_HTML
         elif d.forbidden_draw < self.config.redirect_forbidden_share:
-            status, body = 403, errors.FORBIDDEN_HTML
+            status, body = 403, error_bodies.FORBIDDEN_HTML
         else:
             st.redirects["302"] += 1
             st.request("redirect", 302)
@@ -374,10 +376,16 @@ def snapshot(app: web.Application) -> dict[str, Any]:
 def _refuse_unsupported(req: GenerateRequest, traits: models.ModelTraits) -> None:
     """The 400s the API sends for a tool or output its model generation does not take."""
     if "googleSearchRetrieval" in req.tools and traits.major >= 2:
-        msg = errors.SEARCH_RETRIEVAL_ON_2 if traits.major == 2 else errors.SEARCH_RETRIEVAL_ON_3
-        raise errors.invalid_argument(msg, kind="search_retrieval_unsupported")
+        msg = (
+            error_bodies.SEARCH_RETRIEVAL_ON_2
+            if traits.major == 2
+            else error_bodies.SEARCH_RETRIEVAL_ON_3
+        )
+        raise error_bodies.invalid_argument(msg, kind="search_retrieval_unsupported")
     if req.json_output and traits.major <= 2 and SEARCH_TOOLS.intersection(req.tools):
-        raise errors.invalid_argument(errors.SCHEMA_WITH_SEARCH, kind="schema_with_search")
+        raise error_bodies.invalid_argument(
+            error_bodies.SCHEMA_WITH_SEARCH, kind="schema_with_search"
+        )
 
 
 def _framed(payload: bytes, method: str, request: web.Request) -> tuple[bytes, str]:

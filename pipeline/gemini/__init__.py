@@ -1,6 +1,6 @@
 """The API edge: everything that speaks Gemini's wire format, taking plain values only.
 
-Nothing here reads a job file (``pipeline.targets`` turns the job's settings into the plain
+Nothing here reads a job file (``pipeline.job.calls`` turns the job's settings into the plain
 values these modules take). The public surface, by module:
 
 * ``endpoint``: :func:`endpoint_for` (backend, model -> URL and credentials), ``Endpoint``,

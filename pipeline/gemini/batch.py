@@ -32,7 +32,7 @@ https://ai.google.dev/gemini-api/docs/batch-mode). The steps, each one HTTP exch
    SUCCEEDED batch can hold failed rows (batch-anchors.md §2.2).
 
 Inline mode is not offered: inline responses come back out of order and without their keys
-(python-genai #1909, #1886). Errors are the HTTP tree of :mod:`pipeline.gemini.errors` plus
+(python-genai #1909, #1886). Errors are the HTTP tree of :mod:`pipeline.gemini.api_errors` plus
 :class:`~pipeline.gemini.batch_wire.BatchProtocolError`. Credentials stay in headers: never in
 a URL, a message or a log.
 """
@@ -50,9 +50,9 @@ import anyio
 import orjson
 
 from pipeline.errors import ErrorClass
+from pipeline.gemini.api_errors import TransientError, Unreachable, classify_http_error
 from pipeline.gemini.batch_wire import BatchJob, BatchProtocolError, parse_batch
 from pipeline.gemini.endpoint import DEVELOPER_API_BASE, Auth
-from pipeline.gemini.errors import TransientError, Unreachable, classify_http_error
 
 API_VERSION = "v1beta"
 UPLOAD_CHUNK_BYTES = 8 * 1024 * 1024  # bytes per resumable-upload request

@@ -25,7 +25,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from pipeline.errors import ErrorClass
-from pipeline.gemini.errors import GeminiError, PermanentError, classify_http_error
+from pipeline.gemini.api_errors import GeminiError, PermanentError, classify_http_error
 
 MAX_PART_BYTES = 1_000_000_000  # bytes per JSONL part: half the 2 GB file limit
 MAX_PART_REQUESTS = 50_000  # requests per part (one batch each): keeps a lost batch small

@@ -1,7 +1,7 @@
 """The HTTP edge: one aiohttp session per run, one POST per call, typed errors out.
 
 A call returns the raw body (stored for audit) and the decoded response, or raises a
-:class:`~pipeline.gemini.errors.GeminiError` subclass. Nothing here retries: retry policy lives
+:class:`~pipeline.gemini.api_errors.GeminiError` subclass. Nothing here retries: retry policy lives
 with the worker, which knows the question's attempt budget.
 """
 
@@ -15,13 +15,13 @@ from typing import Self
 import aiohttp
 
 from pipeline.errors import ErrorClass
-from pipeline.gemini.endpoint import Endpoint
-from pipeline.gemini.errors import (
+from pipeline.gemini.api_errors import (
     PermanentError,
     TransientError,
     Unreachable,
     classify_http_error,
 )
+from pipeline.gemini.endpoint import Endpoint
 from pipeline.gemini.wire import GenerateContentResponse, MalformedResponse, decode_response
 
 CONNECT_TIMEOUT_S = 10.0  # establishing a TCP/TLS connection

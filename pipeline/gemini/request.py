@@ -28,7 +28,7 @@ def grounding_tool(
     """The ``tools`` entry that declares one grounding tool (reference §1.4).
 
     Plain values only; which combinations and backends are allowed is checked where the job
-    file is read (:mod:`pipeline.jobspec`).
+    file is read (:mod:`pipeline.job.spec`).
     """
     if tool in ("google_search", "enterprise_web_search"):
         body: dict[str, Any] = {"excludeDomains": list(exclude_domains)} if exclude_domains else {}

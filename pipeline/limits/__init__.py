@@ -18,7 +18,7 @@ Building blocks, each usable and testable on its own (clocks and sleeps are inje
 =========================  ==============================================================
 
 The 429 classifier (per-minute throttle or exhausted daily bucket) lives with the other error
-parsing, in :func:`pipeline.gemini.errors.classify_429`.
+parsing, in :func:`pipeline.gemini.api_errors.classify_429`.
 
 Everything runs on one event loop (anyio, asyncio backend). State changes happen between
 awaits, so no lock is needed except where a waiter must keep its place in a queue

@@ -59,7 +59,7 @@ class DailyGroundingGate:
 
     * ``pause_until(reset_at)``: from now until ``reset_at`` the gate is paused (a later
       pause wins over an earlier one). Called through ``pause_for_day`` when
-      :func:`~pipeline.gemini.errors.classify_429` says ``"daily_grounding"``: such 429s
+      :func:`~pipeline.gemini.api_errors.classify_429` says ``"daily_grounding"``: such 429s
       carry no RetryInfo, and retrying before the reset only burns requests (python-genai
       #1427).
     * ``pause_for_day()``: ``pause_until(next_daily_reset(now) + DAILY_RESET_MARGIN)``.

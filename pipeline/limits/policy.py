@@ -43,9 +43,9 @@ from pipeline.errors import (
     GroundingPaused,
     RunFatalError,
 )
-from pipeline.gemini.errors import Unreachable
+from pipeline.gemini.api_errors import Unreachable
+from pipeline.job.states import QuestionState
 from pipeline.limits.backoff import Backoff
-from pipeline.states import QuestionState
 
 GROUND = "ground"  # call 1
 STRUCTURE = "structure"  # call 2

@@ -18,10 +18,10 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.changes import SourceFacts, compare
 from pipeline.gemini.wire import GenerateContentResponse
 from pipeline.grounding import GroundedAnswer, Source
-from pipeline.redirects import PENDING, Verdict
+from pipeline.grounding.version_diff import SourceFacts, compare
+from pipeline.links.rules import PENDING, Verdict
 from pipeline.store.tables import answers, sources, supports
 from pipeline.store.upsert import insert_ignoring_conflicts
 from pipeline.store.versions import clear_reask, latest_answers, supersede
@@ -59,7 +59,7 @@ async def persist_answers(
 ) -> StoredAnswers:
     """Insert answers, sources and supports in the caller's transaction.
 
-    ``verdict_of`` classifies each source URI up front (pipeline.redirects.initial_verdict):
+    ``verdict_of`` classifies each source URI up front (pipeline.links.rules.initial_verdict):
     a publisher URL is stored as its own destination at once; a redirect is stored pending.
     Answers whose version is already stored are skipped (and absent from the result); a new
     version is compared with the latest stored one and supersedes it.

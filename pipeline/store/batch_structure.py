@@ -3,7 +3,7 @@
 A structure request is built from the question's latest grounded answer; when it is the
 repair of an invalid output a structure batch returned, it carries that output's validation
 errors, kept in the question's ``last_error`` (``error_class = schema_invalid``) by
-:mod:`pipeline.batch_judge`.
+:mod:`pipeline.batch.verdicts`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.errors import ErrorClass
-from pipeline.states import QuestionState
+from pipeline.job.states import QuestionState
 from pipeline.store.batches import ERRORS_SEPARATOR, READ_PAGE, lease_owner
 from pipeline.store.tables import answers, batch_items, questions, structured
 from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED

@@ -33,8 +33,8 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.clock import utcnow
-from pipeline.redirects import EXPIRED, PENDING
-from pipeline.states import WAITING_STATES, QuestionState
+from pipeline.job.states import WAITING_STATES, QuestionState
+from pipeline.links.rules import EXPIRED, PENDING
 from pipeline.store.queue import lease_due
 from pipeline.store.tables import (
     UtcDateTime,

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline import redirects
-from pipeline.states import QuestionState
+from pipeline.job.states import QuestionState
+from pipeline.links import rules as redirects
 from pipeline.store.tables import answers, questions, sources
 from pipeline.store.versions import LATEST_ANSWER
 

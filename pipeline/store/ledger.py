@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.store.tables import calls, questions
 
 if TYPE_CHECKING:
-    from pipeline.costs import Cost
+    from pipeline.costs.charges import Cost
     from pipeline.gemini.wire import UsageMetadata
 
 GROUND_STEP = "ground"  # the step whose requests count against the daily grounding bucket

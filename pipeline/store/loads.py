@@ -1,8 +1,8 @@
 """The fingerprint of the question file a job last loaded (``source_loads``, one row per job).
 
-The loader compares it before reading the file (:mod:`pipeline.loader`): size and mtime equal,
-or else the content digest equal, and the settings equal, means the file is unchanged and is
-not read again.
+The loader compares it before reading the file (:mod:`pipeline.intake.loader`): size and
+mtime equal, or else the content digest equal, and the settings equal, means the file is
+unchanged and is not read again.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The questions table as a work queue: claim under a lease, heartbeat, finish, release.
 
-A question moves through these states (:class:`~pipeline.states.QuestionState`)::
+A question moves through these states (:class:`~pipeline.job.states.QuestionState`)::
 
     pending --claim--> running --answer--> done | ungrounded
                           |--blocked-----> blocked
@@ -35,7 +35,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.clock import utcnow
-from pipeline.states import TERMINAL_STATES, WAITING_STATES, QuestionState
+from pipeline.job.states import TERMINAL_STATES, WAITING_STATES, QuestionState
 from pipeline.store.tables import CLAIMABLE_SQL, answers, jobs, questions, structured
 from pipeline.store.upsert import insert_ignoring_conflicts
 from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
@@ -226,7 +226,7 @@ async def release_dead_owners(
     """Release leases held by processes of this host that no longer exist.
 
     A killed run's leases would otherwise only come back when they expire; owners are
-    ``host:pid:nonce`` (see :func:`pipeline.leases.default_owner`), so a dead local pid is
+    ``host:pid:nonce`` (see :func:`pipeline.online.leases.default_owner`), so a dead local pid is
     certain. A reused pid merely looks alive, and its leases expire as usual.
     """
     q = questions.c

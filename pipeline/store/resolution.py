@@ -1,6 +1,6 @@
 """The sources table as the resolver's work list: what is left to resolve, and the results.
 
-The resolver (:mod:`pipeline.resolver`) does the HTTP and decides; these are its queries.
+The resolver (:mod:`pipeline.links.resolver`) does the HTTP and decides; these are its queries.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from pipeline import redirects
-from pipeline.redirects import Verdict
+from pipeline.links import rules as redirects
+from pipeline.links.rules import Verdict
 from pipeline.store.tables import answers, questions, sources
 from pipeline.store.versions import LATEST_ANSWER, note_destination_changes
 

@@ -2,7 +2,7 @@
 
 Each function is one or two ``GROUP BY`` / ``SUM(CASE ...)`` statements, so the cost in memory
 does not grow with the number of questions. (States, spend and resolution outcomes come from
-:func:`pipeline.status.job_status`.)
+:func:`pipeline.results.status.job_status`.)
 """
 
 from __future__ import annotations

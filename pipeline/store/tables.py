@@ -172,7 +172,7 @@ sources = Table(
     Column("file_search_store", Text),  # File Search retrievedContext (0005_chunk_fields)
     Column("custom_metadata", JSON),  # File Search document metadata, as sent
     Column("destination", Text),
-    # pipeline.redirects: pending resolved direct expired forbidden failed rejected no_uri
+    # pipeline.links.rules: pending resolved direct expired forbidden failed rejected no_uri
     Column("resolve_status", String(20), nullable=False),
     Column("resolve_http_status", Integer),
     Column("resolve_error", Text),
@@ -276,7 +276,7 @@ budget_holds = Table(
     Column("expires_at", Float, nullable=False),  # epoch seconds
 )
 
-# batch mode (pipeline.batch_runner, pipeline.store.batches)
+# batch mode (pipeline.batch.runner, pipeline.store.batches)
 batches = Table(
     "batches",
     metadata,

@@ -16,10 +16,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline import redirects
-from pipeline.changes import DESTINATIONS, SourceFacts, destination_set, with_aspect
 from pipeline.clock import utcnow
-from pipeline.states import QuestionState
+from pipeline.grounding.version_diff import DESTINATIONS, SourceFacts, destination_set, with_aspect
+from pipeline.job.states import QuestionState
+from pipeline.links import rules as redirects
 from pipeline.store.tables import answers, questions, sources, structured
 
 LATEST_ANSWER = answers.c.superseded_at.is_(None)

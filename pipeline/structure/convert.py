@@ -40,8 +40,8 @@ from typing import Any
 
 import orjson
 
-from pipeline.structure.errors import SchemaError, _esc, _json_kind
 from pipeline.structure.refs import _forced_cycles, _Refs
+from pipeline.structure.schema_error import SchemaError, _esc, _json_kind
 
 _MAX_WIRE_NODES = 5_000  # schema objects in a converted schema ($ref inlining can multiply them)
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote
 
-from pipeline.structure.errors import SchemaError, _esc
+from pipeline.structure.schema_error import SchemaError, _esc
 
 _SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions"})  # values are name -> schema
 _SCHEMA_LISTS = frozenset({"prefixItems", "anyOf", "oneOf", "allOf"})  # values are [schema]

@@ -22,7 +22,7 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import Draft202012Validator, validator_for
 
 from pipeline.structure.convert import _convert
-from pipeline.structure.errors import SchemaError, _clip, _esc, _json_kind
+from pipeline.structure.schema_error import SchemaError, _clip, _esc, _json_kind
 
 __all__ = [
     "PreparedSchema",

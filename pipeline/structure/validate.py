@@ -13,8 +13,8 @@ from typing import Any
 import orjson
 from jsonschema import exceptions as js_exceptions
 
-from pipeline.structure.errors import _clip
 from pipeline.structure.schema import PreparedSchema
+from pipeline.structure.schema_error import _clip
 
 __all__ = ["MAX_ERRORS", "REPAIR_RETRIES", "ValidationResult", "parse_and_validate"]
 

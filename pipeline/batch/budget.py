@@ -1,0 +1,140 @@
+"""The job's budget in batch mode: a batch holds its worst case before it is created.
+
+Online, each call reserves its worst case in the job's shared budget row before it is sent
+(:mod:`pipeline.online.call`, :mod:`pipeline.limits.job_limits`). A batch is one purchase
+of many requests, so it holds the sum of its requests' worst cases
+(:func:`pipeline.costs.charges.worst_case_cost` at *batch* prices) under the owner ``batch:<id>``:
+
+* while the input file is written, requests are added only while the running sum fits what
+  the budget has left; the rest are taken out of the batch (back to the queue, untouched);
+  a batch left with nothing is not created at all. Either way the run stops, exit 1, saying
+  so once (:attr:`BatchBudget.short`);
+* the hold is taken in the transaction that takes the overflow out, before the upload and
+  long before ``create``; a run resumed after a crash finds the hold and does not take it
+  twice;
+* as result lines are stored, each group settles in its own transaction: the ledger's cost is
+  counted as spent and the group's share of the hold released; whatever is left of the hold
+  is released when the batch is done (or ends without results).
+
+Without ``[limits] budget_usd`` nothing here does anything.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from pipeline.batch.context import BatchContext
+from pipeline.costs.charges import worst_case_cost
+from pipeline.costs.prices import Price
+from pipeline.limits import estimate_tokens
+from pipeline.limits.policy import GROUND
+from pipeline.store import batches as store
+from pipeline.store import ledger, quota
+
+
+class BatchBudget:
+    """One run's view of the job's budget, for its batches."""
+
+    def __init__(self, ctx: BatchContext) -> None:
+        self.ctx = ctx
+        budget = ctx.spec.budget
+        self.limit_micro: int | None = int(budget * 1_000_000) if budget is not None else None
+        self.short: str | None = None  # why a batch was cut or not created, once
+
+    @property
+    def enabled(self) -> bool:
+        return self.limit_micro is not None
+
+    async def start(self) -> None:
+        """Create the job's budget row (as an online run does) from the ledger's spend."""
+        if self.limit_micro is None:
+            return
+        ctx = self.ctx
+        async with ctx.engine.begin() as connection:
+            spent = await ledger.job_spend(connection, ctx.job_id)
+            await quota.ensure_limit(
+                connection,
+                ctx.job_id,
+                quota.BUDGET,
+                float(self.limit_micro),
+                used=int(spent * 1_000_000),
+            )
+
+    async def left(self) -> int:
+        """Micro-dollars neither spent nor held."""
+        assert self.limit_micro is not None
+        async with self.ctx.engine.connect() as connection:
+            spent, reserved = await quota.budget_state(connection, self.ctx.job_id)
+        return max(self.limit_micro - spent - reserved, 0)
+
+    def worst_micro(self, body: bytes, step: str, price: Price | None) -> int:
+        """One request's worst case at the batch price, in micro-dollars (rounded up)."""
+        if price is None:
+            raise BudgetUnenforceable(
+                f"no batch price is known for {self.ctx.spec.model.name!r}, so a budget cannot"
+                " be enforced: add a [[batch_rate]] row to the prices file (limits.prices_file)"
+            )
+        limits = self.ctx.spec.limits
+        tool = self.ctx.spec.grounding.tool if step == GROUND else None
+        cost = worst_case_cost(
+            price,
+            prompt_tokens_estimate=estimate_tokens(body.decode()),
+            max_output_tokens=limits.max_output_tokens,
+            max_search_queries=limits.max_search_queries,
+            max_tool_use_tokens=limits.max_tool_use_tokens if tool is not None else 0,
+            tool=tool,
+        )
+        return cost.micro_usd()
+
+    async def hold(self, connection: AsyncConnection, batch: store.BatchRow, micro: int) -> bool:
+        """Hold ``micro`` for the batch until its lease ends (in the caller's transaction)."""
+        if self.limit_micro is None or micro == 0:
+            return True
+        expires = time.time() + self.ctx.spec.batch.lease_s
+        owner = store.lease_owner(batch.id)
+        return await quota.reserve_budget(connection, self.ctx.job_id, owner, micro, expires)
+
+    async def held(self, connection: AsyncConnection, batch_id: int) -> int | None:
+        """What the batch holds now; None when it holds nothing (never reserved, or done)."""
+        if self.limit_micro is None:
+            return None
+        return await store.budget_hold(connection, self.ctx.job_id, batch_id)
+
+    async def settle(
+        self, connection: AsyncConnection, batch_id: int, *, released: int, spent: int
+    ) -> None:
+        """Count a stored group's ledger cost and release its share of the hold (first in
+        the group's transaction: the budget row is always locked before other rows)."""
+        if self.limit_micro is None:
+            return
+        owner = store.lease_owner(batch_id)
+        await quota.settle_budget(connection, self.ctx.job_id, owner, released, spent)
+
+    async def release(self, connection: AsyncConnection, batch_id: int) -> None:
+        """The batch is done: what is left of its hold goes back."""
+        if self.limit_micro is None:
+            return
+        owner = store.lease_owner(batch_id)
+        await quota.drop_holds(connection, self.ctx.job_id, owner=owner)
+
+    def cut(self, batch: store.BatchRow, kept: int, left_out: int, left: int) -> None:
+        """Say (once) that the budget cut a batch short or kept it from being created."""
+        if self.limit_micro is None or self.short is not None or not left_out:
+            return
+        limit = (self.limit_micro or 0) / 1e6
+        what = (
+            f"batch {batch.display_name} cut to {kept} of {kept + left_out} questions"
+            if kept
+            else f"no batch created for the {left_out} questions due"
+        )
+        self.short = (
+            f"budget_usd {limit:.6f}: {what}, because the worst case of each request at batch"
+            f" prices must fit what the budget has left (${left / 1e6:.6f});"
+            f" {left_out} questions wait for a larger budget_usd"
+        )
+
+
+class BudgetUnenforceable(Exception):
+    """A budget is set but the batch price is unknown."""

@@ -1,0 +1,296 @@
+"""Batch collection: a finished batch's state recorded, its result file streamed down and
+stored a group of lines at a time, each group in one transaction.
+
+::
+
+    poll says finished -> SUCCEEDED: downloading -> per STORE_GROUP lines, one transaction:
+        budget settled, answers (sources, supports) or structured objects, ledger rows at
+        batch prices, state changes, lines_done (and grounded / ungrounded counts)
+        -> each stored redirect handed to the resolver at once
+    -> FAILED / EXPIRED: questions back to the queue under the retry policy
+    -> CANCELLED: questions back without spending an attempt
+
+A download resumed after a crash skips the ``lines_done`` already stored. Questions the file
+did not mention come back to the queue too.
+
+Google Search in batch is reported as supported but unconfirmed, so each ground batch counts
+its answers grounded and ungrounded (``ground status`` shows them); a batch whose answers all
+came back ungrounded while the job declares a grounding tool is warned about, once a run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+import anyio
+from anyio.abc import ObjectSendStream
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from pipeline.batch.budget import BatchBudget
+from pipeline.batch.context import BatchContext
+from pipeline.batch.verdicts import LineContext, LineJudge
+from pipeline.clock import utcnow
+from pipeline.gemini import batch as api
+from pipeline.gemini.api_errors import TransientError
+from pipeline.gemini.batch_wire import (
+    JOB_STATE_CANCELLED,
+    JOB_STATE_SUCCEEDED,
+    BatchJob,
+    ResultLine,
+    parse_result_line,
+)
+from pipeline.links.resolver import Lookup
+from pipeline.links.rules import AllowList, initial_verdict
+from pipeline.run.commit_window import batches as groups
+from pipeline.run.verdicts import Outcome, judge_failure
+from pipeline.store import batch_structure, queue
+from pipeline.store import batches as store
+from pipeline.store.answers import persist_answers
+from pipeline.store.ledger import persist_calls
+from pipeline.store.structured import persist_structured
+
+log = logging.getLogger(__name__)
+
+STORE_GROUP = 500  # result lines per transaction
+BATCH_FAILED = "batch_failed"  # error class: the whole batch ended FAILED or EXPIRED
+
+
+class Collector:
+    """Records batch states and stores result files."""
+
+    def __init__(
+        self,
+        ctx: BatchContext,
+        budget: BatchBudget,
+        feed: ObjectSendStream[Lookup] | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.budget = budget
+        self.feed = feed
+        self.judge = LineJudge(ctx.spec, ctx.policy)
+        allow = AllowList(ctx.spec.resolver.allow_hosts)
+        self._verdict_of = lambda uri: initial_verdict(uri, allow)
+        self._warned_ungrounded = False
+
+    # -- a finished batch ---------------------------------------------------------------------
+
+    async def record_state(self, row: store.BatchRow, job: BatchJob) -> store.BatchRow:
+        """Store a poll's state; a batch that ended without results gives its questions back."""
+        engine = self.ctx.engine
+        if not job.finished:
+            if job.state != row.state:
+                async with engine.begin() as connection:
+                    await store.set_state(connection, row.id, job.state)
+            return row
+        if job.state == JOB_STATE_SUCCEEDED and job.responses_file:
+            async with engine.begin() as connection:
+                await store.set_state(
+                    connection,
+                    row.id,
+                    job.state,
+                    phase=store.DOWNLOADING,
+                    responses_file=job.responses_file,
+                    finished_at=job.end_time or utcnow(),
+                )
+                return await store.get(connection, row.id)
+        log.warning(
+            "batch %s ended %s: its questions go back to the queue",
+            row.name,
+            job.state,
+            extra={"action": "batch_ended", "batch": row.name, "state": job.state},
+        )
+        async with engine.begin() as connection:
+            await self.budget.release(connection, row.id)  # nothing was billed
+            await store.set_state(
+                connection,
+                row.id,
+                job.state,
+                finished_at=job.end_time or utcnow(),
+                last_error=job.error,
+            )
+            spend = job.state != JOB_STATE_CANCELLED
+            returned = await self._give_back(connection, row, job.state, spend_attempt=spend)
+            await store.finish(connection, row.id, returned=returned)
+            return await store.get(connection, row.id)
+
+    async def _give_back(
+        self, connection: AsyncConnection, row: store.BatchRow, why: str, *, spend_attempt: bool
+    ) -> int:
+        """Questions still leased to the batch -> the queue: under the retry policy when the
+        batch spent their attempt, untouched otherwise (a cancel)."""
+        leased = await store.leased_tries(connection, row.id)
+        if not leased:
+            return 0
+        owner = store.lease_owner(row.id)
+        if not spend_attempt:
+            await queue.release(connection, owner, leased)
+            return len(leased)
+        error = TransientError(f"batch {row.name} ended {why}", error_class=BATCH_FAILED)
+        policy = self.ctx.policy
+        if row.step == store.STRUCTURE:
+            outcomes = [
+                self.judge.structure_failure(qid, attempts, tries + 1, error, [])
+                for qid, (attempts, tries) in leased.items()
+            ]
+        else:
+            outcomes = [
+                judge_failure(qid, attempts + 1, error, policy, calls=[])
+                for qid, (attempts, _) in leased.items()
+            ]
+        changes = [o.change for o in outcomes if o.change is not None]
+        await queue.apply_state_changes(connection, changes)
+        if len(changes) < len(outcomes):  # the rest are handed back untouched
+            await queue.release(connection, owner, leased)
+        for change in changes:
+            self.ctx.summary.count(change.state)
+        return len(leased)
+
+    # -- the result file ----------------------------------------------------------------------
+
+    async def download(self, client: api.BatchClient, row: store.BatchRow) -> None:
+        """Stream the result file; store it a group at a time from ``lines_done`` on."""
+        assert row.responses_file is not None
+        lines: AsyncIterator[bytes] = client.download_lines(row.responses_file)
+        skip = row.lines_done
+        async with self.ctx.engine.connect() as connection:
+            held = await self.budget.held(connection, row.id) or 0
+        # Each line releases its share of the hold; the rest goes when the batch is done.
+        share = held // max(row.requests - row.lines_done, 1)
+        send, receive = anyio.create_memory_object_stream[bytes](STORE_GROUP * 2)
+        async with anyio.create_task_group() as group:
+
+            async def read() -> None:
+                async with send:
+                    index = 0
+                    async for line in lines:
+                        if index >= skip:
+                            await send.send(line)
+                        index += 1
+
+            group.start_soon(read)
+            async for chunk in groups(receive, STORE_GROUP):
+                with anyio.CancelScope(shield=True):
+                    await self._store(row, chunk, share)
+        async with self.ctx.engine.begin() as connection:
+            await self.budget.release(connection, row.id)
+            # Questions the file did not mention come back too (a row Google dropped).
+            returned = await self._give_back(
+                connection, row, "without their rows", spend_attempt=True
+            )
+            await store.set_state(connection, row.id, JOB_STATE_SUCCEEDED)
+            await store.finish(connection, row.id, returned=returned)
+            done = await store.get(connection, row.id)
+        log.info(
+            "batch %s stored",
+            row.name,
+            extra={"action": "batch_stored", "batch": row.name, "returned": returned},
+        )
+        self._check_grounding(done)
+
+    async def _store(self, row: store.BatchRow, chunk: list[bytes], share: int) -> None:
+        """One transaction: the budget settled, the group's answers (sources, supports) or
+        structured objects, ledger rows, state changes, and the batch's ``lines_done``."""
+        now = utcnow()
+        results = [parse_result_line(line) for line in chunk]
+        ids = [int(r.key) for r in results if r.key.isdigit()]
+        started = row.submitted_at or now
+        ctx = LineContext(
+            started=started,
+            latency_ms=((row.finished_at or now) - started).total_seconds() * 1000.0,
+            model=row.model,
+            price=self.ctx.price_for(row.model),
+        )
+        async with self.ctx.engine.begin() as connection:
+            outcomes = await self._judge_all(connection, row, results, ids, ctx)
+            calls = [c for o in outcomes for c in o.calls]
+            spent = sum(c.cost_micro_usd for c in calls)
+            await self.budget.settle(connection, row.id, released=share * len(chunk), spent=spent)
+            answers = [o.answer for o in outcomes if o.answer is not None]
+            stored = await persist_answers(connection, answers, now, self._verdict_of)
+            await persist_structured(
+                connection, [o.structured for o in outcomes if o.structured is not None], now
+            )
+            await persist_calls(connection, calls)
+            await queue.apply_state_changes(
+                connection, [o.change for o in outcomes if o.change is not None]
+            )
+            grounded = sum(1 for a in answers if a.answer.grounded)
+            await store.advance(
+                connection,
+                row.id,
+                lines=len(chunk),
+                answered=len(stored.answer_ids) + sum(o.structured is not None for o in outcomes),
+                failed=sum(o.decision is not None for o in outcomes),
+                grounded=grounded,
+                ungrounded=len(answers) - grounded,
+            )
+        self._tally(outcomes, len(chunk))
+        if self.feed is not None:
+            for answer_id, chunk_index, uri in stored.pending_sources:
+                # A full feed drops it: still pending in the database for a later sweep.
+                with contextlib.suppress(anyio.WouldBlock):
+                    self.feed.send_nowait(Lookup(answer_id, chunk_index, uri, now))
+
+    async def _judge_all(
+        self,
+        connection: AsyncConnection,
+        row: store.BatchRow,
+        results: list[ResultLine],
+        ids: list[int],
+        ctx: LineContext,
+    ) -> list[Outcome]:
+        """Each line's outcome; a key not (or no longer) leased to the batch is skipped."""
+        outcomes: list[Outcome] = []
+        if row.step == store.STRUCTURE:
+            held = await batch_structure.leased_for_structure(connection, row.id, ids)
+            for result in results:
+                question = held.get(int(result.key)) if result.key.isdigit() else None
+                if question is None:
+                    _skipped(result)
+                else:
+                    outcomes.append(self.judge.structure(question, result, ctx))
+            return outcomes
+        leased = await store.leased_attempts(connection, row.id, ids)
+        for result in results:
+            attempts = leased.get(int(result.key)) if result.key.isdigit() else None
+            if attempts is None:
+                _skipped(result)
+            else:
+                outcomes.append(self.judge.ground(int(result.key), attempts, result, ctx))
+        return outcomes
+
+    def _tally(self, outcomes: list[Outcome], lines: int) -> None:
+        summary = self.ctx.summary
+        summary.stored_lines += lines
+        for outcome in outcomes:
+            summary.cost_micro_usd += sum(c.cost_micro_usd for c in outcome.calls)
+            if outcome.change is not None:
+                summary.count(outcome.change.state)
+
+    def _check_grounding(self, row: store.BatchRow) -> None:
+        """Warn (once a run) when a ground batch's answers all came back ungrounded although
+        the job declares a grounding tool: Google Search may not have run in batch."""
+        declared = ", ".join(self.ctx.spec.grounding.tools)
+        if row.step != store.GROUND or not declared or self._warned_ungrounded:
+            return
+        if row.grounded == 0 and row.ungrounded > 0:
+            self._warned_ungrounded = True
+            log.warning(
+                "batch %s: all %d answers came back without grounding although the job declares"
+                " %s; Google Search may not run in batch mode (reported as supported, not"
+                " confirmed): check `ground status`, or run this job online",
+                row.name,
+                row.ungrounded,
+                declared,
+                extra={"action": "batch_ungrounded", "batch": row.name},
+            )
+
+
+def _skipped(result: ResultLine) -> None:
+    log.warning(
+        "result line for question %s, which this batch does not hold: skipped",
+        result.key,
+        extra={"action": "batch_line_skipped"},
+    )

@@ -1,0 +1,233 @@
+"""Batch mode: a job's due questions through the Gemini Batch API, paid for once.
+
+::
+
+    rounds: submit (pipeline.batch.submit) -> poll with backoff -> collect (pipeline.batch.collect)
+        claim (lease to the batch) -> JSONL file -> budget hold -> resumable upload
+            -> create (name stored at once)
+        -> poll with backoff -> stream the result file -> per group of lines, one transaction:
+           budget, answers, sources, supports, ledger (batch prices), state changes, lines_done
+        -> each stored redirect handed to the resolver at once
+
+Call 1 goes as ``ground`` batches; with the structure step on and ``[batch] structure = true``
+(the default), call 2 goes as ``structure`` batches built from the stored answers, the round
+after their ground batch is stored (its repair retry in the structure batch after that:
+:mod:`pipeline.batch.verdicts`). With ``[batch] structure = false`` call 2 runs online after.
+A batch holds its worst case in the job's budget before it is created; one that does not fit
+is cut to what does, or not created, and the run stops (:mod:`pipeline.batch.budget`).
+
+Every step is resumable from the database (:mod:`pipeline.store.batches`): a run that died
+after the upload uploads again (uploads are free), one that died after ``create`` finds its
+batch by its unique display name before creating anything, one that died while polling polls
+the same batch, one that died mid-download skips the ``lines_done`` already stored. So a set
+of questions is never submitted twice.
+
+Failed rows, and every question of a batch that ended ``FAILED`` or ``EXPIRED``, go back to
+the queue under the retry policy (:mod:`pipeline.limits.policy`), exactly as the same failure
+online; they go into the next batch, or online when ``[batch] retries = "online"``. A
+``CANCELLED`` batch (``ground batch cancel``) gives its questions back without spending an
+attempt.
+
+The backend seam: everything Google-specific is :class:`~pipeline.gemini.batch.BatchClient`
+(upload, create, get, list, cancel, download). Vertex batch prediction would be another
+client with the same five verbs over Cloud Storage (``gs://`` input and output); the runner
+and the store would not change.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+
+import anyio
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pipeline.batch.budget import BatchBudget, BudgetUnenforceable
+from pipeline.batch.collect import BATCH_FAILED, STORE_GROUP, Collector
+from pipeline.batch.context import BatchContext, BatchRunSummary
+from pipeline.batch.submit import Submitter
+from pipeline.clock import utcnow
+from pipeline.errors import RunFatalError
+from pipeline.gemini import batch as api
+from pipeline.gemini.api_errors import TransientError
+from pipeline.gemini.endpoint import endpoint_for
+from pipeline.job.spec import JobSpec
+from pipeline.limits import Backoff
+from pipeline.links.resolver import Lookup, Resolver
+from pipeline.store import batches as store
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "BATCH_FAILED",
+    "STORE_GROUP",
+    "BatchRunSummary",
+    "BatchRunner",
+    "cancel_batches",
+]
+
+MAX_POLL_FAILURES = 20  # consecutive failed polls (5xx, unreachable) before the run stops
+RESOLVER_FEED_BUFFER = 10_000  # lookups queued for the resolver; beyond, a later sweep has them
+
+
+class BatchRunner:
+    """Drives a job's batches to completion (or until submitted, with ``wait`` false)."""
+
+    def __init__(
+        self,
+        spec: JobSpec,
+        engine: AsyncEngine,
+        job_id: int,
+        *,
+        resolver: Resolver | None = None,
+        backoff: Backoff | None = None,
+        workdir: Path | None = None,
+    ) -> None:
+        self.ctx = BatchContext(spec, engine, job_id, backoff)
+        self.budget = BatchBudget(self.ctx)
+        self.submitter = Submitter(self.ctx, self.budget, workdir)
+        self.collector = Collector(self.ctx, self.budget)
+        self._resolver = resolver
+
+    @property
+    def summary(self) -> BatchRunSummary:
+        return self.ctx.summary
+
+    def stop(self, reason: str) -> None:
+        self.ctx.stop(reason)
+
+    async def run(self, *, wait: bool) -> BatchRunSummary:
+        model = self.ctx.spec.model
+        endpoint = endpoint_for(model.backend, model.name, base_url=model.base_url or None)
+        feed_send, feed_recv = anyio.create_memory_object_stream[Lookup](RESOLVER_FEED_BUFFER)
+        client = api.BatchClient(endpoint.auth, base_url=model.base_url or None)
+        async with client, anyio.create_task_group() as group:
+            if self._resolver is not None:
+                self.collector.feed = feed_send
+                group.start_soon(self._resolver.serve, feed_recv)
+            else:
+                feed_recv.close()
+            async with feed_send:  # closing the feed lets the resolver finish and flush
+                try:
+                    await self.budget.start()
+                    await self._rounds(client, wait)
+                except RunFatalError as exc:
+                    self.stop(exc.message)
+                except BudgetUnenforceable as exc:
+                    self.stop(str(exc))
+        return self.summary
+
+    async def _rounds(self, client: api.BatchClient, wait: bool) -> None:
+        """Submit what is due, drive every open batch; again while retries (and call 2,
+        in structure batches) come due. A batch the budget cut short ends the run after it."""
+        ctx = self.ctx
+        first = True
+        while ctx.summary.stopped is None:
+            async with ctx.engine.connect() as connection:
+                resumable = await store.job_batches(connection, ctx.job_id, unfinished=True)
+            ctx.summary.resumed.extend(b.display_name for b in resumable if b.name)
+            # With retries online, call 1 is claimed once: what comes back goes online.
+            ground = first or ctx.spec.batch.retries == "batch"
+            opened = [*resumable, *await self.submitter.claim_all(ground=ground)]
+            first = False
+            if not opened:
+                if self.budget.short is None and await self._wait_for_due(wait):
+                    continue
+                break
+            submitted = []
+            for row in opened:
+                if await self.submitter.submit(client, row):
+                    submitted.append(row.id)
+                if ctx.summary.stopped is not None:
+                    return
+            if not wait:
+                ctx.summary.waiting = bool(submitted)
+                break
+            await self._finish_all(client, submitted)
+            if self.budget.short is not None:
+                break
+            if ctx.spec.batch.retries == "online" and not self._structure_due(opened):
+                return
+        if self.budget.short is not None:
+            self.stop(self.budget.short)
+
+    def _structure_due(self, opened: list[store.BatchRow]) -> bool:
+        """Ground batches were just stored and call 2 goes in batch: another round for it."""
+        return self.ctx.structure_in_batch and any(r.step == store.GROUND for r in opened)
+
+    async def _wait_for_due(self, wait: bool) -> bool:
+        """Nothing to submit now: wait for the next retry to come due (True) or give up."""
+        # Only questions batch mode takes come back to it; call 2 with structure batches off
+        # belongs to the online run that follows.
+        ctx = self.ctx
+        async with ctx.engine.connect() as connection:
+            wake_at = await store.next_call_1_wakeup(
+                connection, ctx.job_id, with_call_2=ctx.structure_in_batch
+            )
+        if wake_at is None or not wait:
+            return False
+        if wake_at - utcnow() > ctx.policy.long_pause:
+            self.stop(f"nothing is due before {wake_at:%Y-%m-%d %H:%M} UTC; run again then")
+            return False
+        await anyio.sleep(max((wake_at - utcnow()).total_seconds(), 0.05))
+        return True
+
+    async def _finish_all(self, client: api.BatchClient, ids: list[int]) -> None:
+        """Poll the batches with backoff; store each one's results as soon as it ends."""
+        pending = set(ids)
+        spec = self.ctx.spec.batch
+        delay = spec.poll_initial_s
+        failures = 0
+        while pending and self.summary.stopped is None:
+            for batch_id in sorted(pending):
+                async with self.ctx.engine.connect() as connection:
+                    row = await store.get(connection, batch_id)
+                if row.phase == store.SUBMITTED:
+                    assert row.name is not None
+                    try:
+                        job = await client.get(row.name)
+                    except TransientError as exc:
+                        failures += 1
+                        self._poll_failed(row, exc, failures)
+                        if self.summary.stopped is not None:
+                            return
+                        continue
+                    failures = 0
+                    row = await self.collector.record_state(row, job)
+                    if row.phase == store.SUBMITTED:
+                        continue
+                if row.phase == store.DOWNLOADING:
+                    await self.collector.download(client, row)
+                pending.discard(batch_id)
+                delay = spec.poll_initial_s
+            if pending:
+                await anyio.sleep(delay * random.uniform(0.8, 1.0))  # jitter
+                delay = min(delay * 2, spec.poll_max_s)
+
+    def _poll_failed(self, row: store.BatchRow, exc: TransientError, failures: int) -> None:
+        log.warning(
+            "polling %s failed: %s",
+            row.name,
+            exc.message,
+            extra={"action": "batch_poll_failed", "batch": row.name},
+        )
+        if failures >= MAX_POLL_FAILURES:
+            self.stop(f"{failures} polls failed in a row; run again to resume")
+
+
+async def cancel_batches(spec: JobSpec, engine: AsyncEngine, job_id: int) -> list[str]:
+    """Ask Google to cancel every running batch of the job; the names asked. The next run
+    polls them, sees ``CANCELLED`` and gives their questions back without spending attempts."""
+    model = spec.model
+    endpoint = endpoint_for(model.backend, model.name, base_url=model.base_url or None)
+    async with engine.connect() as connection:
+        rows = await store.job_batches(connection, job_id, unfinished=True)
+    asked: list[str] = []
+    async with api.BatchClient(endpoint.auth, base_url=model.base_url or None) as client:
+        for row in rows:
+            if row.name is None:
+                continue
+            await client.cancel(row.name)
+            asked.append(row.name)
+    return asked

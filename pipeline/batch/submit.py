@@ -1,0 +1,187 @@
+"""Batch submission: claim due questions into batches, write and upload their JSONL file,
+hold the budget, create the batch and store its name at once.
+
+::
+
+    claim (lease to the batch) -> JSONL file (cut to the byte limit and to the budget)
+        -> budget hold -> resumable upload -> find-or-create -> name stored
+
+Two kinds of batch (``batches.step``): ``ground`` (call 1 of questions without an answer) and,
+with ``[batch] structure = true`` and the structure step on, ``structure`` (call 2 built from
+each question's stored grounded answer by :func:`pipeline.structure.build_structure_body`;
+the repair of an invalid output carries its validation errors, :mod:`pipeline.batch.verdicts`).
+
+Every step resumes from the database: a batch still ``preparing`` is written and uploaded
+again (uploads are free; a budget hold already taken is not taken twice), one ``uploaded``
+is looked up by its unique display name before anything is created.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from pipeline.batch.budget import BatchBudget
+from pipeline.batch.context import BatchContext
+from pipeline.gemini import batch as api
+from pipeline.gemini.batch_wire import PartWriter
+from pipeline.job.calls import request_builder
+from pipeline.online.answering import question_urls, stored_answer
+from pipeline.store import batch_structure
+from pipeline.store import batches as store
+from pipeline.store.queue import ClaimedQuestion
+from pipeline.structure import build_structure_body
+
+log = logging.getLogger(__name__)
+
+
+class Submitter:
+    """Brings a job's batches to ``submitted``."""
+
+    def __init__(self, ctx: BatchContext, budget: BatchBudget, workdir: Path | None) -> None:
+        self.ctx = ctx
+        self.budget = budget
+        self._workdir = workdir
+        self._builder = request_builder(ctx.spec)
+
+    # -- claim --------------------------------------------------------------------------------
+
+    async def claim_all(self, *, ground: bool = True) -> list[store.BatchRow]:
+        """Lease every due question, ``[batch] max_requests`` per batch: call 1 (without an
+        answer; unless ``ground`` is false), then call 2 (grounded answer stored) when it goes
+        in batch too. Nothing new once the budget has cut a batch short."""
+        claimed: list[store.BatchRow] = []
+        steps = [(store.GROUND, self.ctx.spec.model.name)] if ground else []
+        if self.ctx.structure_in_batch:
+            steps.append((store.STRUCTURE, self.ctx.structure_model))
+        for step, model in steps:
+            while self.budget.short is None:
+                row = await self._claim(step, model)
+                if row is None:
+                    break
+                claimed.append(row)
+        return claimed
+
+    async def _claim(self, step: str, model: str) -> store.BatchRow | None:
+        spec = self.ctx.spec
+        async with self.ctx.engine.begin() as connection:
+            return await store.claim_batch(
+                connection,
+                self.ctx.job_id,
+                model=model,
+                limit=spec.batch.max_requests,
+                lease=dt.timedelta(seconds=spec.batch.lease_s),
+                step=step,
+            )
+
+    # -- submit -------------------------------------------------------------------------------
+
+    async def submit(self, client: api.BatchClient, row: store.BatchRow) -> bool:
+        """Bring a batch to ``submitted`` (its name stored), from whatever phase it is in.
+        False when it was not created (nothing of it fits the budget: its row is gone)."""
+        if row.phase == store.PREPARING:
+            uploaded = await self._upload(client, row)
+            if uploaded is None:
+                return False
+            row = uploaded
+        if row.phase == store.UPLOADED:
+            assert row.file_name is not None
+            # A create whose answer was lost (the run died) left the batch at Google: find it.
+            job = await client.find(row.display_name)
+            if job is None:
+                job = await client.create(row.model, row.file_name, display_name=row.display_name)
+                self.ctx.summary.created.append(job.name)
+            async with self.ctx.engine.begin() as connection:
+                await store.set_submitted(connection, row.id, job.name, job.state, job.create_time)
+            log.info(
+                "%s batch %s created for %d questions",
+                row.step,
+                job.name,
+                row.requests,
+                extra={"action": "batch_created", "batch": job.name, "count": row.requests},
+            )
+        return True
+
+    async def _upload(self, client: api.BatchClient, row: store.BatchRow) -> store.BatchRow | None:
+        """Write the batch's file (cut to one part and to the budget), hold the budget for
+        what is kept, upload it. None when nothing is kept."""
+        budget = self.budget
+        async with self.ctx.engine.connect() as connection:
+            fresh = budget.enabled and await budget.held(connection, row.id) is None
+        left = await budget.left() if fresh else 0
+        price = self.ctx.price_for(row.model)
+        with tempfile.TemporaryDirectory(dir=self._workdir, prefix="ground-batch-") as tmp:
+            writer = PartWriter(
+                Path(tmp),
+                stem=row.display_name,
+                max_bytes=self.ctx.spec.batch.max_bytes,
+                max_requests=self.ctx.spec.batch.max_requests,
+            )
+            seen: list[int] = []
+            costs: dict[int, int] = {}  # worst cases, with a budget to hold
+            total, over_budget = 0, False
+            try:
+                async for key, body in self._request_lines(row):
+                    seen.append(int(key))
+                    if fresh and not over_budget:
+                        cost = budget.worst_micro(body, row.step, price)
+                        over_budget = total + cost > left  # this one and every later one out
+                        total += cost
+                        costs[int(key)] = cost
+                    if not over_budget:
+                        writer.add(key, body)
+            finally:
+                parts = writer.close()
+            kept = [int(key) for key in parts[0].keys] if parts else []
+            worst = sum(costs[k] for k in kept) if fresh else 0
+            if not await self._keep(row, seen, kept, worst, fresh=fresh):
+                budget.cut(row, 0, len(seen), left)
+                return None
+            if over_budget:
+                budget.cut(row, len(kept), len(seen) - len(kept), left)
+            file_name = await client.upload(parts[0].path, display_name=row.display_name)
+        async with self.ctx.engine.begin() as connection:
+            await store.set_uploaded(connection, row.id, file_name)
+            return await store.get(connection, row.id)
+
+    async def _keep(
+        self, row: store.BatchRow, seen: list[int], kept: list[int], worst: int, *, fresh: bool
+    ) -> bool:
+        """One transaction: what was left out of the file goes back to the queue and the
+        budget is held for the rest (unless held already, ``fresh`` False); the batch is
+        abandoned (False) when nothing fits."""
+        dropped = sorted(set(seen) - set(kept))
+        async with self.ctx.engine.begin() as connection:
+            if kept and (not fresh or await self.budget.hold(connection, row, worst)):
+                await store.drop_items(connection, row.id, dropped)
+                return True
+            await store.abandon(connection, row.id)
+            return False
+
+    async def _request_lines(self, row: store.BatchRow) -> AsyncIterator[tuple[str, bytes]]:
+        if row.step == store.STRUCTURE:
+            async for line in self._structure_lines(row.id):
+                yield line
+            return
+        grounding = self.ctx.spec.grounding
+        async for q in store.batch_questions(self.ctx.engine, row.id):
+            claimed = ClaimedQuestion(q.id, q.qid, q.text, q.attempts, meta=q.meta)
+            urls = question_urls(claimed, grounding)
+            yield str(q.id), self._builder.body(q.text, urls=urls)
+
+    async def _structure_lines(self, batch_id: int) -> AsyncIterator[tuple[str, bytes]]:
+        spec = self.ctx.spec
+        assert spec.schema is not None
+        async for q in batch_structure.structure_questions(self.ctx.engine, batch_id):
+            body = build_structure_body(
+                question=q.text,
+                answer=stored_answer(q.answer_raw),
+                schema=spec.schema,
+                instructions=spec.structure.instructions,
+                temperature=spec.structure.temperature,
+                previous_errors=q.repair_errors,
+            )
+            yield str(q.id), body

@@ -1,0 +1,213 @@
+"""Verdicts on batch result lines: one line in, the question's :class:`Outcome` out, with its
+ledger row at batch prices. Pure: no database, no network (the collector stores outcomes).
+
+Call 1 (a ``ground`` batch) is judged by :func:`pipeline.run.verdicts.judge_grounded` and
+:func:`~pipeline.run.verdicts.judge_failure`, exactly as online where no further call is needed.
+
+Call 2 (a ``structure`` batch) is judged as online call 2 (:meth:`Answerer.structure`): the
+output is parsed, validated and traced (:func:`pipeline.run.verdicts.structured_record`); valid
+-> ``done``. An invalid first output gets its one repair retry **in the next structure
+batch** (not online): the question goes back to ``awaiting_structure`` with the validation
+errors in ``last_error`` (``error_class = schema_invalid``), and the next batch's request
+carries them (:func:`pipeline.structure.build_structure_body` ``previous_errors``). So the
+repair is paid at batch prices too and the whole job stays in batch mode; the stored object
+records ``calls = 2`` as online. An invalid repair -> ``invalid``. A failed row -> the retry
+policy on ``structure_attempts``, as a failed call 2 online.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass
+
+from pipeline.clock import utcnow
+from pipeline.costs.charges import call_cost
+from pipeline.costs.prices import Price
+from pipeline.errors import CallError, ErrorClass
+from pipeline.gemini.api_errors import TransientError
+from pipeline.gemini.batch_wire import ResultLine
+from pipeline.gemini.wire import (
+    GenerateContentResponse,
+    MalformedResponse,
+    decode_response,
+    visible_text,
+)
+from pipeline.job.spec import JobSpec
+from pipeline.job.states import QuestionState
+from pipeline.limits import RetryPolicy
+from pipeline.limits.policy import GROUND, STRUCTURE
+from pipeline.online.answering import stored_answer
+from pipeline.run.verdicts import Outcome, judge_failure, judge_grounded, structured_record
+from pipeline.store.batch_structure import StructureQuestion
+from pipeline.store.batches import ERRORS_SEPARATOR
+from pipeline.store.ledger import CallRecord
+from pipeline.store.queue import StateChange
+from pipeline.structure import REPAIR_RETRIES, schema_hash
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LineContext:
+    """What every line of one batch shares: when it ran (the ledger's ``started_at`` and
+    latency are the batch's, from submission to its end) and its model and price."""
+
+    started: dt.datetime
+    latency_ms: float
+    model: str
+    price: Price | None
+
+
+class LineJudge:
+    """Judges the result lines of a job's batches."""
+
+    def __init__(self, spec: JobSpec, policy: RetryPolicy) -> None:
+        self.spec = spec
+        self.policy = policy
+        self._schema_hash = schema_hash(spec.schema) if spec.schema is not None else None
+
+    # -- call 1 -------------------------------------------------------------------------------
+
+    def ground(
+        self, question_id: int, attempts: int, result: ResultLine, ctx: LineContext
+    ) -> Outcome:
+        """A ``ground`` batch's line (``attempts``: the question's before this request)."""
+        attempts += 1  # the batch's request is an attempt, as a call is online
+        response = _decoded(result)
+        if isinstance(response, CallError):
+            record = failed_record(question_id, GROUND, response, ctx)
+            return judge_failure(question_id, attempts, response, self.policy, calls=[record])
+        assert result.response is not None
+        record = self.record(question_id, GROUND, response, ctx)
+        try:
+            return judge_grounded(
+                question_id,
+                attempts,
+                response,
+                result.response,
+                latency_ms=ctx.latency_ms,
+                structuring=self.spec.schema is not None,
+                calls=[record],
+            )
+        except TransientError as exc:  # an empty answer
+            return judge_failure(question_id, attempts, exc, self.policy, calls=[record])
+
+    # -- call 2 -------------------------------------------------------------------------------
+
+    def structure(
+        self, question: StructureQuestion, result: ResultLine, ctx: LineContext
+    ) -> Outcome:
+        """A ``structure`` batch's line, for a question whose grounded answer is stored."""
+        tries = question.structure_attempts + 1
+        response = _decoded(result)
+        if isinstance(response, CallError):
+            record = failed_record(question.id, STRUCTURE, response, ctx)
+            return self.structure_failure(question.id, question.attempts, tries, response, [record])
+        record = self.record(question.id, STRUCTURE, response, ctx)
+        return self._structured(question, tries, response, record)
+
+    def structure_failure(
+        self,
+        question_id: int,
+        attempts: int,
+        tries: int,
+        error: CallError,
+        calls: list[CallRecord],
+    ) -> Outcome:
+        """A failed call 2 under the retry policy: ``tries`` (counting this one) decides,
+        ``attempts`` (call 1's) is kept, as online."""
+        decision = self.policy.decide(error, tries, STRUCTURE)
+        if decision.state is None:  # handed back untouched
+            return Outcome(None, calls=calls, decision=decision)
+        change = StateChange(
+            question_id,
+            decision.state,
+            attempts,
+            error_class=error.error_class,
+            last_error=error.message,
+            next_attempt_at=decision.next_attempt_at(utcnow()) if decision.retry else None,
+            structure_attempts=decision.attempts_after(tries),
+        )
+        return Outcome(change, calls=calls, decision=decision)
+
+    def _structured(
+        self,
+        question: StructureQuestion,
+        tries: int,
+        response: GenerateContentResponse,
+        record: CallRecord,
+    ) -> Outcome:
+        n_calls = 2 if question.repair_errors else 1
+        text = visible_text(response.candidates[0]) if response.candidates else ""
+        structured = structured_record(
+            self.spec,
+            self._schema_hash,
+            question.id,
+            text,
+            stored_answer(question.answer_raw),
+            response,
+            n_calls=n_calls,
+            version=question.structured_version + 1,
+            answer_version=question.answer_version,
+        )
+        last_error = ERRORS_SEPARATOR.join(structured.errors)[:500]
+        if structured.valid or n_calls > REPAIR_RETRIES:
+            change = StateChange(
+                question.id,
+                QuestionState.DONE if structured.valid else QuestionState.INVALID,
+                question.attempts,
+                error_class=None if structured.valid else ErrorClass.SCHEMA_INVALID,
+                last_error=None if structured.valid else last_error,
+                structure_attempts=tries,
+            )
+            return Outcome(change, structured=structured, calls=[record])
+        # The repair goes into the next structure batch, with these errors.
+        change = StateChange(
+            question.id,
+            QuestionState.AWAITING_STRUCTURE,
+            question.attempts,
+            error_class=ErrorClass.SCHEMA_INVALID,
+            last_error=last_error,
+            structure_attempts=tries,
+        )
+        return Outcome(change, calls=[record])
+
+    # -- the ledger ---------------------------------------------------------------------------
+
+    def record(
+        self, question_id: int, step: str, response: GenerateContentResponse, ctx: LineContext
+    ) -> CallRecord:
+        """The ledger row of an answered line, at the batch's price."""
+        usage = response.usage_metadata
+        grounding = response.candidates[0].grounding_metadata if response.candidates else None
+        tool = self.spec.grounding.tool if step == GROUND else None
+        cost = call_cost(ctx.price, usage, grounding, tool=tool) if ctx.price else None
+        return CallRecord.answered(
+            question_id, step, ctx.model, ctx.started, ctx.latency_ms, usage, cost
+        )
+
+
+def _decoded(result: ResultLine) -> GenerateContentResponse | CallError:
+    """A line's response, or the error that stands for it: the line's own, or a malformed
+    response (retryable, as a malformed body online)."""
+    if result.response is None:
+        assert result.error is not None
+        return result.error
+    try:
+        return decode_response(result.response)
+    except MalformedResponse as exc:
+        return TransientError(str(exc), error_class=ErrorClass.MALFORMED_RESPONSE)
+
+
+def failed_record(question_id: int, step: str, error: CallError, ctx: LineContext) -> CallRecord:
+    """The ledger row of a failed line (not billed)."""
+    return CallRecord(
+        question_id,
+        step,
+        ctx.model,
+        ctx.started,
+        ctx.latency_ms,
+        getattr(error, "http_status", None),
+        error.error_class,
+    )

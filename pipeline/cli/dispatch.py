@@ -1,0 +1,218 @@
+"""``ground``: argument parsing only; each command calls one function elsewhere. The parser is
+built in :mod:`pipeline.cli.parser`; this module dispatches what it parses.
+
+Exit statuses: :mod:`pipeline.exit_codes` (the contract, also in the README and ``--help``).
+Whatever goes wrong outside a command's own handling (a closed pipe, Ctrl-C before a run has
+started) ends in one ``ground: ...`` line and its status, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+import anyio
+
+from pipeline.cli.parser import Parser, build_parser
+from pipeline.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
+from pipeline.job.spec import JobSpec, JobSpecError, load_jobspec
+from pipeline.watch.logs import KeyValueFormatter, configure_logging
+from pipeline.watch.progress import WatchOptions
+
+__all__ = ["EXIT_USAGE", "KeyValueFormatter", "build_parser", "main"]
+
+
+def _watch_options(args: argparse.Namespace, log_format: str) -> WatchOptions:
+    return WatchOptions(
+        tty=sys.stdout.isatty(),
+        log_format=log_format,
+        progress_interval_s=args.progress_interval,
+        summary_json=args.summary_json,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
+        metrics_textfile=args.metrics_textfile,
+    )
+
+
+def _emulator_command(argv: list[str]) -> int:
+    from pipeline.emulator import cli as emulator_cli
+
+    parser = Parser(
+        prog="ground emulator", description="Serve the local Gemini-compatible emulator."
+    )
+    emulator_cli.add_arguments(parser)
+    return emulator_cli.run(parser.parse_args(argv))
+
+
+def _export(args: argparse.Namespace) -> int:
+    from pipeline import commands
+
+    if args.to is not None and not args.table:
+        print("ground export: --to needs --table NAME", file=sys.stderr)
+        return EXIT_USAGE
+    if args.to is None and args.table:
+        print("ground export: --table goes with --to DATABASE_URL", file=sys.stderr)
+        return EXIT_USAGE
+    fmt = args.fmt or ("csv" if args.long else _format_of(args.out))
+    if args.long and fmt != "csv":
+        print("ground export: --long is for --format csv", file=sys.stderr)
+        return EXIT_USAGE
+    if args.all_versions and (args.to is not None or args.long or fmt == "parquet"):
+        print("ground export: --all-versions is for JSONL or CSV files", file=sys.stderr)
+        return EXIT_USAGE
+    options = commands.ExportOptions(
+        fmt=fmt,
+        out=args.out,
+        states=tuple(args.states or ()),
+        qclass=args.qclass,
+        since=args.since,
+        ids_file=args.ids,
+        long=args.long,
+        to=args.to,
+        table=args.table,
+        all_versions=args.all_versions,
+    )
+    return _job_command(args, lambda spec: commands.export_command(spec, options))
+
+
+def _format_of(out: str) -> str:
+    """The format an output path names by its suffix (JSONL otherwise)."""
+    lower = out.lower()
+    if lower.endswith(".csv"):
+        return "csv"
+    if lower.endswith((".parquet", ".pq")):
+        return "parquet"
+    return "jsonl"
+
+
+# A command's function with its arguments bound: what it does with the job.
+JobAction = Callable[[JobSpec], Coroutine[Any, Any, int]]
+
+
+def _job_command(args: argparse.Namespace, action: JobAction) -> int:
+    try:
+        spec = load_jobspec(args.job, args.overrides)
+    except JobSpecError as exc:
+        print(f"ground: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    from pipeline.commands import DatabaseUnavailable
+
+    try:
+        return anyio.run(action, spec)
+    except DatabaseUnavailable as exc:
+        print(f"ground: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; whatever escapes it ends in one ``ground: ...`` line, no traceback."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        # Ctrl-C before a run installed its own handler (a run stops cleanly and exits 1).
+        print("ground: interrupted", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`ground status | head`): say so once, and keep Python's
+        # flush at exit from failing again on the same pipe.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        print("ground: output closed before it was all written (broken pipe)", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "emulator":
+        return _emulator_command(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    log_format = configure_logging(verbose=args.verbose, fmt=args.log_format)
+    match args.command:
+        case "run" | "batch" | "worker" | "refresh" | "restructure":
+            return _run_command(args, log_format)
+        case "export":
+            return _export(args)
+        case "cite":
+            from pipeline.results.cite import cite_main, cite_stored
+
+            if args.job is not None or args.id is not None:
+                return cite_stored(args, args.fmt, args.min_confidence)
+            return cite_main(args.response, args.fmt, args.min_confidence)
+    return _job_command(args, _queue_or_results_action(args))
+
+
+def _run_command(args: argparse.Namespace, log_format: str) -> int:
+    """The commands that are runs, or act on one: run, batch, worker, refresh, restructure."""
+    from pipeline import commands
+
+    watching = args.command in ("run", "refresh", "restructure")  # batch, worker: no flags
+    watch = _watch_options(args, log_format) if watching else WatchOptions()
+    match args.command:
+        case "run":
+            return _job_command(
+                args, lambda spec: commands.run_command(spec, watch, no_wait=args.no_wait)
+            )
+        case "batch":
+            from pipeline.commands.batch import batch_cancel_command
+
+            return _job_command(args, batch_cancel_command)
+        case "worker":
+            from pipeline.commands.worker import worker_command
+
+            return _job_command(
+                args,
+                lambda spec: worker_command(
+                    spec, processes=args.processes, overrides=args.overrides, verbose=args.verbose
+                ),
+            )
+        case "refresh":
+            return _job_command(
+                args,
+                lambda spec: commands.refresh_command(
+                    spec,
+                    older_than=args.older_than,
+                    qclass=args.qclass,
+                    ids_file=args.ids,
+                    watch=watch,
+                ),
+            )
+    return _job_command(
+        args,
+        lambda spec: commands.restructure_command(
+            spec, schema_file=args.schema, states=args.states or (), watch=watch
+        ),
+    )
+
+
+def _queue_or_results_action(args: argparse.Namespace) -> JobAction:
+    """The command function, its arguments bound, of a job command that is not a run."""
+    from pipeline import commands
+
+    match args.command:
+        case "load":
+            return commands.load_command
+        case "migrate":
+            return commands.migrate_command
+        case "estimate":
+            return commands.estimate_command
+        case "resolve":
+            return lambda spec: commands.resolve_command(spec, again=args.again or ())
+        case "retry":
+            return lambda spec: commands.retry_command(
+                spec, states=args.states or ["failed"], error_class=args.error_class
+            )
+        case "status":
+            return lambda spec: commands.status_command(spec, as_json=args.json, by=args.by)
+        case "show":
+            return lambda spec: commands.show_command(
+                spec, args.id, args.fmt, all_versions=args.all_versions
+            )
+        case "report":
+            return lambda spec: commands.report_command(spec, args.out, limit=args.limit)
+    raise AssertionError(f"unknown command {args.command!r}")  # argparse allows no other

@@ -1,0 +1,303 @@
+"""``ground``'s argument parser, built per command group: the runs (``run``, ``worker``,
+``refresh``, ``restructure``, ``batch``), the queue's upkeep (``load``, ``migrate``,
+``resolve``, ``estimate``, ``retry``), the results (``export``, ``show``, ``report``), and
+``status``, ``cite`` and ``emulator``. :mod:`pipeline.cli.dispatch` dispatches what it parses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from typing import TYPE_CHECKING, NoReturn, TypeAlias
+
+from pipeline.exit_codes import EPILOG, EXIT_USAGE
+from pipeline.watch.logs import LOG_FORMATS
+
+if TYPE_CHECKING:
+    # The sub-parsers of ``ground`` (argparse's own type for them; subscriptable only in stubs).
+    Commands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (``ground run: error: ...``), status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _job_parser() -> argparse.ArgumentParser:
+    common = Parser(add_help=False)
+    common.add_argument("job", help="the job file (TOML)")
+    common.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override one job-file key (repeatable), e.g. --set limits.concurrency=4",
+    )
+    common.add_argument(  # also accepted before the command; given here, it wins
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=argparse.SUPPRESS,
+        help="log records as key=value text or JSON lines, on stderr"
+        " (default: text on a terminal, json otherwise)",
+    )
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="ground",
+        description="Ground large question sets with Gemini, keep every citation.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every question")
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        help="log records as key=value text or JSON lines, on stderr"
+        " (default: text on a terminal, json otherwise)",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    job = _job_parser()
+
+    _add_run_commands(commands, job)
+    _add_queue_commands(commands, job)
+    status = commands.add_parser("status", parents=[job], help="where the job stands")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.add_argument(
+        "--by",
+        choices=("class",),
+        help="break the job down: per question class, the grounded rate, the share of"
+        " grounded answers with no chunks, and the mean coverage",
+    )
+
+    _add_results_commands(commands, job)
+
+    from pipeline.results.cite import add_cite_arguments
+
+    add_cite_arguments(
+        commands.add_parser("cite", help="render a saved generateContent response's citations")
+    )
+
+    # The emulator's own parser reads its flags (`ground emulator --help`): importing it here
+    # would make every other command pay for the emulator's imports.
+    commands.add_parser("emulator", help="serve the local Gemini emulator", add_help=False)
+    return parser
+
+
+def _add_run_commands(commands: Commands, job: argparse.ArgumentParser) -> None:
+    """``run`` and the commands that are runs (``worker``, ``refresh``, ``restructure``),
+    and ``batch``."""
+    run = commands.add_parser(
+        "run",
+        parents=[job],
+        help="load the questions and ground them",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_watch_arguments(run)
+    run.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="batch mode: return once the batches are submitted ([batch] wait = false)",
+    )
+    batch = commands.add_parser("batch", help="batch mode: act on the job's batches")
+    batch_commands = batch.add_subparsers(dest="batch_command", required=True, metavar="ACTION")
+    batch_commands.add_parser(
+        "cancel", parents=[job], help="cancel the job's running batches at Google"
+    )
+    worker = commands.add_parser(
+        "worker", parents=[job], help="run the job in N processes under one supervisor"
+    )
+    worker.add_argument("--processes", type=int, default=1, metavar="N", help="(default 1)")
+    _add_refresh_command(commands, job)
+    _add_restructure_command(commands, job)
+
+
+def _add_refresh_command(commands: Commands, job: argparse.ArgumentParser) -> None:
+    refresh = commands.add_parser(
+        "refresh",
+        parents=[job],
+        help="ask done questions whose answer is older again (a run; earlier answers kept)",
+    )
+    refresh.add_argument(
+        "--older-than",
+        required=True,
+        type=_duration,
+        metavar="AGE",
+        help="answers stored longer ago than this: 7d, 12h, 90m, 30s, 2w",
+    )
+    refresh.add_argument("--class", dest="qclass", metavar="C", help="only this question class")
+    refresh.add_argument("--ids", metavar="FILE", help="only the question ids in FILE, one a line")
+    _add_watch_arguments(refresh)
+
+
+def _add_restructure_command(commands: Commands, job: argparse.ArgumentParser) -> None:
+    restructure = commands.add_parser(
+        "restructure",
+        parents=[job],
+        help="structure stored answers again, call 2 only (a run; earlier objects kept)",
+    )
+    restructure.add_argument(
+        "--schema", metavar="FILE", help="this JSON Schema instead of the job's [structure] one"
+    )
+    restructure.add_argument(
+        "--state",
+        dest="states",
+        action="append",
+        choices=("done", "invalid", "failed"),
+        help="questions in this state (repeatable; default: done and invalid)",
+    )
+    _add_watch_arguments(restructure)
+
+
+def _add_queue_commands(commands: Commands, job: argparse.ArgumentParser) -> None:
+    """The commands that look after the queue: load, migrate, resolve, estimate, retry."""
+    commands.add_parser("load", parents=[job], help="load the question file into the queue")
+    commands.add_parser("migrate", parents=[job], help="bring the database to the newest schema")
+    resolve = commands.add_parser(
+        "resolve", parents=[job], help="resolve the sources' redirect links still pending"
+    )
+    resolve.add_argument(
+        "--again",
+        action="append",
+        choices=("rejected", "failed"),
+        help="first judge these sources again under the job's current [resolver] settings"
+        " (after fixing allow_hosts, say); repeatable",
+    )
+    commands.add_parser(
+        "estimate", parents=[job], help="the expected cost of the questions not yet finished"
+    )
+    retry = commands.add_parser("retry", parents=[job], help="requeue dead letters")
+    retry.add_argument(
+        "--state",
+        dest="states",
+        action="append",
+        choices=("failed", "ungrounded", "blocked", "invalid"),
+        help="which dead letters (repeatable; default: failed)",
+    )
+    retry.add_argument("--class", dest="error_class", metavar="C", help="only this error class")
+
+
+def _add_watch_arguments(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--progress-interval",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="seconds between progress records when stdout is not a terminal (default 60);"
+        " also how often --metrics-textfile is rewritten",
+    )
+    run.add_argument(
+        "--summary-json", metavar="PATH", help="write the closing summary to PATH as JSON"
+    )
+    run.add_argument(
+        "--metrics-port",
+        type=_port,
+        metavar="N",
+        help="serve Prometheus metrics at http://127.0.0.1:N/metrics during the run",
+    )
+    run.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="the address --metrics-port listens on (default 127.0.0.1)",
+    )
+    run.add_argument(
+        "--metrics-textfile",
+        metavar="PATH",
+        help="write node_exporter's textfile format to PATH (atomically) after each"
+        " progress interval and at exit",
+    )
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0")
+    return value
+
+
+def _duration(text: str) -> dt.timedelta:
+    from pipeline.job.spec import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value}: a port is 1..65535")
+    return value
+
+
+def _instant(text: str) -> dt.datetime:
+    """An ISO 8601 date or date-time; a naive one is taken as UTC."""
+    try:
+        value = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO 8601 date or time") from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+
+
+def _add_results_commands(
+    commands: Commands,
+    job: argparse.ArgumentParser,
+) -> None:
+    """``export``, ``show`` and ``report``: reading a job's stored results."""
+    export = commands.add_parser(
+        "export", parents=[job], help="stream one record per question to a file or a table"
+    )
+    export.add_argument("--format", dest="fmt", choices=("jsonl", "csv", "parquet"))
+    export.add_argument("--out", default="-", metavar="PATH", help="output file ('-': stdout)")
+    export.add_argument(
+        "--state", dest="states", action="append", metavar="S", help="only this state (repeatable)"
+    )
+    export.add_argument("--class", dest="qclass", metavar="C", help="only this question class")
+    export.add_argument(
+        "--since", type=_instant, metavar="ISO", help="only questions updated since then"
+    )
+    export.add_argument("--ids", metavar="FILE", help="only the question ids in FILE, one a line")
+    export.add_argument(
+        "--long",
+        choices=("sources", "citations"),
+        help="CSV: one row per source or per citation, keyed by question id",
+    )
+    export.add_argument(
+        "--all-versions",
+        action="store_true",
+        help="one record per stored answer version (history kept by retry, refresh,"
+        " restructure), with its version fields; JSONL or CSV",
+    )
+    export.add_argument("--to", metavar="DATABASE_URL", help="upsert into a table there instead")
+    export.add_argument("--table", metavar="NAME", help="the table for --to")
+
+    show = commands.add_parser(
+        "show", parents=[job], help="one question with its answer, citations and sources"
+    )
+    show.add_argument("id", help="the question's id (from the input)")
+    show.add_argument(
+        "--format", dest="fmt", choices=("markdown", "html", "json"), default="markdown"
+    )
+    show.add_argument(
+        "--all-versions", action="store_true", help="every stored answer version, oldest first"
+    )
+
+    report = commands.add_parser(
+        "report", parents=[job], help="write a self-contained HTML report of the job"
+    )
+    report.add_argument("--out", required=True, metavar="PATH", help="the HTML file to write")
+    report.add_argument(
+        "--limit", type=int, default=2000, metavar="N", help="answers in the table (default 2000)"
+    )

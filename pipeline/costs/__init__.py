@@ -1,0 +1,1 @@
+"""Money: the dated price table (``prices.toml``) and what a call costs."""

@@ -1,0 +1,345 @@
+"""Accounting: what a call costs (or may cost) under a price row, and the budget that refuses.
+
+The price table itself (``prices.toml``, :class:`~pipeline.costs.prices.Price`) is
+:mod:`pipeline.costs.prices`.
+
+**Unit.** Every amount is US dollars as :class:`decimal.Decimal`, exact (prices are read as
+decimals, never through ``float``), so sums of millions of calls do not drift.
+``Cost.micro_usd()`` rounds a cost *up* to whole micro-dollars for storage in an integer
+column (``1 USD = 1_000_000``); rounding up keeps stored spend an upper bound.
+
+What a call costs (``call_cost``), per shared/reference/gemini-wire-format.md §3.1 and §5:
+
+* input: ``promptTokenCount + toolUsePromptTokenCount`` (search results land in
+  ``toolUsePromptTokenCount`` and are billed as input); ``cachedContentTokenCount`` (a part
+  of ``promptTokenCount``) at the cached rate when the row has one;
+* output: ``candidatesTokenCount + thoughtsTokenCount`` (thinking is billed as output);
+* the long-context rates apply when ``promptTokenCount + toolUsePromptTokenCount`` exceeds the
+  row's ``long_context_above`` (Google's tiers are "prompts > 200k tokens");
+* grounding: ``per_prompt`` rows bill one unit per response that carries
+  ``groundingMetadata`` (2.x); ``per_query`` rows bill each executed **non-empty** query
+  (``webSearchQueries``; Gemini 3.x: "" entries are not billed). For a data store
+  (``vertex_ai_search``) the units are the non-empty ``retrievalQueries``, at least one when
+  the response is grounded (whether each is billed separately is unconfirmed). ``none`` rows
+  (``url_context``, ``file_search``: no fee of their own; what they fetch is billed as input
+  through ``toolUsePromptTokenCount``) bill nothing and leave the cost complete.
+
+Free allowances (1,500 grounded prompts a day, 5,000 queries a month ...) are never deducted
+and batch discounts applied only in batch mode (a ``[[batch_rate]]`` row,
+:meth:`~pipeline.costs.prices.PriceTable.for_batch`): costs here are an upper bound of the bill.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+
+from pipeline.costs.prices import GroundingFee, Price
+from pipeline.gemini.wire import GroundingMetadata, UsageMetadata
+
+__all__ = [
+    "DEFAULT_MAX_TOOL_USE_TOKENS",
+    "ZERO_COST",
+    "Budget",
+    "Cost",
+    "call_cost",
+    "expected_cost",
+    "worst_case_cost",
+]
+
+# Worst-case assumption for search results billed as input when the job does not say:
+# the recorded fixtures show hundreds of tokens (vercel/ai: 308); a generous bound.
+DEFAULT_MAX_TOOL_USE_TOKENS = 10_000
+_MILLION = Decimal(1_000_000)
+_THOUSAND = Decimal(1_000)
+_ZERO = Decimal(0)
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """What a call cost (or may cost), in exact USD, with its breakdown."""
+
+    input_usd: Decimal = _ZERO
+    output_usd: Decimal = _ZERO
+    grounding_usd: Decimal = _ZERO
+    input_tokens: int = 0  # billed as input: prompt (incl. cached) + tool use
+    output_tokens: int = 0  # candidates + thoughts
+    grounding_units: int = 0  # grounded prompts (per_prompt) or billed queries (per_query)
+    # False when the response was grounded but the row has no fee for the tool: the
+    # grounding part is missing from the total.
+    complete: bool = True
+
+    @property
+    def total(self) -> Decimal:
+        return self.input_usd + self.output_usd + self.grounding_usd
+
+    def micro_usd(self) -> int:
+        """The total in whole micro-dollars, rounded up (for an integer column)."""
+        return math.ceil(self.total * _MILLION)
+
+
+ZERO_COST = Cost()
+
+
+def _non_empty(queries: tuple[str, ...]) -> int:
+    return sum(1 for q in queries if q.strip())
+
+
+ToolSpec = str | Sequence[str] | None  # one grounding tool, several, or none
+
+
+def _tools(tool: ToolSpec) -> tuple[str, ...]:
+    if tool is None:
+        return ()
+    return (tool,) if isinstance(tool, str) else tuple(tool)
+
+
+def _grounding_units(fee: GroundingFee, tool: str, grounding: GroundingMetadata) -> int:
+    """Billable units of one tool in one grounded response (per prompt or per query)."""
+    if fee.kind == "none":
+        return 0
+    if fee.kind == "per_prompt":
+        return 1
+    if tool == "vertex_ai_search":
+        return max(1, _non_empty(grounding.retrieval_queries))
+    return _non_empty(grounding.web_search_queries)
+
+
+def _tool_used(tool: str, grounding: GroundingMetadata) -> bool:
+    """With several tools declared: did this response use ``tool``? (Its chunks or queries.)"""
+    chunks = grounding.grounding_chunks
+    if tool == "google_maps":
+        return any(c.maps is not None for c in chunks)
+    if tool in ("vertex_ai_search", "file_search"):
+        return any(c.retrieved_context is not None for c in chunks) or bool(
+            grounding.retrieval_queries
+        )
+    if tool == "url_context":
+        return True  # no query trace of its own; its fee (if a row has one) always applies
+    return _non_empty(grounding.web_search_queries) > 0
+
+
+def call_cost(
+    price: Price,
+    usage: UsageMetadata,
+    grounding: GroundingMetadata | None,
+    *,
+    tool: ToolSpec = "google_search",
+) -> Cost:
+    """The cost of one finished call from its ``usageMetadata`` and ``groundingMetadata``.
+
+    ``tool`` is the grounding tool the request declared, or several (None for an ungrounded
+    call, such as the structuring call). ``grounding`` None = the model did not ground: no
+    grounding fee. With several tools, each tool the response shows it used adds its fee;
+    a used tool with no fee in the row makes the cost incomplete.
+    """
+    prompt = usage.prompt_token_count
+    tool_use = usage.tool_use_prompt_token_count
+    input_tokens = prompt + tool_use
+    in_rate, out_rate = price.rates(input_tokens)
+    cached = min(max(usage.cached_content_token_count, 0), prompt)
+    long = in_rate is not price.input_per_1m
+    cached_rate = (
+        price.cached_input_per_1m if price.cached_input_per_1m is not None and not long else in_rate
+    )
+    input_usd = ((input_tokens - cached) * in_rate + cached * cached_rate) / _MILLION
+    output_tokens = usage.candidates_token_count + usage.thoughts_token_count
+    output_usd = output_tokens * out_rate / _MILLION
+    units = 0
+    grounding_usd = _ZERO
+    complete = True
+    declared = _tools(tool)
+    if grounding is not None:
+        for name in declared:
+            if len(declared) > 1 and not _tool_used(name, grounding):
+                continue
+            fee = price.fee(name)
+            if fee is None:
+                complete = False
+                continue
+            n = _grounding_units(fee, name, grounding)
+            units += n
+            grounding_usd += n * fee.usd_per_1k / _THOUSAND
+    return Cost(input_usd, output_usd, grounding_usd, input_tokens, output_tokens, units, complete)
+
+
+def _worst_units(fee: GroundingFee, max_search_queries: int) -> int:
+    if fee.kind == "none":
+        return 0
+    return 1 if fee.kind == "per_prompt" else max(max_search_queries, 1)
+
+
+def worst_case_cost(
+    price: Price,
+    *,
+    prompt_tokens_estimate: int,
+    max_output_tokens: int,
+    max_search_queries: int,
+    max_tool_use_tokens: int = DEFAULT_MAX_TOOL_USE_TOKENS,
+    tool: ToolSpec = "google_search",
+) -> Cost:
+    """The most one call may cost, for the budget check before it starts.
+
+    Assumes: the prompt is ``prompt_tokens_estimate`` tokens (use ``limits.estimate_tokens``,
+    which over-counts) plus ``max_tool_use_tokens`` of search results, all at the full input
+    rate (no cache discount); ``max_output_tokens`` tokens of output including thinking (the
+    request must send ``generationConfig.maxOutputTokens`` for this to be a bound); the
+    response is grounded, running ``max_search_queries`` queries (``per_query``; at least 1)
+    or one grounded prompt (``per_prompt``), for every declared tool. Raises ``ValueError``
+    when a tool has no fee in the row: an unknown fee has no bound.
+    """
+    declared = _tools(tool)
+    tool_use = max_tool_use_tokens if declared else 0
+    input_tokens = max(prompt_tokens_estimate, 0) + max(tool_use, 0)
+    in_rate, out_rate = price.rates(input_tokens)
+    output_tokens = max(max_output_tokens, 0)
+    units = 0
+    grounding_usd = _ZERO
+    for name in declared:
+        fee = price.fee(name)
+        if fee is None:
+            raise ValueError(f"no grounding fee for {name} in the price row {price.describe()}")
+        n = _worst_units(fee, max_search_queries)
+        units += n
+        grounding_usd += n * fee.usd_per_1k / _THOUSAND
+    return Cost(
+        input_tokens * in_rate / _MILLION,
+        output_tokens * out_rate / _MILLION,
+        grounding_usd,
+        input_tokens,
+        output_tokens,
+        units,
+    )
+
+
+def expected_cost(
+    price: Price,
+    *,
+    prompt_tokens: float,
+    output_tokens: float,
+    tool_use_tokens: float = 0,
+    search_queries: float = 1,
+    grounded_share: float = 1.0,
+    tool: ToolSpec = "google_search",
+) -> Cost:
+    """The expected cost of one call from mean usage (for ``ground estimate JOB``).
+
+    Feed it the means observed so far in the job (or guesses before the first call); the
+    estimate of what remains is ``expected_cost(...).total * remaining_questions``.
+    """
+    d = Decimal
+    inputs = d(str(prompt_tokens)) + d(str(tool_use_tokens))
+    outputs = d(str(output_tokens))
+    in_rate, out_rate = price.rates(int(inputs))
+    grounding_usd = _ZERO
+    declared = _tools(tool)
+    complete = True
+    for name in declared:
+        fee = price.fee(name)
+        if fee is None:
+            complete = False
+            continue
+        per_call = d(_worst_units(fee, 1)) if fee.kind != "per_query" else d(str(search_queries))
+        units = d(str(grounded_share)) * per_call
+        grounding_usd += units * fee.usd_per_1k / _THOUSAND
+    return Cost(
+        inputs * in_rate / _MILLION,
+        outputs * out_rate / _MILLION,
+        grounding_usd,
+        int(inputs),
+        int(outputs),
+        0,
+        complete=complete,
+    )
+
+
+# --- the budget -----------------------------------------------------------------------------
+
+
+def _usd(value: Decimal | Cost | int | str) -> Decimal:
+    if isinstance(value, Cost):
+        return value.total
+    return Decimal(value)
+
+
+class Budget:
+    """A spending limit that refuses calls, rather than reporting after the fact.
+
+    * ``reserve(worst)`` before a call: True (and ``worst`` is held) when
+      ``spent + reserved + worst <= limit``; False means **do not start the call** (end the
+      run cleanly, saying ``message()``).
+    * ``settle(reserved, actual)`` after it: releases the hold and adds the actual cost
+      (``actual = 0`` for a call that failed before the model billed it, e.g. a 429/5xx:
+      whether Google bills failed calls is unconfirmed; they are assumed free).
+    * Invariant: ``spent + reserved <= limit`` at all times as long as every actual cost is at
+      most its reservation. An actual above it (the worst case was wrong) is still recorded,
+      truthfully, in ``spent``; ``overruns`` counts such calls and every later ``reserve``
+      fails once nothing is left.
+
+    Amounts: ``Decimal`` USD (or a :class:`Cost`). ``spent`` may start from the job's stored
+    spend, so a resumed run keeps to the same budget.
+
+    Concurrency: all of this runs on one event loop and no method awaits, so each call is
+    atomic with respect to other tasks: no lock is needed. It is not shared across
+    processes: several workers need the reservation in the database (one ``UPDATE ...
+    WHERE spent + reserved + :worst <= budget``).
+    """
+
+    __slots__ = ("_reserved", "_spent", "limit", "overruns", "refused")
+
+    def __init__(self, limit_usd: Decimal | int | str, *, spent: Decimal | int | str = 0) -> None:
+        self.limit = Decimal(limit_usd)
+        if not self.limit.is_finite() or self.limit < 0:
+            raise ValueError(f"budget must be a non-negative amount, got {limit_usd!r}")
+        self._spent = Decimal(spent)
+        self._reserved = _ZERO
+        self.overruns = 0
+        self.refused = 0
+
+    @property
+    def spent(self) -> Decimal:
+        return self._spent
+
+    @property
+    def reserved(self) -> Decimal:
+        return self._reserved
+
+    @property
+    def remaining(self) -> Decimal:
+        """What is left for new reservations (never negative)."""
+        return max(self.limit - self._spent - self._reserved, _ZERO)
+
+    def reserve(self, worst: Decimal | Cost | int | str) -> bool:
+        amount = _usd(worst)
+        if amount < 0:
+            raise ValueError("a reservation cannot be negative")
+        if self._spent + self._reserved + amount > self.limit:
+            self.refused += 1
+            return False
+        self._reserved += amount
+        return True
+
+    def settle(
+        self, reserved: Decimal | Cost | int | str, actual: Decimal | Cost | int | str
+    ) -> None:
+        held = _usd(reserved)
+        cost = _usd(actual)
+        self._reserved = max(self._reserved - held, _ZERO)
+        self._spent += cost
+        if cost > held:
+            self.overruns += 1
+
+    def release(self, reserved: Decimal | Cost | int | str) -> None:
+        """The call was not made after all: give its reservation back."""
+        self.settle(reserved, _ZERO)
+
+    def message(self, next_worst: Decimal | Cost | None = None) -> str:
+        text = (
+            f"budget_usd {self.limit}: spent {self._spent:.6f}, reserved {self._reserved:.6f},"
+            f" {self.remaining:.6f} left"
+        )
+        if next_worst is not None:
+            text += f"; the next call may cost up to {_usd(next_worst):.6f}, so it was not started"
+        return text

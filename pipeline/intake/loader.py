@@ -1,0 +1,447 @@
+"""Loading questions from CSV, JSONL or a SQL query into the queue: streamed, idempotent, all
+or nothing.
+
+A query (``[source] query`` on ``[source] url``) is read through a server-side cursor in
+partitions of :data:`CHUNK_ROWS`; its columns are the fields a file row would have, and its
+errors name the row (its number and id) and the column, like a file's name ``file:line``.
+
+* Streamed: rows are read and inserted in chunks of :data:`CHUNK_ROWS`, so memory stays flat
+  however large the file is.
+* Linear: each chunk is one ``INSERT ... ON CONFLICT DO NOTHING RETURNING``; only the rows it
+  did not insert (the conflicts) have their stored text read and compared.
+* Idempotent on the question id: a row whose id is already loaded with the same text is counted
+  as ``existing`` and left alone; loading the same file twice adds nothing.
+* Skipped when unchanged: the file's size, mtime and content digest are stored with a complete
+  load (``source_loads``); a run finding the same file (and the same ``[source]`` settings)
+  does not read it again. A query has no fingerprint: it is always read.
+* All or nothing for a bad row (bad JSON, missing id or text, an id seen with different text):
+  :class:`LoadError` names ``file:line`` and the reason, and the database is left unchanged.
+  :func:`load_questions` works in the caller's one transaction, which the caller rolls back;
+  :func:`load_source_committed` / :func:`load_questions_committed` (what ``ground`` uses)
+  commit per chunk, validating every row first and deleting their own rows on a conflict.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import stat as stat_module
+from array import array
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+import orjson
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from pipeline.job.sections import SourceSection
+from pipeline.job.spec import JobSpec
+from pipeline.store import queue
+from pipeline.store.loads import Fingerprint, save_fingerprint, stored_fingerprint
+
+CHUNK_ROWS = 1_000  # rows per insert; bounds memory and statement size
+MAX_ID_LENGTH = 512  # characters, the column's width
+
+
+class LoadError(ValueError):
+    """A question file that cannot be loaded; the message names ``file:line``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    line: int
+    qid: str
+    text: str
+    qclass: str | None
+    meta: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    added: int
+    existing: int
+    # The file is unchanged since the job's last complete load: not read; ``existing`` is
+    # that load's count.
+    skipped: bool = False
+
+    @property
+    def total(self) -> int:
+        return self.added + self.existing
+
+
+def read_rows(path: Path, source: SourceSection) -> Iterator[Row]:
+    """Yield validated rows from a CSV or JSONL file, one at a time."""
+    fmt = source.format
+    if fmt == "auto":
+        fmt = "csv" if path.suffix.lower() == ".csv" else "jsonl"
+    try:
+        if fmt == "csv":
+            yield from _read_csv(path, source)
+        else:
+            yield from _read_jsonl(path, source)
+    except FileNotFoundError:
+        raise LoadError(f"{path}: no such question file") from None
+    except IsADirectoryError:
+        raise LoadError(f"{path}: is a directory, not a question file") from None
+    except UnicodeDecodeError as exc:
+        raise LoadError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _read_jsonl(path: Path, source: SourceSection) -> Iterator[Row]:
+    with path.open("rb") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise LoadError(f"{path}:{line_no}: not valid JSON: {exc}") from None
+            if not isinstance(record, dict):
+                raise LoadError(f"{path}:{line_no}: expected a JSON object per line")
+            yield _row(path, line_no, record, source)
+
+
+def _read_csv(path: Path, source: SourceSection) -> Iterator[Row]:
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        reader = csv.DictReader(handle)
+        if reader.fieldnames is None:
+            return
+        for field in (source.id_field, source.text_field):
+            if field not in reader.fieldnames:
+                raise LoadError(f"{path}:1: the header has no column {field!r}")
+        try:
+            for record in reader:
+                if None in record:
+                    raise LoadError(f"{path}:{reader.line_num}: more fields than the header")
+                yield _row(path, reader.line_num, record, source)
+        except csv.Error as exc:
+            raise LoadError(f"{path}:{reader.line_num}: malformed CSV: {exc}") from None
+
+
+def _row(path: Path | str, line: int, record: dict[str, Any], source: SourceSection) -> Row:
+    raw_id = record.get(source.id_field)
+    if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
+        raise LoadError(f"{path}:{line}: missing or non-scalar id field {source.id_field!r}")
+    qid = str(raw_id).strip()
+    if not qid:
+        raise LoadError(f"{path}:{line}: empty id field {source.id_field!r}")
+    if len(qid) > MAX_ID_LENGTH:
+        raise LoadError(f"{path}:{line}: id longer than {MAX_ID_LENGTH} characters")
+    text = record.get(source.text_field)
+    if not isinstance(text, str) or not text.strip():
+        raise LoadError(f"{path}:{line}: missing or empty text field {source.text_field!r}")
+    qclass = None
+    if source.class_field:
+        value = record.get(source.class_field)
+        qclass = None if value in (None, "") else str(value)
+    meta = {k: record[k] for k in source.metadata_fields if k in record} or None
+    # One rule for both backends: PostgreSQL cannot store NUL in text, SQLite can; such a row
+    # is refused here, with its line, rather than mid-run on one backend only.
+    if "\x00" in qid or "\x00" in text or (qclass is not None and "\x00" in qclass):
+        raise LoadError(f"{path}:{line}: a NUL character (\\u0000) in the id, text or class")
+    return Row(line, qid, text, qclass, meta)
+
+
+async def load_questions(
+    connection: AsyncConnection,
+    job_id: int,
+    path: Path,
+    source: SourceSection,
+    *,
+    max_chars: int | None = None,
+) -> LoadResult:
+    """Insert the file's new questions in the caller's transaction (one transaction: a bad row
+    raises, the caller rolls back); a question longer than ``max_chars`` is a bad row. An
+    unchanged file (its fingerprint) is not read again."""
+    settings = _settings_digest(source, max_chars)
+    current, stored = await _check_fingerprint(connection, job_id, path, settings)
+    if current is None:
+        return LoadResult(0, stored.rows if stored else 0, skipped=True)
+    rows = _async(read_rows(path, source))
+    result = await _load_rows(_CallerTransaction(connection, job_id, path), rows, path, max_chars)
+    await save_fingerprint(connection, job_id, replace(current, rows=result.total))
+    return result
+
+
+async def load_questions_committed(
+    engine: AsyncEngine,
+    job_id: int,
+    path: Path,
+    source: SourceSection,
+    *,
+    max_chars: int | None = None,
+) -> LoadResult:
+    """Insert the file's new questions, committed per chunk, all or nothing for a bad row.
+
+    The job's row must be committed already (:func:`pipeline.store.queue.ensure_job` in its
+    own transaction). How a bad row still leaves nothing loaded:
+
+    1. an unchanged file (same size and mtime, or else the same content digest, and the same
+       settings) is not read at all;
+    2. a first, pure streaming pass (in a thread) validates every row: its JSON or CSV, id,
+       text, NUL characters and length. A malformed row is refused before anything is written;
+    3. a second pass inserts chunks of :data:`CHUNK_ROWS`, one committed transaction each
+       (``INSERT ... ON CONFLICT DO NOTHING RETURNING``), the text compared only for the
+       conflicts. The row ids it inserted are kept (8 bytes each); an id already loaded with a
+       different text (by an earlier load or earlier in this file) deletes those rows again
+       before the error is raised, so the database is as it was;
+    4. the fingerprint is stored once every row is in: a load that died part-way is read
+       again by the next run, which completes it (idempotent on the id).
+
+    Between 3's first commit and a failure's clean-up, another worker on the same job could
+    see (and claim) the new rows: a load that fails on a conflict is rare, and is the user's
+    to fix before running again.
+    """
+    settings = _settings_digest(source, max_chars)
+    async with engine.begin() as connection:
+        current, stored = await _check_fingerprint(connection, job_id, path, settings)
+    if current is None:
+        return LoadResult(0, stored.rows if stored else 0, skipped=True)
+    await anyio.to_thread.run_sync(_validate_file, path, source, max_chars)
+    sink = _Committed(engine, job_id, path)
+    result = await sink.load(_async(read_rows(path, source)), max_chars)
+    async with engine.begin() as connection:
+        await save_fingerprint(connection, job_id, replace(current, rows=result.total))
+    return result
+
+
+async def load_source_committed(engine: AsyncEngine, job_id: int, spec: JobSpec) -> LoadResult:
+    """Insert the job's new questions, from its file or its query, committed per chunk (see
+    :func:`load_questions_committed`); a query is read twice, once to validate every row."""
+    max_chars = spec.limits.max_question_chars
+    if not spec.source.query:
+        return await load_questions_committed(
+            engine, job_id, spec.source_path, spec.source, max_chars=max_chars
+        )
+    async for row in read_query_rows(spec.source):
+        _check_length(QUERY_LABEL, row, max_chars)
+    sink = _Committed(engine, job_id, QUERY_LABEL)
+    return await sink.load(read_query_rows(spec.source), max_chars)
+
+
+def source_name(spec: JobSpec) -> str:
+    """How messages name the job's questions' origin."""
+    return "the source query" if spec.source.query else spec.source_path.name
+
+
+QUERY_LABEL = "[source] query row"
+
+
+async def _async(rows: Iterator[Row]) -> AsyncIterator[Row]:
+    for row in rows:
+        yield row
+
+
+async def read_query_rows(source: SourceSection) -> AsyncIterator[Row]:
+    """Yield validated rows from ``source.query`` on ``source.url``, streamed in partitions."""
+    from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from pipeline.results.export import async_url
+
+    try:
+        engine = create_async_engine(async_url(source.url))
+    except (ArgumentError, NoSuchModuleError, ValueError) as exc:
+        raise LoadError(f"[source] url: cannot use this database URL ({exc})") from None
+    try:
+        async with engine.connect() as connection:
+            try:
+                result = await connection.stream(
+                    sa.text(source.query).execution_options(yield_per=CHUNK_ROWS)
+                )
+                columns = list(result.keys())
+                for field in (source.id_field, source.text_field):
+                    if field not in columns:
+                        raise LoadError(
+                            f"[source] query: the result has no column {field!r}"
+                            f" (it has {', '.join(columns) or 'none'})"
+                        )
+                number = 0
+                async for partition in result.mappings().partitions():
+                    for record in partition:
+                        number += 1
+                        try:
+                            row = _row(QUERY_LABEL, number, dict(record), source)
+                        except LoadError as exc:
+                            qid = record.get(source.id_field)
+                            raise LoadError(f"{exc} (id {qid!r})" if qid else str(exc)) from None
+                        yield row
+            except DBAPIError as exc:
+                reason = str(exc.orig or exc).strip().splitlines()[0]
+                raise LoadError(f"[source] query failed: {reason}") from None
+    except OSError as exc:
+        raise LoadError(f"[source] url: cannot connect ({exc.strerror or exc})") from None
+    finally:
+        await engine.dispose()
+
+
+async def _load_rows(
+    sink: _ChunkSink, rows: AsyncIterator[Row], path: Path | str, max_chars: int | None
+) -> LoadResult:
+    added = existing = 0
+    chunk: dict[str, Row] = {}
+    async for row in rows:
+        _check_length(path, row, max_chars)
+        earlier = chunk.get(row.qid)
+        if earlier is not None:
+            if earlier.text != row.text:
+                raise LoadError(
+                    f"{path}:{row.line}: id {row.qid!r} already appears on line {earlier.line} "
+                    "with different text"
+                )
+            continue
+        chunk[row.qid] = row
+        if len(chunk) >= CHUNK_ROWS:
+            a, e = await sink.insert(chunk)
+            added, existing, chunk = added + a, existing + e, {}
+    if chunk:
+        a, e = await sink.insert(chunk)
+        added, existing = added + a, existing + e
+    return LoadResult(added, existing)
+
+
+def _check_length(path: Path | str, row: Row, max_chars: int | None) -> None:
+    if max_chars is not None and len(row.text) > max_chars:
+        # Refused here, with its line: sent, it would only come back as a 400 (too many
+        # input tokens), or wait on a token quota it can never fit.
+        raise LoadError(
+            f"{path}:{row.line}: the question is {len(row.text):,} characters long, over"
+            f" [limits] max_question_chars = {max_chars:,} (id {row.qid!r})"
+        )
+
+
+def _validate_file(path: Path, source: SourceSection, max_chars: int | None) -> int:
+    """Read and check every row, keeping none (the committed load's first pass); the count."""
+    count = 0
+    for row in read_rows(path, source):
+        _check_length(path, row, max_chars)
+        count += 1
+    return count
+
+
+class _ChunkSink(Protocol):
+    async def insert(self, chunk: dict[str, Row]) -> tuple[int, int]: ...
+
+
+async def _insert_chunk(
+    connection: AsyncConnection, job_id: int, path: Path | str, chunk: dict[str, Row]
+) -> dict[str, int]:
+    """Insert the chunk's new rows; those inserted (``qid -> row id``). An id already stored
+    with a different text is a :class:`LoadError` naming the row."""
+    inserted = await queue.insert_new_questions(
+        connection,
+        job_id,
+        [queue.NewQuestion(r.qid, r.text, r.qclass, r.meta) for r in chunk.values()],
+    )
+    conflicts = [qid for qid in chunk if qid not in inserted]
+    stored = await queue.stored_texts(connection, job_id, conflicts)
+    for qid in conflicts:
+        row = chunk[qid]
+        # None: the conflicting row went away since (a failed concurrent load took it back).
+        if stored.get(qid, row.text) != row.text:
+            raise LoadError(f"{path}:{row.line}: id {qid!r} is already loaded with different text")
+    return inserted
+
+
+@dataclass(slots=True)
+class _CallerTransaction:
+    """Chunks inserted in the caller's transaction, which a bad row rolls back."""
+
+    connection: AsyncConnection
+    job_id: int
+    path: Path | str
+
+    async def insert(self, chunk: dict[str, Row]) -> tuple[int, int]:
+        inserted = await _insert_chunk(self.connection, self.job_id, self.path, chunk)
+        return len(inserted), len(chunk) - len(inserted)
+
+
+@dataclass(slots=True)
+class _Committed:
+    """Chunks committed one by one; a bad row deletes the rows this load inserted."""
+
+    engine: AsyncEngine
+    job_id: int
+    path: Path | str
+    inserted: array[int] = field(default_factory=lambda: array("q"))
+
+    async def insert(self, chunk: dict[str, Row]) -> tuple[int, int]:
+        async with self.engine.begin() as connection:
+            inserted = await _insert_chunk(connection, self.job_id, self.path, chunk)
+        self.inserted.extend(inserted.values())
+        return len(inserted), len(chunk) - len(inserted)
+
+    async def load(self, rows: AsyncIterator[Row], max_chars: int | None) -> LoadResult:
+        try:
+            return await _load_rows(self, rows, self.path, max_chars)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._take_back()
+            raise
+
+    async def _take_back(self) -> None:
+        ids = self.inserted
+        for start in range(0, len(ids), CHUNK_ROWS):
+            async with self.engine.begin() as connection:
+                await queue.delete_questions(connection, ids[start : start + CHUNK_ROWS])
+        self.inserted = array("q")
+
+
+def _settings_digest(source: SourceSection, max_chars: int | None) -> str:
+    """What shapes the loaded rows besides the file's bytes: a change loads the file again."""
+    shape = [
+        source.format,
+        source.id_field,
+        source.text_field,
+        source.class_field,
+        list(source.metadata_fields),
+        max_chars,
+    ]
+    return hashlib.blake2b(orjson.dumps(shape), digest_size=32).hexdigest()
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.blake2b(digest_size=32)
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _stat(path: Path) -> os.stat_result:
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        raise LoadError(f"{path}: no such question file") from None
+    if not stat_module.S_ISREG(stat.st_mode):
+        raise LoadError(f"{path}: is a directory, not a question file")
+    return stat
+
+
+async def _check_fingerprint(
+    connection: AsyncConnection, job_id: int, path: Path, settings: str
+) -> tuple[Fingerprint | None, Fingerprint | None]:
+    """``(current, stored)``; ``current`` is None when the file is unchanged since the job's
+    last complete load (size and mtime equal, or else the content's digest equal, with the same
+    path and settings), and is the fingerprint to store after loading it otherwise."""
+    stat = _stat(path)
+    stored = await stored_fingerprint(connection, job_id)
+    same_shape = (
+        stored is not None
+        and stored.path == str(path)
+        and stored.settings == settings
+        and stored.size == stat.st_size
+    )
+    if same_shape and stored is not None and stored.mtime_ns == stat.st_mtime_ns:
+        return None, stored  # like make and git: same size and mtime, not read
+    digest = await anyio.to_thread.run_sync(_file_digest, path)
+    current = Fingerprint(str(path), stat.st_size, stat.st_mtime_ns, digest, settings)
+    if same_shape and stored is not None and stored.digest == digest:
+        # Touched or copied, not changed: remember the new mtime, read nothing.
+        await save_fingerprint(connection, job_id, replace(current, rows=stored.rows))
+        return None, stored
+    return current, stored

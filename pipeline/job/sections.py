@@ -1,0 +1,225 @@
+"""The job file's sections: one frozen struct per TOML table, with its keys' types, defaults
+and per-key limits; :class:`RawJob` is the whole file as decoded.
+
+What one key cannot say alone (a tool that needs another backend, a schema file that must
+parse) is checked after decoding, by :func:`pipeline.job.spec.load_jobspec`. Unknown keys are
+errors: every section forbids them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from pipeline.job.states import TERMINAL_STATES, QuestionState
+
+DEFAULT_REDIRECT_HOSTS = ("vertexaisearch.cloud.google.com",)
+DEFAULT_MAX_QUESTION_CHARS = 1_000_000  # see LimitsSection.max_question_chars
+
+Positive = Annotated[int, msgspec.Meta(ge=1)]
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
+FieldName = Annotated[str, msgspec.Meta(min_length=1)]
+
+# The terminal states other than `done`: those `[job] fail_on` may name.
+FAIL_ON_STATES = tuple(
+    str(s) for s in QuestionState if s in TERMINAL_STATES and s != QuestionState.DONE
+)
+
+
+class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Base of every section: immutable, unknown keys rejected."""
+
+
+class JobSection(_Section):
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    # SQLAlchemy-style URL; "sqlite:///relative/path.sqlite" is relative to the job file.
+    database: str = "sqlite:///ground.sqlite"
+    # The question states that make a finished run exit 3 (see pipeline.exit_codes); any of
+    # FAIL_ON_STATES.
+    fail_on: tuple[str, ...] = ("failed", "invalid")
+    # Seconds the database may stay unreachable (a restart, a failover) before a run gives up.
+    database_outage_s: PositiveFloat = 300.0
+
+
+class SourceSection(_Section):
+    # The questions come from a file (CSV / JSONL) or from a query: exactly one of the two.
+    file: str = ""
+    # A SELECT run on the database at ``url`` (any SQLAlchemy URL; sqlite:///FILE is relative
+    # to the job file); its columns are read like a file's fields.
+    query: str = ""
+    url: str = ""
+    format: Literal["auto", "jsonl", "csv"] = "auto"
+    id_field: FieldName = "id"
+    text_field: FieldName = "question"
+    class_field: str | None = None
+    # Extra input fields kept with each question (JSON object); empty = none.
+    metadata_fields: tuple[str, ...] = ()
+
+
+class ModelSection(_Section):
+    backend: Literal["developer", "vertex"] = "developer"
+    name: str = "gemini-2.5-flash"
+    # Empty = Google's endpoint for the backend; set it to point at the emulator.
+    base_url: str = ""
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 1.0
+    system_instruction: str = ""
+    # Must contain "{question}"; other placeholders are not expanded.
+    prompt_template: str = "{question}"
+    request_timeout_s: PositiveFloat = 120.0
+    # Vertex only: defaults come from GOOGLE_CLOUD_PROJECT / GOOGLE_CLOUD_LOCATION.
+    project: str = ""
+    location: str = ""
+    # "online": one generateContent per question. "batch": the Gemini Batch API (Developer API
+    # only, half the token price, results within 24 h; see [batch] and pipeline.batch.runner).
+    mode: Literal["online", "batch"] = "online"
+
+
+ToolName = Literal[
+    "google_search",
+    "enterprise_web_search",
+    "vertex_ai_search",
+    "file_search",
+    "url_context",
+    "google_maps",
+    "google_search_retrieval",
+]
+
+
+class GroundingSection(_Section):
+    # One tool name or a list of them (several at once where the API allows).
+    tool: ToolName | tuple[ToolName, ...] = "google_search"
+    # true: an answer without groundingMetadata is asked again with a recency nudge, up to
+    # ungrounded_retries times, then kept as `ungrounded` (never presented as grounded).
+    required: bool = False
+    ungrounded_retries: NonNegative = 2
+    # vertex_ai_search: projects/.../dataStores/ID, or an engine (projects/.../engines/ID)
+    datastore: str = ""
+    engine: str = ""
+    filter: str = ""
+    max_results: Annotated[int, msgspec.Meta(ge=0, le=10)] = 0  # 0 = the API's default (10)
+    # google_search / enterprise_web_search on Vertex: domains left out of the search
+    exclude_domains: tuple[str, ...] = ()
+    # file_search: fileSearchStores/... names (Developer API File Search stores)
+    file_search_stores: tuple[str, ...] = ()
+    # url_context: the source field (listed in source.metadata_fields) holding the URL(s)
+    url_field: str = ""
+    # google_maps: optional [latitude, longitude], sent as toolConfig.retrievalConfig.latLng
+    location: tuple[float, ...] = ()
+    # google_search_retrieval (Gemini 1.5 only): search only when the model's predicted score
+    # reaches this (MODE_DYNAMIC); 0 = always search
+    dynamic_threshold: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.0
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        """The declared tools, in the file's order."""
+        return (self.tool,) if isinstance(self.tool, str) else tuple(self.tool)
+
+    @property
+    def lat_lng(self) -> tuple[float, float] | None:
+        return (self.location[0], self.location[1]) if len(self.location) == 2 else None
+
+
+class LimitsSection(_Section):
+    requests_per_minute: Positive = 60
+    # Input tokens per minute (estimated before a call, corrected after it); 0 = no limit.
+    tokens_per_minute: NonNegative = 0
+    # Grounded prompts per day (the grounding daily bucket); 0 = no limit.
+    grounded_prompts_per_day: NonNegative = 0
+    # Lower the sending rate on 429s and recover slowly (AIMD), for quotas with no fixed number.
+    adaptive: bool = True
+    # How far below requests_per_minute to pace, as a share of it: the slack that network
+    # jitter and late wake-ups (at most 0.1 s a send) may use. Google counts a minute, so
+    # 0.005 is 0.3 s of it. Raise it against a server that counts over a shorter window.
+    pacing_headroom: Annotated[float, msgspec.Meta(ge=0, lt=0.5)] = 0.005
+    concurrency: Positive = 8
+    max_attempts: Positive = 5
+    # Seconds a claimed question stays ours without a heartbeat (a crashed run's questions come
+    # back after this, or at once when the dead run was on this host).
+    lease_s: Annotated[float, msgspec.Meta(ge=5)] = 120.0
+    # USD for the whole job (every run); a call whose worst case would exceed what is left is
+    # not started. 0 = no budget.
+    budget_usd: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    # Sent as generationConfig.maxOutputTokens (thinking included): the worst case of a call.
+    max_output_tokens: Positive = 8192
+    # Worst-case search queries per grounded call, for per-query grounding fees.
+    max_search_queries: Positive = 10
+    # Worst-case search-result tokens per grounded call (toolUsePromptTokenCount).
+    max_tool_use_tokens: NonNegative = 10_000
+    # A prices file in the format of pipeline/costs/prices.toml; "" = the bundled one.
+    prices_file: str = ""
+    # Questions longer than this (characters) are refused at load, with file:line. The default
+    # comes from the input limit of the Gemini 2.x models, 1,048,576 tokens: less room for the
+    # prompt template and the search results (max_tool_use_tokens), at the worst case of one
+    # token per character (CJK and other scripts come close), rounded down. Every question
+    # that loads then fits the model's input, whatever its script.
+    max_question_chars: Positive = DEFAULT_MAX_QUESTION_CHARS
+
+
+class StructureSection(_Section):
+    """Call 2: the grounded answer reshaped into the user's JSON schema (no tools)."""
+
+    enabled: bool = False
+    # A JSON Schema file (relative to the job file); checked at load, before any call.
+    schema: str = ""
+    # "" = the same model as call 1.
+    model: str = ""
+    instructions: str = ""
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 0.0
+    # responseJsonSchema (JSON Schema) or responseSchema (the OpenAPI subset).
+    wire_field: Literal["responseJsonSchema", "responseSchema"] = "responseJsonSchema"
+    # true: records with a value found in no supported span of the answer are flagged.
+    require_supported: bool = False
+    # "two_call": ground, then structure. "single": ask for both in call 1 (models that claim
+    # to accept schema + search); falls back to two calls on a 400 or an ungrounded reply.
+    mode: Literal["two_call", "single"] = "two_call"
+
+
+class RefreshSection(_Section):
+    # Done questions whose latest answer is older than this are asked again by `ground run`
+    # (e.g. "7d", "12h", "90m"); "" = never. The earlier answers are kept as history.
+    max_age: str = ""
+
+
+class BatchSection(_Section):
+    """``[model] mode = "batch"``: how questions go through the Gemini Batch API."""
+
+    # Requests per batch and bytes per JSONL file (one file per batch; the file limit is 2 GB).
+    max_requests: Positive = 50_000
+    max_bytes: Annotated[int, msgspec.Meta(ge=1024, le=2_000_000_000)] = 1_000_000_000
+    # Polling a batch: first wait, doubled up to the cap (seconds).
+    poll_initial_s: PositiveFloat = 30.0
+    poll_max_s: PositiveFloat = 600.0
+    # false: `ground run` returns once the batch is submitted; a later run picks it up.
+    wait: bool = True
+    # Questions a batch gave back (failed rows, an expired or failed batch): "batch" = into
+    # the next batch, "online" = asked online by the same run.
+    retries: Literal["batch", "online"] = "batch"
+    # true: call 2 (the structure step) goes as a second batch too; false: online.
+    structure: bool = True
+    # Seconds a question stays leased to a submitted batch (Google's target is 24 h).
+    lease_s: Annotated[float, msgspec.Meta(ge=60)] = 72 * 3600.0
+
+
+class ResolverSection(_Section):
+    enabled: bool = True
+    allow_hosts: tuple[str, ...] = DEFAULT_REDIRECT_HOSTS
+    # Lookups in flight; 0 = automatic: requests_per_second / 4, within 16..256.
+    concurrency: NonNegative = 0
+    # Lookups per second; 0 = automatic: enough to keep up with the answers
+    # (limits.requests_per_minute / 60 x pipeline.job.spec.RESOLVES_PER_ANSWER), at least 20.
+    requests_per_second: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    timeout_s: PositiveFloat = 10.0
+
+
+class RawJob(_Section):
+    job: JobSection
+    source: SourceSection
+    model: ModelSection = ModelSection()
+    grounding: GroundingSection = GroundingSection()
+    limits: LimitsSection = LimitsSection()
+    resolver: ResolverSection = ResolverSection()
+    structure: StructureSection = StructureSection()
+    refresh: RefreshSection = RefreshSection()
+    batch: BatchSection = BatchSection()

@@ -1,0 +1,377 @@
+"""The job file (TOML) -> a frozen, validated :class:`JobSpec`.
+
+The file is decoded into the sections of :mod:`pipeline.job.sections` (types, defaults and
+per-key limits); the rules that span keys or sections (which tools on which backend, a schema
+file that must parse, paths made absolute) are checked here.
+
+Every error names the file and the key (``jobs/demo.toml: limits.concurrency: Expected `int`
+>= 1, got 0``) and is raised as :class:`JobSpecError`; the CLI turns it into exit status 2.
+Unknown keys are errors, never silently ignored: a typo in a nightly job must not quietly fall
+back to a default.
+
+Relative paths in the file (the question file, a SQLite database) are resolved against the
+directory holding the job file, so a job runs the same from any working directory.
+
+``--set section.key=value`` overrides are applied to the parsed TOML before validation, so an
+override is checked exactly like the file; its value is read as a TOML value when it parses as
+one (``5``, ``true``, ``"x"``, ``[1, 2]``) and as a plain string otherwise.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import tomllib
+from collections.abc import Iterable
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from pipeline.job.sections import (
+    FAIL_ON_STATES,
+    BatchSection,
+    GroundingSection,
+    JobSection,
+    LimitsSection,
+    ModelSection,
+    RawJob,
+    RefreshSection,
+    ResolverSection,
+    SourceSection,
+    StructureSection,
+)
+from pipeline.structure import PreparedSchema, SchemaError, prepare_schema_file
+
+# Tools that need one backend (reference §1.4: Vertex `Tool` vs Gemini v1beta `Tool`).
+VERTEX_ONLY_TOOLS = frozenset({"enterprise_web_search", "vertex_ai_search"})
+DEVELOPER_ONLY_TOOLS = frozenset({"file_search"})
+# Tools that must be declared alone: the legacy retrieval tool (400 beside `retrieval` on
+# Vertex), Vertex AI Search (Vertex rejects search tools mixed with RAG retrieval) and File
+# Search (its docs say it cannot be combined with other tools; unconfirmed in the reference).
+SOLO_TOOLS = frozenset({"google_search_retrieval", "vertex_ai_search", "file_search"})
+# The legacy tool is for Gemini 1.5 only; 2.0 and 3 answer it with a 400 (reference §1.4).
+LEGACY_RETRIEVAL_MODELS = ("gemini-1.5-",)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}  # seconds
+
+
+def parse_duration(text: str) -> dt.timedelta:
+    """``"7d"``, ``"12h"``, ``"90m"``, ``"30s"``, ``"2w"`` -> a positive timedelta.
+
+    Raises ValueError saying what is accepted."""
+    found = _DURATION.match(text)
+    if found is None or float(found.group(1)) <= 0:
+        raise ValueError(
+            f"{text!r} is not a duration: a positive number and a unit, s m h d or w (e.g. 7d)"
+        )
+    return dt.timedelta(seconds=float(found.group(1)) * _DURATION_UNITS[found.group(2)])
+
+
+# Redirects to resolve per answer when sizing the resolver automatically: real answers carry
+# up to ~5 web sources (several dozen are possible), so keep well ahead of the answer rate.
+RESOLVES_PER_ANSWER = 8
+
+
+def _sized(resolver: ResolverSection, requests_per_minute: int) -> ResolverSection:
+    """The resolver's rate and concurrency, with the automatic (0) ones worked out."""
+    rate = resolver.requests_per_second or max(20.0, requests_per_minute / 60 * RESOLVES_PER_ANSWER)
+    concurrency = resolver.concurrency or int(min(256, max(16, rate / 4)))
+    return msgspec.structs.replace(resolver, requests_per_second=rate, concurrency=concurrency)
+
+
+class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A validated job: the sections plus where it came from."""
+
+    path: Path
+    job: JobSection
+    source: SourceSection
+    model: ModelSection
+    grounding: GroundingSection
+    limits: LimitsSection
+    resolver: ResolverSection
+    structure: StructureSection
+    database_url: str  # resolved, with the async driver named
+    source_path: Path  # resolved
+    schema: PreparedSchema | None  # call 2's schema, prepared and checked; None when disabled
+    budget: Decimal | None  # [limits] budget_usd as an exact amount; None = no budget
+    refresh: RefreshSection = RefreshSection()
+    batch: BatchSection = BatchSection()
+
+    @property
+    def name(self) -> str:
+        return self.job.name
+
+    @property
+    def refresh_max_age(self) -> dt.timedelta | None:
+        """``[refresh] max_age`` (checked at load); None: no refresh."""
+        return parse_duration(self.refresh.max_age) if self.refresh.max_age else None
+
+
+class JobSpecError(ValueError):
+    """A job file that cannot be used; the message names the file and the key."""
+
+
+def load_jobspec(path: str | Path, overrides: Iterable[str] = ()) -> JobSpec:
+    """Read, override and validate a job file."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise JobSpecError(f"{path}: no such job file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise JobSpecError(f"{path}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise JobSpecError(f"{path}: not valid TOML: {exc}") from None
+    for override in overrides:
+        _apply_override(raw, override, path)
+    try:
+        parsed = msgspec.convert(raw, RawJob)
+    except msgspec.ValidationError as exc:
+        raise JobSpecError(f"{path}: {_describe(exc)}") from None
+    return _finish(path, parsed)
+
+
+def _apply_override(raw: dict[str, Any], override: str, path: Path) -> None:
+    key, sep, text = override.partition("=")
+    section, dot, name = key.strip().partition(".")
+    if not sep or not dot or not section or not name or "." in name:
+        raise JobSpecError(f"{path}: --set {override!r}: expected section.key=value")
+    try:
+        value = tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = text
+    target = raw.setdefault(section, {})
+    if not isinstance(target, dict):
+        raise JobSpecError(f"{path}: --set {override!r}: [{section}] is not a table")
+    target[name] = value
+
+
+def _describe(exc: msgspec.ValidationError) -> str:
+    """Turn msgspec's "... - at `$.limits.concurrency`" into "limits.concurrency: ..."."""
+    message = str(exc)
+    reason, sep, where = message.rpartition(" - at `$")
+    if not sep:
+        reason, where = message, ""
+    key = where.rstrip("`").lstrip(".")
+    prefix = f"{key}." if key else ""
+    if reason.startswith("Object contains unknown field"):
+        return f"{prefix}{reason.split('`')[1]}: unknown key"
+    if reason.startswith("Object missing required field"):
+        return f"{prefix}{reason.split('`')[1]}: required key is missing"
+    return f"{key}: {reason}" if key else reason
+
+
+def _finish(path: Path, parsed: RawJob) -> JobSpec:
+    """The cross-key rules, in the order their errors are reported; then the spec, with its
+    paths resolved against the job file's directory."""
+    base = path.parent
+    _check_fail_on(path, parsed.job)
+    _check_source(path, parsed.source)
+    source_path = _source_path(path, parsed.source, base)
+    _check_calls(path, parsed)
+    _check_allow_hosts(path, parsed.resolver)
+    schema = _prepared_schema(path, parsed.structure, base)
+    _check_refresh(path, parsed.refresh)
+    budget = parsed.limits.budget_usd
+    return JobSpec(
+        path=path,
+        job=parsed.job,
+        model=parsed.model,
+        grounding=parsed.grounding,
+        limits=parsed.limits,
+        resolver=_sized(parsed.resolver, parsed.limits.requests_per_minute),
+        structure=parsed.structure,
+        database_url=_database_url(path, parsed.job.database, base),
+        source=_with_source_url(parsed.source, base),
+        source_path=source_path,
+        schema=schema,
+        budget=Decimal(str(budget)) if budget else None,
+        refresh=parsed.refresh,
+        batch=parsed.batch,
+    )
+
+
+def _check_fail_on(path: Path, job: JobSection) -> None:
+    for state in job.fail_on:
+        if state not in FAIL_ON_STATES:
+            raise JobSpecError(
+                f"{path}: job.fail_on: {state!r} is not a failure state"
+                f" (any of {', '.join(FAIL_ON_STATES)})"
+            )
+
+
+def _source_path(path: Path, source: SourceSection, base: Path) -> Path:
+    """``[source] file`` resolved against ``base``; a directory is refused."""
+    source_path = (base / source.file).resolve()
+    if source.file and source_path.is_dir():
+        raise JobSpecError(f"{path}: source.file: {source.file!r} is a directory")
+    return source_path
+
+
+def _check_calls(path: Path, parsed: RawJob) -> None:
+    """What the calls will send: the prompt, the grounding tools, the mode and the endpoint."""
+    model = parsed.model
+    if "{question}" not in model.prompt_template:
+        raise JobSpecError(f"{path}: model.prompt_template: must contain {{question}}")
+    _check_grounding(path, parsed)
+    if model.mode == "batch" and model.backend != "developer":
+        raise JobSpecError(
+            f"{path}: model.mode: batch mode is Developer-API only for now (Vertex batch"
+            " prediction reads its input from Cloud Storage or BigQuery); use"
+            ' model.backend = "developer" or model.mode = "online"'
+        )
+    if model.base_url and not model.base_url.startswith(("http://", "https://")):
+        raise JobSpecError(f"{path}: model.base_url: must start with http:// or https://")
+
+
+def _check_allow_hosts(path: Path, resolver: ResolverSection) -> None:
+    for host in resolver.allow_hosts:
+        if not host or "/" in host:
+            raise JobSpecError(f"{path}: resolver.allow_hosts: {host!r} is not a host name")
+
+
+def _prepared_schema(path: Path, structure: StructureSection, base: Path) -> PreparedSchema | None:
+    """Call 2's schema file, prepared and checked; None when the structure step is off."""
+    if not structure.enabled:
+        return None
+    if not structure.schema:
+        raise JobSpecError(f"{path}: structure.schema: required when structure is enabled")
+    try:
+        return prepare_schema_file(base / structure.schema, wire_field=structure.wire_field)
+    except SchemaError as exc:
+        raise JobSpecError(f"{path}: structure.schema: {exc}") from None
+
+
+def _check_refresh(path: Path, refresh: RefreshSection) -> None:
+    if refresh.max_age:
+        try:
+            parse_duration(refresh.max_age)
+        except ValueError as exc:
+            raise JobSpecError(f"{path}: refresh.max_age: {exc}") from None
+
+
+def _check_grounding(path: Path, parsed: RawJob) -> None:
+    """The ``[grounding]`` rules no type can say (which tools, together, on which backend and
+    model); each error names the file and the key."""
+    g, backend, model = parsed.grounding, parsed.model.backend, parsed.model.name
+    tools = g.tools
+    if not tools:
+        raise JobSpecError(f"{path}: grounding.tool: name at least one tool")
+    if len(set(tools)) != len(tools):
+        raise JobSpecError(f"{path}: grounding.tool: a tool is listed twice")
+    for tool in tools:
+        if tool in VERTEX_ONLY_TOOLS and backend != "vertex":
+            raise JobSpecError(f'{path}: grounding.tool: {tool} needs model.backend = "vertex"')
+        if tool in DEVELOPER_ONLY_TOOLS and backend != "developer":
+            raise JobSpecError(
+                f'{path}: grounding.tool: {tool} needs model.backend = "developer"'
+                " (File Search stores belong to the Gemini Developer API)"
+            )
+        if tool in SOLO_TOOLS and len(tools) > 1:
+            raise JobSpecError(
+                f"{path}: grounding.tool: {tool} cannot be combined with other tools"
+            )
+    if "google_search" in tools and "enterprise_web_search" in tools:
+        raise JobSpecError(
+            f"{path}: grounding.tool: google_search and enterprise_web_search are alternatives"
+        )
+    if "google_search_retrieval" in tools and not model.startswith(LEGACY_RETRIEVAL_MODELS):
+        raise JobSpecError(
+            f"{path}: grounding.tool: google_search_retrieval is for Gemini 1.5 models only"
+            f" ({model!r} rejects it); use google_search instead"
+        )
+    if g.dynamic_threshold and "google_search_retrieval" not in tools:
+        raise JobSpecError(
+            f"{path}: grounding.dynamic_threshold: only for google_search_retrieval"
+            " (Gemini 1.5); google_search decides by itself when to search"
+        )
+    _check_grounding_keys(path, parsed)
+
+
+def _check_grounding_keys(path: Path, parsed: RawJob) -> None:
+    """Each tool's own keys: given for that tool, and only for it."""
+    g, backend, tools = parsed.grounding, parsed.model.backend, parsed.grounding.tools
+    if "vertex_ai_search" in tools:
+        if bool(g.datastore) == bool(g.engine):
+            raise JobSpecError(
+                f"{path}: grounding.datastore: vertex_ai_search needs a datastore or an engine"
+                " (one of them)"
+            )
+    elif g.datastore or g.engine or g.filter or g.max_results:
+        key = next(k for k in ("datastore", "engine", "filter", "max_results") if getattr(g, k))
+        raise JobSpecError(f"{path}: grounding.{key}: only for vertex_ai_search")
+    if g.exclude_domains:
+        if backend != "vertex":
+            raise JobSpecError(f"{path}: grounding.exclude_domains: Vertex only")
+        if not {"google_search", "enterprise_web_search"} & set(tools):
+            raise JobSpecError(
+                f"{path}: grounding.exclude_domains: only for google_search or"
+                " enterprise_web_search"
+            )
+    if ("file_search" in tools) != bool(g.file_search_stores):
+        raise JobSpecError(
+            f"{path}: grounding.file_search_stores: "
+            + ("required for file_search" if "file_search" in tools else "only for file_search")
+        )
+    if g.url_field:
+        if "url_context" not in tools:
+            raise JobSpecError(f"{path}: grounding.url_field: only for url_context")
+        if g.url_field not in parsed.source.metadata_fields:
+            raise JobSpecError(
+                f"{path}: grounding.url_field: {g.url_field!r} must be listed in"
+                " source.metadata_fields"
+            )
+    if g.location:
+        if len(g.location) != 2 or not (
+            -90 <= g.location[0] <= 90 and -180 <= g.location[1] <= 180
+        ):
+            raise JobSpecError(
+                f"{path}: grounding.location: expected [latitude, longitude] in degrees"
+            )
+        if "google_maps" not in tools:
+            raise JobSpecError(f"{path}: grounding.location: only for google_maps")
+
+
+def _check_source(path: Path, source: SourceSection) -> None:
+    if bool(source.file) == bool(source.query):
+        raise JobSpecError(f"{path}: source: give either file or query (with url), not both")
+    if source.query and not source.url:
+        raise JobSpecError(f"{path}: source.url: required with source.query")
+    if source.url and not source.query:
+        raise JobSpecError(f"{path}: source.url: only used with source.query")
+    if source.query and "://" not in source.url:
+        raise JobSpecError(f"{path}: source.url: {source.url!r} is not a database URL")
+
+
+def _with_source_url(source: SourceSection, base: Path) -> SourceSection:
+    """The source with a relative ``sqlite:///FILE`` url made absolute (like job.database)."""
+    scheme, _, rest = source.url.partition("://")
+    if scheme.split("+", 1)[0] != "sqlite" or not rest.startswith("/") or rest == "/:memory:":
+        return source
+    file = rest[1:]
+    if file and not file.startswith("/"):
+        file = str((base / file).resolve())
+    return msgspec.structs.replace(source, url=f"{scheme}:///{file}")
+
+
+def _database_url(path: Path, url: str, base: Path) -> str:
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        raise JobSpecError(f"{path}: job.database: {url!r} is not a database URL")
+    dialect = scheme.split("+", 1)[0]
+    if dialect == "sqlite":
+        if rest.startswith("/") and rest != "/:memory:":
+            file = rest[1:]
+            if not file.strip():  # "sqlite:///" would be an in-memory database, lost at exit
+                raise JobSpecError(f"{path}: job.database: write sqlite:///FILE (no file named)")
+            if file and not file.startswith("/"):
+                file = str((base / file).resolve())
+            return f"sqlite+aiosqlite:///{file}"
+        raise JobSpecError(f"{path}: job.database: write sqlite:///FILE")
+    if dialect in ("postgresql", "postgres"):
+        return f"postgresql+asyncpg://{rest}"
+    raise JobSpecError(f"{path}: job.database: {dialect!r} is not supported (sqlite, postgresql)")

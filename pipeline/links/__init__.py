@@ -1,0 +1,1 @@
+"""Redirect link -> destination: the pure rules (allow-list, verdicts) and the resolver."""

@@ -1,0 +1,440 @@
+"""The async pool that drives one job: claimer, callers, batched writer, heartbeat, resolver feed.
+
+::
+
+    claimer --(claimed questions)--> callers x concurrency --(outcomes)--> writer
+       ^                                  |                                  |
+       '--------- progress (in-flight set shrinks after each commit) --------'
+    heartbeat: extends the leases of everything in flight
+    writer --(sources to resolve)--> resolver feed (pipeline.links.resolver), within seconds
+
+* The claimer leases questions in batches and keeps at most ``2 x concurrency`` in flight; it
+  refills only once a batch's worth has gone (a low-water mark), so claims stay batched when
+  answers trickle in one at a time, as they do under real latency.
+* Each caller hands its question to the :class:`~pipeline.online.answering.Answerer` (call 1, then
+  call 2 when the structure step is on) and sends the outcomes to the writer; it never touches
+  the database. Between call 1 and call 2 it waits until call 1's answer is committed: from
+  then on the grounded call is never paid for again, whatever happens to the run.
+* The writer (:mod:`pipeline.online.writer`) commits outcomes in groups, within a commit window
+  that closes early when no caller is in a call; commits run shielded from cancellation: an
+  answer that was paid for is stored even when the run is being stopped.
+* The resolver runs beside the pool: the writer hands it each stored redirect at once; a
+  start-up sweep picks up what earlier runs left, a final sweep what the feed dropped.
+* The rate, the token and daily limits and the budget are the job's, shared through its
+  database by every process working on it (:mod:`pipeline.limits.job_limits`); the writer
+  settles budget reservations in the transaction that stores the ledger rows.
+* The database may go away (a restart, a failover): every statement of the claimer, the
+  writer and the heartbeat is retried with backoff on lost connections, outcomes are held
+  until they are stored, and an outage longer than ``[job] database_outage_s`` ends the run
+  with one message (:class:`~pipeline.store.reconnect.DatabaseOutage`).
+* A stop (signal, or the retry policy's verdict: budget spent, too many auth failures, the
+  endpoint unreachable, a long daily pause) stops claiming; calls already started finish and
+  are stored; questions claimed but not yet called are released without spending an attempt.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from decimal import Decimal
+from typing import TYPE_CHECKING, TypeVar
+
+import anyio
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from pipeline.clock import utcnow
+from pipeline.errors import ErrorClass
+from pipeline.gemini.client import GeminiClient
+from pipeline.job.calls import job_endpoints
+from pipeline.job.spec import JobSpec
+from pipeline.job.states import QuestionState
+from pipeline.limits import Backoff, RetryPolicy, Strikes, next_daily_reset
+from pipeline.limits.job_limits import SharedLimits
+from pipeline.links.resolver import Lookup, Resolver, pending_lookups
+from pipeline.links.rules import AllowList, initial_verdict
+from pipeline.online import leases
+from pipeline.online.answering import Answerer, stored_answer
+from pipeline.online.call import MeteredCaller
+from pipeline.online.writer import GroupCommitWriter
+from pipeline.run.summary import RunSummary
+from pipeline.run.verdicts import Outcome
+from pipeline.store import ledger, queue
+from pipeline.store.queue import ClaimedQuestion, StateChange
+from pipeline.store.reconnect import DatabaseOutage, retrying
+
+if TYPE_CHECKING:
+    from pipeline.watch.metrics import RunMetrics
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CLAIM_BATCH = 100  # questions leased per claim query
+IN_FLIGHT_PER_SLOT = 2  # questions held per unit of concurrency (one calling, one waiting)
+# Claims refill in batches: only once the questions in hand fall a refill's worth below the
+# high-water mark (concurrency x IN_FLIGHT_PER_SLOT), i.e. to the low-water mark. A refill is
+# this share of the concurrency, so at least (IN_FLIGHT_PER_SLOT - REFILL_SHARE) x concurrency
+# questions are always in hand and no caller starves between two claims.
+REFILL_SHARE = 0.5
+IDLE_POLL_S = 2.0  # longest sleep when nothing is claimable but work may become due
+RESOLVER_FEED_BUFFER = 10_000  # lookups queued for the resolver; beyond, the final sweep has them
+
+
+def refill_batch(concurrency: int) -> int:
+    """How many questions a claim waits to be able to take (see :data:`REFILL_SHARE`)."""
+    return max(1, min(CLAIM_BATCH, int(concurrency * REFILL_SHARE)))
+
+
+async def job_spend(engine: AsyncEngine, job_id: int) -> Decimal:
+    """What the job's calls have cost so far (the ledger), in USD."""
+    async with engine.connect() as connection:
+        return await ledger.job_spend(connection, job_id)
+
+
+class JobRunner:
+    """Runs one job to completion (or until stopped). One instance per run."""
+
+    def __init__(
+        self,
+        spec: JobSpec,
+        engine: AsyncEngine,
+        job_id: int,
+        *,
+        owner: str | None = None,
+        resolver: Resolver | None = None,
+        backoff: Backoff | None = None,
+        metrics: RunMetrics | None = None,
+    ) -> None:
+        """``backoff``: the retry delays' base, cap and random source (defaults: 1 s, 60 s).
+        ``metrics``: told of every call made (:mod:`pipeline.watch.metrics`)."""
+        self.spec = spec
+        self.engine = engine
+        self.job_id = job_id
+        self.owner = owner or leases.default_owner()
+        self.summary = RunSummary()
+        self.caller: MeteredCaller | None = None
+        self._answerer: Answerer | None = None
+        self._concurrency = spec.limits.concurrency
+        self._lease = dt.timedelta(seconds=spec.limits.lease_s)
+        self._in_flight: set[int] = set()
+        self._calling = 0  # callers inside a call right now (their outcome is still to come)
+        self._unstarted: list[int] = []
+        self._progress = anyio.Event()
+        self._stopping = False
+        # One retry policy for every step of the run; the strikes that stop it.
+        self.policy = RetryPolicy(max_attempts=spec.limits.max_attempts, backoff=backoff)
+        self._strikes = Strikes()
+        self._resolver = resolver
+        allow = AllowList(spec.resolver.allow_hosts)
+        self._verdict_of = lambda uri: initial_verdict(uri, allow)
+        self._feed: ObjectSendStream[Lookup] | None = None
+        self.metrics = metrics
+        self.shared: SharedLimits | None = None
+        self._outage_s = spec.job.database_outage_s
+        self._last_sweep = time.monotonic()
+
+    # -- control -----------------------------------------------------------------------------
+
+    def stop(self, reason: str) -> None:
+        """Stop claiming; let started calls finish and be stored."""
+        if not self._stopping:
+            log.warning("stopping: %s", reason, extra={"action": "stop", "reason": reason})
+            self._stopping = True
+            self.summary.stopped = reason
+            self._notify()
+
+    def _notify(self) -> None:
+        self._progress.set()
+        self._progress = anyio.Event()
+
+    # -- the run -----------------------------------------------------------------------------
+
+    async def run(self) -> RunSummary:
+        started = time.perf_counter()
+        try:
+            await self._run()
+        except* DatabaseOutage as group:
+            message = str(group.exceptions[0])
+            log.error(message, extra={"action": "database_outage"})
+            self._stopping = True
+            self.summary.stopped = message
+        self.summary.elapsed_s = time.perf_counter() - started
+        return self.summary
+
+    async def _db(self, what: str, statement: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """One transaction, retried across lost connections for ``database_outage_s``."""
+
+        async def once() -> T:
+            async with self.engine.begin() as connection:
+                return await statement(connection)
+
+        return await retrying(once, outage_s=self._outage_s, what=what)
+
+    async def _release_dead(self) -> None:
+        """Take back what runs that died left: their leases (on this host: at once) and their
+        budget holds (once expired)."""
+        released = await self._db(
+            "releasing dead runs' leases", lambda c: leases.release_dead_runs(c, self.job_id)
+        )
+        self._last_sweep = time.monotonic()
+        if released:
+            log.warning(
+                "took back %d questions leased by a run that died",
+                released,
+                extra={"action": "released_dead_leases", "count": released},
+            )
+
+    async def _run(self) -> None:
+        spec = self.spec
+        ground_endpoint, structure_endpoint = job_endpoints(spec)
+        await self._release_dead()
+        limits = spec.limits
+        self.shared = SharedLimits(
+            self.engine,
+            self.job_id,
+            self.owner,
+            requests_per_minute=limits.requests_per_minute,
+            pacing_headroom=limits.pacing_headroom,
+            tokens_per_minute=limits.tokens_per_minute,
+            grounded_per_day=limits.grounded_prompts_per_day,
+            budget_micro=int(spec.budget * 1_000_000) if spec.budget is not None else None,
+            hold_s=limits.lease_s,
+            outage_s=self._outage_s,
+        )
+        spent = await self._db("reading the spend", lambda c: ledger.job_spend(c, self.job_id))
+        today = 0
+        if limits.grounded_prompts_per_day:
+            since = next_daily_reset(utcnow()) - dt.timedelta(days=1)
+            today = await self._db(
+                "reading today's grounded calls", lambda c: ledger.grounded_calls_since(c, since)
+            )
+        await self.shared.start(spent_micro=int(spent * 1_000_000), grounded_today=today)
+        client = GeminiClient(
+            max_connections=self._concurrency, timeout_s=spec.model.request_timeout_s
+        )
+        async with client:
+            self.caller = MeteredCaller(spec, client, spent=spent, shared=self.shared)
+            self._answerer = Answerer(
+                spec, self.caller, ground_endpoint, structure_endpoint, policy=self.policy
+            )
+            try:
+                await self._run_pipeline()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._release_leftovers()
+                    await self.shared.close()
+
+    async def _run_pipeline(self) -> None:
+        work_send, work_recv = anyio.create_memory_object_stream[ClaimedQuestion](self._concurrency)
+        out_send, out_recv = anyio.create_memory_object_stream[Outcome](self._concurrency * 2)
+        feed_send, feed_recv = anyio.create_memory_object_stream[Lookup](RESOLVER_FEED_BUFFER)
+        run_started = utcnow()
+        async with anyio.create_task_group() as outer:
+            outer.start_soon(self._heartbeat)
+            async with anyio.create_task_group() as resolving:
+                if self._resolver is not None:
+                    self._feed = feed_send
+                    resolving.start_soon(self._resolver.serve, feed_recv)
+                else:
+                    feed_recv.close()
+                writer = self._writer()
+                async with feed_send:  # closing the feed lets the resolver finish and flush
+                    async with anyio.create_task_group() as pipeline:
+                        pipeline.start_soon(writer.run, out_recv, self._flush_now)
+                        pipeline.start_soon(self._claimer, work_send)
+                        for _ in range(self._concurrency):
+                            pipeline.start_soon(self._caller, work_recv.clone(), out_send.clone())
+                        work_recv.close()
+                        out_send.close()
+                        pipeline.start_soon(self._sweep, run_started)
+                    if writer.dropped:
+                        await self._sweep(None)
+            outer.cancel_scope.cancel()
+
+    async def _sweep(self, stored_before: dt.datetime | None) -> None:
+        """Feed the resolver the sources still pending in the database: at start-up those of
+        earlier runs, at the end those the full feed had to drop."""
+        if self._resolver is None or self._feed is None:
+            return
+        async for lookup in pending_lookups(self.engine, self.job_id, stored_before=stored_before):
+            await self._feed.send(lookup)
+
+    async def _claimer(self, work: ObjectSendStream[ClaimedQuestion]) -> None:
+        high_water = self._concurrency * IN_FLIGHT_PER_SLOT
+        refill = refill_batch(self._concurrency)
+        async with work:
+            while not self._stopping:
+                free = high_water - len(self._in_flight)
+                if free < refill:  # above the low-water mark: wait for a batch's worth to go
+                    await self._wait_for_progress(IDLE_POLL_S)
+                    continue
+                if time.monotonic() - self._last_sweep > leases.DEAD_OWNER_SWEEP_S:
+                    await self._release_dead()
+                want = min(free, CLAIM_BATCH)
+                batch = await self._db(
+                    "claiming",
+                    lambda c, n=want: queue.claim(c, self.job_id, self.owner, n, self._lease),
+                )
+                if batch:
+                    self.summary.claimed += len(batch)
+                    self._in_flight.update(q.id for q in batch)
+                    for question in batch:
+                        await work.send(question)
+                    continue
+                if self._in_flight:
+                    await self._wait_for_progress(IDLE_POLL_S)
+                    continue
+                wake_at = await self._db(
+                    "looking for due questions", lambda c: queue.next_wakeup(c, self.job_id)
+                )
+                if wake_at is None:
+                    return  # every question of the job is terminal
+                if wake_at - utcnow() > self.policy.long_pause:
+                    paused = self.caller is not None and self.caller.gate.paused_until is not None
+                    why = self.caller.gate.message() if paused and self.caller else "waiting"
+                    self.stop(
+                        f"nothing is due before {wake_at:%Y-%m-%d %H:%M} UTC ({why});"
+                        " run again then"
+                    )
+                    return
+                wait = (wake_at - utcnow()).total_seconds()
+                await self._wait_for_progress(min(max(wait, 0.05), IDLE_POLL_S))
+
+    async def _wait_for_progress(self, at_most_s: float) -> None:
+        with anyio.move_on_after(at_most_s):
+            await self._progress.wait()
+
+    async def _caller(
+        self, work: ObjectReceiveStream[ClaimedQuestion], outcomes: ObjectSendStream[Outcome]
+    ) -> None:
+        async with work, outcomes:
+            async for question in work:
+                if self._stopping:
+                    self._unstarted.append(question.id)
+                    continue
+                try:
+                    await self._handle(question, outcomes)
+                except Exception as exc:  # a bug of ours must cost one question, not the run
+                    log.exception("question %s", question.qid, extra={"action": "internal_error"})
+                    change = StateChange(
+                        question.id,
+                        QuestionState.FAILED,
+                        question.attempts,
+                        error_class=ErrorClass.INTERNAL_ERROR,
+                        last_error=f"internal error: {exc!r}"[:500],
+                    )
+                    await outcomes.send(Outcome(change))
+
+    async def _handle(self, question: ClaimedQuestion, outcomes: ObjectSendStream[Outcome]) -> None:
+        """Call 1 unless its answer is stored, then call 2 when the structure step is on."""
+        answerer = self._answerer
+        assert answerer is not None
+        if question.answer_raw is None:
+            first = await self._calling_out(answerer.ground(question))
+            await self._send(question, first, outcomes)
+            if first.change is None or not first.change.keep_lease or first.answer is None:
+                return
+            # Call 2 follows, but only once call 1's answer is safely stored.
+            assert first.committed is not None
+            await first.committed.wait()
+            if self._stopping:
+                self._unstarted.append(question.id)  # released as `grounded`
+                return
+            answer, attempts = first.answer.answer, first.change.attempts
+            answer_version = first.answer.version
+        elif answerer.structuring:
+            answer, attempts = stored_answer(question.answer_raw), question.attempts
+            answer_version = question.answer_version
+        else:  # answered by an earlier run that had the structure step on; now it is off
+            await outcomes.send(
+                Outcome(StateChange(question.id, QuestionState.DONE, question.attempts))
+            )
+            return
+        second = await self._calling_out(
+            answerer.structure(
+                question,
+                answer,
+                attempts=attempts,
+                structure_attempts=question.structure_attempts,
+                answer_version=answer_version,
+            )
+        )
+        await self._send(question, second, outcomes)
+
+    async def _calling_out(self, call: Awaitable[Outcome]) -> Outcome:
+        """Await one call, counted in ``_calling`` until its outcome is in hand (before it is
+        sent to the writer, so the writer sees the count drop with the outcome)."""
+        self._calling += 1
+        try:
+            return await call
+        finally:
+            self._calling -= 1
+
+    def _flush_now(self) -> bool:
+        """The commit window closes early when no outcome is coming: no caller is in a call
+        (each busy caller waits on a commit, or none is busy), or the run is stopping."""
+        return self._calling == 0 or self._stopping
+
+    async def _send(
+        self, question: ClaimedQuestion, outcome: Outcome, outcomes: ObjectSendStream[Outcome]
+    ) -> None:
+        """Count the outcome's calls and strikes (stopping the run when the policy says so),
+        then hand it to the writer."""
+        self.summary.add_calls(outcome.calls)
+        if self.metrics is not None:
+            self.metrics.on_calls(outcome.calls)
+        if any(c.outcome == "ok" for c in outcome.calls):
+            self._strikes.success()
+        if outcome.decision is not None:
+            stop = self._strikes.add(outcome.decision)
+            if stop is not None:
+                self.stop(stop)
+        if outcome.change is None:  # handed back untouched: released with its attempts
+            self._unstarted.append(question.id)
+            if not outcome.calls:
+                return
+        elif outcome.change.keep_lease:
+            outcome.committed = anyio.Event()
+        await outcomes.send(outcome)
+
+    def _writer(self) -> GroupCommitWriter:
+        """The run's writer, once the shared limits and the resolver feed are set up."""
+        return GroupCommitWriter(
+            self._db,
+            self.job_id,
+            self.owner,
+            shared=self.shared,
+            verdict_of=self._verdict_of,
+            feed=self._feed,
+            on_finished=self._finished,
+            on_committed=self._notify,
+        )
+
+    def _finished(self, change: StateChange) -> None:
+        """A question's final change in this run is stored: it leaves the pool."""
+        self._in_flight.discard(change.question_id)
+        self.summary.count(change.state)
+        log.debug(
+            "question %s -> %s",
+            change.question_id,
+            change.state,
+            extra={"action": "question_finished", "state": change.state},
+        )
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await anyio.sleep(self._lease.total_seconds() / 4)
+            ids = list(self._in_flight)
+            await self._db(
+                "the heartbeat",
+                lambda c, ids=ids: leases.heartbeat(c, self.owner, ids, self._lease, self.shared),
+            )
+
+    async def _release_leftovers(self) -> None:
+        leftovers = set(self._unstarted) | self._in_flight
+        if leftovers:
+            await self._db("releasing leftovers", lambda c: queue.release(c, self.owner, leftovers))
+            self._in_flight.clear()

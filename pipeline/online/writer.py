@@ -1,0 +1,145 @@
+"""The run's group-commit writer: the callers' outcomes in, one transaction per group.
+
+* Whatever has arrived while the previous commit ran goes into the next transaction (group
+  commit), and a commit window (``WRITE_LINGER_S``, at most ``WRITE_BATCH_MAX`` outcomes)
+  gathers answers that arrive one at a time, as in a paced run. The window closes early when
+  the pool says no outcome is coming (no caller is in a call, or the run is stopping): a caller
+  waiting on its commit before call 2 then waits only when other outcomes are on their way,
+  and never longer than the window.
+* Commits run shielded from cancellation: an answer that was paid for is stored even when the
+  run is being stopped. A lost connection rolls the transaction back and it is run again
+  (the pool's retrying transactions), so outcomes are held until they are stored.
+* In the transaction the budget row is locked first (as everywhere), and the budget
+  reservations of the group's calls are settled against what the ledger stores.
+* After a commit a caller that goes on to call 2 is released (``Outcome.committed``), every
+  finished question is reported to the pool, and each stored redirect is handed to the
+  resolver's feed at once; a full feed drops it (still pending in the database: the final
+  sweep has it) and counts it in :attr:`GroupCommitWriter.dropped`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Awaitable, Callable
+from typing import Protocol, TypeVar
+
+import anyio
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from pipeline.clock import utcnow
+from pipeline.limits.job_limits import SharedLimits
+from pipeline.links.resolver import Lookup
+from pipeline.run.commit_window import batches
+from pipeline.run.verdicts import Outcome
+from pipeline.store import queue
+from pipeline.store import quota as shared_quota
+from pipeline.store.answers import StoredAnswers, VerdictOf, persist_answers
+from pipeline.store.ledger import persist_calls
+from pipeline.store.queue import StateChange
+from pipeline.store.structured import persist_structured
+
+T = TypeVar("T")
+
+WRITE_BATCH_MAX = 500  # outcomes per transaction at most (the commit window's K)
+# The commit window (Kafka's linger.ms): after the first outcome, the writer waits up to this
+# many seconds for more before committing, unless no caller is in a call (nothing else is
+# coming: every busy caller waits on a commit, or none is busy) or the run is stopping.
+WRITE_LINGER_S = 0.2
+
+
+class Transactions(Protocol):
+    """One transaction, retried across lost connections (:meth:`JobRunner._db`)."""
+
+    def __call__(
+        self, what: str, statement: Callable[[AsyncConnection], Awaitable[T]], /
+    ) -> Awaitable[T]: ...
+
+
+class GroupCommitWriter:
+    """Stores one run's outcomes in groups; see the module's docstring."""
+
+    def __init__(
+        self,
+        db: Transactions,
+        job_id: int,
+        owner: str,
+        *,
+        shared: SharedLimits | None,
+        verdict_of: VerdictOf,
+        feed: ObjectSendStream[Lookup] | None,
+        on_finished: Callable[[StateChange], None],
+        on_committed: Callable[[], None],
+    ) -> None:
+        """``on_finished``: told of each question that leaves the pool (its final change in
+        this run); ``on_committed``: called after every commit (the pool's progress)."""
+        self._db = db
+        self._job_id = job_id
+        self._owner = owner
+        self._shared = shared
+        self._verdict_of = verdict_of
+        self._feed = feed
+        self._on_finished = on_finished
+        self._on_committed = on_committed
+        self.dropped = 0  # stored redirects the full feed could not take
+
+    async def run(
+        self, outcomes: ObjectReceiveStream[Outcome], flush_now: Callable[[], bool]
+    ) -> None:
+        """Commit ``outcomes`` in groups until the stream ends; ``flush_now``: whether the
+        commit window may close early (no outcome is coming)."""
+        async for batch in batches(
+            outcomes, WRITE_BATCH_MAX, linger_s=WRITE_LINGER_S, flush_early=flush_now
+        ):
+            with anyio.CancelScope(shield=True):
+                await self.commit(batch)
+
+    async def commit(self, batch: list[Outcome]) -> None:
+        """Store ``batch`` in one transaction, then release, report and feed what it stored."""
+        now = utcnow()
+        # Held until stored: a lost connection rolls the transaction back, and it is re-run.
+        stored = await self._db("storing outcomes", lambda c: self._store(c, batch, now))
+        for outcome in batch:
+            change = outcome.change
+            if change is None:  # handed back: released with the leftovers
+                continue
+            if outcome.committed is not None:
+                outcome.committed.set()  # the caller goes on to call 2; still in flight
+                continue
+            self._on_finished(change)
+        self._feed_resolver(stored, now)
+        self._on_committed()
+
+    async def _store(
+        self, connection: AsyncConnection, batch: list[Outcome], now: dt.datetime
+    ) -> StoredAnswers:
+        records = [c for o in batch for c in o.calls]
+        if self._shared is not None:  # the budget row counts what the ledger stores
+            # First in the transaction: the budget row is always locked before others.
+            await shared_quota.settle_budget(
+                connection,
+                self._job_id,
+                self._owner,
+                released=sum(r.reserved_micro for r in records),
+                spent=sum(r.cost_micro_usd for r in records),
+            )
+        stored = await persist_answers(
+            connection, [o.answer for o in batch if o.answer is not None], now, self._verdict_of
+        )
+        await persist_structured(
+            connection, [o.structured for o in batch if o.structured is not None], now
+        )
+        await persist_calls(connection, records)
+        await queue.apply_state_changes(
+            connection, [o.change for o in batch if o.change is not None]
+        )
+        return stored
+
+    def _feed_resolver(self, stored: StoredAnswers, now: dt.datetime) -> None:
+        if self._feed is None:
+            return
+        for answer_id, chunk_index, uri in stored.pending_sources:
+            try:
+                self._feed.send_nowait(Lookup(answer_id, chunk_index, uri, now))
+            except anyio.WouldBlock:
+                self.dropped += 1  # still pending in the database: swept later

@@ -1,0 +1,1 @@
+"""What a job holds, read back: status, estimate, show, cite, export and the report."""

@@ -1,0 +1,198 @@
+"""``ground estimate``: what the rest of a job is expected to cost, before it is paid for.
+
+When the job has finished questions, the estimate is what they cost on average (the ledger),
+times the questions left: it includes the real share of retries, nudges and call 2. Before the
+first answer it falls back to the price table with assumed usage, and says so: call 1 at the
+job's model, plus call 2 (when the job structures its answers) at the structure model, each
+at the batch rate when it goes through the Batch API. The worst case (every call at its
+bound, as the budget reserves it) is printed beside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from pipeline.costs.charges import expected_cost, worst_case_cost
+from pipeline.costs.prices import Price, PriceTable
+from pipeline.grounding import GroundedAnswer
+from pipeline.job.spec import JobSpec
+from pipeline.job.states import TERMINAL_STATES
+from pipeline.limits import estimate_tokens
+from pipeline.store import ledger
+from pipeline.store.tables import questions
+from pipeline.structure import REPAIR_RETRIES, build_structure_body
+
+# Assumed usage of one grounded call before any was observed (a short factual answer).
+ASSUMED_OUTPUT_TOKENS = 600
+ASSUMED_TOOL_USE_TOKENS = 1_500
+ASSUMED_SEARCH_QUERIES = 2
+# Assumed usage of call 2: the source list it is shown, and the JSON it writes.
+ASSUMED_SOURCE_LIST_TOKENS = 150
+ASSUMED_STRUCTURED_TOKENS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class JobPrices:
+    """The rows a job's calls are charged at. ``structure`` is None when call 2 has no price;
+    ``structures`` says whether the job makes call 2 at all."""
+
+    grounding: Price | None
+    structure: Price | None
+    structures: bool
+    structure_model: str
+
+
+def job_prices(spec: JobSpec, table: PriceTable) -> JobPrices:
+    """Call 1 at the job's model, call 2 at the structure model; each at the Batch API's rate
+    when it goes as a batch (call 2 does with ``[batch] structure``, else it goes online)."""
+    backend = spec.model.backend
+    batch = spec.model.mode == "batch"
+    grounding = (table.for_batch if batch else table.for_model)(spec.model.name, backend)
+    structures = spec.schema is not None and spec.structure.mode == "two_call"
+    model = spec.structure.model or spec.model.name
+    structure = None
+    if structures:
+        in_batch = batch and spec.batch.structure
+        structure = (table.for_batch if in_batch else table.for_model)(model, backend)
+    return JobPrices(grounding, structure, structures, model)
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    remaining: int
+    per_question: Decimal
+    total: Decimal
+    worst_total: Decimal | None
+    basis: str  # where per_question comes from
+
+
+async def estimate_remaining(
+    connection: AsyncConnection, job_id: int, spec: JobSpec, prices: JobPrices
+) -> Estimate:
+    q = questions.c
+    remaining = await connection.scalar(
+        sa.select(sa.func.count()).where(
+            q.job_id == job_id, q.state.not_in(sorted(TERMINAL_STATES))
+        )
+    )
+    finished = await connection.scalar(
+        sa.select(sa.func.count()).where(q.job_id == job_id, q.state.in_(sorted(TERMINAL_STATES)))
+    )
+    spent = await ledger.job_spend(connection, job_id)
+    question_tokens = await _mean_question_tokens(connection, job_id)
+    worst = _worst_per_question(spec, prices, question_tokens)
+    worst_total = None if worst is None else worst * remaining
+    if finished:
+        per_question = spent / finished
+        basis = f"the mean cost of the {finished} finished questions"
+    elif prices.grounding is not None:
+        per_question, basis = _assumed_per_question(spec, prices, question_tokens)
+    else:
+        per_question = Decimal(0)
+        basis = f"no price known for {spec.model.name}: add a row to the prices file"
+    return Estimate(remaining, per_question, per_question * remaining, worst_total, basis)
+
+
+def _assumed_per_question(
+    spec: JobSpec, prices: JobPrices, question_tokens: int
+) -> tuple[Decimal, str]:
+    """One question's cost from assumed usage, and the sentence that says so."""
+    assert prices.grounding is not None
+    prompt = estimate_tokens(spec.model.prompt_template) + question_tokens
+    per_question = expected_cost(
+        prices.grounding,
+        prompt_tokens=prompt,
+        output_tokens=ASSUMED_OUTPUT_TOKENS,
+        tool_use_tokens=ASSUMED_TOOL_USE_TOKENS,
+        search_queries=ASSUMED_SEARCH_QUERIES,
+        tool=spec.grounding.tool,
+    ).total
+    basis = (
+        f"assumed usage ({ASSUMED_OUTPUT_TOKENS} output tokens, {ASSUMED_SEARCH_QUERIES}"
+        f" searches) at {prices.grounding.describe()}"
+    )
+    if prices.structures and prices.structure is not None:
+        per_question += expected_cost(
+            prices.structure,
+            prompt_tokens=_structure_prompt_tokens(spec, question_tokens, ASSUMED_OUTPUT_TOKENS),
+            output_tokens=ASSUMED_STRUCTURED_TOKENS,
+            tool=None,
+        ).total
+        basis += (
+            f", plus call 2 ({ASSUMED_STRUCTURED_TOKENS} output tokens)"
+            f" at {prices.structure.describe()}"
+        )
+    elif prices.structures:
+        basis += f", without call 2: no price known for {prices.structure_model}"
+    return per_question, basis + "; no question has finished yet"
+
+
+def _worst_per_question(spec: JobSpec, prices: JobPrices, question_tokens: int) -> Decimal | None:
+    """Every call of one question at its bound: call 1 and its ungrounded retries, then call 2
+    and its repair. None when a call has no bound (no price, or a tool with no fee)."""
+    limits = spec.limits
+    if prices.grounding is None or (prices.structures and prices.structure is None):
+        return None
+    try:
+        call_1 = worst_case_cost(
+            prices.grounding,
+            prompt_tokens_estimate=estimate_tokens(spec.model.prompt_template) + question_tokens,
+            max_output_tokens=limits.max_output_tokens,
+            max_search_queries=limits.max_search_queries,
+            max_tool_use_tokens=limits.max_tool_use_tokens,
+            tool=spec.grounding.tool,
+        ).total
+    except ValueError:
+        return None
+    worst = call_1 * (1 + spec.grounding.ungrounded_retries)
+    if prices.structure is not None:
+        call_2 = worst_case_cost(
+            prices.structure,
+            prompt_tokens_estimate=_structure_prompt_tokens(
+                spec, question_tokens, limits.max_output_tokens
+            ),
+            max_output_tokens=limits.max_output_tokens,
+            max_search_queries=0,
+            max_tool_use_tokens=0,
+            tool=None,
+        ).total
+        worst += call_2 * (1 + REPAIR_RETRIES)
+    return worst
+
+
+def _structure_prompt_tokens(spec: JobSpec, question_tokens: int, answer_tokens: int) -> int:
+    """Call 2's prompt: its fixed part (rules, instructions, schema) as built for an empty
+    answer, plus the question, an answer of ``answer_tokens`` and an assumed source list."""
+    assert spec.schema is not None
+    empty = GroundedAnswer(
+        grounded=True,
+        text="",
+        citations=(),
+        sources=(),
+        coverage=0.0,
+        unsupported_spans=(),
+        web_search_queries=(),
+        retrieval_queries=(),
+        search_entry_point_html=None,
+        warnings=(),
+    )
+    body = build_structure_body(
+        question="",
+        answer=empty,
+        schema=spec.schema,
+        instructions=spec.structure.instructions,
+        temperature=spec.structure.temperature,
+    )
+    fixed = estimate_tokens(body.decode())
+    return fixed + question_tokens + answer_tokens + ASSUMED_SOURCE_LIST_TOKENS
+
+
+async def _mean_question_tokens(connection: AsyncConnection, job_id: int) -> int:
+    mean_chars = await connection.scalar(
+        sa.select(sa.func.avg(sa.func.length(questions.c.text))).where(questions.c.job_id == job_id)
+    )
+    return int(float(mean_chars or 0) / 4) + 1

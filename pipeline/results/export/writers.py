@@ -1,0 +1,89 @@
+"""JSONL and CSV writers: records in, bytes out, one batch at a time (stdlib + orjson only).
+
+CSV follows the stdlib ``csv`` module's dialect (``excel``: comma, double quotes, CRLF),
+UTF-8 without a byte-order mark. Lists and objects are JSON text in their own column, booleans
+are ``true``/``false`` and a missing value is an empty field, so a spreadsheet and
+``csv.DictReader`` + ``json.loads`` both read it back.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from typing import Any, BinaryIO
+
+import orjson
+
+from pipeline.results.export.records import (
+    CITATION_FIELDS,
+    FIELDS,
+    NESTED_FIELDS,
+    SOURCE_FIELDS,
+    VERSION_FIELDS,
+)
+
+Record = dict[str, Any]
+LONG_KINDS = ("sources", "citations")
+
+
+class JsonlWriter:
+    """One JSON object per line (UTF-8, non-ASCII kept as is)."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self._out = out
+
+    def write(self, records: Sequence[Record]) -> None:
+        self._out.write(b"".join(orjson.dumps(r) + b"\n" for r in records))
+
+    def close(self) -> None:
+        self._out.flush()
+
+
+def csv_cell(value: Any) -> str:
+    """One value as CSV text: JSON for lists and objects, ``true``/``false``, '' for None."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | dict | tuple):
+        return orjson.dumps(value).decode()
+    return str(value)
+
+
+class CsvWriter:
+    """One row per question (``long=None``), or per source / per citation keyed by its id."""
+
+    def __init__(self, out: BinaryIO, long: str | None = None, *, versions: bool = False) -> None:
+        """``versions``: the records carry :data:`VERSION_FIELDS` (``--all-versions``)."""
+        if long is not None and long not in LONG_KINDS:
+            raise ValueError(f"--long takes one of {', '.join(LONG_KINDS)}, not {long!r}")
+        self._out = out
+        self._long = long
+        self._text = io.TextIOWrapper(out, encoding="utf-8", newline="", write_through=True)
+        self._csv = csv.writer(self._text)
+        if long == "sources":
+            self._fields: tuple[str, ...] = ("id", *SOURCE_FIELDS)
+        elif long == "citations":
+            self._fields = ("id", "ordinal", *CITATION_FIELDS)
+        else:
+            self._fields = FIELDS + VERSION_FIELDS if versions else FIELDS
+        self._csv.writerow(self._fields)
+
+    def write(self, records: Sequence[Record]) -> None:
+        if self._long is None:
+            self._csv.writerows([csv_cell(r[f]) for f in self._fields] for r in records)
+            return
+        rows: list[list[str]] = []
+        for record in records:
+            for ordinal, item in enumerate(record[self._long]):
+                item = {"id": record["id"], "ordinal": ordinal, **item}
+                rows.append([csv_cell(item[f]) for f in self._fields])
+        self._csv.writerows(rows)
+
+    def close(self) -> None:
+        self._text.flush()
+        self._text.detach()  # leave the caller's stream open
+
+
+__all__ = ["LONG_KINDS", "NESTED_FIELDS", "CsvWriter", "JsonlWriter", "csv_cell"]

@@ -1,0 +1,195 @@
+"""The report page's pieces: pure functions from summaries and stored rows to HTML text.
+
+Untrusted everywhere: questions, answers, titles, queries and the structured object are
+escaped (the answer is drawn by :func:`pipeline.grounding.render_html`, which escapes it and
+puts the search entry point's HTML, verbatim, in a ``srcdoc`` iframe sandboxed without
+scripts). The page's only script is :data:`SCRIPT`; the Content-Security-Policy allows it by
+its hash and nothing else, so even an injected ``<script>`` or ``onerror=`` could not run.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from pipeline.grounding import render_html
+from pipeline.results.export import destinations, grounded_answer, to_record
+from pipeline.results.report.svg import bar_chart
+from pipeline.results.status import JobStatus
+from pipeline.store.records import StoredQuestion
+from pipeline.store.summary import ClassMisses
+
+esc = html.escape
+
+# Search and filter over the table's rows; the only script on the page.
+SCRIPT = """\
+(function () {
+  var search = document.getElementById("search");
+  var state = document.getElementById("state");
+  var rows = Array.prototype.slice.call(document.querySelectorAll("#answers tbody tr"));
+  var counter = document.getElementById("shown");
+  function apply() {
+    var needle = search.value.trim().toLowerCase();
+    var wanted = state.value;
+    var shown = 0;
+    rows.forEach(function (row) {
+      var ok = (!wanted || row.dataset.state === wanted) &&
+        (!needle || row.dataset.text.indexOf(needle) !== -1);
+      row.hidden = !ok;
+      if (ok) { shown += 1; }
+    });
+    counter.textContent = String(shown);
+  }
+  search.addEventListener("input", apply);
+  state.addEventListener("change", apply);
+  apply();
+})();
+"""
+
+
+def script_hash(script: str = SCRIPT) -> str:
+    digest = hashlib.sha256(script.encode()).digest()
+    return "sha256-" + base64.b64encode(digest).decode()
+
+
+CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+    f"script-src '{script_hash()}'; base-uri 'none'; form-action 'none'"
+)
+
+CSS = """\
+body { font-family: system-ui, sans-serif; margin: 1.5rem; color: #222; }
+h1 { margin-top: 0; }
+.cards { display: flex; flex-wrap: wrap; gap: 0.75rem; }
+.card { border: 1px solid #ddd; border-radius: 6px; padding: 0.5rem 0.9rem; min-width: 8rem; }
+.card b { display: block; font-size: 1.4rem; }
+.charts { display: flex; flex-wrap: wrap; gap: 1.5rem; }
+.charts figure { margin: 0; }
+svg.chart { font-size: 12px; max-width: 100%; height: auto; }
+svg.chart .bar { fill: #4a7bd0; }
+table { border-collapse: collapse; width: 100%; margin-top: 1rem; }
+th, td { border-top: 1px solid #ddd; padding: 0.4rem; vertical-align: top; text-align: left; }
+td.answer-cell { min-width: 28rem; }
+.answer { white-space: pre-wrap; line-height: 1.45; }
+.unsupported { background: #fff3cd; text-decoration: underline dotted #b58900; }
+sup.cite a { text-decoration: none; }
+.sources { font-size: 0.9em; }
+.sources .domain { color: #666; }
+iframe.search-entry-point { width: 100%; height: 5.5rem; border: 0; }
+pre { white-space: pre-wrap; font-size: 0.85em; background: #f6f6f6; padding: 0.4rem; }
+.controls { display: flex; gap: 0.75rem; align-items: center; margin-top: 1.5rem; }
+.state { font-family: monospace; }
+"""
+
+
+def head(title: str) -> str:
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="und">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{esc(title)}</title>\n<style>\n{CSS}</style>\n</head>\n<body>\n"
+    )
+
+
+def _card(label: str, value: str) -> str:
+    return f'<div class="card"><b>{esc(value)}</b>{esc(label)}</div>'
+
+
+def _percent(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1%}"
+
+
+def summary(
+    status: JobStatus,
+    coverage: float | None,
+    latency: Sequence[tuple[str, int]],
+    misses: Sequence[ClassMisses],
+) -> str:
+    """The summary section: figures over every question of the job, and the charts."""
+    cards = [
+        _card("questions", f"{status.total:,}"),
+        _card("answered", f"{status.answers:,}"),
+        _card("grounded rate", _percent(status.grounded_rate)),
+        _card("mean coverage (grounded)", _percent(coverage)),
+        _card("spend (USD)", f"${status.spend_usd:.4f}"),
+        _card("calls", f"{status.calls:,}"),
+        _card("structured valid", f"{status.structured_valid:,}"),
+    ]
+    states = [(s, n) for s, n in status.states.items() if n]
+    resolution = sorted(status.sources.items())
+    class_rate = [
+        (m.qclass or "(none)", round(100 * m.ungrounded / m.answered, 1) if m.answered else 0.0)
+        for m in misses
+    ]
+    charts = [
+        ("Questions by state", bar_chart("Questions by state", states)),
+        ("Source resolution", bar_chart("Source resolution", resolution)),
+        ("Answer latency (call 1)", bar_chart("Answer latency", latency)),
+        ("Ungrounded answers by class", bar_chart("Ungrounded by class", class_rate, unit="%")),
+    ]
+    figures = "".join(
+        f"<figure><figcaption>{esc(caption)}</figcaption>{svg}</figure>" for caption, svg in charts
+    )
+    return (
+        '<section id="summary">\n<h2>Summary (every question)</h2>\n'
+        f'<div class="cards">{"".join(cards)}</div>\n'
+        f'<div class="charts">{figures}</div>\n</section>\n'
+    )
+
+
+def table_start(states: Sequence[str], sample: int, total: int) -> str:
+    options = "".join(f'<option value="{esc(s)}">{esc(s)}</option>' for s in states)
+    return (
+        '<section id="table">\n<h2>Answers</h2>\n'
+        f'<p class="sample">The table holds the first {sample:,} of {total:,} questions'
+        " (by load order; <code>--limit</code> sets how many).</p>\n"
+        '<div class="controls"><input id="search" type="search" placeholder="Search"'
+        ' aria-label="Search the answers">'
+        '<select id="state" aria-label="Filter by state"><option value="">all states</option>'
+        f"{options}</select>"
+        '<span><span id="shown">0</span> shown</span></div>\n'
+        '<table id="answers">\n<thead><tr><th>id</th><th>question</th><th>state</th>'
+        "<th>answer, citations and sources</th><th>structured</th></tr></thead>\n<tbody>\n"
+    )
+
+
+def _pre(value: Any) -> str:
+    return f"<pre>{esc(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())}</pre>"
+
+
+def row(stored: StoredQuestion) -> str:
+    """One table row; ``data-text`` (lower-cased, escaped) is what the search box matches."""
+    record = to_record(stored)
+    answer = grounded_answer(stored)
+    haystack = " ".join(
+        str(part or "")
+        for part in (record["id"], record["question"], record["answer"], record["class"])
+    ).lower()
+    if answer is not None:
+        cell = render_html(answer, destinations(stored))
+    else:
+        error = record["last_error"] or "no answer stored yet"
+        cell = f'<p class="no-answer">{esc(error)}</p>'
+    structured = ""
+    if record["structured"] is not None:
+        valid = "valid" if record["structured_valid"] else "invalid"
+        structured = f"<details><summary>{valid}</summary>{_pre(record['structured'])}</details>"
+    grounded = {True: "grounded", False: "ungrounded", None: ""}[record["grounded"]]
+    return (
+        f'<tr data-state="{esc(record["state"])}" data-text="{esc(haystack)}">'
+        f"<td>{esc(record['id'])}</td>"
+        f"<td>{esc(record['question'])}</td>"
+        f'<td class="state">{esc(record["state"])}<br>{grounded}</td>'
+        f'<td class="answer-cell">{cell}</td>'
+        f"<td>{structured}</td></tr>\n"
+    )
+
+
+def tail() -> str:
+    return f"</tbody>\n</table>\n</section>\n<script>{SCRIPT}</script>\n</body>\n</html>\n"

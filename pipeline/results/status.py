@@ -1,0 +1,236 @@
+"""Where a job stands: counts per state, grounded rate, latency, calls made.
+
+Everything is computed by the database (:mod:`pipeline.store.overview`: counts, sums, one
+ordered probe per percentile), so the cost does not grow with what Python has to hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from pipeline.job.states import TERMINAL_STATES
+from pipeline.store import ledger, overview
+from pipeline.store.breakdown import ClassStats, source_problems, state_counts
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """Questions sharing a state and an error class: the dead-letter view."""
+
+    state: str
+    error_class: str
+    count: int
+    example: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatus:
+    job: str
+    total: int
+    states: dict[str, int]
+    answers: int
+    grounded: int
+    calls: int  # requests made to the model (the ledger), failed ones included
+    spend_usd: Decimal  # the sum of the ledger's call costs
+    unpriced_calls: int  # successful calls whose cost is incomplete (no price known)
+    structured_valid: int
+    structured_invalid: int
+    structured_flagged: int  # require_supported and a value found in no supported span
+    supported_fraction_mean: float | None
+    latency_mean_ms: float | None
+    latency_p95_ms: float | None
+    tokens_total: int
+    sources: dict[str, int] = field(default_factory=dict)
+    # From an answer being stored to its redirect's destination being stored.
+    resolve_p50_ms: float | None = None
+    resolve_p99_ms: float | None = None
+    # (state, error class) -> how many, and one example message
+    problems: list[Problem] = field(default_factory=list)
+    # answers that carried toolCall/toolResponse/code/function parts (kept in the raw body)
+    with_tool_parts: int = 0
+    # Sources not resolved: status (rejected, failed, expired) -> reason -> how many
+    source_problems: dict[str, dict[str, int]] = field(default_factory=dict)
+    # Answers asked again (refresh, retry) whose latest version differs from the one before
+    # (text, sources or destinations), and the earlier versions kept as history.
+    changed: int = 0
+    superseded_answers: int = 0
+    # Latest structured objects made with another schema than the job's current one.
+    structured_stale_schema: int = 0
+
+    @property
+    def grounded_rate(self) -> float | None:
+        return self.grounded / self.answers if self.answers else None
+
+    @property
+    def terminal(self) -> int:
+        return sum(n for state, n in self.states.items() if state in TERMINAL_STATES)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["spend_usd"] = str(self.spend_usd)  # exact, as the ledger sums it
+        data["grounded_rate"] = self.grounded_rate
+        data["terminal"] = self.terminal
+        return data
+
+
+async def job_status(
+    connection: AsyncConnection, job_id: int, job_name: str, *, schema_hash: str | None = None
+) -> JobStatus:
+    """Where the job stands, read from the latest answer and structured versions.
+
+    ``schema_hash``: the job's current schema (:func:`pipeline.structure.schema_hash`); the
+    structured objects made with another are counted as stale.
+    """
+    states = await state_counts(connection, job_id)  # every state, plain str keys (JSON)
+    totals = await ledger.job_totals(connection, job_id)
+    made = await overview.structured_totals(connection, job_id, schema_hash)
+    got = await overview.answer_totals(connection, job_id)
+    resolving = await overview.source_totals(connection, job_id)
+    return JobStatus(
+        job=job_name,
+        total=sum(states.values()),
+        states=states,
+        answers=got.answers,
+        grounded=got.grounded,
+        calls=totals.calls,
+        spend_usd=totals.spend_usd,
+        unpriced_calls=totals.unpriced_calls,
+        structured_valid=made.valid,
+        structured_invalid=made.invalid,
+        structured_flagged=made.flagged,
+        supported_fraction_mean=made.supported_fraction_mean,
+        latency_mean_ms=got.latency_mean_ms,
+        latency_p95_ms=got.latency_p95_ms,
+        tokens_total=got.tokens,
+        sources=resolving.by_status,
+        resolve_p50_ms=resolving.p50_ms,
+        resolve_p99_ms=resolving.p99_ms,
+        problems=[Problem(*row) for row in await overview.dead_letters(connection, job_id)],
+        with_tool_parts=got.with_tool_parts,
+        source_problems=await source_problems(connection, job_id),
+        changed=got.changed,
+        superseded_answers=got.superseded,
+        structured_stale_schema=made.stale_schema,
+    )
+
+
+def render_status(status: JobStatus) -> str:
+    lines = [f"job {status.job}: {status.total} questions, {status.terminal} finished"]
+    lines.append(
+        "  states: "
+        + ", ".join(f"{state} {n}" for state, n in status.states.items() if n or state == "done")
+    )
+    if status.answers:
+        lines.extend(_answer_lines(status))
+    spend = f"spend ${status.spend_usd:.6f}"
+    if status.unpriced_calls:
+        spend += f" (+ {status.unpriced_calls} calls with no known price)"
+    lines.append(f"  calls made: {status.calls}; {spend}")
+    if status.structured_valid or status.structured_invalid:
+        lines.extend(_structured_lines(status))
+    lines.extend(_source_lines(status))
+    if status.problems:
+        lines.append("  problems (state / error class: count, example):")
+        for p in status.problems:
+            example = (p.example or "").replace("\n", " ")
+            if len(example) > 120:
+                example = example[:117] + "..."
+            lines.append(f"    {p.state} / {p.error_class}: {p.count}, e.g. {example}")
+    return "\n".join(lines)
+
+
+def _answer_lines(status: JobStatus) -> list[str]:
+    """The answers: how many were grounded, their tokens and latency, what was asked again."""
+    rate = status.grounded_rate or 0.0
+    lines = [
+        f"  answers: {status.answers} ({status.grounded} grounded, {rate:.1%}); "
+        f"tokens {status.tokens_total}",
+        f"  latency: mean {status.latency_mean_ms:.0f} ms, p95 {status.latency_p95_ms:.0f} ms",
+    ]
+    if status.with_tool_parts:
+        lines.append(f"  answers with tool-call or code parts: {status.with_tool_parts}")
+    if status.superseded_answers:
+        lines.append(
+            f"  answers asked again: {status.changed} changed (text, sources or"
+            f" destinations); {status.superseded_answers} earlier versions kept"
+        )
+    return lines
+
+
+def _structured_lines(status: JobStatus) -> list[str]:
+    """Call 2's objects: valid, invalid, flagged, and those made under an older schema."""
+    supported = status.supported_fraction_mean or 0.0
+    line = (
+        f"  structured: {status.structured_valid} valid, {status.structured_invalid} invalid;"
+        f" values in supported spans {supported:.0%} on average"
+    )
+    if status.structured_flagged:
+        line += f"; {status.structured_flagged} flagged (unsupported values)"
+    lines = [line]
+    if status.structured_stale_schema:
+        lines.append(
+            f"  structured under an older schema: {status.structured_stale_schema}"
+            " (`ground restructure` makes them again)"
+        )
+    return lines
+
+
+def _source_lines(status: JobStatus) -> list[str]:
+    """The sources by resolution status, the reasons of those not resolved, and the lag."""
+    lines = []
+    if status.sources:
+        lines.append(
+            "  sources: " + ", ".join(f"{k} {v}" for k, v in sorted(status.sources.items()))
+        )
+    for resolve_status, reasons in status.source_problems.items():
+        lines.append(f"  sources {resolve_status}, by reason:")
+        lines.extend(f"    {n}: {reason}" for reason, n in reasons.items())
+    if status.resolve_p50_ms is not None and status.resolve_p99_ms is not None:
+        lines.append(
+            f"  stored -> destination resolved: p50 {status.resolve_p50_ms:.0f} ms, "
+            f"p99 {status.resolve_p99_ms:.0f} ms"
+        )
+    return lines
+
+
+def class_stats_dict(stats: list[ClassStats]) -> list[dict[str, Any]]:
+    return [
+        {
+            "class": c.qclass,
+            "questions": c.questions,
+            "answers": c.answers,
+            "grounded": c.grounded,
+            "grounded_rate": c.grounded_rate,
+            "grounded_without_chunks": c.grounded_without_chunks,
+            "no_chunk_share": c.no_chunk_share,
+            "mean_coverage": c.mean_coverage,
+        }
+        for c in stats
+    ]
+
+
+def render_class_stats(job: str, stats: list[ClassStats]) -> str:
+    """Where grounding misses, per question class (lowest grounded rate first)."""
+
+    def share(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1%}"
+
+    width = max([len("class"), *(len(c.qclass) for c in stats)])
+    lines = [
+        f"job {job}: grounding by question class (lowest grounded rate first)",
+        f"  {'class':<{width}}  questions  answers  grounded  no chunks  mean coverage",
+    ]
+    lines.extend(
+        f"  {c.qclass:<{width}}  {c.questions:>9}  {c.answers:>7}  {share(c.grounded_rate):>8}"
+        f"  {share(c.no_chunk_share):>9}  {share(c.mean_coverage):>13}"
+        for c in stats
+    )
+    lines.append(
+        "  grounded: answers with groundingMetadata; no chunks: grounded answers citing no"
+        " source; mean coverage: the share of a grounded answer's text its supports cover"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,222 @@
+"""Watching a run: a progress bar on a terminal, progress records in a log otherwise.
+
+* On a terminal (stdout is a TTY): a ``rich`` bar with done/total, the rate, the ETA, the
+  spend and the 429s, redrawn every :data:`TTY_REFRESH_S`.
+* Otherwise: one ``action=progress`` log record every ``--progress-interval`` (default
+  :data:`DEFAULT_PROGRESS_INTERVAL_S`), in the process's log format (JSON lines by default).
+
+Either way, at the end of each progress interval the job's state counts are read from the
+database into the metrics, and the node_exporter textfile (when asked for) is rewritten.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from pipeline.job.states import TERMINAL_STATES
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from pipeline.online.runner import JobRunner
+    from pipeline.watch.metrics import RunMetrics
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PROGRESS_INTERVAL_S = 60.0  # between progress records off a terminal
+TTY_REFRESH_S = 0.5  # between redraws of the bar
+
+
+@dataclass(frozen=True, slots=True)
+class WatchOptions:
+    """How a run is watched (``ground run``'s flags); the defaults watch nothing extra."""
+
+    tty: bool = False  # draw the bar (stdout is a terminal)
+    log_format: str = "text"
+    progress_interval_s: float | None = None  # None: DEFAULT_PROGRESS_INTERVAL_S
+    summary_json: str | None = None
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    metrics_textfile: str | None = None
+
+    @property
+    def interval_s(self) -> float:
+        return self.progress_interval_s or DEFAULT_PROGRESS_INTERVAL_S
+
+    @property
+    def wants_metrics(self) -> bool:
+        return self.metrics_port is not None or self.metrics_textfile is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Where a run stands: the job's totals at its start plus what this run has done."""
+
+    total: int
+    finished: int  # terminal questions of the job
+    finished_by_run: int
+    calls: int
+    throttled: int  # 429s this run
+    spend_usd: Decimal  # the job's spend (the ledger at the start plus this run's calls)
+    elapsed_s: float
+    rate: float | None  # the adaptive limiter's requests per second, when adaptive
+
+    @property
+    def per_second(self) -> float:
+        return self.finished_by_run / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def eta_s(self) -> float | None:
+        left = self.total - self.finished
+        if left <= 0:
+            return 0.0
+        per_second = self.per_second
+        return left / per_second if per_second > 0 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        eta = self.eta_s
+        return {
+            "finished": self.finished,
+            "total": self.total,
+            "calls": self.calls,
+            "throttled": self.throttled,
+            "spend_usd": str(self.spend_usd),
+            "questions_per_s": round(self.per_second, 3),
+            "eta_s": None if eta is None else round(eta, 1),
+            "elapsed_s": round(self.elapsed_s, 1),
+            "adaptive_rate": None if self.rate is None else round(self.rate, 3),
+        }
+
+
+def snapshot(
+    runner: JobRunner, *, total: int, finished_before: int, spent_before: Decimal, elapsed_s: float
+) -> Snapshot:
+    summary = runner.summary
+    by_run = sum(n for state, n in summary.outcomes.items() if state in TERMINAL_STATES)
+    return Snapshot(
+        total=total,
+        finished=finished_before + by_run,
+        finished_by_run=by_run,
+        calls=summary.calls,
+        throttled=summary.throttled,
+        spend_usd=spent_before + Decimal(summary.cost_micro_usd) / 1_000_000,
+        elapsed_s=elapsed_s,
+        rate=None if runner.caller is None else runner.caller.sending_rate,
+    )
+
+
+class ProgressBar:
+    """The terminal bar (``rich``), drawn on stdout and redrawn by :meth:`update`."""
+
+    def __init__(self, total: int, finished: int) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._progress: Progress = Progress(
+            TextColumn("grounding"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[spend]}  429s {task.fields[throttled]}"),
+            TimeElapsedColumn(),
+            console=Console(file=sys.stdout),
+            auto_refresh=False,
+        )
+        self._task = self._progress.add_task(
+            "grounding", total=total, completed=finished, rate="- q/s", spend="$0", throttled=0
+        )
+
+    def __enter__(self) -> ProgressBar:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def update(self, snap: Snapshot) -> None:
+        self._progress.update(
+            self._task,
+            completed=snap.finished,
+            rate=f"{snap.per_second:.1f} q/s",
+            spend=f"${snap.spend_usd:.4f}",
+            throttled=snap.throttled,
+        )
+        self._progress.refresh()
+
+
+def log_progress(snap: Snapshot) -> None:
+    """One progress record: ``action=progress`` and the snapshot's fields."""
+    log.info(
+        "%d/%d finished, %.1f questions/s, %d calls, %d 429s, spend $%s",
+        snap.finished,
+        snap.total,
+        snap.per_second,
+        snap.calls,
+        snap.throttled,
+        snap.spend_usd,
+        extra={"action": "progress", **snap.to_dict()},
+    )
+
+
+async def watch(
+    runner: JobRunner,
+    options: WatchOptions,
+    *,
+    total: int,
+    finished_before: int,
+    spent_before: Decimal,
+    metrics: RunMetrics | None,
+    read_states: Callable[[], Awaitable[dict[str, int]]],
+) -> None:
+    """Show the run's progress until cancelled (the run's end cancels it)."""
+    log.setLevel(logging.INFO)  # progress records are the point of an unattended run's log
+    started = anyio.current_time()
+
+    def snap() -> Snapshot:
+        return snapshot(
+            runner,
+            total=total,
+            finished_before=finished_before,
+            spent_before=spent_before,
+            elapsed_s=anyio.current_time() - started,
+        )
+
+    async def interval_done() -> None:
+        if metrics is not None:
+            metrics.set_states(await read_states())
+            if options.metrics_textfile:
+                await anyio.to_thread.run_sync(metrics.write_textfile, options.metrics_textfile)
+
+    if options.tty:
+        with ProgressBar(total, finished_before) as bar:
+            next_interval = started + options.interval_s
+            try:
+                while True:
+                    bar.update(snap())
+                    await anyio.sleep(TTY_REFRESH_S)
+                    if anyio.current_time() >= next_interval:
+                        next_interval += options.interval_s
+                        await interval_done()
+            finally:
+                bar.update(snap())  # the bar as the run left it
+    else:
+        while True:
+            await anyio.sleep(options.interval_s)
+            log_progress(snap())
+            await interval_done()
