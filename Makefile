@@ -36,7 +36,7 @@ test: $(STAMP) system-tools
 
 # The suite STRESS_RUNS times in a row beside `stress-ng --cpu 8` (a machine at a load of ~10),
 # stopping at the first failure: a test that depends on timing fails here, not in CI.
-# STRESS_TESTS narrows it, e.g. `make test-stress STRESS_RUNS=3 STRESS_TESTS=tests/test_crash.py`.
+# STRESS_TESTS narrows it, e.g. `make test-stress STRESS_RUNS=3 STRESS_TESTS=tests/e2e/test_crash.py`.
 STRESS_RUNS ?= 5
 STRESS_TESTS ?=
 test-stress: $(STAMP) system-tools

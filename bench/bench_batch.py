@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))
 
 from pipeline.batch.runner import BatchRunner  # noqa: E402
 from pipeline.commands import load_job, opened  # noqa: E402
-from tests.jobutil import make_job  # noqa: E402
+from tests.support.jobs import make_job  # noqa: E402
 
 TARGET_RSS_MB = 200
 

@@ -30,7 +30,7 @@ from pipeline.job.spec import load_jobspec
 from pipeline.links.resolver import Resolver
 from pipeline.store import queue
 from pipeline.store.engine import create_engine, migrate
-from tests.jobutil import write_questions
+from tests.support.jobs import write_questions
 
 JOB = """
 [job]

@@ -39,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.emulated import LATENCY, emulator
-from tests.jobutil import write_questions
+from tests.support.jobs import write_questions
 
 WINDOW_S = 60.0
 JOB = """

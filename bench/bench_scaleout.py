@@ -42,8 +42,8 @@ from pipeline.store import queue
 from pipeline.store.engine import create_engine, migrate
 from pipeline.store.queue import StateChange
 from pipeline.store.tables import questions
-from tests.dbutil import POSTGRES_URL
-from tests.jobutil import write_questions
+from tests.support.databases import POSTGRES_URL
+from tests.support.jobs import write_questions
 
 LEASE = dt.timedelta(minutes=5)
 

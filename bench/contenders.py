@@ -36,7 +36,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.jobutil import QUESTIONS
+from tests.support.jobs import QUESTIONS
 
 API_KEY = "emulator-key"
 MODEL = "gemini-2.5-flash"
@@ -79,7 +79,7 @@ async def run_ours(args: argparse.Namespace, directory: Path, resolver: bool) ->
     from pipeline.links.resolver import Resolver
     from pipeline.store import queue
     from pipeline.store.engine import create_engine, migrate
-    from tests.jobutil import write_questions
+    from tests.support.jobs import write_questions
 
     write_questions(directory, args.questions)
     host = args.base_url.split("://", 1)[1]

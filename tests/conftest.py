@@ -8,9 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-REPO = Path(__file__).resolve().parent.parent
-# The real recorded API responses live beside the checkout, never inside it.
-SHARED_FIXTURES = REPO.parent / "shared" / "fixtures" / "real"
+from tests.support.paths import SHARED_FIXTURES
 
 
 @pytest.fixture

@@ -1,0 +1,236 @@
+"""Batch mode end to end on the emulator: stored like online, priced at batch rates, retried
+under the normal rules, and the batch's links measured."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import warnings
+from pathlib import Path
+
+import anyio
+import orjson
+import pytest
+import sqlalchemy as sa
+
+from pipeline.commands import estimate_command, run_command, status_command
+from pipeline.commands.batch import batch_cancel_command
+from pipeline.costs.charges import call_cost
+from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
+from pipeline.emulator import EmulatorConfig, FakeClock, running_emulator
+from pipeline.gemini.wire import decode_response
+from pipeline.job.spec import JobSpecError
+from pipeline.limits import Backoff
+from pipeline.store.engine import create_engine
+from pipeline.store.tables import answers, batches, calls, questions, sources
+from tests.support.jobs import make_job
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.anyio
+
+BATCH = [
+    'model.mode="batch"',
+    "batch.poll_initial_s=0.02",
+    "batch.poll_max_s=0.2",
+]
+
+
+async def _rows(url: str, query: sa.Select) -> list[sa.Row]:
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as connection:
+            return list((await connection.execute(query)).all())
+    finally:
+        await engine.dispose()
+
+
+def _batch_price():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnconfirmedPriceWarning)
+        return load_prices().for_batch("gemini-2.5-flash", "developer")
+
+
+async def test_a_batch_run_stores_answers_at_batch_prices(
+    tmp_path: Path, emulator_key: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = EmulatorConfig(seed=5, batch_delay_s=0.2)
+    with running_emulator(config) as emu:
+        spec = make_job(tmp_path, base_url=emu.base_url, n_questions=40, overrides=BATCH)
+        assert await run_command(spec) == 0
+        stats = emu.stats()
+        assert stats["batch"]["batches_created"] == 1
+        assert stats["batch"]["batch_requests"] == 40
+        assert stats["requests"]["by_kind"].get("developer", 0) == 0  # no online call
+        states = await _rows(
+            spec.database_url, sa.select(questions.c.state, sa.func.count()).group_by("state")
+        )
+        assert sum(n for _, n in states) == 40
+        assert {s for s, _ in states} <= {"done", "ungrounded"}
+        price = _batch_price()
+        rows = await _rows(
+            spec.database_url,
+            sa.select(calls.c.cost_micro_usd, answers.c.raw_response).join(
+                answers, answers.c.question_id == calls.c.question_id
+            ),
+        )
+        assert len(rows) == 40
+        for cost, raw in rows:
+            response = decode_response(raw.encode())
+            expected = call_cost(
+                price,
+                response.usage_metadata,
+                response.candidates[0].grounding_metadata,
+                tool="google_search",
+            )
+            assert cost == expected.micro_usd()
+        resolved = await _rows(
+            spec.database_url,
+            sa.select(sources.c.resolve_status, sa.func.count()).group_by("resolve_status"),
+        )
+        assert dict(resolved).get("resolved", 0) > 0 and "pending" not in dict(resolved)
+        capsys.readouterr()
+        assert await status_command(spec, as_json=True) == 0
+        document = orjson.loads(capsys.readouterr().out)
+        (batch,) = document["batches"]
+        assert batch["state"] == "JOB_STATE_SUCCEEDED" and batch["answered"] == 40
+        assert batch["links_resolved"] > 0 and batch["links_expired_share"] == 0.0
+
+
+async def test_estimate_prices_batch_mode_at_batch_rates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = make_job(tmp_path, base_url="http://127.0.0.1:1", n_questions=10, overrides=BATCH)
+    assert await estimate_command(spec) == 0
+    batch_out = capsys.readouterr().out
+    assert "gemini-2.5-flash [batch]" in batch_out
+    online = make_job(tmp_path / "online", base_url="http://127.0.0.1:1", n_questions=10)
+    assert await estimate_command(online) == 0
+    online_out = capsys.readouterr().out
+
+    def expected(out: str) -> float:
+        line = next(x for x in out.splitlines() if x.startswith("expected: $"))
+        return float(line.split("$")[1].split(" ")[0])
+
+    assert expected(batch_out) < expected(online_out)
+
+
+async def test_failed_rows_and_an_expired_batch_are_retried(
+    tmp_path: Path, emulator_key: str
+) -> None:
+    config = EmulatorConfig(
+        seed=8, batch_delay_s=0.05, batch_failed_row_share=0.3, batch_expire_first=1
+    )
+    with running_emulator(config) as emu:
+        # A row fails with probability 0.3 in each batch it is in, and which batch a retried
+        # question joins depends on timing. After the expired batch's attempt, 11 more: the
+        # chance that one of the 30 questions fails all of them is 30 x 0.3^11 = 5e-5 a run
+        # (with 8 attempts it was 30 x 0.3^7 = 0.7 %, and a stress run met it).
+        overrides = [*BATCH, "limits.max_attempts=12"]
+        spec = make_job(tmp_path, base_url=emu.base_url, n_questions=30, overrides=overrides)
+        assert await run_command(spec, backoff=Backoff(cap_s=0.2)) == 0
+        stats = emu.stats()["batch"]
+        # The expired batch, one with failed rows, then retries until none is left.
+        assert stats["batches_created"] >= 3
+        rows = await _rows(spec.database_url, sa.select(batches))
+        assert rows[0].state == "JOB_STATE_EXPIRED" and rows[0].returned == 30
+        assert sum(r.failed_rows for r in rows) > 0
+        states = dict(
+            await _rows(
+                spec.database_url,
+                sa.select(questions.c.state, sa.func.count()).group_by("state"),
+            )
+        )
+        assert set(states) <= {"done", "ungrounded"}
+        attempts = await _rows(spec.database_url, sa.select(sa.func.max(questions.c.attempts)))
+        assert attempts[0][0] >= 2  # the expired batch spent an attempt
+
+
+async def test_no_wait_returns_once_submitted_and_a_later_run_collects(
+    tmp_path: Path, emulator_key: str
+) -> None:
+    clock = FakeClock()
+    with running_emulator(EmulatorConfig(seed=2, batch_delay_s=3600.0), clock=clock) as emu:
+        spec = make_job(tmp_path, base_url=emu.base_url, n_questions=10, overrides=BATCH)
+        assert await run_command(spec, no_wait=True) == 0
+        (row,) = await _rows(spec.database_url, sa.select(batches))
+        assert row.name is not None and row.phase == "submitted"
+        leased = await _rows(spec.database_url, sa.select(questions.c.lease_owner).distinct())
+        assert leased == [(f"batch:{row.id}",)]
+        clock.advance(3600)
+        assert await run_command(spec) == 0
+        assert emu.stats()["batch"]["batches_created"] == 1
+        done = await _rows(
+            spec.database_url,
+            sa.select(sa.func.count()).where(questions.c.state.in_(["done", "ungrounded"])),
+        )
+        assert done[0][0] == 10
+
+
+async def test_batch_cancel_stops_the_batch_and_the_next_run_asks_again(
+    tmp_path: Path, emulator_key: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clock = FakeClock()
+    with running_emulator(EmulatorConfig(seed=3, batch_delay_s=3600.0), clock=clock) as emu:
+        spec = make_job(tmp_path, base_url=emu.base_url, n_questions=10, overrides=BATCH)
+        assert await run_command(spec, no_wait=True) == 0
+        (row,) = await _rows(spec.database_url, sa.select(batches))
+        capsys.readouterr()
+        assert await batch_cancel_command(spec) == 0
+        assert f"cancel requested: {row.name}" in capsys.readouterr().out
+        # The next run collects the cancelled batch and sends its questions in a new one,
+        # which ends once the emulator's clock has moved on.
+        run = asyncio.create_task(run_command(spec, backoff=Backoff(cap_s=0.2)))
+        await anyio.to_thread.run_sync(
+            wait_until,
+            lambda: emu.stats()["batch"]["batches_created"] == 2,
+            "the run created a second batch",
+        )
+        clock.advance(3600)
+        assert await run == 0
+        states = await _rows(spec.database_url, sa.select(batches.c.state).order_by(batches.c.id))
+        assert [s for (s,) in states] == ["JOB_STATE_CANCELLED", "JOB_STATE_SUCCEEDED"]
+        done = await _rows(
+            spec.database_url,
+            sa.select(sa.func.count()).where(questions.c.state.in_(["done", "ungrounded"])),
+        )
+        assert done[0][0] == 10
+        capsys.readouterr()
+        assert await batch_cancel_command(spec) == 0
+        assert "no running batch to cancel" in capsys.readouterr().out
+
+
+def test_vertex_is_refused_at_load(tmp_path: Path) -> None:
+    with pytest.raises(JobSpecError, match="Developer-API only"):
+        make_job(
+            tmp_path,
+            base_url="http://127.0.0.1:1",
+            overrides=[*BATCH, 'model.backend="vertex"'],
+        )
+
+
+async def test_links_older_than_their_lifetime_lose_their_destinations(
+    tmp_path: Path, emulator_key: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The server's clock starts two hours back and catches up with ours when the batch ends,
+    # so the links' age is the same on both sides: two hours.
+    clock = FakeClock(start=time.time() - 7200)
+    config = EmulatorConfig(seed=6, batch_delay_s=7200.0, redirect_ttl_s=3600.0)
+    with running_emulator(config, clock=clock) as emu:
+        spec = make_job(tmp_path, base_url=emu.base_url, n_questions=10, overrides=BATCH)
+        assert await run_command(spec, no_wait=True) == 0
+        clock.advance(7200)  # the batch ends two hours after it was created
+        assert await run_command(spec) == 0
+    statuses = dict(
+        await _rows(
+            spec.database_url,
+            sa.select(sources.c.resolve_status, sa.func.count()).group_by("resolve_status"),
+        )
+    )
+    assert statuses.get("expired", 0) > 0 and "resolved" not in statuses
+    capsys.readouterr()
+    assert await status_command(spec, as_json=True) == 0
+    (batch,) = orjson.loads(capsys.readouterr().out)["batches"]
+    assert batch["links_expired_share"] == 1.0
+    assert batch["link_age_mean_s"] >= 7200
+    assert await status_command(spec, as_json=False) == 0
+    assert "100.0% already expired" in capsys.readouterr().out

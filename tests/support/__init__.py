@@ -1,0 +1,1 @@
+"""What the tests share: jobs, databases, waiting, credentials, PostgreSQL clusters."""

@@ -1,0 +1,528 @@
+"""pipeline.costs: the price table, per-call costs, worst cases, the budget."""
+
+from __future__ import annotations
+
+import datetime as dt
+import warnings
+from decimal import Decimal
+from pathlib import Path
+from typing import get_args
+
+import anyio
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.costs.charges import (
+    ZERO_COST,
+    Budget,
+    Cost,
+    call_cost,
+    expected_cost,
+    worst_case_cost,
+)
+from pipeline.costs.prices import (
+    GroundingFee,
+    Price,
+    PriceError,
+    PriceField,
+    PriceTable,
+    UnconfirmedPriceWarning,
+    _Row,
+    load_prices,
+    parse_prices,
+)
+from pipeline.gemini.wire import GroundingMetadata, UsageMetadata
+from pipeline.limits import estimate_tokens
+from tests.support.paths import REPO
+
+D = Decimal
+PRICES = REPO / "pipeline" / "costs" / "prices.toml"
+
+
+@pytest.fixture(scope="module")
+def table() -> PriceTable:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnconfirmedPriceWarning)
+        return load_prices()
+
+
+def _price(**overrides) -> Price:
+    fields = {
+        "match": "m",
+        "backend": "developer",
+        "input_per_1m": D("1.00"),
+        "output_per_1m": D("10.00"),
+        "as_of": "2026-10-07",
+        "source": "test",
+    }
+    fields.update(overrides)
+    return Price(**fields)
+
+
+def _table(body: str) -> PriceTable:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnconfirmedPriceWarning)
+        return parse_prices(body.encode(), "test.toml")
+
+
+# --- the table --------------------------------------------------------------------------------
+
+
+def test_every_row_loads_with_date_and_source(table: PriceTable) -> None:
+    assert len(table.rows) >= 20
+    for row in table.rows:
+        assert row.as_of
+        assert row.source
+        assert row.backend in {"developer", "vertex", "any"}
+        assert row.input_per_1m > 0
+        assert row.output_per_1m > 0
+        assert row.grounding, row.describe()
+        for fee in row.grounding.values():
+            assert fee.source
+            assert fee.kind in {"per_prompt", "per_query", "none"}
+            assert fee.kind != "none" or fee.usd_per_1k == 0
+        if row.as_of != "undated":
+            dt.date.fromisoformat(row.as_of)
+        if row.long_context_above is not None:
+            assert row.input_per_1m_long is not None
+            assert row.output_per_1m_long is not None
+
+
+def test_the_shipped_file_warns_about_placeholders() -> None:
+    with pytest.warns(UnconfirmedPriceWarning, match="unconfirmed placeholder") as record:
+        table = load_prices(PRICES)
+    message = str(record[0].message)
+    for row in table.unconfirmed():
+        assert row.describe() in message
+    assert any(row.source == "unconfirmed" for row in table.unconfirmed())
+
+
+def test_grounding_fees_match_the_reference(table: PriceTable) -> None:
+    """Reference §5: 3.x $14/1K queries, 2.5 $35/1K prompts, Maps $25/1K, on both backends."""
+    on = dt.date(2026, 11, 1)
+    for backend in ("developer", "vertex"):
+        for model in ("gemini-3.5-flash", "gemini-3-pro-preview", "gemini-3.1-flash-lite"):
+            fee = table.for_model(model, backend, on=on).fee("google_search")
+            assert (fee.kind, fee.usd_per_1k) == ("per_query", D(14)), (model, backend)
+        for model in ("gemini-2.5-flash", "gemini-2.5-pro", "gemini-2.0-flash-001"):
+            fee = table.for_model(model, backend, on=on).fee("google_search")
+            assert (fee.kind, fee.usd_per_1k) == ("per_prompt", D(35)), (model, backend)
+    maps = table.for_model("gemini-2.5-flash", "developer").fee("google_maps")
+    assert (maps.kind, maps.usd_per_1k) == ("per_prompt", D(25))
+    datastore = table.for_model("gemini-2.5-flash", "vertex").fee("vertex_ai_search")
+    assert datastore is not None
+    assert table.for_model("gemini-2.5-flash", "developer").fee("vertex_ai_search") is None
+
+
+def test_prefix_matching(table: PriceTable) -> None:
+    def match(model: str, backend: str = "developer", **kw) -> str | None:
+        row = table.for_model(model, backend, **kw)
+        return None if row is None else f"{row.match}/{row.backend}"
+
+    assert match("gemini-2.5-flash") == "gemini-2.5-flash/developer"
+    assert match("gemini-2.5-flash-lite") == "gemini-2.5-flash-lite/developer"  # longest wins
+    assert match("gemini-2.5-flash-preview-09-2025") == "gemini-2.5-flash/developer"
+    assert match("models/gemini-2.5-flash") == "gemini-2.5-flash/developer"
+    assert match("publishers/google/models/gemini-2.5-pro", "vertex") == "gemini-2.5-pro/vertex"
+    assert match("gemini-2.5-flash@001", "vertex") == "gemini-2.5-flash/vertex"
+    assert match("GEMINI-2.5-FLASH") == "gemini-2.5-flash/developer"
+    assert match("gemini-3-pro-preview") == "gemini-3-pro/developer"
+    assert match("gemini-3.5-flash") == "gemini-3.5-flash/developer"  # not "gemini-3..."
+    assert match("gemini-2.5-flashy") is None  # a prefix matches at a boundary only
+    assert match("gemini-4-ultra") is None
+    assert match("gemini-2.5-flash", "batch") is None
+
+
+def test_dated_rows(table: PriceTable) -> None:
+    before = table.for_model("gemini-3.8-flash", "developer", on=dt.date(2026, 12, 31))
+    after = table.for_model("gemini-3.8-flash", "developer", on=dt.date(2027, 1, 1))
+    assert (before.input_per_1m, before.output_per_1m) == (D("0.75"), D("3.75"))
+    assert (after.input_per_1m, after.output_per_1m) == (D("1.50"), D("7.50"))
+
+
+def test_exact_backend_beats_any() -> None:
+    t = _table(
+        """
+[[price]]
+match = "gemini-x"
+backend = "any"
+input_per_1m = 1
+output_per_1m = 1
+as_of = 2026-01-01
+source = "a"
+[[price]]
+match = "gemini-x"
+backend = "vertex"
+input_per_1m = 2
+output_per_1m = 2
+as_of = 2026-01-01
+source = "b"
+"""
+    )
+    assert t.for_model("gemini-x", "vertex").source == "b"
+    assert t.for_model("gemini-x", "developer").source == "a"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("[[price]]\nmatch='m'\n", r"price\[0\]\.backend"),
+        (
+            "[[price]]\nmatch='m'\nbackend='developer'\ninput_per_1m=1\noutput_per_1m=1\n"
+            "as_of=2026-01-01\nsource='s'\ninput_per_m=3\n",
+            r"price\[0\]: unknown key\(s\) input_per_m",
+        ),
+        (
+            "[[price]]\nmatch='m'\nbackend='developer'\ninput_per_1m=-1\noutput_per_1m=1\n"
+            "as_of=2026-01-01\nsource='s'\n",
+            r"price\[0\]\.input_per_1m: expected a non-negative",
+        ),
+        (
+            "[[price]]\nmatch='m'\nbackend='developer'\ninput_per_1m=1\noutput_per_1m=1\n"
+            "as_of=2026-01-01\nsource='s'\n[price.grounding.google_search]\nkind='per_call'\n"
+            "usd_per_1k=1\nsource='s'\n",
+            r"grounding\.google_search\.kind",
+        ),
+        (
+            "[[price]]\nmatch='m'\nbackend='developer'\ninput_per_1m=1\noutput_per_1m=1\n"
+            "source='s'\n",
+            r"price\[0\]\.as_of",
+        ),
+        ("price = [", "test.toml"),
+        (
+            "[[price]]\nmatch='m'\nbackend='developer'\ninput_per_1m=1\noutput_per_1m=1\n"
+            "as_of=2026-01-01\nsource='s'\nunconfirmed=['input_per_1m', 'input']\n",
+            r"^test\.toml: price\[0\]\.unconfirmed\[1\]: invalid enum value 'input'$",
+        ),
+        (
+            "[[price]]\nmatch='m'\nbackend='developer'\ninput_per_1m=1\noutput_per_1m=1\n"
+            "as_of=2026-01-01\nsource='s'\n[price.grounding.google_serch]\n",
+            r"price\[0\]\.grounding: unknown key\(s\) google_serch",
+        ),
+        (
+            "[[tool_fee]]\ntool='vertex_ai_search'\nkind='per_query'\nusd_per_1k=inf\nsource='s'\n",
+            r"tool_fee\[0\]\.usd_per_1k: expected a non-negative number",
+        ),
+        (
+            "[[price]]\nmatch='m'\nbackend='developer'\ninput_per_1m=true\noutput_per_1m=1\n"
+            "as_of=2026-01-01\nsource='s'\n",
+            r"price\[0\]\.input_per_1m: expected a number, got True",
+        ),
+        ("", r"test\.toml: no \[\[price\]\] rows"),
+    ],
+)
+def test_malformed_rows_name_the_place(body: str, message: str) -> None:
+    with pytest.raises(PriceError, match=message):
+        parse_prices(body.encode(), "test.toml")
+
+
+def test_prices_are_exact_decimals(table: PriceTable) -> None:
+    """Read as written in the file, never through float: 0.10 is exactly 1/10."""
+    for row in table.rows:
+        assert type(row.input_per_1m) is Decimal
+        assert type(row.as_of) is str
+        for fee in row.grounding.values():
+            assert type(fee.usd_per_1k) is Decimal
+    assert table.for_model("gemini-2.0-flash", "developer").input_per_1m == D("0.10")
+
+
+def test_unconfirmed_may_name_every_row_key_and_only_those() -> None:
+    assert set(get_args(PriceField)) == set(_Row.__struct_fields__)
+
+
+def test_missing_file_is_a_price_error(tmp_path: Path) -> None:
+    with pytest.raises(PriceError, match=r"nope\.toml"):
+        load_prices(tmp_path / "nope.toml")
+
+
+# --- call_cost --------------------------------------------------------------------------------
+
+
+def _fee(kind: str, usd: int) -> dict:
+    return {"google_search": GroundingFee(kind, D(usd), source="test")}
+
+
+PER_PROMPT = _price(grounding=_fee("per_prompt", 35))
+PER_QUERY = _price(grounding=_fee("per_query", 14))
+
+
+def test_tokens_tool_use_as_input_thinking_as_output() -> None:
+    usage = UsageMetadata(
+        prompt_token_count=17,
+        candidates_token_count=20,
+        tool_use_prompt_token_count=308,
+        thoughts_token_count=333,
+        total_token_count=678,  # the vercel/ai fixture, reference §3.1
+    )
+    cost = call_cost(PER_PROMPT, usage, None)
+    assert cost.input_tokens == 17 + 308
+    assert cost.output_tokens == 20 + 333
+    assert cost.input_usd == D(325) * D("1.00") / 1_000_000
+    assert cost.output_usd == D(353) * D("10.00") / 1_000_000
+    assert cost.grounding_usd == 0  # not grounded: no fee
+    assert cost.total == D("0.003855")
+    assert cost.micro_usd() == 3855
+
+
+def test_per_prompt_fee_once_however_many_queries() -> None:
+    usage = UsageMetadata(prompt_token_count=10)
+    grounded = GroundingMetadata(web_search_queries=("a", "b", "c"))
+    cost = call_cost(PER_PROMPT, usage, grounded)
+    assert cost.grounding_units == 1
+    assert cost.grounding_usd == D("0.035")
+    # grounding metadata present but no queries listed: still one grounded prompt
+    assert call_cost(PER_PROMPT, usage, GroundingMetadata()).grounding_usd == D("0.035")
+
+
+def test_per_query_fee_counts_non_empty_queries_only() -> None:
+    usage = UsageMetadata(prompt_token_count=10)
+    grounded = GroundingMetadata(web_search_queries=("weather paris", "", "  ", "tokyo"))
+    cost = call_cost(PER_QUERY, usage, grounded)
+    assert cost.grounding_units == 2
+    assert cost.grounding_usd == D("0.028")
+    assert (
+        call_cost(PER_QUERY, usage, GroundingMetadata(web_search_queries=("",))).grounding_usd == 0
+    )
+
+
+def test_no_tool_or_unknown_fee() -> None:
+    usage = UsageMetadata(prompt_token_count=10)
+    grounded = GroundingMetadata(web_search_queries=("a",))
+    assert call_cost(PER_QUERY, usage, grounded, tool=None).grounding_usd == 0
+    maps = call_cost(PER_QUERY, usage, grounded, tool="google_maps")
+    assert maps.complete is False
+    assert maps.grounding_usd == 0
+
+
+def test_datastore_units_are_retrieval_queries_at_least_one(table: PriceTable) -> None:
+    price = table.for_model("gemini-2.5-flash", "vertex")
+    usage = UsageMetadata(prompt_token_count=0)
+    fee = price.fee("vertex_ai_search").usd_per_1k / 1000
+    none = call_cost(price, usage, GroundingMetadata(), tool="vertex_ai_search")
+    two = call_cost(
+        price, usage, GroundingMetadata(retrieval_queries=("a", "", "b")), tool="vertex_ai_search"
+    )
+    assert (none.grounding_units, none.grounding_usd) == (1, fee)
+    assert (two.grounding_units, two.grounding_usd) == (2, 2 * fee)
+
+
+def test_cached_and_long_context_rates() -> None:
+    price = _price(
+        cached_input_per_1m=D("0.10"),
+        long_context_above=200_000,
+        input_per_1m_long=D("2.00"),
+        output_per_1m_long=D("15.00"),
+    )
+    cached = call_cost(
+        price,
+        UsageMetadata(prompt_token_count=1000, cached_content_token_count=400),
+        None,
+    )
+    assert cached.input_usd == (D(600) * 1 + D(400) * D("0.10")) / 1_000_000
+    long = call_cost(
+        price,
+        UsageMetadata(
+            prompt_token_count=199_000, tool_use_prompt_token_count=2000, candidates_token_count=10
+        ),
+        None,
+    )
+    assert long.input_usd == D(201_000) * 2 / 1_000_000  # search results push it over 200k
+    assert long.output_usd == D(10) * 15 / 1_000_000
+
+
+def test_real_price_row_example(table: PriceTable) -> None:
+    price = table.for_model("gemini-2.5-flash", "developer")
+    usage = UsageMetadata(
+        prompt_token_count=1000,
+        candidates_token_count=500,
+        tool_use_prompt_token_count=2000,
+        thoughts_token_count=300,
+    )
+    cost = call_cost(price, usage, GroundingMetadata(web_search_queries=("q",)))
+    # 3000 input at $0.30/1M + 800 output at $2.50/1M + one grounded prompt at $35/1K
+    assert cost.total == D("0.0009") + D("0.002") + D("0.035")
+
+
+def test_cost_total_and_micro_usd_rounds_up() -> None:
+    a = Cost(input_usd=D("0.0000001"), input_tokens=1)
+    assert a.micro_usd() == 1
+    assert ZERO_COST.micro_usd() == 0
+    parts = Cost(input_usd=D("0.0000001"), output_usd=D("0.0000001"), grounding_usd=D("0.014"))
+    assert parts.total == D("0.0140002")
+    assert parts.micro_usd() == 14001  # 14000.2 micro-dollars, rounded up
+
+
+# --- worst case -------------------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    kind=st.sampled_from(["per_prompt", "per_query"]),
+    prompt=st.integers(0, 300_000),
+    max_out=st.integers(0, 70_000),
+    max_queries=st.integers(0, 20),
+    max_tool=st.integers(0, 50_000),
+    data=st.data(),
+)
+def test_worst_case_bounds_every_call_within_its_assumptions(
+    kind: str, prompt: int, max_out: int, max_queries: int, max_tool: int, data: st.DataObject
+) -> None:
+    price = _price(
+        grounding=_fee(kind, 35),
+        cached_input_per_1m=D("0.1"),
+        long_context_above=200_000,
+        input_per_1m_long=D("2.00"),
+        output_per_1m_long=D("15.00"),
+    )
+    worst = worst_case_cost(
+        price,
+        prompt_tokens_estimate=prompt,
+        max_output_tokens=max_out,
+        max_search_queries=max_queries,
+        max_tool_use_tokens=max_tool,
+    )
+    actual_prompt = data.draw(st.integers(0, prompt))
+    candidates = data.draw(st.integers(0, max_out))
+    usage = UsageMetadata(
+        prompt_token_count=actual_prompt,
+        cached_content_token_count=data.draw(st.integers(0, actual_prompt)),
+        tool_use_prompt_token_count=data.draw(st.integers(0, max_tool)),
+        candidates_token_count=candidates,
+        thoughts_token_count=data.draw(st.integers(0, max_out - candidates)),
+    )
+    queries = data.draw(st.lists(st.sampled_from(["q", "", "other"]), max_size=max(max_queries, 1)))
+    grounding = data.draw(
+        st.sampled_from([None, GroundingMetadata(web_search_queries=tuple(queries))])
+    )
+    assert call_cost(price, usage, grounding).total <= worst.total
+
+
+def test_worst_case_needs_a_known_fee() -> None:
+    with pytest.raises(ValueError, match="no grounding fee for google_maps"):
+        worst_case_cost(
+            PER_QUERY,
+            prompt_tokens_estimate=10,
+            max_output_tokens=10,
+            max_search_queries=1,
+            tool="google_maps",
+        )
+    ungrounded = worst_case_cost(
+        PER_QUERY, prompt_tokens_estimate=10, max_output_tokens=10, max_search_queries=5, tool=None
+    )
+    assert ungrounded.grounding_usd == 0
+    assert ungrounded.input_tokens == 10  # no search results without a tool
+
+
+def test_expected_cost(table: PriceTable) -> None:
+    price = table.for_model("gemini-3.5-flash", "developer")
+    one = expected_cost(
+        price, prompt_tokens=100, output_tokens=400, tool_use_tokens=900, search_queries=2.5
+    )
+    assert one.total == D(1000) * D("1.50") / 1_000_000 + D(400) * 9 / 1_000_000 + D("0.035")
+    half = expected_cost(
+        price, prompt_tokens=0, output_tokens=0, search_queries=2, grounded_share=0.5
+    )
+    assert half.grounding_usd == D("0.014")
+
+
+# --- budget -----------------------------------------------------------------------------------
+
+
+def test_budget_refuses_what_it_cannot_cover() -> None:
+    budget = Budget("1.00")
+    assert budget.reserve(D("0.60"))
+    assert not budget.reserve(D("0.50"))  # 0.60 held + 0.50 > 1.00
+    assert budget.refused == 1
+    budget.settle(D("0.60"), D("0.10"))
+    assert (budget.spent, budget.reserved, budget.remaining) == (D("0.10"), 0, D("0.90"))
+    assert budget.reserve(D("0.50"))
+    budget.release(D("0.50"))
+    assert budget.remaining == D("0.90")
+    assert "not started" in budget.message(D("5"))
+    with pytest.raises(ValueError, match="negative"):
+        budget.reserve(D("-1"))
+    with pytest.raises(ValueError, match="non-negative"):
+        Budget("-1")
+
+
+def test_budget_resumes_from_stored_spend_and_counts_overruns() -> None:
+    budget = Budget(2, spent="1.5")
+    assert budget.remaining == D("0.5")
+    assert budget.reserve(D("0.5"))
+    budget.settle(D("0.5"), D("0.7"))  # the worst case was wrong: recorded truthfully
+    assert budget.overruns == 1
+    assert budget.spent == D("2.2")
+    assert budget.remaining == 0
+    assert not budget.reserve(D("0.000001"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    limit=st.decimals(min_value=0, max_value=100, places=6),
+    ops=st.lists(
+        st.tuples(
+            st.booleans(),
+            st.decimals(min_value=0, max_value=30, places=6),
+            st.floats(min_value=0, max_value=1),
+            st.integers(min_value=0, max_value=10**6),
+        ),
+        max_size=200,
+    ),
+)
+def test_budget_never_exceeded_when_actual_at_most_worst(limit, ops) -> None:
+    budget = Budget(limit)
+    held: list[Decimal] = []
+    for is_reserve, worst, share, pick in ops:
+        if is_reserve or not held:
+            if budget.reserve(worst):
+                held.append(worst)
+        else:
+            reservation = held.pop(pick % len(held))
+            actual = (reservation * Decimal(str(share))).quantize(Decimal("0.000001"))
+            budget.settle(reservation, min(actual, reservation))
+        assert budget.spent + budget.reserved <= limit
+    for reservation in held:
+        budget.settle(reservation, reservation)
+    assert budget.spent <= limit
+    assert budget.overruns == 0
+
+
+@pytest.mark.anyio
+async def test_budget_under_concurrent_tasks() -> None:
+    """About 100 questions' worth of budget: the run stops cleanly at or below it."""
+    price = _price(grounding=_fee("per_prompt", 35))
+    prompt = "What is the tallest building in Paris?" * 3
+    worst = worst_case_cost(
+        price,
+        prompt_tokens_estimate=estimate_tokens(prompt),
+        max_output_tokens=1024,
+        max_search_queries=4,
+        max_tool_use_tokens=2000,
+    )
+    budget = Budget(worst.total * 100)
+    started: list[int] = []
+    stopped: list[str] = []
+
+    async def question(i: int) -> None:
+        if not budget.reserve(worst):
+            stopped.append(budget.message(worst))
+            return
+        started.append(i)
+        await anyio.sleep(0)  # the call
+        usage = UsageMetadata(
+            prompt_token_count=estimate_tokens(prompt) - 1,
+            candidates_token_count=500 + i % 400,
+            tool_use_prompt_token_count=1000 + i % 900,
+            thoughts_token_count=100,
+        )
+        budget.settle(worst, call_cost(price, usage, GroundingMetadata()))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(400):
+            tg.start_soon(question, i)
+    assert budget.spent <= budget.limit
+    assert budget.reserved == 0
+    assert len(started) >= 100  # actual costs below the worst case leave room for more
+    assert stopped
+    assert "not started" in stopped[0]
