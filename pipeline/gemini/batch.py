@@ -41,8 +41,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 from urllib.parse import quote
 
 import aiohttp
@@ -53,6 +52,7 @@ from pipeline.errors import ErrorClass
 from pipeline.gemini.api_errors import TransientError, Unreachable, classify_http_error
 from pipeline.gemini.batch_wire import BatchJob, BatchProtocolError, parse_batch
 from pipeline.gemini.endpoint import DEVELOPER_API_BASE, Auth
+from pipeline.gemini.session import SessionOwner
 
 API_VERSION = "v1beta"
 UPLOAD_CHUNK_BYTES = 8 * 1024 * 1024  # bytes per resumable-upload request
@@ -61,37 +61,23 @@ MAX_LINE_BYTES = 64 * 1024 * 1024  # a result line longer than this is refused a
 CONNECT_TIMEOUT_S = 10.0  # seconds
 REQUEST_TIMEOUT_S = 300.0  # seconds for one upload chunk, create, get, list or cancel
 JSONL_MIME = "application/jsonl"
-USER_AGENT = "ground/0.1 (+aiohttp; batch)"
 
 
-class BatchClient:
+class BatchClient(SessionOwner):
     """The Batch and Files API of one Developer API base URL, over its own aiohttp session.
 
     Use as an async context manager. Nothing here retries: the runner decides (polling with
     backoff, a failed upload started again).
     """
 
-    __slots__ = ("_auth", "_base", "_session")
+    __slots__ = ("_auth", "_base")
 
     def __init__(self, auth: Auth, *, base_url: str | None = None) -> None:
         self._auth = auth
         self._base = (base_url or DEVELOPER_API_BASE).rstrip("/")
-        self._session = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
-            headers={"user-agent": USER_AGENT},
-            raise_for_status=False,
+        super().__init__(
+            timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
         )
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._session.close()
 
     # -- files ---------------------------------------------------------------------------------
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Self
 
 import aiohttp
 
@@ -22,11 +20,11 @@ from pipeline.gemini.api_errors import (
     classify_http_error,
 )
 from pipeline.gemini.endpoint import Endpoint
+from pipeline.gemini.session import SessionOwner
 from pipeline.gemini.wire import GenerateContentResponse, MalformedResponse, decode_response
 
 CONNECT_TIMEOUT_S = 10.0  # establishing a TCP/TLS connection
 MAX_BODY_BYTES = 64 * 1024 * 1024  # a response larger than this is refused as hostile
-USER_AGENT = "ground/0.1 (+aiohttp)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,31 +34,18 @@ class CallResult:
     latency_ms: float
 
 
-class GeminiClient:
+class GeminiClient(SessionOwner):
     """Calls generateContent endpoints over one session. Use as an async context manager."""
 
-    __slots__ = ("_session", "_timeout")
+    __slots__ = ("_timeout",)
 
     def __init__(self, *, max_connections: int, timeout_s: float) -> None:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s, connect=CONNECT_TIMEOUT_S)
-        connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=max_connections)
-        self._session = aiohttp.ClientSession(
-            connector=connector,
+        super().__init__(
             timeout=self._timeout,
-            headers={"user-agent": USER_AGENT, "content-type": "application/json"},
-            raise_for_status=False,
+            limit=max_connections,
+            headers={"content-type": "application/json"},
         )
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._session.close()
 
     async def generate(self, endpoint: Endpoint, body: bytes) -> CallResult:
         headers = await endpoint.auth.headers()

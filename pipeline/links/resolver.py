@@ -18,7 +18,8 @@ most :data:`MAX_HOPS` hops), any other is recorded and the walk stops there.
 * :class:`Resolver` runs inside ``ground run`` as a feed (answers are resolved within seconds of
   being stored) and in ``ground resolve`` / the start-up sweep over whatever is left.
 
-The HTTP session is the resolver's own: no cookies, no credentials, no default headers.
+The HTTP session is the resolver's own: no cookies, no credentials, no headers but the user
+agent.
 """
 
 from __future__ import annotations
@@ -29,8 +30,6 @@ import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Self
 
 import aiohttp
 import anyio
@@ -39,6 +38,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.clock import utcnow
 from pipeline.errors import ErrorClass, RetryableError
+from pipeline.gemini.session import SessionOwner
 from pipeline.job.sections import ResolverSection
 from pipeline.limits import Backoff, RateLimiter, RetryPolicy
 from pipeline.links import rules as redirects
@@ -63,7 +63,6 @@ WRITE_BATCH_MAX = 500  # source updates per transaction at most (the commit wind
 # resolution's commit, so the window can be longer than the run's writer's.
 WRITE_LINGER_S = 0.5
 MAX_BODY_BYTES = 16_384  # a redirect's own body is read (to reuse the connection) up to this
-USER_AGENT = "ground-resolver/0.1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +80,10 @@ class ResolvedSource:
     resolved_at: dt.datetime
 
 
-class RedirectClient:
+class RedirectClient(SessionOwner):
     """Follows one redirect chain with GET, never leaving the allow-list."""
 
-    __slots__ = ("_allow", "_limiter", "_policy", "_session")
+    __slots__ = ("_allow", "_limiter", "_policy")
 
     def __init__(
         self, settings: ResolverSection, allow: AllowList, *, policy: RetryPolicy | None = None
@@ -92,24 +91,9 @@ class RedirectClient:
         self._allow = allow
         self._policy = policy or resolver_policy()
         self._limiter = RateLimiter(settings.requests_per_second)  # evenly spaced, no burst
-        timeout = aiohttp.ClientTimeout(total=settings.timeout_s)
-        self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=settings.concurrency),
-            timeout=timeout,
-            cookie_jar=aiohttp.DummyCookieJar(),
-            headers={"user-agent": USER_AGENT},
+        super().__init__(
+            timeout=aiohttp.ClientTimeout(total=settings.timeout_s), limit=settings.concurrency
         )
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._session.close()
 
     async def resolve(self, uri: str) -> LookupResult:
         """Walk the redirect chain from ``uri``; a transient failure (timeout, connection
