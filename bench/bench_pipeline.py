@@ -22,12 +22,13 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import pipeline.online.runner as worker
 import pipeline.online.writer as group_commit
+from pipeline.commands.run import online_runner
 from pipeline.demo import emulator_process
 from pipeline.intake.loader import load_questions
+from pipeline.job.calls import plan_calls
 from pipeline.job.spec import load_jobspec
-from pipeline.links.resolver import Resolver
+from pipeline.run.context import run_context
 from pipeline.store import queue
 from pipeline.store.engine import create_engine, migrate
 from tests.support.jobs import write_questions
@@ -64,13 +65,8 @@ async def one_run(directory: Path, base_url: str, n: int, resolver: bool) -> tup
         await migrate(engine)
         async with engine.begin() as connection:
             job_id = await queue.ensure_job(connection, spec.name)
-            await load_questions(connection, job_id, spec.source_path, spec.source)
-        runner = worker.JobRunner(
-            spec,
-            engine,
-            job_id,
-            resolver=Resolver(engine, spec.resolver) if resolver else None,
-        )
+        await load_questions(engine, job_id, spec.source_path, spec.source)
+        runner = online_runner(spec, run_context(spec, engine, job_id), plan_calls(spec))
         cpu, wall = time.process_time(), time.perf_counter()
         summary = await runner.run()
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall

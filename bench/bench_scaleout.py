@@ -10,7 +10,7 @@
 
     .venv/bin/python bench/bench_scaleout.py [--rows 1000000] [--questions 3000] [--load-only]
 
-Step 1 uses :func:`pipeline.intake.loader.load_questions_committed` (validated, then committed per
+Step 1 uses :func:`pipeline.intake.loader.load_questions` (validated, then committed per
 chunk) and then loads the unchanged file again, which the fingerprint skips.
 """
 
@@ -35,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pipeline.demo import emulator_process
-from pipeline.intake.loader import load_questions_committed
+from pipeline.intake.loader import load_questions
 from pipeline.job.sections import SourceSection
 from pipeline.job.states import QuestionState
 from pipeline.store import queue
@@ -97,12 +97,12 @@ async def bench_queue(rows: int, directory: Path, *, load_only: bool = False) ->
         source = SourceSection(file=str(path))
         started = time.perf_counter()
         # The product's load: validated first, then committed per chunk.
-        result = await load_questions_committed(engine, job, path, source)
+        result = await load_questions(engine, job, path, source)
         load_s = time.perf_counter() - started
         rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"load: {result.added} rows in {load_s:.1f} s, peak RSS {rss_mb:.0f} MB")
         started = time.perf_counter()
-        again = await load_questions_committed(engine, job, path, source)
+        again = await load_questions(engine, job, path, source)
         print(
             f"load again, file unchanged: skipped={again.skipped} ({again.existing} rows)"
             f" in {time.perf_counter() - started:.2f} s"

@@ -7,7 +7,7 @@ Run by ``bench/bench_side_by_side.py`` (a fresh process per run, so peak RSS is 
 
 Contenders:
 
-* ``A``: ``ground run``'s JobRunner, call 1 only;
+* ``A``: ``ground run``'s OnlineRunner, call 1 only;
 * ``B``: A with the resolver on (redirects resolved to their destinations);
 * ``sdk``: a google-genai SDK async loop, ``--concurrency`` tasks, one SQLite commit per answer;
 * ``sdk+aiolimiter``: the same paced by ``aiolimiter.AsyncLimiter(rpm, 60)``;
@@ -72,11 +72,12 @@ def peak_rss_mb() -> float:
 
 
 async def run_ours(args: argparse.Namespace, directory: Path, resolver: bool) -> dict[str, Any]:
-    import pipeline.online.runner as worker
     import pipeline.online.writer as group_commit
+    from pipeline.commands.run import online_runner
     from pipeline.intake.loader import load_questions
+    from pipeline.job.calls import plan_calls
     from pipeline.job.spec import load_jobspec
-    from pipeline.links.resolver import Resolver
+    from pipeline.run.context import run_context
     from pipeline.store import queue
     from pipeline.store.engine import create_engine, migrate
     from tests.support.jobs import write_questions
@@ -116,11 +117,10 @@ async def run_ours(args: argparse.Namespace, directory: Path, resolver: bool) ->
         await migrate(engine)
         async with engine.begin() as connection:
             job_id = await queue.ensure_job(connection, spec.name)
-            await load_questions(connection, job_id, spec.source_path, spec.source)
-        the_resolver = Resolver(engine, spec.resolver) if resolver else None
-        if the_resolver is not None and args.questions <= 20_000:
-            the_resolver.on_resolved = lags.append  # the lags, kept for the p99 (bench only)
-        runner = worker.JobRunner(spec, engine, job_id, resolver=the_resolver)
+        await load_questions(engine, job_id, spec.source_path, spec.source)
+        runner = online_runner(spec, run_context(spec, engine, job_id), plan_calls(spec))
+        if runner.resolver is not None and args.questions <= 20_000:
+            runner.resolver.on_resolved = lags.append  # the lags, kept for the p99 (bench only)
         cpu, wall = time.process_time(), time.perf_counter()
         summary = await runner.run()
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall

@@ -3,7 +3,7 @@
 Online, each call reserves its worst case in the job's shared budget row before it is sent
 (:mod:`pipeline.online.call`, :mod:`pipeline.limits.job_limits`). A batch is one purchase
 of many requests, so it holds the sum of its requests' worst cases
-(:func:`pipeline.costs.charges.worst_case_cost` at *batch* prices) under the owner ``batch:<id>``:
+(:meth:`pipeline.costs.charges.WorstCase.micro` at *batch* prices) under the owner ``batch:<id>``:
 
 * while the input file is written, requests are added only while the running sum fits what
   the budget has left; the rest are taken out of the batch (back to the queue, untouched);
@@ -25,22 +25,39 @@ import time
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.batch.context import BatchContext
-from pipeline.costs.charges import worst_case_cost
+from pipeline.costs.charges import WorstCase
 from pipeline.costs.prices import Price
 from pipeline.limits import estimate_tokens
 from pipeline.limits.policy import GROUND
 from pipeline.store import batches as store
 from pipeline.store import ledger, quota
+from pipeline.store.reconnect import Database
 
 
 class BatchBudget:
-    """One run's view of the job's budget, for its batches."""
+    """One run's view of the job's budget, for its batches.
 
-    def __init__(self, ctx: BatchContext) -> None:
-        self.ctx = ctx
-        budget = ctx.spec.budget
-        self.limit_micro: int | None = int(budget * 1_000_000) if budget is not None else None
+    ``budget_micro``: the job's budget (None: nothing here does anything); ``worst_case``: the
+    bounds of one request; ``tool``: the grounding tool(s) a ground batch's requests declare;
+    ``hold_s``: how long a batch's hold lives (its questions' lease).
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        job_id: int,
+        *,
+        budget_micro: int | None,
+        worst_case: WorstCase,
+        tool: str | tuple[str, ...],
+        hold_s: float,
+    ) -> None:
+        self._db = db
+        self._job_id = job_id
+        self.limit_micro = budget_micro
+        self._worst_case = worst_case
+        self._tool = tool
+        self._hold_s = hold_s
         self.short: str | None = None  # why a batch was cut or not created, once
 
     @property
@@ -49,58 +66,49 @@ class BatchBudget:
 
     async def start(self) -> None:
         """Create the job's budget row (as an online run does) from the ledger's spend."""
-        if self.limit_micro is None:
+        limit = self.limit_micro
+        if limit is None:
             return
-        ctx = self.ctx
-        async with ctx.engine.begin() as connection:
-            spent = await ledger.job_spend(connection, ctx.job_id)
+
+        async def ensure(connection: AsyncConnection) -> None:
+            spent = await ledger.job_spend(connection, self._job_id)
             await quota.ensure_limit(
-                connection,
-                ctx.job_id,
-                quota.BUDGET,
-                float(self.limit_micro),
-                used=int(spent * 1_000_000),
+                connection, self._job_id, quota.BUDGET, float(limit), used=int(spent * 1_000_000)
             )
+
+        await self._db.transaction("setting up the budget", ensure)
 
     async def left(self) -> int:
         """Micro-dollars neither spent nor held."""
         assert self.limit_micro is not None
-        async with self.ctx.engine.connect() as connection:
-            spent, reserved = await quota.budget_state(connection, self.ctx.job_id)
+        spent, reserved = await self._db.read(
+            "reading the budget", lambda c: quota.budget_state(c, self._job_id)
+        )
         return max(self.limit_micro - spent - reserved, 0)
 
-    def worst_micro(self, body: bytes, step: str, price: Price | None) -> int:
+    def worst_micro(self, body: bytes, step: str, price: Price | None, model: str) -> int:
         """One request's worst case at the batch price, in micro-dollars (rounded up)."""
         if price is None:
             raise BudgetUnenforceable(
-                f"no batch price is known for {self.ctx.spec.model.name!r}, so a budget cannot"
-                " be enforced: add a [[batch_rate]] row to the prices file (limits.prices_file)"
+                f"no batch price is known for {model!r}, so a budget cannot be enforced: add"
+                " a [[batch_rate]] row to the prices file (limits.prices_file)"
             )
-        limits = self.ctx.spec.limits
-        tool = self.ctx.spec.grounding.tool if step == GROUND else None
-        cost = worst_case_cost(
-            price,
-            prompt_tokens_estimate=estimate_tokens(body.decode()),
-            max_output_tokens=limits.max_output_tokens,
-            max_search_queries=limits.max_search_queries,
-            max_tool_use_tokens=limits.max_tool_use_tokens if tool is not None else 0,
-            tool=tool,
-        )
-        return cost.micro_usd()
+        tool = self._tool if step == GROUND else None
+        return self._worst_case.micro(price, estimate_tokens(body.decode()), tool)
 
     async def hold(self, connection: AsyncConnection, batch: store.BatchRow, micro: int) -> bool:
         """Hold ``micro`` for the batch until its lease ends (in the caller's transaction)."""
         if self.limit_micro is None or micro == 0:
             return True
-        expires = time.time() + self.ctx.spec.batch.lease_s
+        expires = time.time() + self._hold_s
         owner = store.lease_owner(batch.id)
-        return await quota.reserve_budget(connection, self.ctx.job_id, owner, micro, expires)
+        return await quota.reserve_budget(connection, self._job_id, owner, micro, expires)
 
     async def held(self, connection: AsyncConnection, batch_id: int) -> int | None:
         """What the batch holds now; None when it holds nothing (never reserved, or done)."""
         if self.limit_micro is None:
             return None
-        return await store.budget_hold(connection, self.ctx.job_id, batch_id)
+        return await store.budget_hold(connection, self._job_id, batch_id)
 
     async def settle(
         self, connection: AsyncConnection, batch_id: int, *, released: int, spent: int
@@ -110,14 +118,14 @@ class BatchBudget:
         if self.limit_micro is None:
             return
         owner = store.lease_owner(batch_id)
-        await quota.settle_budget(connection, self.ctx.job_id, owner, released, spent)
+        await quota.settle_budget(connection, self._job_id, owner, released, spent)
 
     async def release(self, connection: AsyncConnection, batch_id: int) -> None:
         """The batch is done: what is left of its hold goes back."""
         if self.limit_micro is None:
             return
         owner = store.lease_owner(batch_id)
-        await quota.drop_holds(connection, self.ctx.job_id, owner=owner)
+        await quota.drop_holds(connection, self._job_id, owner=owner)
 
     def cut(self, batch: store.BatchRow, kept: int, left_out: int, left: int) -> None:
         """Say (once) that the budget cut a batch short or kept it from being created."""

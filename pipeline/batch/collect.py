@@ -22,17 +22,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import anyio
 from anyio.abc import ObjectSendStream
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from pipeline.batch.api import BatchApi
 from pipeline.batch.budget import BatchBudget
-from pipeline.batch.context import BatchContext
-from pipeline.batch.verdicts import LineContext, LineJudge
+from pipeline.batch.verdicts import LineContext, LineVerdicts
 from pipeline.clock import utcnow
-from pipeline.gemini import batch as api
 from pipeline.gemini.api_errors import TransientError
 from pipeline.gemini.batch_wire import (
     JOB_STATE_CANCELLED,
@@ -41,14 +40,17 @@ from pipeline.gemini.batch_wire import (
     ResultLine,
     parse_result_line,
 )
+from pipeline.job.calls import CallPlan
 from pipeline.links.resolver import Lookup
 from pipeline.links.rules import AllowList, initial_verdict
 from pipeline.run.commit_window import batches as groups
-from pipeline.run.verdicts import Outcome, judge_failure
+from pipeline.run.context import RunContext
+from pipeline.run.verdicts import Outcome, failure_verdict, structure_failure_verdict
 from pipeline.store import batch_structure, queue
 from pipeline.store import batches as store
-from pipeline.store.answers import persist_answers
+from pipeline.store.answers import StoredAnswers, persist_answers
 from pipeline.store.ledger import persist_calls
+from pipeline.store.queue import StateChange
 from pipeline.store.structured import persist_structured
 
 log = logging.getLogger(__name__)
@@ -62,15 +64,21 @@ class Collector:
 
     def __init__(
         self,
-        ctx: BatchContext,
+        ctx: RunContext,
+        plan: CallPlan,
         budget: BatchBudget,
+        *,
+        allow_hosts: Sequence[str],
         feed: ObjectSendStream[Lookup] | None = None,
     ) -> None:
+        """``allow_hosts``: the redirect hosts a stored source may be resolved on; ``feed``:
+        the resolver's, told of each stored redirect."""
         self.ctx = ctx
         self.budget = budget
         self.feed = feed
-        self.judge = LineJudge(ctx.spec, ctx.policy)
-        allow = AllowList(ctx.spec.resolver.allow_hosts)
+        self.verdicts = LineVerdicts(plan.structure, plan.ground.tool, ctx.policy)
+        self._tools = plan.ground.tools
+        allow = AllowList(allow_hosts)
         self._verdict_of = lambda uri: initial_verdict(uri, allow)
         self._warned_ungrounded = False
 
@@ -78,14 +86,16 @@ class Collector:
 
     async def record_state(self, row: store.BatchRow, job: BatchJob) -> store.BatchRow:
         """Store a poll's state; a batch that ended without results gives its questions back."""
-        engine = self.ctx.engine
+        db = self.ctx.db
         if not job.finished:
             if job.state != row.state:
-                async with engine.begin() as connection:
-                    await store.set_state(connection, row.id, job.state)
+                await db.transaction(
+                    "recording a batch's state", lambda c: store.set_state(c, row.id, job.state)
+                )
             return row
         if job.state == JOB_STATE_SUCCEEDED and job.responses_file:
-            async with engine.begin() as connection:
+
+            async def downloading(connection: AsyncConnection) -> store.BatchRow:
                 await store.set_state(
                     connection,
                     row.id,
@@ -95,13 +105,17 @@ class Collector:
                     finished_at=job.end_time or utcnow(),
                 )
                 return await store.get(connection, row.id)
+
+            return await db.transaction("recording a finished batch", downloading)
         log.warning(
             "batch %s ended %s: its questions go back to the queue",
             row.name,
             job.state,
             extra={"action": "batch_ended", "batch": row.name, "state": job.state},
         )
-        async with engine.begin() as connection:
+        spend = job.state != JOB_STATE_CANCELLED
+
+        async def ended(connection: AsyncConnection) -> tuple[store.BatchRow, list[StateChange]]:
             await self.budget.release(connection, row.id)  # nothing was billed
             await store.set_state(
                 connection,
@@ -110,52 +124,60 @@ class Collector:
                 finished_at=job.end_time or utcnow(),
                 last_error=job.error,
             )
-            spend = job.state != JOB_STATE_CANCELLED
-            returned = await self._give_back(connection, row, job.state, spend_attempt=spend)
+            returned, changes = await self._give_back(
+                connection, row, job.state, spend_attempt=spend
+            )
             await store.finish(connection, row.id, returned=returned)
-            return await store.get(connection, row.id)
+            return await store.get(connection, row.id), changes
+
+        done, changes = await db.transaction("giving back a batch's questions", ended)
+        self._count(changes)
+        return done
 
     async def _give_back(
         self, connection: AsyncConnection, row: store.BatchRow, why: str, *, spend_attempt: bool
-    ) -> int:
+    ) -> tuple[int, list[StateChange]]:
         """Questions still leased to the batch -> the queue: under the retry policy when the
-        batch spent their attempt, untouched otherwise (a cancel)."""
+        batch spent their attempt, untouched otherwise (a cancel). How many, and the state
+        changes made (counted once the transaction is committed)."""
         leased = await store.leased_tries(connection, row.id)
         if not leased:
-            return 0
+            return 0, []
         owner = store.lease_owner(row.id)
         if not spend_attempt:
             await queue.release(connection, owner, leased)
-            return len(leased)
+            return len(leased), []
         error = TransientError(f"batch {row.name} ended {why}", error_class=BATCH_FAILED)
         policy = self.ctx.policy
         if row.step == store.STRUCTURE:
             outcomes = [
-                self.judge.structure_failure(qid, attempts, tries + 1, error, [])
+                structure_failure_verdict(qid, attempts, tries + 1, error, policy, calls=[])
                 for qid, (attempts, tries) in leased.items()
             ]
         else:
             outcomes = [
-                judge_failure(qid, attempts + 1, error, policy, calls=[])
+                failure_verdict(qid, attempts + 1, error, policy, calls=[])
                 for qid, (attempts, _) in leased.items()
             ]
         changes = [o.change for o in outcomes if o.change is not None]
         await queue.apply_state_changes(connection, changes)
         if len(changes) < len(outcomes):  # the rest are handed back untouched
             await queue.release(connection, owner, leased)
+        return len(leased), changes
+
+    def _count(self, changes: list[StateChange]) -> None:
         for change in changes:
             self.ctx.summary.count(change.state)
-        return len(leased)
 
     # -- the result file ----------------------------------------------------------------------
 
-    async def download(self, client: api.BatchClient, row: store.BatchRow) -> None:
+    async def download(self, client: BatchApi, row: store.BatchRow) -> None:
         """Stream the result file; store it a group at a time from ``lines_done`` on."""
         assert row.responses_file is not None
+        db = self.ctx.db
         lines: AsyncIterator[bytes] = client.download_lines(row.responses_file)
         skip = row.lines_done
-        async with self.ctx.engine.connect() as connection:
-            held = await self.budget.held(connection, row.id) or 0
+        held = await db.read("reading a batch's hold", lambda c: self.budget.held(c, row.id)) or 0
         # Each line releases its share of the hold; the rest goes when the batch is done.
         share = held // max(row.requests - row.lines_done, 1)
         send, receive = anyio.create_memory_object_stream[bytes](STORE_GROUP * 2)
@@ -173,19 +195,23 @@ class Collector:
             async for chunk in groups(receive, STORE_GROUP):
                 with anyio.CancelScope(shield=True):
                     await self._store(row, chunk, share)
-        async with self.ctx.engine.begin() as connection:
+
+        async def stored(connection: AsyncConnection) -> tuple[store.BatchRow, list[StateChange]]:
             await self.budget.release(connection, row.id)
             # Questions the file did not mention come back too (a row Google dropped).
-            returned = await self._give_back(
+            returned, changes = await self._give_back(
                 connection, row, "without their rows", spend_attempt=True
             )
             await store.set_state(connection, row.id, JOB_STATE_SUCCEEDED)
             await store.finish(connection, row.id, returned=returned)
-            done = await store.get(connection, row.id)
+            return await store.get(connection, row.id), changes
+
+        done, changes = await db.transaction("finishing a stored batch", stored)
+        self._count(changes)
         log.info(
             "batch %s stored",
             row.name,
-            extra={"action": "batch_stored", "batch": row.name, "returned": returned},
+            extra={"action": "batch_stored", "batch": row.name, "returned": done.returned},
         )
         self._check_grounding(done)
 
@@ -200,9 +226,10 @@ class Collector:
             started=started,
             latency_ms=((row.finished_at or now) - started).total_seconds() * 1000.0,
             model=row.model,
-            price=self.ctx.price_for(row.model),
+            price=self.ctx.prices.batch(row.model),
         )
-        async with self.ctx.engine.begin() as connection:
+
+        async def store_group(connection: AsyncConnection) -> tuple[list[Outcome], StoredAnswers]:
             outcomes = await self._judge_all(connection, row, results, ids, ctx)
             calls = [c for o in outcomes for c in o.calls]
             spent = sum(c.cost_micro_usd for c in calls)
@@ -226,6 +253,9 @@ class Collector:
                 grounded=grounded,
                 ungrounded=len(answers) - grounded,
             )
+            return outcomes, stored
+
+        outcomes, stored = await self.ctx.db.transaction("storing batch results", store_group)
         self._tally(outcomes, len(chunk))
         if self.feed is not None:
             for answer_id, chunk_index, uri in stored.pending_sources:
@@ -250,7 +280,7 @@ class Collector:
                 if question is None:
                     _skipped(result)
                 else:
-                    outcomes.append(self.judge.structure(question, result, ctx))
+                    outcomes.append(self.verdicts.structure(question, result, ctx))
             return outcomes
         leased = await store.leased_attempts(connection, row.id, ids)
         for result in results:
@@ -258,7 +288,7 @@ class Collector:
             if attempts is None:
                 _skipped(result)
             else:
-                outcomes.append(self.judge.ground(int(result.key), attempts, result, ctx))
+                outcomes.append(self.verdicts.ground(int(result.key), attempts, result, ctx))
         return outcomes
 
     def _tally(self, outcomes: list[Outcome], lines: int) -> None:
@@ -272,7 +302,7 @@ class Collector:
     def _check_grounding(self, row: store.BatchRow) -> None:
         """Warn (once a run) when a ground batch's answers all came back ungrounded although
         the job declares a grounding tool: Google Search may not have run in batch."""
-        declared = ", ".join(self.ctx.spec.grounding.tools)
+        declared = ", ".join(self._tools)
         if row.step != store.GROUND or not declared or self._warned_ungrounded:
             return
         if row.grounded == 0 and row.ungrounded > 0:

@@ -2,7 +2,7 @@
 
 ::
 
-    rounds: submit (pipeline.batch.submit) -> poll with backoff -> collect (pipeline.batch.collect)
+    rounds: submit (batch.submit) -> poll with backoff -> collect (batch.collect)
         claim (lease to the batch) -> JSONL file -> budget hold -> resumable upload
             -> create (name stored at once)
         -> poll with backoff -> stream the result file -> per group of lines, one transaction:
@@ -28,10 +28,10 @@ online; they go into the next batch, or online when ``[batch] retries = "online"
 ``CANCELLED`` batch (``ground batch cancel``) gives its questions back without spending an
 attempt.
 
-The backend seam: everything Google-specific is :class:`~pipeline.gemini.batch.BatchClient`
-(upload, create, get, list, cancel, download). Vertex batch prediction would be another
-client with the same five verbs over Cloud Storage (``gs://`` input and output); the runner
-and the store would not change.
+The backend seam: everything Google-specific is behind :class:`~pipeline.batch.api.BatchApi`
+(upload, create, find, get, cancel, download): the Developer API's
+:class:`~pipeline.gemini.batch.BatchClient`, or Vertex batch prediction over Cloud Storage
+(``gs://`` input and output); the runner and the store do not change.
 """
 
 from __future__ import annotations
@@ -41,68 +41,66 @@ import random
 from pathlib import Path
 
 import anyio
-from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pipeline.batch.api import BatchApi
 from pipeline.batch.budget import BatchBudget, BudgetUnenforceable
-from pipeline.batch.collect import BATCH_FAILED, STORE_GROUP, Collector
-from pipeline.batch.context import BatchContext, BatchRunSummary
+from pipeline.batch.collect import Collector
 from pipeline.batch.submit import Submitter
 from pipeline.clock import utcnow
 from pipeline.errors import RunFatalError
-from pipeline.gemini import batch as api
 from pipeline.gemini.api_errors import TransientError
-from pipeline.gemini.endpoint import endpoint_for
-from pipeline.job.spec import JobSpec
-from pipeline.limits import Backoff
+from pipeline.job.calls import CallPlan
+from pipeline.job.sections import BatchSection
 from pipeline.links.resolver import Lookup, Resolver
+from pipeline.run.context import RunContext
+from pipeline.run.summary import RunSummary
 from pipeline.store import batches as store
+from pipeline.store.reconnect import Database
 
 log = logging.getLogger(__name__)
-
-__all__ = [
-    "BATCH_FAILED",
-    "STORE_GROUP",
-    "BatchRunSummary",
-    "BatchRunner",
-    "cancel_batches",
-]
 
 MAX_POLL_FAILURES = 20  # consecutive failed polls (5xx, unreachable) before the run stops
 RESOLVER_FEED_BUFFER = 10_000  # lookups queued for the resolver; beyond, a later sweep has them
 
 
 class BatchRunner:
-    """Drives a job's batches to completion (or until submitted, with ``wait`` false)."""
+    """Drives a job's batches to completion (or until submitted, with ``wait`` false).
+
+    ``client``: the Batch API (entered by :meth:`run`); ``settings``: ``[batch]``;
+    ``allow_hosts``: the redirect hosts a stored source may be resolved on; ``resolver`` runs
+    beside the rounds when given; ``workdir``: where input files are written.
+    """
 
     def __init__(
         self,
-        spec: JobSpec,
-        engine: AsyncEngine,
-        job_id: int,
+        ctx: RunContext,
+        plan: CallPlan,
+        budget: BatchBudget,
+        client: BatchApi,
         *,
+        settings: BatchSection,
+        allow_hosts: tuple[str, ...],
         resolver: Resolver | None = None,
-        backoff: Backoff | None = None,
         workdir: Path | None = None,
     ) -> None:
-        self.ctx = BatchContext(spec, engine, job_id, backoff)
-        self.budget = BatchBudget(self.ctx)
-        self.submitter = Submitter(self.ctx, self.budget, workdir)
-        self.collector = Collector(self.ctx, self.budget)
+        self.ctx = ctx
+        self.budget = budget
+        self._client = client
+        self._settings = settings
+        self.submitter = Submitter(ctx, plan, budget, settings, workdir)
+        self.collector = Collector(ctx, plan, budget, allow_hosts=allow_hosts)
         self._resolver = resolver
 
     @property
-    def summary(self) -> BatchRunSummary:
+    def summary(self) -> RunSummary:
         return self.ctx.summary
 
     def stop(self, reason: str) -> None:
         self.ctx.stop(reason)
 
-    async def run(self, *, wait: bool) -> BatchRunSummary:
-        model = self.ctx.spec.model
-        endpoint = endpoint_for(model.backend, model.name, base_url=model.base_url or None)
+    async def run(self, *, wait: bool) -> RunSummary:
         feed_send, feed_recv = anyio.create_memory_object_stream[Lookup](RESOLVER_FEED_BUFFER)
-        client = api.BatchClient(endpoint.auth, base_url=model.base_url or None)
-        async with client, anyio.create_task_group() as group:
+        async with self._client as client, anyio.create_task_group() as group:
             if self._resolver is not None:
                 self.collector.feed = feed_send
                 group.start_soon(self._resolver.serve, feed_recv)
@@ -118,17 +116,19 @@ class BatchRunner:
                     self.stop(str(exc))
         return self.summary
 
-    async def _rounds(self, client: api.BatchClient, wait: bool) -> None:
+    async def _rounds(self, client: BatchApi, wait: bool) -> None:
         """Submit what is due, drive every open batch; again while retries (and call 2,
         in structure batches) come due. A batch the budget cut short ends the run after it."""
         ctx = self.ctx
         first = True
-        while ctx.summary.stopped is None:
-            async with ctx.engine.connect() as connection:
-                resumable = await store.job_batches(connection, ctx.job_id, unfinished=True)
-            ctx.summary.resumed.extend(b.display_name for b in resumable if b.name)
+        while ctx.stopped is None:
+            resumable = await ctx.db.read(
+                "reading the open batches",
+                lambda c: store.job_batches(c, ctx.job_id, unfinished=True),
+            )
+            ctx.summary.batches_resumed.extend(b.display_name for b in resumable if b.name)
             # With retries online, call 1 is claimed once: what comes back goes online.
-            ground = first or ctx.spec.batch.retries == "batch"
+            ground = first or self._settings.retries == "batch"
             opened = [*resumable, *await self.submitter.claim_all(ground=ground)]
             first = False
             if not opened:
@@ -139,7 +139,7 @@ class BatchRunner:
             for row in opened:
                 if await self.submitter.submit(client, row):
                     submitted.append(row.id)
-                if ctx.summary.stopped is not None:
+                if ctx.stopped is not None:
                     return
             if not wait:
                 ctx.summary.waiting = bool(submitted)
@@ -147,24 +147,25 @@ class BatchRunner:
             await self._finish_all(client, submitted)
             if self.budget.short is not None:
                 break
-            if ctx.spec.batch.retries == "online" and not self._structure_due(opened):
+            if self._settings.retries == "online" and not self._structure_due(opened):
                 return
         if self.budget.short is not None:
             self.stop(self.budget.short)
 
     def _structure_due(self, opened: list[store.BatchRow]) -> bool:
         """Ground batches were just stored and call 2 goes in batch: another round for it."""
-        return self.ctx.structure_in_batch and any(r.step == store.GROUND for r in opened)
+        return self.submitter.structure_in_batch and any(r.step == store.GROUND for r in opened)
 
     async def _wait_for_due(self, wait: bool) -> bool:
         """Nothing to submit now: wait for the next retry to come due (True) or give up."""
         # Only questions batch mode takes come back to it; call 2 with structure batches off
         # belongs to the online run that follows.
         ctx = self.ctx
-        async with ctx.engine.connect() as connection:
-            wake_at = await store.next_call_1_wakeup(
-                connection, ctx.job_id, with_call_2=ctx.structure_in_batch
-            )
+        with_call_2 = self.submitter.structure_in_batch
+        wake_at = await ctx.db.read(
+            "looking for due questions",
+            lambda c: store.next_call_1_wakeup(c, ctx.job_id, with_call_2=with_call_2),
+        )
         if wake_at is None or not wait:
             return False
         if wake_at - utcnow() > ctx.policy.long_pause:
@@ -173,16 +174,17 @@ class BatchRunner:
         await anyio.sleep(max((wake_at - utcnow()).total_seconds(), 0.05))
         return True
 
-    async def _finish_all(self, client: api.BatchClient, ids: list[int]) -> None:
+    async def _finish_all(self, client: BatchApi, ids: list[int]) -> None:
         """Poll the batches with backoff; store each one's results as soon as it ends."""
         pending = set(ids)
-        spec = self.ctx.spec.batch
-        delay = spec.poll_initial_s
+        settings = self._settings
+        delay = settings.poll_initial_s
         failures = 0
-        while pending and self.summary.stopped is None:
+        while pending and self.ctx.stopped is None:
             for batch_id in sorted(pending):
-                async with self.ctx.engine.connect() as connection:
-                    row = await store.get(connection, batch_id)
+                row = await self.ctx.db.read(
+                    "reading a batch", lambda c, b=batch_id: store.get(c, b)
+                )
                 if row.phase == store.SUBMITTED:
                     assert row.name is not None
                     try:
@@ -190,7 +192,7 @@ class BatchRunner:
                     except TransientError as exc:
                         failures += 1
                         self._poll_failed(row, exc, failures)
-                        if self.summary.stopped is not None:
+                        if self.ctx.stopped is not None:
                             return
                         continue
                     failures = 0
@@ -200,10 +202,10 @@ class BatchRunner:
                 if row.phase == store.DOWNLOADING:
                     await self.collector.download(client, row)
                 pending.discard(batch_id)
-                delay = spec.poll_initial_s
+                delay = settings.poll_initial_s
             if pending:
                 await anyio.sleep(delay * random.uniform(0.8, 1.0))  # jitter
-                delay = min(delay * 2, spec.poll_max_s)
+                delay = min(delay * 2, settings.poll_max_s)
 
     def _poll_failed(self, row: store.BatchRow, exc: TransientError, failures: int) -> None:
         log.warning(
@@ -216,15 +218,15 @@ class BatchRunner:
             self.stop(f"{failures} polls failed in a row; run again to resume")
 
 
-async def cancel_batches(spec: JobSpec, engine: AsyncEngine, job_id: int) -> list[str]:
-    """Ask Google to cancel every running batch of the job; the names asked. The next run
-    polls them, sees ``CANCELLED`` and gives their questions back without spending attempts."""
-    model = spec.model
-    endpoint = endpoint_for(model.backend, model.name, base_url=model.base_url or None)
-    async with engine.connect() as connection:
-        rows = await store.job_batches(connection, job_id, unfinished=True)
+async def cancel_batches(db: Database, job_id: int, client: BatchApi) -> list[str]:
+    """Ask the Batch API to cancel every running batch of the job; the names asked. The next
+    run polls them, sees ``CANCELLED`` and gives their questions back without spending
+    attempts."""
+    rows = await db.read(
+        "reading the open batches", lambda c: store.job_batches(c, job_id, unfinished=True)
+    )
     asked: list[str] = []
-    async with api.BatchClient(endpoint.auth, base_url=model.base_url or None) as client:
+    async with client:
         for row in rows:
             if row.name is None:
                 continue

@@ -24,16 +24,17 @@ import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from pipeline.batch.api import BatchApi
 from pipeline.batch.budget import BatchBudget
-from pipeline.batch.context import BatchContext
-from pipeline.gemini import batch as api
 from pipeline.gemini.batch_wire import PartWriter
-from pipeline.job.calls import request_builder
-from pipeline.online.answering import question_urls, stored_answer
+from pipeline.job.calls import CallPlan
+from pipeline.job.sections import BatchSection
+from pipeline.run.context import RunContext
+from pipeline.run.verdicts import stored_answer
 from pipeline.store import batch_structure
 from pipeline.store import batches as store
-from pipeline.store.queue import ClaimedQuestion
-from pipeline.structure import build_structure_body
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +42,26 @@ log = logging.getLogger(__name__)
 class Submitter:
     """Brings a job's batches to ``submitted``."""
 
-    def __init__(self, ctx: BatchContext, budget: BatchBudget, workdir: Path | None) -> None:
+    def __init__(
+        self,
+        ctx: RunContext,
+        plan: CallPlan,
+        budget: BatchBudget,
+        settings: BatchSection,
+        workdir: Path | None,
+    ) -> None:
+        """``settings``: ``[batch]`` (the size of a batch and its file, its questions' lease);
+        ``workdir``: where input files are written (a temporary directory by default)."""
         self.ctx = ctx
         self.budget = budget
+        self._plan = plan
+        self._settings = settings
         self._workdir = workdir
-        self._builder = request_builder(ctx.spec)
+
+    @property
+    def structure_in_batch(self) -> bool:
+        """Call 2 goes as structure batches (``[batch] structure``, the structure step on)."""
+        return self._plan.structure is not None and self._settings.structure
 
     # -- claim --------------------------------------------------------------------------------
 
@@ -54,9 +70,10 @@ class Submitter:
         answer; unless ``ground`` is false), then call 2 (grounded answer stored) when it goes
         in batch too. Nothing new once the budget has cut a batch short."""
         claimed: list[store.BatchRow] = []
-        steps = [(store.GROUND, self.ctx.spec.model.name)] if ground else []
-        if self.ctx.structure_in_batch:
-            steps.append((store.STRUCTURE, self.ctx.structure_model))
+        steps = [(store.GROUND, self._plan.ground.model)] if ground else []
+        if self.structure_in_batch:
+            assert self._plan.structure is not None
+            steps.append((store.STRUCTURE, self._plan.structure.model))
         for step, model in steps:
             while self.budget.short is None:
                 row = await self._claim(step, model)
@@ -66,20 +83,21 @@ class Submitter:
         return claimed
 
     async def _claim(self, step: str, model: str) -> store.BatchRow | None:
-        spec = self.ctx.spec
-        async with self.ctx.engine.begin() as connection:
-            return await store.claim_batch(
-                connection,
+        return await self.ctx.db.transaction(
+            "claiming a batch",
+            lambda c: store.claim_batch(
+                c,
                 self.ctx.job_id,
                 model=model,
-                limit=spec.batch.max_requests,
-                lease=dt.timedelta(seconds=spec.batch.lease_s),
+                limit=self._settings.max_requests,
+                lease=dt.timedelta(seconds=self._settings.lease_s),
                 step=step,
-            )
+            ),
+        )
 
     # -- submit -------------------------------------------------------------------------------
 
-    async def submit(self, client: api.BatchClient, row: store.BatchRow) -> bool:
+    async def submit(self, client: BatchApi, row: store.BatchRow) -> bool:
         """Bring a batch to ``submitted`` (its name stored), from whatever phase it is in.
         False when it was not created (nothing of it fits the budget: its row is gone)."""
         if row.phase == store.PREPARING:
@@ -93,9 +111,11 @@ class Submitter:
             job = await client.find(row.display_name)
             if job is None:
                 job = await client.create(row.model, row.file_name, display_name=row.display_name)
-                self.ctx.summary.created.append(job.name)
-            async with self.ctx.engine.begin() as connection:
-                await store.set_submitted(connection, row.id, job.name, job.state, job.create_time)
+                self.ctx.summary.batches_created.append(job.name)
+            await self.ctx.db.transaction(
+                "recording a created batch",
+                lambda c: store.set_submitted(c, row.id, job.name, job.state, job.create_time),
+            )
             log.info(
                 "%s batch %s created for %d questions",
                 row.step,
@@ -105,20 +125,22 @@ class Submitter:
             )
         return True
 
-    async def _upload(self, client: api.BatchClient, row: store.BatchRow) -> store.BatchRow | None:
+    async def _upload(self, client: BatchApi, row: store.BatchRow) -> store.BatchRow | None:
         """Write the batch's file (cut to one part and to the budget), hold the budget for
         what is kept, upload it. None when nothing is kept."""
         budget = self.budget
-        async with self.ctx.engine.connect() as connection:
-            fresh = budget.enabled and await budget.held(connection, row.id) is None
+        db = self.ctx.db
+        fresh = budget.enabled and (
+            await db.read("reading a batch's hold", lambda c: budget.held(c, row.id)) is None
+        )
         left = await budget.left() if fresh else 0
-        price = self.ctx.price_for(row.model)
+        price = self.ctx.prices.batch(row.model)
         with tempfile.TemporaryDirectory(dir=self._workdir, prefix="ground-batch-") as tmp:
             writer = PartWriter(
                 Path(tmp),
                 stem=row.display_name,
-                max_bytes=self.ctx.spec.batch.max_bytes,
-                max_requests=self.ctx.spec.batch.max_requests,
+                max_bytes=self._settings.max_bytes,
+                max_requests=self._settings.max_requests,
             )
             seen: list[int] = []
             costs: dict[int, int] = {}  # worst cases, with a budget to hold
@@ -127,7 +149,7 @@ class Submitter:
                 async for key, body in self._request_lines(row):
                     seen.append(int(key))
                     if fresh and not over_budget:
-                        cost = budget.worst_micro(body, row.step, price)
+                        cost = budget.worst_micro(body, row.step, price, row.model)
                         over_budget = total + cost > left  # this one and every later one out
                         total += cost
                         costs[int(key)] = cost
@@ -143,9 +165,12 @@ class Submitter:
             if over_budget:
                 budget.cut(row, len(kept), len(seen) - len(kept), left)
             file_name = await client.upload(parts[0].path, display_name=row.display_name)
-        async with self.ctx.engine.begin() as connection:
+
+        async def uploaded(connection: AsyncConnection) -> store.BatchRow:
             await store.set_uploaded(connection, row.id, file_name)
             return await store.get(connection, row.id)
+
+        return await db.transaction("recording an uploaded batch", uploaded)
 
     async def _keep(
         self, row: store.BatchRow, seen: list[int], kept: list[int], worst: int, *, fresh: bool
@@ -154,34 +179,27 @@ class Submitter:
         budget is held for the rest (unless held already, ``fresh`` False); the batch is
         abandoned (False) when nothing fits."""
         dropped = sorted(set(seen) - set(kept))
-        async with self.ctx.engine.begin() as connection:
+
+        async def keep(connection: AsyncConnection) -> bool:
             if kept and (not fresh or await self.budget.hold(connection, row, worst)):
                 await store.drop_items(connection, row.id, dropped)
                 return True
             await store.abandon(connection, row.id)
             return False
 
+        return await self.ctx.db.transaction("keeping a batch's questions", keep)
+
     async def _request_lines(self, row: store.BatchRow) -> AsyncIterator[tuple[str, bytes]]:
         if row.step == store.STRUCTURE:
             async for line in self._structure_lines(row.id):
                 yield line
             return
-        grounding = self.ctx.spec.grounding
-        async for q in store.batch_questions(self.ctx.engine, row.id):
-            claimed = ClaimedQuestion(q.id, q.qid, q.text, q.attempts, meta=q.meta)
-            urls = question_urls(claimed, grounding)
-            yield str(q.id), self._builder.body(q.text, urls=urls)
+        ground = self._plan.ground
+        async for q in store.batch_questions(self.ctx.db, row.id):
+            yield str(q.id), ground.body(q.text, q.meta)
 
     async def _structure_lines(self, batch_id: int) -> AsyncIterator[tuple[str, bytes]]:
-        spec = self.ctx.spec
-        assert spec.schema is not None
-        async for q in batch_structure.structure_questions(self.ctx.engine, batch_id):
-            body = build_structure_body(
-                question=q.text,
-                answer=stored_answer(q.answer_raw),
-                schema=spec.schema,
-                instructions=spec.structure.instructions,
-                temperature=spec.structure.temperature,
-                previous_errors=q.repair_errors,
-            )
-            yield str(q.id), body
+        call = self._plan.structure
+        assert call is not None
+        async for q in batch_structure.structure_questions(self.ctx.db, batch_id):
+            yield str(q.id), call.body(q.text, stored_answer(q.answer_raw), q.repair_errors)

@@ -1,8 +1,8 @@
 """Verdicts on batch result lines: one line in, the question's :class:`Outcome` out, with its
 ledger row at batch prices. Pure: no database, no network (the collector stores outcomes).
 
-Call 1 (a ``ground`` batch) is judged by :func:`pipeline.run.verdicts.judge_grounded` and
-:func:`~pipeline.run.verdicts.judge_failure`, exactly as online where no further call is needed.
+Call 1 (a ``ground`` batch) is judged by :func:`pipeline.run.verdicts.grounded_verdict` and
+:func:`~pipeline.run.verdicts.failure_verdict`, exactly as online where no further call is needed.
 
 Call 2 (a ``structure`` batch) is judged as online call 2 (:meth:`Answerer.structure`): the
 output is parsed, validated and traced (:func:`pipeline.run.verdicts.structured_record`); valid
@@ -21,7 +21,6 @@ import datetime as dt
 import logging
 from dataclasses import dataclass
 
-from pipeline.clock import utcnow
 from pipeline.costs.charges import call_cost
 from pipeline.costs.prices import Price
 from pipeline.errors import CallError, ErrorClass
@@ -33,17 +32,23 @@ from pipeline.gemini.wire import (
     decode_response,
     visible_text,
 )
-from pipeline.job.spec import JobSpec
+from pipeline.job.calls import StructureCall
 from pipeline.job.states import QuestionState
 from pipeline.limits import RetryPolicy
 from pipeline.limits.policy import GROUND, STRUCTURE
-from pipeline.online.answering import stored_answer
-from pipeline.run.verdicts import Outcome, judge_failure, judge_grounded, structured_record
+from pipeline.run.verdicts import (
+    Outcome,
+    failure_verdict,
+    grounded_verdict,
+    stored_answer,
+    structure_failure_verdict,
+    structured_record,
+)
 from pipeline.store.batch_structure import StructureQuestion
 from pipeline.store.batches import ERRORS_SEPARATOR
 from pipeline.store.ledger import CallRecord
 from pipeline.store.queue import StateChange
-from pipeline.structure import REPAIR_RETRIES, schema_hash
+from pipeline.structure import REPAIR_RETRIES
 
 log = logging.getLogger(__name__)
 
@@ -59,13 +64,19 @@ class LineContext:
     price: Price | None
 
 
-class LineJudge:
-    """Judges the result lines of a job's batches."""
+class LineVerdicts:
+    """Verdicts on the result lines of a job's batches.
 
-    def __init__(self, spec: JobSpec, policy: RetryPolicy) -> None:
-        self.spec = spec
+    ``structure``: call 2 as the job asks for it (None: the structure step is off); ``tool``:
+    the grounding tool(s) call 1 declares (for its cost); ``policy``: the run's retry policy.
+    """
+
+    def __init__(
+        self, structure: StructureCall | None, tool: str | tuple[str, ...], policy: RetryPolicy
+    ) -> None:
         self.policy = policy
-        self._schema_hash = schema_hash(spec.schema) if spec.schema is not None else None
+        self._structure = structure
+        self._tool = tool
 
     # -- call 1 -------------------------------------------------------------------------------
 
@@ -77,21 +88,21 @@ class LineJudge:
         response = _decoded(result)
         if isinstance(response, CallError):
             record = failed_record(question_id, GROUND, response, ctx)
-            return judge_failure(question_id, attempts, response, self.policy, calls=[record])
+            return failure_verdict(question_id, attempts, response, self.policy, calls=[record])
         assert result.response is not None
         record = self.record(question_id, GROUND, response, ctx)
         try:
-            return judge_grounded(
+            return grounded_verdict(
                 question_id,
                 attempts,
                 response,
                 result.response,
                 latency_ms=ctx.latency_ms,
-                structuring=self.spec.schema is not None,
+                structuring=self._structure is not None,
                 calls=[record],
             )
         except TransientError as exc:  # an empty answer
-            return judge_failure(question_id, attempts, exc, self.policy, calls=[record])
+            return failure_verdict(question_id, attempts, exc, self.policy, calls=[record])
 
     # -- call 2 -------------------------------------------------------------------------------
 
@@ -103,33 +114,11 @@ class LineJudge:
         response = _decoded(result)
         if isinstance(response, CallError):
             record = failed_record(question.id, STRUCTURE, response, ctx)
-            return self.structure_failure(question.id, question.attempts, tries, response, [record])
+            return structure_failure_verdict(
+                question.id, question.attempts, tries, response, self.policy, calls=[record]
+            )
         record = self.record(question.id, STRUCTURE, response, ctx)
         return self._structured(question, tries, response, record)
-
-    def structure_failure(
-        self,
-        question_id: int,
-        attempts: int,
-        tries: int,
-        error: CallError,
-        calls: list[CallRecord],
-    ) -> Outcome:
-        """A failed call 2 under the retry policy: ``tries`` (counting this one) decides,
-        ``attempts`` (call 1's) is kept, as online."""
-        decision = self.policy.decide(error, tries, STRUCTURE)
-        if decision.state is None:  # handed back untouched
-            return Outcome(None, calls=calls, decision=decision)
-        change = StateChange(
-            question_id,
-            decision.state,
-            attempts,
-            error_class=error.error_class,
-            last_error=error.message,
-            next_attempt_at=decision.next_attempt_at(utcnow()) if decision.retry else None,
-            structure_attempts=decision.attempts_after(tries),
-        )
-        return Outcome(change, calls=calls, decision=decision)
 
     def _structured(
         self,
@@ -138,11 +127,11 @@ class LineJudge:
         response: GenerateContentResponse,
         record: CallRecord,
     ) -> Outcome:
+        assert self._structure is not None
         n_calls = 2 if question.repair_errors else 1
         text = visible_text(response.candidates[0]) if response.candidates else ""
         structured = structured_record(
-            self.spec,
-            self._schema_hash,
+            self._structure,
             question.id,
             text,
             stored_answer(question.answer_raw),
@@ -181,7 +170,7 @@ class LineJudge:
         """The ledger row of an answered line, at the batch's price."""
         usage = response.usage_metadata
         grounding = response.candidates[0].grounding_metadata if response.candidates else None
-        tool = self.spec.grounding.tool if step == GROUND else None
+        tool = self._tool if step == GROUND else None
         cost = call_cost(ctx.price, usage, grounding, tool=tool) if ctx.price else None
         return CallRecord.answered(
             question_id, step, ctx.model, ctx.started, ctx.latency_ms, usage, cost

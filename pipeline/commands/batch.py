@@ -8,33 +8,55 @@ when ``[batch] retries = "online"``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
+from pipeline.batch.api import BatchApi
+from pipeline.batch.budget import BatchBudget
 from pipeline.batch.runner import BatchRunner, cancel_batches
-from pipeline.commands.common import complain, opened, say
+from pipeline.commands.common import complain, find_job_id, opened, say
 from pipeline.exit_codes import EXIT_FAILED, EXIT_OK, ExitStatus, run_status
+from pipeline.gemini.batch import BatchClient
 from pipeline.gemini.batch_wire import JOB_STATE_SUCCEEDED
+from pipeline.gemini.endpoint import ConfigurationError
+from pipeline.job.calls import CallPlan, plan_calls
 from pipeline.job.spec import JobSpec
 from pipeline.links.resolver import Resolver
+from pipeline.run.context import RunContext
 from pipeline.store import batches as store
-from pipeline.store import queue
+from pipeline.store.reconnect import Database
 
-if TYPE_CHECKING:
-    from pipeline.limits import Backoff
+
+def batch_client(spec: JobSpec, plan: CallPlan) -> BatchApi:
+    """The job's Batch API client (the Developer API's Batch and Files API)."""
+    return BatchClient(plan.ground_endpoint.auth, base_url=spec.model.base_url or None)
 
 
 async def run_batches(
-    spec: JobSpec, engine: AsyncEngine, job_id: int, *, wait: bool, backoff: Backoff | None = None
+    spec: JobSpec, ctx: RunContext, plan: CallPlan, *, wait: bool
 ) -> ExitStatus | None:
     """Drive the job's batches. An exit status when ``ground run`` should return now (the
     batches are submitted and not waited for, or the run stopped); None to go on online."""
-    resolver = Resolver(engine, spec.resolver) if spec.resolver.enabled else None
-    runner = BatchRunner(spec, engine, job_id, resolver=resolver, backoff=backoff)
+    resolver = Resolver(ctx.db, spec.resolver) if spec.resolver.enabled else None
+    budget = BatchBudget(
+        ctx.db,
+        ctx.job_id,
+        budget_micro=ctx.budget_micro,
+        worst_case=ctx.worst_case,
+        tool=plan.ground.tool,
+        hold_s=spec.batch.lease_s,
+    )
+    runner = BatchRunner(
+        ctx,
+        plan,
+        budget,
+        batch_client(spec, plan),
+        settings=spec.batch,
+        allow_hosts=spec.resolver.allow_hosts,
+        resolver=resolver,
+    )
     summary = await runner.run(wait=wait)
-    if summary.created:
-        say(f"batches created: {', '.join(summary.created)}")
+    if summary.batches_created:
+        say(f"batches created: {', '.join(summary.batches_created)}")
     if summary.stored_lines:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.outcomes.items()))
         say(f"batch results stored: {summary.stored_lines} lines ({counts})")
@@ -43,8 +65,10 @@ async def run_batches(
         return run_status(stopped=summary.stopped, failed={})
     if summary.waiting:
         say("batches submitted; `ground run` again (any time) collects their results")
-        async with engine.connect() as connection:
-            rows = await store.job_batches(connection, job_id, unfinished=True)
+        rows = await ctx.db.read(
+            "reading the open batches",
+            lambda c: store.job_batches(c, ctx.job_id, unfinished=True),
+        )
         for row in rows:
             say(f"  {row.name}: {row.state}, {row.requests} questions")
         return EXIT_OK
@@ -54,12 +78,16 @@ async def run_batches(
 async def batch_cancel_command(spec: JobSpec) -> int:
     """``ground batch cancel JOB``: cancel the job's running batches at Google."""
     async with opened(spec) as engine:
-        async with engine.connect() as connection:
-            job_id = await queue.find_job(connection, spec.name)
+        job_id = await find_job_id(engine, spec)
         if job_id is None:
-            complain(f"job {spec.name!r} has not been loaded or run yet")
             return EXIT_FAILED
-        asked = await cancel_batches(spec, engine, job_id)
+        try:
+            plan = plan_calls(spec)
+        except ConfigurationError as exc:
+            complain(str(exc))
+            return EXIT_FAILED
+        db = Database(engine, outage_s=spec.job.database_outage_s)
+        asked = await cancel_batches(db, job_id, batch_client(spec, plan))
     if not asked:
         say("no running batch to cancel")
     for name in asked:

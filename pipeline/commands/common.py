@@ -14,7 +14,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipeline.intake.loader import LoadError, load_source_committed, source_name
+from pipeline.intake.loader import LoadError, load_source, source_name
 from pipeline.job.spec import JobSpec
 from pipeline.store import queue
 from pipeline.store.engine import create_engine, migrate
@@ -90,7 +90,7 @@ async def load_job(engine: AsyncEngine, spec: JobSpec) -> int | None:
         async with engine.begin() as connection:
             job_id = await queue.ensure_job(connection, spec.name)
         # Committed per chunk (linear at a million rows); a bad row still loads nothing.
-        result = await load_source_committed(engine, job_id, spec)
+        result = await load_source(engine, job_id, spec)
     except LoadError as exc:
         complain(f"{exc} (nothing was loaded)")
         return None

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import anyio
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipeline.commands.common import complain, display_url, load_job, opened, say
+from pipeline.commands.common import complain, display_url, find_job_id, load_job, opened, say
 from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.exit_codes import (
     EXIT_FAILED,
@@ -18,9 +18,9 @@ from pipeline.exit_codes import (
 from pipeline.job.spec import JobSpec
 from pipeline.links.resolver import Lookup, Resolver, pending_lookups
 from pipeline.links.rules import AllowList, initial_verdict
-from pipeline.online.runner import job_spend
 from pipeline.results.estimate import estimate_remaining, job_prices
-from pipeline.store import queue, resolution
+from pipeline.store import ledger, queue, resolution
+from pipeline.store.reconnect import Database
 
 
 async def migrate_command(spec: JobSpec) -> int:
@@ -42,10 +42,8 @@ async def resolve_command(spec: JobSpec, *, again: Sequence[str] = ()) -> int:
     under the job's current ``[resolver]`` settings, e.g. after ``allow_hosts`` was fixed.
     """
     async with opened(spec) as engine:
-        async with engine.connect() as connection:
-            job_id = await queue.find_job(connection, spec.name)
+        job_id = await find_job_id(engine, spec)
         if job_id is None:
-            complain(f"job {spec.name!r} has not been loaded or run yet")
             return EXIT_FAILED
         if again:
             allow = AllowList(spec.resolver.allow_hosts)
@@ -66,12 +64,13 @@ async def resolve_command(spec: JobSpec, *, again: Sequence[str] = ()) -> int:
 
 async def resolve_pending(engine: AsyncEngine, spec: JobSpec, job_id: int) -> dict[str, int]:
     """Sweep the job's pending redirect sources through a resolver; counts by status."""
-    resolver = Resolver(engine, spec.resolver)
+    db = Database(engine, outage_s=spec.job.database_outage_s)
+    resolver = Resolver(db, spec.resolver)
     send, receive = anyio.create_memory_object_stream[Lookup](spec.resolver.concurrency * 4)
     async with anyio.create_task_group() as group:
         group.start_soon(resolver.serve, receive)
         async with send:
-            async for lookup in pending_lookups(engine, job_id):
+            async for lookup in pending_lookups(db, job_id):
                 await send.send(lookup)
     return resolver.counts
 
@@ -100,7 +99,7 @@ async def estimate_command(spec: JobSpec) -> int:
             prices = job_prices(spec, load_prices(spec.limits.prices_file or None))
         async with engine.connect() as connection:
             estimate = await estimate_remaining(connection, job_id, spec, prices)
-            spent = await job_spend(engine, job_id)
+            spent = await ledger.job_spend(connection, job_id)
     say(f"{estimate.remaining} questions left; spent so far ${spent:.4f}")
     each = f"${estimate.per_question:.6f} a question, from {estimate.basis}"
     say(f"expected: ${estimate.total:.4f} ({each})")

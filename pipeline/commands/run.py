@@ -40,16 +40,20 @@ from pipeline.exit_codes import (
     run_status,
 )
 from pipeline.gemini.endpoint import ConfigurationError
+from pipeline.job.calls import CallPlan, plan_calls
 from pipeline.job.spec import JobSpec
 from pipeline.job.states import QuestionState
+from pipeline.limits import JobLimits
 from pipeline.links.resolver import Resolver
 from pipeline.links.rules import PENDING as PENDING_SOURCE
-from pipeline.online.runner import JobRunner
+from pipeline.online.leases import default_owner
+from pipeline.online.runner import OnlineRunner
 from pipeline.results.status import (
     JobStatus,
     job_status,
     render_status,
 )
+from pipeline.run.context import RunContext, run_context
 from pipeline.run.summary import RunSummary
 from pipeline.store import versions
 from pipeline.store.breakdown import state_counts
@@ -81,14 +85,22 @@ async def run_command(
         before = await _read_status(engine, spec, job_id)
         if before.terminal == before.total:
             return await _nothing_to_do(engine, spec, job_id, before, watch)
-        if spec.model.mode == "batch":
-            from pipeline.commands.batch import run_batches
+        ctx = run_context(spec, engine, job_id, backoff=backoff)
+        try:
+            plan = plan_calls(spec)
+        except ConfigurationError as exc:
+            ctx.stop(str(exc))
+        else:
+            if spec.model.mode == "batch":
+                from pipeline.commands.batch import run_batches
 
-            wait = spec.batch.wait and not no_wait
-            early = await run_batches(spec, engine, job_id, wait=wait, backoff=backoff)
-            if early is not None:
-                return early
-        summary, after = await _run_online(engine, spec, job_id, before, watch, backoff)
+                wait = spec.batch.wait and not no_wait
+                early = await run_batches(spec, ctx, plan, wait=wait)
+                if early is not None:
+                    return early
+            await _run_online(spec, ctx, plan, before, watch)
+        summary = ctx.summary
+        after = await _read_status(engine, spec, job_id)
     say(_render_summary(summary))
     say(render_status(after))
     label_local_spend(spec)
@@ -96,6 +108,46 @@ async def run_command(
     status = _closing_status(spec, summary.stopped, after.states)
     _write_summary_json(watch, status, spec, summary, after)
     return status
+
+
+def online_runner(
+    spec: JobSpec,
+    ctx: RunContext,
+    plan: CallPlan,
+    *,
+    metrics: RunMetrics | None = None,
+    owner: str | None = None,
+) -> OnlineRunner:
+    """The online run of ``spec``: the job's limits for this process (``owner``, by default
+    this host and process), and its resolver when ``[resolver]`` is on."""
+    limits = spec.limits
+    job_limits = JobLimits(
+        ctx.db,
+        ctx.job_id,
+        owner or default_owner(),
+        requests_per_minute=limits.requests_per_minute,
+        pacing_headroom=limits.pacing_headroom,
+        tokens_per_minute=limits.tokens_per_minute,
+        grounded_per_day=limits.grounded_prompts_per_day,
+        budget_micro=ctx.budget_micro,
+        hold_s=limits.lease_s,
+    )
+    resolver = Resolver(ctx.db, spec.resolver) if spec.resolver.enabled else None
+    if resolver is not None and metrics is not None:
+        resolver.on_resolved = metrics.on_resolved
+    return OnlineRunner(
+        ctx,
+        plan,
+        job_limits,
+        concurrency=limits.concurrency,
+        lease_s=limits.lease_s,
+        request_timeout_s=spec.model.request_timeout_s,
+        worst_case=ctx.worst_case,
+        adaptive=limits.adaptive,
+        allow_hosts=spec.resolver.allow_hosts,
+        resolver=resolver,
+        metrics=metrics,
+    )
 
 
 async def _read_status(engine: AsyncEngine, spec: JobSpec, job_id: int) -> JobStatus:
@@ -119,36 +171,29 @@ async def _nothing_to_do(
 
 
 async def _run_online(
-    engine: AsyncEngine,
-    spec: JobSpec,
-    job_id: int,
-    before: JobStatus,
-    watch: WatchOptions,
-    backoff: Backoff | None,
-) -> tuple[RunSummary, JobStatus]:
-    """The online run, watched (progress, metrics, signals): what it did, and the job after."""
+    spec: JobSpec, ctx: RunContext, plan: CallPlan, before: JobStatus, watch: WatchOptions
+) -> None:
+    """The online run, watched (progress, metrics, signals)."""
     metrics: RunMetrics | None = None
     if watch.wants_metrics:  # prometheus_client is imported only by runs that export
         from pipeline.watch.metrics import RunMetrics
 
         metrics = RunMetrics(spec.name, spent_before=before.spend_usd)
-    resolver = Resolver(engine, spec.resolver) if spec.resolver.enabled else None
-    if resolver is not None and metrics is not None:
-        resolver.on_resolved = metrics.on_resolved
-    runner = JobRunner(spec, engine, job_id, resolver=resolver, metrics=metrics, backoff=backoff)
+    runner = online_runner(spec, ctx, plan, metrics=metrics)
     try:
         if metrics is not None:
             _start_metrics(metrics, runner, watch)
-        summary = await _run_with_signals(runner, engine, job_id, before, watch, metrics)
-        after = await _read_status(engine, spec, job_id)
+        await _run_with_signals(runner, before, watch, metrics)
         if metrics is not None:
-            metrics.set_states(after.states)
+            after = await ctx.db.read(
+                "reading the job's states", lambda c: state_counts(c, ctx.job_id)
+            )
+            metrics.set_states(after)
             if watch.metrics_textfile:
                 metrics.write_textfile(watch.metrics_textfile)
     finally:
         if metrics is not None:
             metrics.close()
-    return summary, after
 
 
 async def _queue_stored_work(engine: AsyncEngine, spec: JobSpec, job_id: int) -> None:
@@ -175,11 +220,8 @@ async def _queue_stored_work(engine: AsyncEngine, spec: JobSpec, job_id: int) ->
         say(f"structure: {structuring} stored answers to structure (call 2 only)")
 
 
-def _start_metrics(metrics: RunMetrics, runner: JobRunner, watch: WatchOptions) -> None:
-    def current_rate() -> float:
-        return runner.caller.sending_rate if runner.caller is not None else 0.0
-
-    metrics.rate_from(current_rate)
+def _start_metrics(metrics: RunMetrics, runner: OnlineRunner, watch: WatchOptions) -> None:
+    metrics.rate_from(lambda: runner.limits.requests.rate)
     if watch.metrics_port is not None:
         metrics.serve(watch.metrics_port, watch.metrics_host)
 
@@ -236,26 +278,21 @@ def _write_summary_json(
 
 
 async def _run_with_signals(
-    runner: JobRunner,
-    engine: AsyncEngine,
-    job_id: int,
-    before: JobStatus,
-    watch: WatchOptions,
-    metrics: RunMetrics | None,
-) -> RunSummary:
+    runner: OnlineRunner, before: JobStatus, watch: WatchOptions, metrics: RunMetrics | None
+) -> None:
     """First SIGINT/SIGTERM: stop claiming and finish what is in flight; second: abort."""
+    ctx = runner.ctx
 
     async def read_states() -> dict[str, int]:
-        async with engine.connect() as connection:
-            return await state_counts(connection, job_id)
+        return await ctx.db.read("reading the job's states", lambda c: state_counts(c, ctx.job_id))
 
     async with anyio.create_task_group() as group:
 
         async def watch_signals() -> None:
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
-                    if runner.summary.stopped is None:
-                        runner.stop(f"{signal.Signals(signum).name} received")
+                    if ctx.stopped is None:
+                        ctx.stop(f"{signal.Signals(signum).name} received")
                     else:
                         group.cancel_scope.cancel()
                         return
@@ -273,12 +310,8 @@ async def _run_with_signals(
                 read_states=read_states,
             )
         )
-        try:
-            await runner.run()
-        except ConfigurationError as exc:
-            runner.stop(str(exc))
+        await runner.run()
         group.cancel_scope.cancel()
-    return runner.summary
 
 
 def _render_summary(summary: RunSummary) -> str:

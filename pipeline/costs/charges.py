@@ -1,4 +1,4 @@
-"""Accounting: what a call costs (or may cost) under a price row, and the budget that refuses.
+"""Accounting: what a call costs, may cost at worst, or is expected to cost, under a price row.
 
 The price table itself (``prices.toml``, :class:`~pipeline.costs.prices.Price`) is
 :mod:`pipeline.costs.prices`.
@@ -8,7 +8,7 @@ decimals, never through ``float``), so sums of millions of calls do not drift.
 ``Cost.micro_usd()`` rounds a cost *up* to whole micro-dollars for storage in an integer
 column (``1 USD = 1_000_000``); rounding up keeps stored spend an upper bound.
 
-What a call costs (``call_cost``), per shared/reference/gemini-wire-format.md §3.1 and §5:
+What a call costs (``call_cost``), per ``docs/wire-format.md`` (usage metadata; pricing):
 
 * input: ``promptTokenCount + toolUsePromptTokenCount`` (search results land in
   ``toolUsePromptTokenCount`` and are billed as input); ``cachedContentTokenCount`` (a part
@@ -42,8 +42,8 @@ from pipeline.gemini.wire import GroundingMetadata, UsageMetadata
 __all__ = [
     "DEFAULT_MAX_TOOL_USE_TOKENS",
     "ZERO_COST",
-    "Budget",
     "Cost",
+    "WorstCase",
     "call_cost",
     "expected_cost",
     "worst_case_cost",
@@ -255,91 +255,28 @@ def expected_cost(
     )
 
 
-# --- the budget -----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class WorstCase:
+    """The job's bounds on one call, under which its worst case is computed: what a call
+    (online) or a batch (the sum of its requests) holds in the budget before it is sent.
 
-
-def _usd(value: Decimal | Cost | int | str) -> Decimal:
-    if isinstance(value, Cost):
-        return value.total
-    return Decimal(value)
-
-
-class Budget:
-    """A spending limit that refuses calls, rather than reporting after the fact.
-
-    * ``reserve(worst)`` before a call: True (and ``worst`` is held) when
-      ``spent + reserved + worst <= limit``; False means **do not start the call** (end the
-      run cleanly, saying ``message()``).
-    * ``settle(reserved, actual)`` after it: releases the hold and adds the actual cost
-      (``actual = 0`` for a call that failed before the model billed it, e.g. a 429/5xx:
-      whether Google bills failed calls is unconfirmed; they are assumed free).
-    * Invariant: ``spent + reserved <= limit`` at all times as long as every actual cost is at
-      most its reservation. An actual above it (the worst case was wrong) is still recorded,
-      truthfully, in ``spent``; ``overruns`` counts such calls and every later ``reserve``
-      fails once nothing is left.
-
-    Amounts: ``Decimal`` USD (or a :class:`Cost`). ``spent`` may start from the job's stored
-    spend, so a resumed run keeps to the same budget.
-
-    Concurrency: all of this runs on one event loop and no method awaits, so each call is
-    atomic with respect to other tasks: no lock is needed. It is not shared across
-    processes: several workers need the reservation in the database (one ``UPDATE ...
-    WHERE spent + reserved + :worst <= budget``).
+    ``max_output_tokens`` is sent as ``generationConfig.maxOutputTokens``; the other two are
+    the job's assumptions: search queries run and search-result tokens read per grounded call.
     """
 
-    __slots__ = ("_reserved", "_spent", "limit", "overruns", "refused")
+    max_output_tokens: int
+    max_search_queries: int
+    max_tool_use_tokens: int
 
-    def __init__(self, limit_usd: Decimal | int | str, *, spent: Decimal | int | str = 0) -> None:
-        self.limit = Decimal(limit_usd)
-        if not self.limit.is_finite() or self.limit < 0:
-            raise ValueError(f"budget must be a non-negative amount, got {limit_usd!r}")
-        self._spent = Decimal(spent)
-        self._reserved = _ZERO
-        self.overruns = 0
-        self.refused = 0
+    def micro(self, price: Price, prompt_tokens_estimate: int, tool: ToolSpec) -> int:
+        """The worst case of one request, in micro-dollars (rounded up like the stored cost).
 
-    @property
-    def spent(self) -> Decimal:
-        return self._spent
-
-    @property
-    def reserved(self) -> Decimal:
-        return self._reserved
-
-    @property
-    def remaining(self) -> Decimal:
-        """What is left for new reservations (never negative)."""
-        return max(self.limit - self._spent - self._reserved, _ZERO)
-
-    def reserve(self, worst: Decimal | Cost | int | str) -> bool:
-        amount = _usd(worst)
-        if amount < 0:
-            raise ValueError("a reservation cannot be negative")
-        if self._spent + self._reserved + amount > self.limit:
-            self.refused += 1
-            return False
-        self._reserved += amount
-        return True
-
-    def settle(
-        self, reserved: Decimal | Cost | int | str, actual: Decimal | Cost | int | str
-    ) -> None:
-        held = _usd(reserved)
-        cost = _usd(actual)
-        self._reserved = max(self._reserved - held, _ZERO)
-        self._spent += cost
-        if cost > held:
-            self.overruns += 1
-
-    def release(self, reserved: Decimal | Cost | int | str) -> None:
-        """The call was not made after all: give its reservation back."""
-        self.settle(reserved, _ZERO)
-
-    def message(self, next_worst: Decimal | Cost | None = None) -> str:
-        text = (
-            f"budget_usd {self.limit}: spent {self._spent:.6f}, reserved {self._reserved:.6f},"
-            f" {self.remaining:.6f} left"
-        )
-        if next_worst is not None:
-            text += f"; the next call may cost up to {_usd(next_worst):.6f}, so it was not started"
-        return text
+        ``tool``: the grounding tool(s) declared, None for a call without tools (call 2)."""
+        return worst_case_cost(
+            price,
+            prompt_tokens_estimate=prompt_tokens_estimate,
+            max_output_tokens=self.max_output_tokens,
+            max_search_queries=self.max_search_queries,
+            max_tool_use_tokens=self.max_tool_use_tokens if tool is not None else 0,
+            tool=tool,
+        ).micro_usd()

@@ -16,9 +16,8 @@ errors name the row (its number and id) and the column, like a file's name ``fil
   does not read it again. A query has no fingerprint: it is always read.
 * All or nothing for a bad row (bad JSON, missing id or text, an id seen with different text):
   :class:`LoadError` names ``file:line`` and the reason, and the database is left unchanged.
-  :func:`load_questions` works in the caller's one transaction, which the caller rolls back;
-  :func:`load_source_committed` / :func:`load_questions_committed` (what ``ground`` uses)
-  commit per chunk, validating every row first and deleting their own rows on a conflict.
+  :func:`load_source` / :func:`load_questions` commit per chunk, validating every row first
+  and deleting their own rows on a conflict.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from array import array
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import anyio
 import orjson
@@ -147,27 +146,6 @@ def _row(path: Path | str, line: int, record: dict[str, Any], source: SourceSect
 
 
 async def load_questions(
-    connection: AsyncConnection,
-    job_id: int,
-    path: Path,
-    source: SourceSection,
-    *,
-    max_chars: int | None = None,
-) -> LoadResult:
-    """Insert the file's new questions in the caller's transaction (one transaction: a bad row
-    raises, the caller rolls back); a question longer than ``max_chars`` is a bad row. An
-    unchanged file (its fingerprint) is not read again."""
-    settings = _settings_digest(source, max_chars)
-    current, stored = await _check_fingerprint(connection, job_id, path, settings)
-    if current is None:
-        return LoadResult(0, stored.rows if stored else 0, skipped=True)
-    rows = _async(read_rows(path, source))
-    result = await _load_rows(_CallerTransaction(connection, job_id, path), rows, path, max_chars)
-    await save_fingerprint(connection, job_id, replace(current, rows=result.total))
-    return result
-
-
-async def load_questions_committed(
     engine: AsyncEngine,
     job_id: int,
     path: Path,
@@ -209,12 +187,12 @@ async def load_questions_committed(
     return result
 
 
-async def load_source_committed(engine: AsyncEngine, job_id: int, spec: JobSpec) -> LoadResult:
+async def load_source(engine: AsyncEngine, job_id: int, spec: JobSpec) -> LoadResult:
     """Insert the job's new questions, from its file or its query, committed per chunk (see
-    :func:`load_questions_committed`); a query is read twice, once to validate every row."""
+    :func:`load_questions`); a query is read twice, once to validate every row."""
     max_chars = spec.limits.max_question_chars
     if not spec.source.query:
-        return await load_questions_committed(
+        return await load_questions(
             engine, job_id, spec.source_path, spec.source, max_chars=max_chars
         )
     async for row in read_query_rows(spec.source):
@@ -279,31 +257,6 @@ async def read_query_rows(source: SourceSection) -> AsyncIterator[Row]:
         await engine.dispose()
 
 
-async def _load_rows(
-    sink: _ChunkSink, rows: AsyncIterator[Row], path: Path | str, max_chars: int | None
-) -> LoadResult:
-    added = existing = 0
-    chunk: dict[str, Row] = {}
-    async for row in rows:
-        _check_length(path, row, max_chars)
-        earlier = chunk.get(row.qid)
-        if earlier is not None:
-            if earlier.text != row.text:
-                raise LoadError(
-                    f"{path}:{row.line}: id {row.qid!r} already appears on line {earlier.line} "
-                    "with different text"
-                )
-            continue
-        chunk[row.qid] = row
-        if len(chunk) >= CHUNK_ROWS:
-            a, e = await sink.insert(chunk)
-            added, existing, chunk = added + a, existing + e, {}
-    if chunk:
-        a, e = await sink.insert(chunk)
-        added, existing = added + a, existing + e
-    return LoadResult(added, existing)
-
-
 def _check_length(path: Path | str, row: Row, max_chars: int | None) -> None:
     if max_chars is not None and len(row.text) > max_chars:
         # Refused here, with its line: sent, it would only come back as a 400 (too many
@@ -321,10 +274,6 @@ def _validate_file(path: Path, source: SourceSection, max_chars: int | None) -> 
         _check_length(path, row, max_chars)
         count += 1
     return count
-
-
-class _ChunkSink(Protocol):
-    async def insert(self, chunk: dict[str, Row]) -> tuple[int, int]: ...
 
 
 async def _insert_chunk(
@@ -348,19 +297,6 @@ async def _insert_chunk(
 
 
 @dataclass(slots=True)
-class _CallerTransaction:
-    """Chunks inserted in the caller's transaction, which a bad row rolls back."""
-
-    connection: AsyncConnection
-    job_id: int
-    path: Path | str
-
-    async def insert(self, chunk: dict[str, Row]) -> tuple[int, int]:
-        inserted = await _insert_chunk(self.connection, self.job_id, self.path, chunk)
-        return len(inserted), len(chunk) - len(inserted)
-
-
-@dataclass(slots=True)
 class _Committed:
     """Chunks committed one by one; a bad row deletes the rows this load inserted."""
 
@@ -377,11 +313,33 @@ class _Committed:
 
     async def load(self, rows: AsyncIterator[Row], max_chars: int | None) -> LoadResult:
         try:
-            return await _load_rows(self, rows, self.path, max_chars)
+            return await self._load_rows(rows, max_chars)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._take_back()
             raise
+
+    async def _load_rows(self, rows: AsyncIterator[Row], max_chars: int | None) -> LoadResult:
+        added = existing = 0
+        chunk: dict[str, Row] = {}
+        async for row in rows:
+            _check_length(self.path, row, max_chars)
+            earlier = chunk.get(row.qid)
+            if earlier is not None:
+                if earlier.text != row.text:
+                    raise LoadError(
+                        f"{self.path}:{row.line}: id {row.qid!r} already appears on line"
+                        f" {earlier.line} with different text"
+                    )
+                continue
+            chunk[row.qid] = row
+            if len(chunk) >= CHUNK_ROWS:
+                a, e = await self.insert(chunk)
+                added, existing, chunk = added + a, existing + e, {}
+        if chunk:
+            a, e = await self.insert(chunk)
+            added, existing = added + a, existing + e
+        return LoadResult(added, existing)
 
     async def _take_back(self) -> None:
         ids = self.inserted

@@ -1,41 +1,150 @@
-"""What the job file says about the model, turned into the plain values ``gemini/`` takes.
+"""The two calls a job makes, as the plain values ``gemini/`` takes: endpoints, request
+builders and what each call's step needs to know.
 
-``gemini/`` knows nothing of job files: this is the one place that reads ``[model]``,
-``[grounding]``, ``[limits]`` and ``[structure]`` to build endpoints and request bodies.
+``gemini/`` knows nothing of job files: :func:`plan_calls` is the one place that reads
+``[model]``, ``[grounding]``, ``[limits]`` and ``[structure]`` to build them. The online run and
+batch mode both take a :class:`CallPlan`, so a question is asked the same way in both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from pipeline.gemini.endpoint import Endpoint, endpoint_for
 from pipeline.gemini.request import GroundedRequestBuilder, grounding_tool, maps_tool_config
+from pipeline.grounding import GroundedAnswer
 from pipeline.job.sections import GroundingSection
 from pipeline.job.spec import JobSpec
-from pipeline.structure import PreparedSchema
+from pipeline.structure import PreparedSchema, build_structure_body, schema_hash
 
 
-def job_endpoints(spec: JobSpec, env: Mapping[str, str] | None = None) -> tuple[Endpoint, Endpoint]:
-    """The endpoints of call 1 and call 2, sharing one set of credentials."""
+@dataclass(frozen=True, slots=True)
+class GroundedCall:
+    """Call 1, grounded: its model, the tools it declares, and how its body is built.
+
+    ``single``: the builder that also asks for the schema (``[structure] mode = "single"``);
+    ``required`` / ``ungrounded_retries``: an ungrounded answer is asked again with a recency
+    nudge this many times; ``url_field``: the question's metadata field holding its own URLs
+    (``url_context``).
+    """
+
+    model: str
+    tool: str | tuple[str, ...]
+    builder: GroundedRequestBuilder
+    single: GroundedRequestBuilder | None
+    required: bool
+    ungrounded_retries: int
+    url_field: str
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        """The declared tools, in the job file's order."""
+        return (self.tool,) if isinstance(self.tool, str) else self.tool
+
+    def body(
+        self,
+        text: str,
+        meta: Mapping[str, Any] | None,
+        *,
+        nudge: bool = False,
+        single: bool = False,
+    ) -> bytes:
+        """The request body for one question (``meta``: its metadata, for its own URLs)."""
+        builder = self.single if single and self.single is not None else self.builder
+        return builder.body(text, nudge=nudge, urls=self.urls(meta))
+
+    def urls(self, meta: Mapping[str, Any] | None) -> tuple[str, ...]:
+        """The question's own URLs for ``url_context``: its ``url_field`` metadata.
+
+        The field holds one URL, several separated by whitespace, or a list of them;
+        duplicates and anything that is not text are left out, the order kept.
+        """
+        if not self.url_field or not meta:
+            return ()
+        value = meta.get(self.url_field)
+        items = (
+            value.split() if isinstance(value, str) else value if isinstance(value, list) else []
+        )
+        urls = (item.strip() for item in items if isinstance(item, str))
+        return tuple(dict.fromkeys(url for url in urls if url))
+
+
+@dataclass(frozen=True, slots=True)
+class StructureCall:
+    """Call 2: no tools, JSON in the job's schema; how its output is judged."""
+
+    model: str
+    schema: PreparedSchema
+    schema_hash: str
+    instructions: str
+    temperature: float
+    require_supported: bool  # flag objects with a value found in no supported span
+
+    def body(
+        self, question: str, answer: GroundedAnswer, previous_errors: Sequence[str] = ()
+    ) -> bytes:
+        """The request body reshaping ``answer``; ``previous_errors``: a repair's."""
+        return build_structure_body(
+            question=question,
+            answer=answer,
+            schema=self.schema,
+            instructions=self.instructions,
+            temperature=self.temperature,
+            previous_errors=previous_errors,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CallPlan:
+    """Both calls of a job, with their endpoints (sharing one set of credentials)."""
+
+    backend: str
+    ground_endpoint: Endpoint
+    structure_endpoint: Endpoint
+    ground: GroundedCall
+    structure: StructureCall | None  # None: the structure step is off
+
+
+def plan_calls(spec: JobSpec, env: Mapping[str, str] | None = None) -> CallPlan:
+    """The job's calls. Raises :class:`~pipeline.gemini.endpoint.ConfigurationError` when
+    the backend's credentials or project are missing."""
     model = spec.model
-    ground = endpoint_for(
-        model.backend,
-        model.name,
-        base_url=model.base_url or None,
-        project=model.project or None,
-        location=model.location or None,
-        env=env,
+    where = {
+        "base_url": model.base_url or None,
+        "project": model.project or None,
+        "location": model.location or None,
+        "env": env,
+    }
+    ground_endpoint = endpoint_for(model.backend, model.name, **where)
+    structure_model = spec.structure.model or model.name
+    structure_endpoint = endpoint_for(
+        model.backend, structure_model, auth=ground_endpoint.auth, **where
     )
-    structure = endpoint_for(
-        model.backend,
-        spec.structure.model or model.name,
-        base_url=model.base_url or None,
-        project=model.project or None,
-        location=model.location or None,
-        env=env,
-        auth=ground.auth,
+    schema = spec.schema
+    single = schema is not None and spec.structure.mode == "single"
+    g = spec.grounding
+    ground = GroundedCall(
+        model=model.name,
+        tool=g.tool,
+        builder=request_builder(spec),
+        single=request_builder(spec, schema=schema) if single else None,
+        required=g.required,
+        ungrounded_retries=g.ungrounded_retries,
+        url_field=g.url_field,
     )
-    return ground, structure
+    structure = None
+    if schema is not None:
+        structure = StructureCall(
+            model=structure_model,
+            schema=schema,
+            schema_hash=schema_hash(schema),
+            instructions=spec.structure.instructions,
+            temperature=spec.structure.temperature,
+            require_supported=spec.structure.require_supported,
+        )
+    return CallPlan(model.backend, ground_endpoint, structure_endpoint, ground, structure)
 
 
 def request_builder(

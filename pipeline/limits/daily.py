@@ -1,6 +1,7 @@
-"""The daily grounding bucket: when it resets, and a gate that holds grounded calls back.
+"""The daily grounding bucket: when it resets, and the pause that holds grounded calls back.
 
-Source: ``shared/reference/gemini-wire-format.md`` §5 (limits) and python-genai #1427.
+Sources: https://ai.google.dev/gemini-api/docs/rate-limits (daily quotas reset at midnight
+Pacific) and https://github.com/googleapis/python-genai/issues/1427 (the daily grounding 429).
 """
 
 from __future__ import annotations
@@ -51,50 +52,35 @@ def next_daily_reset(now: dt.datetime) -> dt.datetime:
     return midnight.astimezone(dt.UTC)
 
 
-class DailyGroundingGate:
+class GroundingPause:
     """Holds grounded calls back while the daily grounding bucket is exhausted.
 
-    The gate does not sleep: a caller asks ``paused_until`` before a grounded call and, when
-    it is set, does not make the call (the question waits, dated, for the reset).
+    It does not sleep: a caller asks ``paused_until`` before a grounded call and, when it is
+    set, does not make the call (the question waits, dated, for the reset).
 
-    * ``pause_until(reset_at)``: from now until ``reset_at`` the gate is paused (a later
-      pause wins over an earlier one). Called through ``pause_for_day`` when
+    * ``pause_until(reset_at)``: from now until ``reset_at`` grounded calls are held (a later
+      pause wins over an earlier one): when the job's shared daily count is used up
+      (:class:`~pipeline.limits.job_limits.DailyGrants`), or through ``pause_for_day`` when
       :func:`~pipeline.gemini.api_errors.classify_429` says ``"daily_grounding"``: such 429s
-      carry no RetryInfo, and retrying before the reset only burns requests (python-genai
-      #1427).
+      carry no RetryInfo, and retrying before the reset only burns requests
+      (https://github.com/googleapis/python-genai/issues/1427).
     * ``pause_for_day()``: ``pause_until(next_daily_reset(now) + DAILY_RESET_MARGIN)``.
-    * ``grounded_per_day`` (optional): a configured daily limit. ``record_grounded()``
-      counts grounded prompts as they are sent; the one that reaches the limit pauses the
-      gate until the next reset, so the bucket is never overrun in the first place. The
-      count restarts at each reset.
     * ``paused_until`` is None when open; ``message()`` says why and until when, for logs
       and ``ground status``.
 
     The wall clock (``now``) is used, not a monotonic one: the reset is a calendar time.
     """
 
-    __slots__ = (
-        "_count",
-        "_count_resets_at",
-        "_now",
-        "_paused_until",
-        "_reason",
-        "grounded_per_day",
-    )
+    __slots__ = ("_now", "_paused_until", "_reason")
 
-    def __init__(self, grounded_per_day: int | None = None, *, now: WallClock = utcnow) -> None:
-        if grounded_per_day is not None and grounded_per_day <= 0:
-            raise ValueError(f"grounded_per_day must be positive, got {grounded_per_day!r}")
-        self.grounded_per_day = grounded_per_day
+    def __init__(self, *, now: WallClock = utcnow) -> None:
         self._now = now
         self._paused_until: dt.datetime | None = None
         self._reason = ""
-        self._count = 0
-        self._count_resets_at = next_daily_reset(now())
 
     @property
     def paused_until(self) -> dt.datetime | None:
-        """When the pause ends (aware UTC), or None when the gate is open."""
+        """When the pause ends (aware UTC), or None when grounded calls may go."""
         if self._paused_until is not None and self._now() >= self._paused_until:
             self._paused_until = None
         return self._paused_until
@@ -121,20 +107,3 @@ class DailyGroundingGate:
         until = next_daily_reset(self._now()) + DAILY_RESET_MARGIN
         self.pause_until(until, reason)
         return until
-
-    def record_grounded(self, count: int = 1) -> None:
-        """Count grounded prompts (sent); pause when the configured limit is hit.
-
-        A run starts by recording what earlier runs sent since the last reset (the ledger),
-        so the limit holds across runs of the same day.
-        """
-        now = self._now()
-        if now >= self._count_resets_at:  # a new day: the count starts again
-            self._count = 0
-            self._count_resets_at = next_daily_reset(now)
-        self._count += count
-        if self.grounded_per_day is not None and self._count >= self.grounded_per_day:
-            self.pause_until(
-                self._count_resets_at + DAILY_RESET_MARGIN,
-                f"the configured grounded_prompts_per_day ({self.grounded_per_day}) is used up",
-            )

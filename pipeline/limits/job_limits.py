@@ -40,25 +40,14 @@ from __future__ import annotations
 import datetime as dt
 import math
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
 import anyio
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.limits.adaptive import (
-    AIMD_COOLDOWN_S,
-    AIMD_DECREASE,
-    AIMD_FLOOR_SHARE,
-    AIMD_STEP_SHARE,
-    AIMD_SUCCESS_INTERVAL_S,
-)
 from pipeline.limits.daily import next_daily_reset
 from pipeline.limits.rate import PACING_HEADROOM, Clock, Sleep, pacing_rate
-from pipeline.store import quota
-from pipeline.store.reconnect import retrying
-
-T = TypeVar("T")
+from pipeline.store import ledger, quota
+from pipeline.store.reconnect import Database
 
 GRANT_S = 0.5  # seconds of the shared request rate in one grant
 GRANT_MAX = 2_000  # requests in one grant at most (so one process sends at most 4,000/s)
@@ -74,25 +63,36 @@ TOKEN_GRANT_S = 1.0  # seconds of the token rate in one grant (at least the requ
 DAILY_GRANT = 10  # grounded prompts in one grant of the daily count
 BUDGET_WAIT_S = 0.2  # seconds between two tries of a reservation refused while others are held
 NO_BUDGET_MICRO = 9.0e15  # the budget row's ceiling when the job has no budget (~$9e9)
+# The shared adaptive rate (AIMD): Vertex's Dynamic Shared Quota has no number to configure,
+# and a configured rate can simply be wrong, so the rate follows the server's 429s.
+AIMD_DECREASE = 0.7  # factor applied to the rate on a throttle
+AIMD_COOLDOWN_S = 10.0  # seconds: 429s within this long after a decrease count as one
+AIMD_SUCCESS_INTERVAL_S = 5.0  # seconds between two additive increases
+# Additive step, as a share of the ceiling: 1 % per 5 s is 12 % of the ceiling a minute. A
+# sliding 60 s server window reports an overshoot up to a minute late, so faster recovery
+# overshoots (simulated in tests/unit/limits/test_job_limits.py: 2 % per 2 s settles *above*
+# capacity).
+AIMD_STEP_SHARE = 0.01
+AIMD_FLOOR_SHARE = 0.02  # the rate never drops below this share of the ceiling
 
 
-class SharedRate:
+class RateGrants:
     """Request slots drawn from the job's ``requests`` row; the row's rate is the AIMD rate.
 
-    Attributes mirror :class:`~pipeline.limits.AdaptiveRate` for reports: ``rate`` (the last
-    known shared rate, per second), ``ceiling``, ``throttles`` and ``decreases`` (this
-    process's), ``missed`` (slots given up because no caller was ready).
+    ``rate`` is the last known shared rate (per second), ``ceiling`` the configured one;
+    ``throttles`` and ``decreases`` count this process's 429s and the decreases they made,
+    ``grants`` the grants it drew.
     """
 
     def __init__(
         self,
-        db: SharedLimits,
+        limits: JobLimits,
         ceiling: float,
         *,
         clock: Clock = time.time,
         sleep: Sleep = anyio.sleep,
     ) -> None:
-        self._db = db
+        self._limits = limits
         self.ceiling = ceiling
         self.rate = ceiling
         self._clock = clock
@@ -106,7 +106,6 @@ class SharedRate:
         self._last_recover_try = -math.inf
         self.throttles = 0
         self.decreases = 0
-        self.missed = 0
         self.grants = 0
 
     async def acquire(self) -> None:
@@ -121,15 +120,13 @@ class SharedRate:
             if slot < now - LATE_S:  # nobody was ready for it: give it up
                 behind = math.floor((now - LATE_S - self._start) * self._grant_rate) + 1
                 skip = min(self._count, behind) - i
-                self.missed += skip
                 self._next = i + max(skip, 1)
                 continue
             self._next = i + 1
             if slot > now:
                 await self._sleep(slot - now)
                 if self._clock() > slot + LATE_WAKE_S:
-                    self.missed += 1  # woke too late for it: a later slot, not a burst
-                    continue
+                    continue  # woke too late for it: a later slot, not a burst
             return
 
     async def _refill(self) -> None:
@@ -137,10 +134,10 @@ class SharedRate:
             while self._next >= self._count:
                 count = max(1, min(GRANT_MAX, round(self.rate * GRANT_S)))
                 now = self._clock()
-                grant = await self._db.run(
+                grant = await self._limits.db.transaction(
                     "a rate grant",
                     lambda c, n=count, t=now: quota.grant(
-                        c, self._db.job_id, quota.REQUESTS, n, t, n / self.rate + AHEAD_S
+                        c, self._limits.job_id, quota.REQUESTS, n, t, n / self.rate + AHEAD_S
                     ),
                 )
                 self.rate = grant.rate
@@ -161,19 +158,19 @@ class SharedRate:
         end = self._end
         self._count = self._next
         if unused_from < end:
-            await self._db.run(
+            await self._limits.db.transaction(
                 "giving back a rate grant",
-                lambda c: quota.give_back(c, self._db.job_id, quota.REQUESTS, end, unused_from),
+                lambda c: quota.give_back(c, self._limits.job_id, quota.REQUESTS, end, unused_from),
             )
 
     async def on_throttle(self) -> bool:
         """A rate 429: lower everyone's rate (once per cool-down); drop this grant's rest."""
         self.throttles += 1
-        lowered = await self._db.run(
+        lowered = await self._limits.db.transaction(
             "lowering the shared rate",
             lambda c: quota.throttle(
                 c,
-                self._db.job_id,
+                self._limits.job_id,
                 quota.REQUESTS,
                 self._clock(),
                 decrease=AIMD_DECREASE,
@@ -194,11 +191,11 @@ class SharedRate:
         if self.rate >= self.ceiling or now - self._last_recover_try < AIMD_SUCCESS_INTERVAL_S:
             return
         self._last_recover_try = now
-        raised = await self._db.run(
+        raised = await self._limits.db.transaction(
             "raising the shared rate",
             lambda c: quota.recover(
                 c,
-                self._db.job_id,
+                self._limits.job_id,
                 quota.REQUESTS,
                 now,
                 step=self.ceiling * AIMD_STEP_SHARE,
@@ -209,11 +206,11 @@ class SharedRate:
             self.rate = raised
 
 
-class SharedTokens:
+class TokenGrants:
     """Tokens per minute drawn from the job's ``tokens`` row into a local pool."""
 
-    def __init__(self, db: SharedLimits, per_minute: int, *, sleep: Sleep = anyio.sleep) -> None:
-        self._db = db
+    def __init__(self, limits: JobLimits, per_minute: int, *, sleep: Sleep = anyio.sleep) -> None:
+        self._limits = limits
         self.rate = per_minute / (60.0 + TOKEN_BURST_S)  # tokens per second
         self.limit = max(1, math.floor(self.rate * TOKEN_BURST_S))  # the largest one draw
         self._pool = 0
@@ -228,10 +225,10 @@ class SharedTokens:
                 want = min(
                     self.limit, max(tokens - self._pool, math.ceil(self.rate * TOKEN_GRANT_S))
                 )
-                grant = await self._db.run(
+                grant = await self._limits.db.transaction(
                     "a token grant",
                     lambda c, n=want: quota.grant(
-                        c, self._db.job_id, quota.TOKENS, n, time.time(), TOKEN_BURST_S
+                        c, self._limits.job_id, quota.TOKENS, n, time.time(), TOKEN_BURST_S
                     ),
                 )
                 if grant.granted:
@@ -249,11 +246,11 @@ class SharedTokens:
         self._pool += taken - max(int(actual), 0)
 
 
-class SharedDaily:
+class DailyGrants:
     """Grounded prompts of the day, drawn from the job's ``grounded_day`` row."""
 
-    def __init__(self, db: SharedLimits) -> None:
-        self._db = db
+    def __init__(self, limits: JobLimits) -> None:
+        self._limits = limits
         self._left = 0
         self._resets_at = 0.0
         self._lock = anyio.Lock()
@@ -266,10 +263,10 @@ class SharedDaily:
                 self._left -= 1
                 return None
             reset = next_daily_reset_ts(now)
-            granted, resets_at = await self._db.run(
+            granted, resets_at = await self._limits.db.transaction(
                 "a daily grounding grant",
                 lambda c: quota.grant_count(
-                    c, self._db.job_id, quota.GROUNDED_DAY, DAILY_GRANT, now, reset
+                    c, self._limits.job_id, quota.GROUNDED_DAY, DAILY_GRANT, now, reset
                 ),
             )
             self._resets_at = resets_at
@@ -282,10 +279,10 @@ class SharedDaily:
     async def give_back(self) -> None:
         left, self._left = self._left, 0
         if left and time.time() < self._resets_at:
-            await self._db.run(
+            await self._limits.db.transaction(
                 "giving back daily grants",
                 lambda c: quota.give_back_count(
-                    c, self._db.job_id, quota.GROUNDED_DAY, left, self._resets_at
+                    c, self._limits.job_id, quota.GROUNDED_DAY, left, self._resets_at
                 ),
             )
 
@@ -295,12 +292,16 @@ def next_daily_reset_ts(now: float) -> float:
     return next_daily_reset(dt.datetime.fromtimestamp(now, dt.UTC)).timestamp()
 
 
-class SharedLimits:
-    """The shared rows of one job, for one process (``owner``); see the module docstring."""
+class JobLimits:
+    """The shared rows of one job, for one process (``owner``); see the module docstring.
+
+    ``budget_micro``: the job's budget in micro-dollars, None without one; ``hold_s``: how
+    long a budget hold lives without this process's heartbeat.
+    """
 
     def __init__(
         self,
-        engine: AsyncEngine,
+        db: Database,
         job_id: int,
         owner: str,
         *,
@@ -310,54 +311,48 @@ class SharedLimits:
         grounded_per_day: int = 0,
         budget_micro: int | None = None,
         hold_s: float = 120.0,
-        outage_s: float = 300.0,
     ) -> None:
-        self.engine = engine
+        self.db = db
         self.job_id = job_id
         self.owner = owner
         self.hold_s = hold_s
-        self.outage_s = outage_s
-        self._budget_micro = budget_micro
+        self.budget_micro = budget_micro
+        self.grounded_per_day = grounded_per_day
         self._rpm = requests_per_minute
         self._headroom = pacing_headroom
         self._tpm = tokens_per_minute
-        self._per_day = grounded_per_day
-        self.requests = SharedRate(self, pacing_rate(requests_per_minute, headroom=pacing_headroom))
-        self.tokens = SharedTokens(self, tokens_per_minute) if tokens_per_minute else None
-        self.daily = SharedDaily(self) if grounded_per_day else None
+        self.requests = RateGrants(self, pacing_rate(requests_per_minute, headroom=pacing_headroom))
+        self.tokens = TokenGrants(self, tokens_per_minute) if tokens_per_minute else None
+        self.daily = DailyGrants(self) if grounded_per_day else None
 
-    async def run(self, what: str, statement: Callable[[AsyncConnection], Awaitable[T]]) -> T:
-        """One transaction, retried across lost connections."""
-
-        async def once() -> T:
-            async with self.engine.begin() as connection:
-                return await statement(connection)
-
-        return await retrying(once, outage_s=self.outage_s, what=what)
-
-    async def start(self, *, spent_micro: int, grounded_today: int) -> None:
-        """Create (or re-size) the job's rows; the ledger seeds a new row's counts."""
+    async def start(self) -> None:
+        """Create (or re-size) the job's rows; a new row's counts are seeded from the ledger
+        (the job's spend, today's grounded prompts)."""
         now = time.time()
         job, rate = self.job_id, pacing_rate(self._rpm, headroom=self._headroom)
-        ceiling = float(self._budget_micro) if self._budget_micro is not None else NO_BUDGET_MICRO
+        budget = self.budget_micro
+        ceiling = float(budget) if budget is not None else NO_BUDGET_MICRO
 
         async def ensure(c: AsyncConnection) -> None:
+            spent = int(await ledger.job_spend(c, job) * 1_000_000)
             await quota.ensure_limit(c, job, quota.REQUESTS, rate)
-            await quota.ensure_limit(c, job, quota.BUDGET, ceiling, used=spent_micro)
+            await quota.ensure_limit(c, job, quota.BUDGET, ceiling, used=spent)
             if self._tpm:
                 await quota.ensure_limit(c, job, quota.TOKENS, self._tpm / (60.0 + TOKEN_BURST_S))
-            if self._per_day:
+            if self.grounded_per_day:
+                resets_at = next_daily_reset(dt.datetime.fromtimestamp(now, dt.UTC))
+                since = resets_at - dt.timedelta(days=1)
                 await quota.ensure_limit(
                     c,
                     job,
                     quota.GROUNDED_DAY,
-                    float(self._per_day),
-                    used=grounded_today,
-                    resets_at=next_daily_reset_ts(now),
+                    float(self.grounded_per_day),
+                    used=await ledger.grounded_calls_since(c, since),
+                    resets_at=resets_at.timestamp(),
                 )
             self.requests.rate = await quota.current_rate(c, job, quota.REQUESTS)
 
-        await self.run("setting up the shared limits", ensure)
+        await self.db.transaction("setting up the shared limits", ensure)
 
     # -- the budget --------------------------------------------------------------------------
 
@@ -367,31 +362,31 @@ class SharedLimits:
         leaves no room for ``micro`` whatever the calls in flight cost."""
         while True:
             expires = time.time() + self.hold_s
-            if await self.run(
+            if await self.db.transaction(
                 "a budget reservation",
                 lambda c, e=expires: quota.reserve_budget(c, self.job_id, self.owner, micro, e),
             ):
                 return True
-            spent, reserved = await self.run(
+            spent, reserved = await self.db.transaction(
                 "reading the budget", lambda c: quota.budget_state(c, self.job_id)
             )
-            if reserved == 0 or spent + micro > (self._budget_micro or 0):
+            if reserved == 0 or spent + micro > (self.budget_micro or 0):
                 return False
             await anyio.sleep(BUDGET_WAIT_S)
 
     async def release(self, micro: int) -> None:
         """A reserved call was not made (or no ledger row will settle it)."""
         if micro:
-            await self.run(
+            await self.db.transaction(
                 "releasing a budget reservation",
                 lambda c: quota.settle_budget(c, self.job_id, self.owner, micro, 0),
             )
 
     async def budget_message(self, next_worst_micro: int | None = None) -> str:
-        spent, reserved = await self.run(
+        spent, reserved = await self.db.transaction(
             "reading the budget", lambda c: quota.budget_state(c, self.job_id)
         )
-        limit = self._budget_micro or 0
+        limit = self.budget_micro or 0
         text = (
             f"budget_usd {limit / 1e6:.6f}: spent {spent / 1e6:.6f}, reserved by running"
             f" workers {reserved / 1e6:.6f}, {max(limit - spent - reserved, 0) / 1e6:.6f} left"
@@ -412,7 +407,7 @@ class SharedLimits:
         await self.requests.give_back()
         if self.daily is not None:
             await self.daily.give_back()
-        await self.run(
+        await self.db.transaction(
             "releasing the budget hold",
             lambda c: quota.drop_holds(c, self.job_id, owner=self.owner),
         )

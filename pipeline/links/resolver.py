@@ -34,7 +34,6 @@ from dataclasses import dataclass
 import aiohttp
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.clock import utcnow
 from pipeline.errors import ErrorClass, RetryableError
@@ -45,7 +44,7 @@ from pipeline.links import rules as redirects
 from pipeline.links.rules import AllowList, Verdict
 from pipeline.run.commit_window import batches
 from pipeline.store import resolution
-from pipeline.store.reconnect import retrying
+from pipeline.store.reconnect import Database
 from pipeline.store.resolution import Lookup, SourceUpdate
 
 log = logging.getLogger(__name__)
@@ -177,18 +176,17 @@ def resolver_policy(backoff: Backoff | None = None) -> RetryPolicy:
     )
 
 
-DATABASE_OUTAGE_S = 300.0  # seconds the resolver's writes wait for a lost database
-
-
 class Resolver:
     """Resolves lookups with bounded concurrency, coalescing and caching by URI, and writes
     the results in batches. :meth:`serve` takes its lookups from a stream: the run's in-memory
     feed, or :func:`pending_lookups` (a sweep of the database)."""
 
     def __init__(
-        self, engine: AsyncEngine, settings: ResolverSection, *, policy: RetryPolicy | None = None
+        self, db: Database, settings: ResolverSection, *, policy: RetryPolicy | None = None
     ) -> None:
-        self.engine = engine
+        """``db``: the job's database (the run's, so its writes ride out an outage as the
+        run's do)."""
+        self.db = db
         self.settings = settings
         self.policy = policy or resolver_policy()
         self.allow = AllowList(settings.allow_hosts)
@@ -285,16 +283,14 @@ class Resolver:
             if self.on_resolved is not None:
                 self.on_resolved(latency.total_seconds())
 
-        async def store() -> None:
-            async with self.engine.begin() as connection:
-                await resolution.store_resolutions(connection, updates)
-
         # A database that goes away mid-run (a restart, a failover) is waited for.
-        await retrying(store, outage_s=DATABASE_OUTAGE_S, what="storing resolutions")
+        await self.db.transaction(
+            "storing resolutions", lambda c: resolution.store_resolutions(c, updates)
+        )
 
 
 def pending_lookups(
-    engine: AsyncEngine, job_id: int, *, stored_before: dt.datetime | None = None
+    db: Database, job_id: int, *, stored_before: dt.datetime | None = None
 ) -> AsyncIterator[Lookup]:
     """Sources of ``job_id`` still to resolve (pending, or forbidden fewer than
     :data:`FORBIDDEN_ATTEMPTS` times), read in batches.
@@ -303,5 +299,5 @@ def pending_lookups(
     sweep does not race the run's own feed.
     """
     return resolution.pending_lookups(
-        engine, job_id, forbidden_attempts=FORBIDDEN_ATTEMPTS, stored_before=stored_before
+        db, job_id, forbidden_attempts=FORBIDDEN_ATTEMPTS, stored_before=stored_before
     )

@@ -24,22 +24,17 @@ with an ungrounded 200 (the silent skip), is remembered and asked in two calls f
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from pipeline.errors import CallError
 from pipeline.gemini.api_errors import GeminiError, PermanentError
-from pipeline.gemini.endpoint import Endpoint
-from pipeline.gemini.request import GroundedRequestBuilder
 from pipeline.gemini.wire import (
     Candidate,
     GenerateContentResponse,
-    decode_response,
     visible_text,
 )
-from pipeline.grounding import GroundedAnswer, ground_answer
-from pipeline.job.calls import request_builder
-from pipeline.job.sections import GroundingSection
-from pipeline.job.spec import JobSpec
+from pipeline.grounding import GroundedAnswer
+from pipeline.job.calls import CallPlan, StructureCall
 from pipeline.job.states import QuestionState
 from pipeline.limits import RetryPolicy
 from pipeline.limits.policy import GROUND, STRUCTURE
@@ -49,14 +44,15 @@ from pipeline.run.verdicts import (
     answer_of,
     block_reason,
     blocked_outcome,
-    change_under,
+    failure_verdict,
+    structure_failure_verdict,
     structured_outcome,
     structured_record,
 )
 from pipeline.store.answers import AnswerRecord
 from pipeline.store.queue import ClaimedQuestion, StateChange
 from pipeline.store.structured import CallRecord, StructuredRecord
-from pipeline.structure import REPAIR_RETRIES, build_structure_body, schema_hash
+from pipeline.structure import REPAIR_RETRIES
 
 log = logging.getLogger(__name__)
 
@@ -87,29 +83,15 @@ class _Tally:
 class Answerer:
     """Turns claimed questions into outcomes, making the calls through a MeteredCaller."""
 
-    def __init__(
-        self,
-        spec: JobSpec,
-        caller: MeteredCaller,
-        ground_endpoint: Endpoint,
-        structure_endpoint: Endpoint,
-        policy: RetryPolicy | None = None,
-    ) -> None:
-        self.spec = spec
+    def __init__(self, caller: MeteredCaller, plan: CallPlan, policy: RetryPolicy) -> None:
         self.caller = caller
-        self.policy = policy or RetryPolicy(max_attempts=spec.limits.max_attempts)
-        self._ground_endpoint = ground_endpoint
-        self._structure_endpoint = structure_endpoint
-        self._structure_model = spec.structure.model or spec.model.name
-        self._plain = request_builder(spec)
-        single = spec.schema is not None and spec.structure.mode == "single"
-        self._single = request_builder(spec, schema=spec.schema) if single else None
+        self.policy = policy
+        self._plan = plan
         self._two_call_models: set[str] = set()  # models that refused or skipped single mode
-        self._schema_hash = schema_hash(spec.schema) if spec.schema is not None else None
 
     @property
     def structuring(self) -> bool:
-        return self.spec.schema is not None
+        return self._plan.structure is not None
 
     # -- call 1 -------------------------------------------------------------------------------
 
@@ -127,19 +109,17 @@ class Answerer:
             kept = tally.fallback()
             if kept is not None:
                 return kept
-            decision = self.policy.decide(error, tally.attempts, GROUND)
-            attempts = decision.attempts_after(tally.attempts)
-            change = change_under(question.id, decision, attempts, error)
-            return Outcome(change, calls=tally.calls, decision=decision)
+            return failure_verdict(
+                question.id, tally.attempts, error, self.policy, calls=tally.calls
+            )
 
     async def _ground(self, question: ClaimedQuestion, tally: _Tally) -> Outcome:
-        grounding = self.spec.grounding
-        nudges_left = grounding.ungrounded_retries if grounding.required else 0
+        ground = self._plan.ground
+        nudges_left = ground.ungrounded_retries if ground.required else 0
         nudge = False
         while True:
-            single = self._single is not None and self.spec.model.name not in self._two_call_models
-            builder = self._single if single and self._single is not None else self._plain
-            metered = await self._attempt(question, tally, builder, nudge=nudge, single=single)
+            single = ground.single is not None and ground.model not in self._two_call_models
+            metered = await self._attempt(question, tally, nudge=nudge, single=single)
             if metered is None:  # the model refused single mode: asked again in two calls
                 continue
             response = metered.result.response
@@ -166,7 +146,6 @@ class Answerer:
         self,
         question: ClaimedQuestion,
         tally: _Tally,
-        builder: GroundedRequestBuilder,
         *,
         nudge: bool,
         single: bool,
@@ -176,7 +155,7 @@ class Answerer:
         attempt, and the model is asked in two calls from then on."""
         tally.attempts += 1
         try:
-            metered = await self._call_ground(question, builder, nudge)
+            metered = await self._call_ground(question, nudge=nudge, single=single)
         except PermanentError as error:
             if not (single and _refuses_schema_with_tools(error)):
                 raise
@@ -193,9 +172,10 @@ class Answerer:
         """A grounded answer: done, or (structure step on) call 2 follows under our lease."""
         question_id = question.id
         if single:
+            assert self._plan.structure is not None
             answer, response = record.answer, record.response
             structured = self._judge_structure(
-                question, record.version, answer.text, answer, response, 1
+                self._plan.structure, question, record.version, answer.text, answer, response, 1
             )
             if structured.valid:
                 change = StateChange(
@@ -211,21 +191,20 @@ class Answerer:
         return Outcome(change, answer=record, calls=tally.calls)
 
     async def _call_ground(
-        self, question: ClaimedQuestion, builder: GroundedRequestBuilder, nudge: bool
+        self, question: ClaimedQuestion, *, nudge: bool, single: bool
     ) -> Metered:
+        ground = self._plan.ground
         return await self.caller.call(
-            self._ground_endpoint,
-            builder.body(
-                question.text, nudge=nudge, urls=question_urls(question, self.spec.grounding)
-            ),
-            model=self.spec.model.name,
+            self._plan.ground_endpoint,
+            ground.body(question.text, question.meta, nudge=nudge, single=single),
+            model=ground.model,
             question_id=question.id,
             step=GROUND,
-            tool=self.spec.grounding.tool,
+            tool=ground.tool,
         )
 
     def _fall_back_to_two_calls(self, why: str) -> None:
-        model = self.spec.model.name
+        model = self._plan.ground.model
         if model not in self._two_call_models:
             self._two_call_models.add(model)
             log.warning(
@@ -263,11 +242,9 @@ class Answerer:
             kept = tally.fallback()
             if kept is not None:
                 return kept
-            decision = self.policy.decide(error, tally.attempts, STRUCTURE)
-            change = change_under(question.id, decision, attempts, error)
-            if change is not None:
-                change = replace(change, structure_attempts=decision.attempts_after(tally.attempts))
-            return Outcome(change, calls=tally.calls, decision=decision)
+            return structure_failure_verdict(
+                question.id, attempts, tally.attempts, error, self.policy, calls=tally.calls
+            )
 
     async def _structure(
         self,
@@ -277,22 +254,15 @@ class Answerer:
         attempts: int,
         tally: _Tally,
     ) -> Outcome:
-        assert self.spec.schema is not None
+        call = self._plan.structure
+        assert call is not None
         errors: tuple[str, ...] = ()
         for n_calls in range(1, REPAIR_RETRIES + 2):
-            body = build_structure_body(
-                question=question.text,
-                answer=answer,
-                schema=self.spec.schema,
-                instructions=self.spec.structure.instructions,
-                temperature=self.spec.structure.temperature,
-                previous_errors=errors,
-            )
             tally.attempts += 1
             metered = await self.caller.call(
-                self._structure_endpoint,
-                body,
-                model=self._structure_model,
+                self._plan.structure_endpoint,
+                call.body(question.text, answer, errors),
+                model=call.model,
                 question_id=question.id,
                 step=STRUCTURE,
                 tool=None,
@@ -301,7 +271,7 @@ class Answerer:
             response = metered.result.response
             text = visible_text(response.candidates[0]) if response.candidates else ""
             structured = self._judge_structure(
-                question, answer_version, text, answer, response, n_calls
+                call, question, answer_version, text, answer, response, n_calls
             )
             outcome = structured_outcome(
                 question.id, attempts, tally.attempts, tally.calls, structured
@@ -314,6 +284,7 @@ class Answerer:
 
     def _judge_structure(
         self,
+        call: StructureCall,
         question: ClaimedQuestion,
         answer_version: int,
         text: str,
@@ -322,8 +293,7 @@ class Answerer:
         n_calls: int,
     ) -> StructuredRecord:
         return structured_record(
-            self.spec,
-            self._schema_hash,
+            call,
             question.id,
             text,
             answer,
@@ -332,25 +302,6 @@ class Answerer:
             version=question.structured_version + 1,
             answer_version=answer_version,
         )
-
-
-def question_urls(question: ClaimedQuestion, grounding: GroundingSection) -> tuple[str, ...]:
-    """The question's own URLs for ``url_context``: its ``[grounding] url_field`` metadata.
-
-    The field holds one URL, several separated by whitespace, or a list of them; duplicates
-    and anything that is not text are left out, the order kept.
-    """
-    if not grounding.url_field or not question.meta:
-        return ()
-    value = question.meta.get(grounding.url_field)
-    items = value.split() if isinstance(value, str) else value if isinstance(value, list) else []
-    urls = (item.strip() for item in items if isinstance(item, str))
-    return tuple(dict.fromkeys(url for url in urls if url))
-
-
-def stored_answer(raw: bytes) -> GroundedAnswer:
-    """The grounded answer of a stored call-1 response, mapped exactly as when it was stored."""
-    return ground_answer(decode_response(raw).candidates[0])
 
 
 def _refuses_schema_with_tools(error: GeminiError) -> bool:

@@ -18,7 +18,7 @@ import time
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.limits.job_limits import SharedLimits
+from pipeline.limits import JobLimits
 from pipeline.store import queue
 from pipeline.store import quota as shared_quota
 
@@ -53,10 +53,9 @@ async def heartbeat(
     owner: str,
     ids: list[int],
     lease: dt.timedelta,
-    shared: SharedLimits | None,
+    limits: JobLimits,
 ) -> None:
     """Extend ``owner``'s leases on ``ids`` (and its budget hold: that row first, before the
     question rows, as every transaction locks them)."""
-    if shared is not None:
-        await shared.heartbeat(connection)
+    await limits.heartbeat(connection)
     await queue.extend_leases(connection, owner, ids, lease)

@@ -37,33 +37,31 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from decimal import Decimal
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.clock import utcnow
+from pipeline.costs.charges import WorstCase
 from pipeline.errors import ErrorClass
 from pipeline.gemini.client import GeminiClient
-from pipeline.job.calls import job_endpoints
-from pipeline.job.spec import JobSpec
+from pipeline.job.calls import CallPlan
 from pipeline.job.states import QuestionState
-from pipeline.limits import Backoff, RetryPolicy, Strikes, next_daily_reset
-from pipeline.limits.job_limits import SharedLimits
+from pipeline.limits import JobLimits, Strikes
 from pipeline.links.resolver import Lookup, Resolver, pending_lookups
 from pipeline.links.rules import AllowList, initial_verdict
 from pipeline.online import leases
-from pipeline.online.answering import Answerer, stored_answer
+from pipeline.online.answering import Answerer
 from pipeline.online.call import MeteredCaller
 from pipeline.online.writer import GroupCommitWriter
+from pipeline.run.context import RunContext
 from pipeline.run.summary import RunSummary
-from pipeline.run.verdicts import Outcome
-from pipeline.store import ledger, queue
+from pipeline.run.verdicts import Outcome, stored_answer
+from pipeline.store import queue
 from pipeline.store.queue import ClaimedQuestion, StateChange
-from pipeline.store.reconnect import DatabaseOutage, retrying
+from pipeline.store.reconnect import DatabaseOutage
 
 if TYPE_CHECKING:
     from pipeline.watch.metrics import RunMetrics
@@ -88,63 +86,73 @@ def refill_batch(concurrency: int) -> int:
     return max(1, min(CLAIM_BATCH, int(concurrency * REFILL_SHARE)))
 
 
-async def job_spend(engine: AsyncEngine, job_id: int) -> Decimal:
-    """What the job's calls have cost so far (the ledger), in USD."""
-    async with engine.connect() as connection:
-        return await ledger.job_spend(connection, job_id)
+class OnlineRunner:
+    """Runs one job to completion (or until stopped). One instance per run.
 
-
-class JobRunner:
-    """Runs one job to completion (or until stopped). One instance per run."""
+    ``limits``: the job's shared limits for this process (its ``owner`` holds the leases);
+    ``concurrency``: callers, each with one question in a call at a time; ``lease_s``: how long
+    a claimed question stays ours without a heartbeat; ``request_timeout_s``: one call's;
+    ``worst_case`` and ``adaptive``: how a call holds the budget and follows 429s;
+    ``allow_hosts``: the redirect hosts a stored source may be resolved on; ``resolver`` runs
+    beside the pool when given; ``metrics`` is told of every call made
+    (:mod:`pipeline.watch.metrics`).
+    """
 
     def __init__(
         self,
-        spec: JobSpec,
-        engine: AsyncEngine,
-        job_id: int,
+        ctx: RunContext,
+        plan: CallPlan,
+        limits: JobLimits,
         *,
-        owner: str | None = None,
+        concurrency: int,
+        lease_s: float,
+        request_timeout_s: float,
+        worst_case: WorstCase,
+        adaptive: bool,
+        allow_hosts: Sequence[str],
         resolver: Resolver | None = None,
-        backoff: Backoff | None = None,
         metrics: RunMetrics | None = None,
     ) -> None:
-        """``backoff``: the retry delays' base, cap and random source (defaults: 1 s, 60 s).
-        ``metrics``: told of every call made (:mod:`pipeline.watch.metrics`)."""
-        self.spec = spec
-        self.engine = engine
-        self.job_id = job_id
-        self.owner = owner or leases.default_owner()
-        self.summary = RunSummary()
-        self.caller: MeteredCaller | None = None
+        self.ctx = ctx
+        self.limits = limits
+        self.metrics = metrics
+        self._plan = plan
+        self._concurrency = concurrency
+        self._lease = dt.timedelta(seconds=lease_s)
+        self._request_timeout_s = request_timeout_s
+        self._worst_case = worst_case
+        self._adaptive = adaptive
         self._answerer: Answerer | None = None
-        self._concurrency = spec.limits.concurrency
-        self._lease = dt.timedelta(seconds=spec.limits.lease_s)
+        self.caller: MeteredCaller | None = None
         self._in_flight: set[int] = set()
         self._calling = 0  # callers inside a call right now (their outcome is still to come)
         self._unstarted: list[int] = []
         self._progress = anyio.Event()
-        self._stopping = False
-        # One retry policy for every step of the run; the strikes that stop it.
-        self.policy = RetryPolicy(max_attempts=spec.limits.max_attempts, backoff=backoff)
-        self._strikes = Strikes()
-        self._resolver = resolver
-        allow = AllowList(spec.resolver.allow_hosts)
+        self._strikes = Strikes()  # the failures that stop the run
+        self.resolver = resolver
+        allow = AllowList(allow_hosts)
         self._verdict_of = lambda uri: initial_verdict(uri, allow)
         self._feed: ObjectSendStream[Lookup] | None = None
-        self.metrics = metrics
-        self.shared: SharedLimits | None = None
-        self._outage_s = spec.job.database_outage_s
         self._last_sweep = time.monotonic()
+        ctx.on_stop(self._notify)
+
+    @property
+    def summary(self) -> RunSummary:
+        return self.ctx.summary
+
+    @property
+    def owner(self) -> str:
+        return self.limits.owner
+
+    @property
+    def _stopping(self) -> bool:
+        return self.ctx.stopped is not None
 
     # -- control -----------------------------------------------------------------------------
 
     def stop(self, reason: str) -> None:
         """Stop claiming; let started calls finish and be stored."""
-        if not self._stopping:
-            log.warning("stopping: %s", reason, extra={"action": "stop", "reason": reason})
-            self._stopping = True
-            self.summary.stopped = reason
-            self._notify()
+        self.ctx.stop(reason)
 
     def _notify(self) -> None:
         self._progress.set()
@@ -159,25 +167,16 @@ class JobRunner:
         except* DatabaseOutage as group:
             message = str(group.exceptions[0])
             log.error(message, extra={"action": "database_outage"})
-            self._stopping = True
-            self.summary.stopped = message
+            self.ctx.summary.stopped = message
         self.summary.elapsed_s = time.perf_counter() - started
         return self.summary
-
-    async def _db(self, what: str, statement: Callable[[AsyncConnection], Awaitable[T]]) -> T:
-        """One transaction, retried across lost connections for ``database_outage_s``."""
-
-        async def once() -> T:
-            async with self.engine.begin() as connection:
-                return await statement(connection)
-
-        return await retrying(once, outage_s=self._outage_s, what=what)
 
     async def _release_dead(self) -> None:
         """Take back what runs that died left: their leases (on this host: at once) and their
         budget holds (once expired)."""
-        released = await self._db(
-            "releasing dead runs' leases", lambda c: leases.release_dead_runs(c, self.job_id)
+        job_id = self.ctx.job_id
+        released = await self.ctx.db.transaction(
+            "releasing dead runs' leases", lambda c: leases.release_dead_runs(c, job_id)
         )
         self._last_sweep = time.monotonic()
         if released:
@@ -188,44 +187,25 @@ class JobRunner:
             )
 
     async def _run(self) -> None:
-        spec = self.spec
-        ground_endpoint, structure_endpoint = job_endpoints(spec)
         await self._release_dead()
-        limits = spec.limits
-        self.shared = SharedLimits(
-            self.engine,
-            self.job_id,
-            self.owner,
-            requests_per_minute=limits.requests_per_minute,
-            pacing_headroom=limits.pacing_headroom,
-            tokens_per_minute=limits.tokens_per_minute,
-            grounded_per_day=limits.grounded_prompts_per_day,
-            budget_micro=int(spec.budget * 1_000_000) if spec.budget is not None else None,
-            hold_s=limits.lease_s,
-            outage_s=self._outage_s,
-        )
-        spent = await self._db("reading the spend", lambda c: ledger.job_spend(c, self.job_id))
-        today = 0
-        if limits.grounded_prompts_per_day:
-            since = next_daily_reset(utcnow()) - dt.timedelta(days=1)
-            today = await self._db(
-                "reading today's grounded calls", lambda c: ledger.grounded_calls_since(c, since)
-            )
-        await self.shared.start(spent_micro=int(spent * 1_000_000), grounded_today=today)
-        client = GeminiClient(
-            max_connections=self._concurrency, timeout_s=spec.model.request_timeout_s
-        )
+        await self.limits.start()
+        client = GeminiClient(max_connections=self._concurrency, timeout_s=self._request_timeout_s)
         async with client:
-            self.caller = MeteredCaller(spec, client, spent=spent, shared=self.shared)
-            self._answerer = Answerer(
-                spec, self.caller, ground_endpoint, structure_endpoint, policy=self.policy
+            self.caller = MeteredCaller(
+                client,
+                self.limits,
+                self.ctx.prices,
+                worst_case=self._worst_case,
+                adaptive=self._adaptive,
+                backend=self._plan.backend,
             )
+            self._answerer = Answerer(self.caller, self._plan, self.ctx.policy)
             try:
                 await self._run_pipeline()
             finally:
                 with anyio.CancelScope(shield=True):
                     await self._release_leftovers()
-                    await self.shared.close()
+                    await self.limits.close()
 
     async def _run_pipeline(self) -> None:
         work_send, work_recv = anyio.create_memory_object_stream[ClaimedQuestion](self._concurrency)
@@ -235,9 +215,9 @@ class JobRunner:
         async with anyio.create_task_group() as outer:
             outer.start_soon(self._heartbeat)
             async with anyio.create_task_group() as resolving:
-                if self._resolver is not None:
+                if self.resolver is not None:
                     self._feed = feed_send
-                    resolving.start_soon(self._resolver.serve, feed_recv)
+                    resolving.start_soon(self.resolver.serve, feed_recv)
                 else:
                     feed_recv.close()
                 writer = self._writer()
@@ -257,9 +237,10 @@ class JobRunner:
     async def _sweep(self, stored_before: dt.datetime | None) -> None:
         """Feed the resolver the sources still pending in the database: at start-up those of
         earlier runs, at the end those the full feed had to drop."""
-        if self._resolver is None or self._feed is None:
+        if self.resolver is None or self._feed is None:
             return
-        async for lookup in pending_lookups(self.engine, self.job_id, stored_before=stored_before):
+        lookups = pending_lookups(self.ctx.db, self.ctx.job_id, stored_before=stored_before)
+        async for lookup in lookups:
             await self._feed.send(lookup)
 
     async def _claimer(self, work: ObjectSendStream[ClaimedQuestion]) -> None:
@@ -274,9 +255,9 @@ class JobRunner:
                 if time.monotonic() - self._last_sweep > leases.DEAD_OWNER_SWEEP_S:
                     await self._release_dead()
                 want = min(free, CLAIM_BATCH)
-                batch = await self._db(
+                batch = await self.ctx.db.transaction(
                     "claiming",
-                    lambda c, n=want: queue.claim(c, self.job_id, self.owner, n, self._lease),
+                    lambda c, n=want: queue.claim(c, self.ctx.job_id, self.owner, n, self._lease),
                 )
                 if batch:
                     self.summary.claimed += len(batch)
@@ -287,14 +268,14 @@ class JobRunner:
                 if self._in_flight:
                     await self._wait_for_progress(IDLE_POLL_S)
                     continue
-                wake_at = await self._db(
-                    "looking for due questions", lambda c: queue.next_wakeup(c, self.job_id)
+                wake_at = await self.ctx.db.transaction(
+                    "looking for due questions", lambda c: queue.next_wakeup(c, self.ctx.job_id)
                 )
                 if wake_at is None:
                     return  # every question of the job is terminal
-                if wake_at - utcnow() > self.policy.long_pause:
-                    paused = self.caller is not None and self.caller.gate.paused_until is not None
-                    why = self.caller.gate.message() if paused and self.caller else "waiting"
+                if wake_at - utcnow() > self.ctx.policy.long_pause:
+                    paused = self.caller is not None and self.caller.pause.paused_until is not None
+                    why = self.caller.pause.message() if paused and self.caller else "waiting"
                     self.stop(
                         f"nothing is due before {wake_at:%Y-%m-%d %H:%M} UTC ({why});"
                         " run again then"
@@ -403,10 +384,10 @@ class JobRunner:
     def _writer(self) -> GroupCommitWriter:
         """The run's writer, once the shared limits and the resolver feed are set up."""
         return GroupCommitWriter(
-            self._db,
-            self.job_id,
+            self.ctx.db,
+            self.ctx.job_id,
             self.owner,
-            shared=self.shared,
+            limits=self.limits,
             verdict_of=self._verdict_of,
             feed=self._feed,
             on_finished=self._finished,
@@ -428,13 +409,15 @@ class JobRunner:
         while True:
             await anyio.sleep(self._lease.total_seconds() / 4)
             ids = list(self._in_flight)
-            await self._db(
+            await self.ctx.db.transaction(
                 "the heartbeat",
-                lambda c, ids=ids: leases.heartbeat(c, self.owner, ids, self._lease, self.shared),
+                lambda c, ids=ids: leases.heartbeat(c, self.owner, ids, self._lease, self.limits),
             )
 
     async def _release_leftovers(self) -> None:
         leftovers = set(self._unstarted) | self._in_flight
         if leftovers:
-            await self._db("releasing leftovers", lambda c: queue.release(c, self.owner, leftovers))
+            await self.ctx.db.transaction(
+                "releasing leftovers", lambda c: queue.release(c, self.owner, leftovers)
+            )
             self._in_flight.clear()

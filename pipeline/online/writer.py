@@ -20,15 +20,15 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Awaitable, Callable
-from typing import Protocol, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.clock import utcnow
-from pipeline.limits.job_limits import SharedLimits
+from pipeline.limits import JobLimits
 from pipeline.links.resolver import Lookup
 from pipeline.run.commit_window import batches
 from pipeline.run.verdicts import Outcome
@@ -37,6 +37,7 @@ from pipeline.store import quota as shared_quota
 from pipeline.store.answers import StoredAnswers, VerdictOf, persist_answers
 from pipeline.store.ledger import persist_calls
 from pipeline.store.queue import StateChange
+from pipeline.store.reconnect import Database
 from pipeline.store.structured import persist_structured
 
 T = TypeVar("T")
@@ -48,24 +49,16 @@ WRITE_BATCH_MAX = 500  # outcomes per transaction at most (the commit window's K
 WRITE_LINGER_S = 0.2
 
 
-class Transactions(Protocol):
-    """One transaction, retried across lost connections (:meth:`JobRunner._db`)."""
-
-    def __call__(
-        self, what: str, statement: Callable[[AsyncConnection], Awaitable[T]], /
-    ) -> Awaitable[T]: ...
-
-
 class GroupCommitWriter:
     """Stores one run's outcomes in groups; see the module's docstring."""
 
     def __init__(
         self,
-        db: Transactions,
+        db: Database,
         job_id: int,
         owner: str,
         *,
-        shared: SharedLimits | None,
+        limits: JobLimits,
         verdict_of: VerdictOf,
         feed: ObjectSendStream[Lookup] | None,
         on_finished: Callable[[StateChange], None],
@@ -76,7 +69,6 @@ class GroupCommitWriter:
         self._db = db
         self._job_id = job_id
         self._owner = owner
-        self._shared = shared
         self._verdict_of = verdict_of
         self._feed = feed
         self._on_finished = on_finished
@@ -98,7 +90,9 @@ class GroupCommitWriter:
         """Store ``batch`` in one transaction, then release, report and feed what it stored."""
         now = utcnow()
         # Held until stored: a lost connection rolls the transaction back, and it is re-run.
-        stored = await self._db("storing outcomes", lambda c: self._store(c, batch, now))
+        stored = await self._db.transaction(
+            "storing outcomes", lambda c: self._store(c, batch, now)
+        )
         for outcome in batch:
             change = outcome.change
             if change is None:  # handed back: released with the leftovers
@@ -114,15 +108,15 @@ class GroupCommitWriter:
         self, connection: AsyncConnection, batch: list[Outcome], now: dt.datetime
     ) -> StoredAnswers:
         records = [c for o in batch for c in o.calls]
-        if self._shared is not None:  # the budget row counts what the ledger stores
-            # First in the transaction: the budget row is always locked before others.
-            await shared_quota.settle_budget(
-                connection,
-                self._job_id,
-                self._owner,
-                released=sum(r.reserved_micro for r in records),
-                spent=sum(r.cost_micro_usd for r in records),
-            )
+        # The budget row counts what the ledger stores. First in the transaction: the budget
+        # row is always locked before others.
+        await shared_quota.settle_budget(
+            connection,
+            self._job_id,
+            self._owner,
+            released=sum(r.reserved_micro for r in records),
+            spent=sum(r.cost_micro_usd for r in records),
+        )
         stored = await persist_answers(
             connection, [o.answer for o in batch if o.answer is not None], now, self._verdict_of
         )

@@ -1,7 +1,8 @@
-"""What one ``ground run`` did: its claims, calls, outcomes, throttling and cost.
+"""What one run did: its claims, calls, outcomes, throttling and cost, and in batch mode the
+batches it created, resumed and stored.
 
 Not the job's totals (``ground status`` reads those from the database): the counts of this run
-only, kept by the worker as outcomes come in and printed, or written as JSON, at its end.
+only, kept as outcomes come in and printed, or written as JSON, at its end.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ class RunSummary:
     elapsed_s: float = 0.0
     throttled: int = 0  # 429 responses
     cost_micro_usd: int = 0  # what this run's calls cost (the ledger's unit)
+    # Batch mode: the batches this run created and those of earlier runs it picked up, the
+    # result lines it stored, and whether it returned with batches still running.
+    batches_created: list[str] = field(default_factory=list)
+    batches_resumed: list[str] = field(default_factory=list)
+    stored_lines: int = 0
+    waiting: bool = False
 
     def count(self, state: str) -> None:
         key = str(state)  # a plain str, not the enum member: the counts go out as JSON

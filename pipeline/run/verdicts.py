@@ -8,24 +8,24 @@ state whichever way it was asked:
 * a response without answer text -> a :class:`TransientError` (retried like a failed call);
 * call 2's output parsed, validated against the schema and traced to the grounded answer
   (:func:`structured_record`) -> ``done`` or ``invalid``;
-* a failed call -> what the retry policy decides (:func:`judge_failure`).
+* a failed call -> what the retry policy decides (:func:`failure_verdict`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import anyio
 
 from pipeline.clock import utcnow
 from pipeline.errors import CallError, ErrorClass
 from pipeline.gemini.api_errors import TransientError
-from pipeline.gemini.wire import Candidate, GenerateContentResponse
+from pipeline.gemini.wire import Candidate, GenerateContentResponse, decode_response
 from pipeline.grounding import GroundedAnswer, ground_answer
-from pipeline.job.spec import JobSpec
+from pipeline.job.calls import StructureCall
 from pipeline.job.states import QuestionState
 from pipeline.limits import Decision, RetryPolicy
-from pipeline.limits.policy import GROUND
+from pipeline.limits.policy import GROUND, STRUCTURE
 from pipeline.store.answers import AnswerRecord
 from pipeline.store.queue import StateChange
 from pipeline.store.structured import CallRecord, StructuredRecord
@@ -58,6 +58,11 @@ class Outcome:
     decision: Decision | None = None
     # Set by the writer once committed, for a caller that goes on with the question.
     committed: anyio.Event | None = None
+
+
+def stored_answer(raw: bytes) -> GroundedAnswer:
+    """The grounded answer of a stored call-1 response, mapped exactly as when it was stored."""
+    return ground_answer(decode_response(raw).candidates[0])
 
 
 def block_reason(response: GenerateContentResponse) -> str | None:
@@ -98,8 +103,7 @@ def answer_of(candidate: Candidate) -> GroundedAnswer:
 
 
 def structured_record(
-    spec: JobSpec,
-    schema_hash_: str | None,
+    call: StructureCall,
     question_id: int,
     text: str,
     answer: GroundedAnswer,
@@ -111,8 +115,7 @@ def structured_record(
 ) -> StructuredRecord:
     """Call 2's output judged: parsed, validated against the schema, its values traced to the
     grounded answer (online and batch alike)."""
-    assert spec.schema is not None
-    result = parse_and_validate(text, spec.schema)
+    result = parse_and_validate(text, call.schema)
     prov = trace_provenance(result.value, answer) if result.ok else None
     return StructuredRecord(
         question_id=question_id,
@@ -122,14 +125,12 @@ def structured_record(
         errors=result.errors,
         provenance=provenance_to_json(prov)["leaves"] if prov is not None else [],
         supported_fraction=prov.supported_fraction if prov is not None else None,
-        flagged=bool(
-            spec.structure.require_supported and prov is not None and prov.unsupported_paths
-        ),
+        flagged=bool(call.require_supported and prov is not None and prov.unsupported_paths),
         model_version=response.model_version,
         calls=n_calls,
         version=version,
         answer_version=answer_version,
-        schema_hash=schema_hash_,
+        schema_hash=call.schema_hash,
     )
 
 
@@ -174,7 +175,7 @@ def change_under(
 # -- verdicts on responses that arrived outside a live call (batch mode) -------------------------
 
 
-def judge_grounded(
+def grounded_verdict(
     question_id: int,
     attempts: int,
     response: GenerateContentResponse,
@@ -211,16 +212,33 @@ def judge_grounded(
     return Outcome(StateChange(question_id, state, attempts), answer=record, calls=calls)
 
 
-def judge_failure(
+def failure_verdict(
     question_id: int,
     attempts: int,
     error: CallError,
     policy: RetryPolicy,
     *,
     calls: list[CallRecord],
-    step: str = GROUND,
 ) -> Outcome:
-    """A failed request's verdict under the retry policy (``attempts`` counts it), as online."""
-    decision = policy.decide(error, attempts, step)
+    """A failed call 1 under the retry policy (``attempts`` counts it)."""
+    decision = policy.decide(error, attempts, GROUND)
     change = change_under(question_id, decision, decision.attempts_after(attempts), error)
+    return Outcome(change, calls=calls, decision=decision)
+
+
+def structure_failure_verdict(
+    question_id: int,
+    attempts: int,
+    tries: int,
+    error: CallError,
+    policy: RetryPolicy,
+    *,
+    calls: list[CallRecord],
+) -> Outcome:
+    """A failed call 2 under the retry policy: ``tries`` (counting this one) decides and is
+    stored as ``structure_attempts``; ``attempts`` (call 1's) is kept as is."""
+    decision = policy.decide(error, tries, STRUCTURE)
+    change = change_under(question_id, decision, attempts, error)
+    if change is not None:
+        change = replace(change, structure_attempts=decision.attempts_after(tries))
     return Outcome(change, calls=calls, decision=decision)

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.errors import ErrorClass
 from pipeline.job.states import QuestionState
 from pipeline.store.batches import ERRORS_SEPARATOR, READ_PAGE, lease_owner
+from pipeline.store.reconnect import Database
 from pipeline.store.tables import answers, batch_items, questions, structured
 from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
 
@@ -76,16 +77,14 @@ def _structure_question(row: Any) -> StructureQuestion:
     )
 
 
-async def structure_questions(
-    engine: AsyncEngine, batch_id: int
-) -> AsyncIterator[StructureQuestion]:
+async def structure_questions(db: Database, batch_id: int) -> AsyncIterator[StructureQuestion]:
     """The questions of a structure batch with their latest answers, a page at a time."""
     last = -1
     in_batch = sa.select(batch_items.c.question_id).where(batch_items.c.batch_id == batch_id)
     while True:
-        async with engine.connect() as connection:
-            where = sa.and_(questions.c.id.in_(in_batch), questions.c.id > last)
-            rows = (await connection.execute(_structure_query(where).limit(READ_PAGE))).all()
+        where = sa.and_(questions.c.id.in_(in_batch), questions.c.id > last)
+        query = _structure_query(where).limit(READ_PAGE)
+        rows = await db.rows("reading a structure batch's questions", query)
         if not rows:
             return
         for row in rows:

@@ -30,12 +30,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.clock import utcnow
 from pipeline.job.states import WAITING_STATES, QuestionState
 from pipeline.links.rules import EXPIRED, PENDING
 from pipeline.store.queue import lease_due
+from pipeline.store.reconnect import Database
 from pipeline.store.tables import (
     UtcDateTime,
     answers,
@@ -202,21 +203,19 @@ class BatchQuestion:
     meta: dict[str, Any] | None
 
 
-async def batch_questions(engine: AsyncEngine, batch_id: int) -> AsyncIterator[BatchQuestion]:
+async def batch_questions(db: Database, batch_id: int) -> AsyncIterator[BatchQuestion]:
     """The questions of a batch, by id, read a page at a time (memory flat in its size)."""
     q = questions.c
     last = -1
     while True:
-        async with engine.connect() as connection:
-            rows = (
-                await connection.execute(
-                    sa.select(q.id, q.qid, q.text, q.attempts, q.meta)
-                    .join(batch_items, batch_items.c.question_id == q.id)
-                    .where(batch_items.c.batch_id == batch_id, q.id > last)
-                    .order_by(q.id)
-                    .limit(READ_PAGE)
-                )
-            ).all()
+        query = (
+            sa.select(q.id, q.qid, q.text, q.attempts, q.meta)
+            .join(batch_items, batch_items.c.question_id == q.id)
+            .where(batch_items.c.batch_id == batch_id, q.id > last)
+            .order_by(q.id)
+            .limit(READ_PAGE)
+        )
+        rows = await db.rows("reading a batch's questions", query)
         if not rows:
             return
         for row in rows:

@@ -5,6 +5,7 @@ SQLAlchemy invalidates them and the next checkout opens a new one. :func:`retryi
 whole operation (a transaction: it rolled back with the connection) until it succeeds, or
 raises :class:`DatabaseOutage` once the database has been unreachable for ``outage_s``.
 Errors other than lost connections are raised at once. Messages never carry the URL.
+:class:`Database` is how a run reaches its database: every transaction through it is retried so.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import anyio
+import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 log = logging.getLogger(__name__)
 
@@ -95,3 +98,49 @@ async def retrying(operation: Callable[[], Awaitable[T]], *, outage_s: float, wh
                 ) from None
             await anyio.sleep(min(delay * (0.5 + random.random()), deadline - now))
             delay = min(delay * 2, RECONNECT_MAX_S)
+
+
+class Database:
+    """A run's way into the job's database: every transaction and read of a run, online or in
+    batch mode, goes through :meth:`transaction` or :meth:`read`, each retried whole across
+    lost connections for ``outage_s`` seconds (then :class:`DatabaseOutage`).
+
+    ``what`` names the operation in the one warning a lost connection logs and in the outage's
+    message. ``engine`` stays reachable for what streams its own reads page by page.
+    """
+
+    __slots__ = ("engine", "outage_s")
+
+    def __init__(self, engine: AsyncEngine, *, outage_s: float) -> None:
+        self.engine = engine
+        self.outage_s = outage_s
+
+    async def transaction(
+        self, what: str, statement: Callable[[AsyncConnection], Awaitable[T]]
+    ) -> T:
+        """``statement`` in one transaction, committed; run again whole after a lost
+        connection (it rolled back with the connection)."""
+
+        async def once() -> T:
+            async with self.engine.begin() as connection:
+                return await statement(connection)
+
+        return await retrying(once, outage_s=self.outage_s, what=what)
+
+    async def read(self, what: str, statement: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """``statement`` on a connection of its own, nothing committed; run again after a
+        lost connection."""
+
+        async def once() -> T:
+            async with self.engine.connect() as connection:
+                return await statement(connection)
+
+        return await retrying(once, outage_s=self.outage_s, what=what)
+
+    async def rows(self, what: str, query: sa.Select[Any]) -> Sequence[sa.Row[Any]]:
+        """Every row of ``query`` (a page of a paged read), read like :meth:`read`."""
+
+        async def fetch(connection: AsyncConnection) -> Sequence[sa.Row[Any]]:
+            return (await connection.execute(query)).all()
+
+        return await self.read(what, fetch)

@@ -10,10 +10,11 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.links import rules as redirects
 from pipeline.links.rules import Verdict
+from pipeline.store.reconnect import Database
 from pipeline.store.tables import answers, questions, sources
 from pipeline.store.versions import LATEST_ANSWER, note_destination_changes
 
@@ -88,7 +89,7 @@ async def store_resolutions(connection: AsyncConnection, updates: Sequence[Sourc
 
 
 async def pending_lookups(
-    engine: AsyncEngine,
+    db: Database,
     job_id: int,
     *,
     forbidden_attempts: int,
@@ -110,25 +111,21 @@ async def pending_lookups(
                 s.resolve_attempts < forbidden_attempts,
             ),
         )
-        async with engine.connect() as connection:
-            rows = (
-                await connection.execute(
-                    sa.select(
-                        s.id, s.answer_id, s.chunk_index, s.uri, s.resolve_attempts, a.created_at
-                    )
-                    .join(answers, a.id == s.answer_id)
-                    .join(questions, q.id == a.question_id)
-                    .where(
-                        q.job_id == job_id,
-                        LATEST_ANSWER,
-                        condition,
-                        s.id > after,
-                        a.created_at < stored_before if stored_before is not None else sa.true(),
-                    )
-                    .order_by(s.id)
-                    .limit(SWEEP_BATCH)
-                )
-            ).all()
+        query = (
+            sa.select(s.id, s.answer_id, s.chunk_index, s.uri, s.resolve_attempts, a.created_at)
+            .join(answers, a.id == s.answer_id)
+            .join(questions, q.id == a.question_id)
+            .where(
+                q.job_id == job_id,
+                LATEST_ANSWER,
+                condition,
+                s.id > after,
+                a.created_at < stored_before if stored_before is not None else sa.true(),
+            )
+            .order_by(s.id)
+            .limit(SWEEP_BATCH)
+        )
+        rows = await db.rows("reading the sources to resolve", query)
         if not rows:
             return
         for row in rows:

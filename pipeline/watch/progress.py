@@ -25,7 +25,7 @@ from pipeline.job.states import TERMINAL_STATES
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from pipeline.online.runner import JobRunner
+    from pipeline.online.runner import OnlineRunner
     from pipeline.watch.metrics import RunMetrics
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,12 @@ class Snapshot:
 
 
 def snapshot(
-    runner: JobRunner, *, total: int, finished_before: int, spent_before: Decimal, elapsed_s: float
+    runner: OnlineRunner,
+    *,
+    total: int,
+    finished_before: int,
+    spent_before: Decimal,
+    elapsed_s: float,
 ) -> Snapshot:
     summary = runner.summary
     by_run = sum(n for state, n in summary.outcomes.items() if state in TERMINAL_STATES)
@@ -175,7 +180,7 @@ def log_progress(snap: Snapshot) -> None:
 
 
 async def watch(
-    runner: JobRunner,
+    runner: OnlineRunner,
     options: WatchOptions,
     *,
     total: int,

@@ -65,7 +65,7 @@ async def build_large_job(directory: Path, pool: list[bytes]) -> JobSpec:
         await migrate(engine)
         async with engine.begin() as connection:
             job_id = await queue.ensure_job(connection, spec.name)
-            await load_questions(connection, job_id, spec.source_path, spec.source)
+        await load_questions(engine, job_id, spec.source_path, spec.source)
         async with engine.connect() as connection:
             ids = [qid for (qid,) in await connection.execute(sa.select(questions.c.id))]
         now = utcnow()

@@ -1,9 +1,9 @@
-"""Quota, faults and budget end to end against the emulator (issue: stay inside quota and budget).
+"""Quota, faults and budget end to end against the emulator: the run stays inside both.
 
 Windows are shortened so each test runs in seconds: the emulator's per-minute quota is
 enforced over a 3 s sliding window, so "300 per window" is a 6,000 RPM quota, and the job is
-configured in requests per minute as a user would. The ratio of job rate to quota, which is
-what these tests are about, is the one the issue names.
+configured in requests per minute as a user would. The ratio of job rate to quota is what
+these tests are about.
 """
 
 from __future__ import annotations
@@ -16,14 +16,15 @@ import pytest
 import sqlalchemy as sa
 
 from pipeline.clock import utcnow
-from pipeline.commands import opened, run_command, status_command
+from pipeline.commands import load_job, opened, run_command, status_command
+from pipeline.commands.run import online_runner
 from pipeline.emulator.config import EmulatorConfig, ModelQuota
 from pipeline.emulator.testing import running_emulator
+from pipeline.job.calls import plan_calls
 from pipeline.job.spec import JobSpec
 from pipeline.limits import Backoff
-from pipeline.links.resolver import Resolver
-from pipeline.online.runner import JobRunner
-from pipeline.store import queue
+from pipeline.online.runner import OnlineRunner
+from pipeline.run.context import run_context
 from pipeline.store.tables import calls, questions
 from tests.support.databases import fetch_rows
 from tests.support.jobs import make_job
@@ -54,16 +55,13 @@ def _quota(rpm: int) -> EmulatorConfig:
     )
 
 
-async def _run(spec: JobSpec, backoff: Backoff) -> JobRunner:
+async def _run(spec: JobSpec, backoff: Backoff) -> OnlineRunner:
     """Run the job and hand back the runner, to look at its limiter afterwards."""
     async with opened(spec) as engine:
-        async with engine.begin() as connection:
-            job_id = await queue.ensure_job(connection, spec.name)
-            from pipeline.intake.loader import load_questions
-
-            await load_questions(connection, job_id, spec.source_path, spec.source)
-        resolver = Resolver(engine, spec.resolver)
-        runner = JobRunner(spec, engine, job_id, resolver=resolver, backoff=backoff)
+        job_id = await load_job(engine, spec)
+        assert job_id is not None
+        ctx = run_context(spec, engine, job_id, backoff=backoff)
+        runner = online_runner(spec, ctx, plan_calls(spec))
         await runner.run()
     return runner
 
@@ -96,7 +94,7 @@ async def test_at_the_quota_rate_no_request_is_rejected(
 async def test_above_the_quota_the_adaptive_rate_converges_and_all_finish(
     tmp_path: Path, fast_backoff: Backoff
 ) -> None:
-    # The issue's numbers: a job configured at 1,000 RPM against a 600 RPM quota. 600 RPM is
+    # A job configured at 1,000 RPM against a 600 RPM quota. 600 RPM is
     # 10 calls/s, under a third of what this test's run sends beside stress-ng --cpu 8 on 2
     # cores (~27/s measured), so even a loaded machine really does run into the quota; at
     # 2,400 RPM a loaded machine never reached it and no 429 came back.
@@ -120,8 +118,7 @@ async def test_above_the_quota_the_adaptive_rate_converges_and_all_finish(
     assert rejected > 0  # the configured rate was too high, and the server said so
     assert runner.summary.outcomes["done"] == n_questions  # every question finished
     # The adaptive rate is the job's, kept in its database (pipeline.limits.job_limits).
-    assert runner.shared is not None
-    aimd = runner.shared.requests
+    aimd = runner.limits.requests
     assert aimd.decreases >= 1
     print(f"429s: {rejected} for {n_questions} questions; final rate {aimd.rate * 60:.0f}/min")
     assert aimd.rate * 60 <= quota_per_minute * 1.05  # converged to the quota or below it

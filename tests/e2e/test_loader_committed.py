@@ -17,7 +17,6 @@ from pipeline.intake.loader import (
     CHUNK_ROWS,
     LoadError,
     load_questions,
-    load_questions_committed,
 )
 from pipeline.job.sections import SourceSection
 from pipeline.store import queue
@@ -66,12 +65,12 @@ async def test_committed_load_is_idempotent_and_compares_text_only_on_conflicts(
     path = _write(tmp_path / "q.jsonl", [(f"q{i}", f"text {i}") for i in range(n)])
     async with _engine(backend, tmp_path) as engine:
         job = await _job(engine)
-        first = await load_questions_committed(engine, job, path, JSONL)
+        first = await load_questions(engine, job, path, JSONL)
         assert (first.added, first.existing, first.skipped) == (n, 0, False)
         # The same ids with the same text, plus new ones: the conflicts are "existing".
         more = [(f"q{i}", f"text {i}") for i in range(n + 5)]
         _write(path, more)
-        second = await load_questions_committed(engine, job, path, JSONL)
+        second = await load_questions(engine, job, path, JSONL)
         assert (second.added, second.existing) == (5, n)
         assert len(await _rows(engine)) == n + 5
 
@@ -87,15 +86,10 @@ async def test_an_id_loaded_with_other_text_is_refused_naming_the_row_and_nothin
     _write(path, [*rows, ("x", "changed")])
     async with _engine(backend, tmp_path) as engine:
         job = await _job(engine)
-        await load_questions_committed(engine, job, earlier, JSONL)
+        await load_questions(engine, job, earlier, JSONL)
         with pytest.raises(LoadError, match=rf"q.jsonl:{n + 1}: id 'x' is already loaded"):
-            await load_questions_committed(engine, job, path, JSONL)
+            await load_questions(engine, job, path, JSONL)
         # Three chunks were committed before the conflict: taken back again.
-        assert await _rows(engine) == {"k": "kept", "x": "original"}
-        # The same in the caller's one transaction: rolled back by the caller.
-        with pytest.raises(LoadError, match=rf"q.jsonl:{n + 1}: id 'x' is already loaded"):
-            async with engine.begin() as connection:
-                await load_questions(connection, job, path, JSONL)
         assert await _rows(engine) == {"k": "kept", "x": "original"}
 
 
@@ -108,7 +102,7 @@ async def test_an_id_repeated_across_chunks_with_other_text_leaves_nothing(
     async with _engine(backend, tmp_path) as engine:
         job = await _job(engine)
         with pytest.raises(LoadError, match=rf":{n + 1}: id '3' is already loaded"):
-            await load_questions_committed(engine, job, path, JSONL)
+            await load_questions(engine, job, path, JSONL)
         assert await _rows(engine) == {}
 
 
@@ -129,30 +123,26 @@ async def test_a_malformed_row_is_refused_before_anything_is_written(
     async with sqlite_engine(tmp_path) as engine:
         job = await _job(engine)
         with pytest.raises(LoadError, match=rf"q.jsonl:{CHUNK_ROWS * 2 + 1}: not valid JSON"):
-            await load_questions_committed(engine, job, path, JSONL)
+            await load_questions(engine, job, path, JSONL)
         assert inserts == []  # the first pass found it: no chunk was inserted and taken back
         with pytest.raises(LoadError, match="max_question_chars"):
-            await load_questions_committed(
+            await load_questions(
                 engine, job, _write(tmp_path / "long.jsonl", [(1, "x" * 50)]), JSONL, max_chars=10
             )
         assert inserts == []
         assert await _rows(engine) == {}
 
 
-@pytest.mark.parametrize("committed", [True, False])
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_an_unchanged_file_is_not_read_again_and_a_changed_one_is(
-    tmp_path: Path, backend: str, committed: bool, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = _write(tmp_path / "q.jsonl", [(1, "a"), (2, "b")])
 
     async def load(
         engine: AsyncEngine, job: int, max_chars: int | None = None
     ) -> loader.LoadResult:
-        if committed:
-            return await load_questions_committed(engine, job, path, JSONL, max_chars=max_chars)
-        async with engine.begin() as connection:
-            return await load_questions(connection, job, path, JSONL, max_chars=max_chars)
+        return await load_questions(engine, job, path, JSONL, max_chars=max_chars)
 
     reads: list[Path] = []
     real_read_rows = loader.read_rows
@@ -195,15 +185,15 @@ async def test_a_failed_load_stores_no_fingerprint(tmp_path: Path) -> None:
     async with sqlite_engine(tmp_path) as engine:
         job = await _job(engine)
         with pytest.raises(LoadError, match="different text"):
-            await load_questions_committed(engine, job, path, JSONL)
+            await load_questions(engine, job, path, JSONL)
         async with engine.connect() as connection:
             assert (await connection.execute(sa.select(source_loads))).all() == []
         _write(path, [(1, "a"), (2, "b")])
-        assert (await load_questions_committed(engine, job, path, JSONL)).added == 2
+        assert (await load_questions(engine, job, path, JSONL)).added == 2
 
 
 async def test_a_query_source_committed_per_chunk_is_validated_first(tmp_path: Path) -> None:
-    from pipeline.intake.loader import load_source_committed
+    from pipeline.intake.loader import load_source
     from pipeline.job.spec import load_jobspec
     from tests.e2e.test_query_source import N_ROWS, job_file, kb_table
 
@@ -214,10 +204,10 @@ async def test_a_query_source_committed_per_chunk_is_validated_first(tmp_path: P
         bad = f"SELECT qid, CASE WHEN qid = 'k9' THEN '' ELSE body END AS body FROM {table}"
         spec = load_jobspec(job_file(tmp_path, url, bad + " ORDER BY qid = 'k9', qid"))
         with pytest.raises(LoadError, match="missing or empty text field 'body' \\(id 'k9'\\)"):
-            await load_source_committed(engine, job, spec)
+            await load_source(engine, job, spec)
         assert await _rows(engine) == {}
         spec = load_jobspec(job_file(tmp_path, url, f"SELECT * FROM {table}"))
-        first = await load_source_committed(engine, job, spec)
+        first = await load_source(engine, job, spec)
         assert (first.added, first.existing, first.skipped) == (N_ROWS, 0, False)
-        again = await load_source_committed(engine, job, spec)  # no fingerprint: read again
+        again = await load_source(engine, job, spec)  # no fingerprint: read again
         assert (again.added, again.existing, again.skipped) == (0, N_ROWS, False)

@@ -13,8 +13,9 @@ import anyio
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipeline.limits.job_limits import GRANT_MAX, GRANT_S, SharedLimits, SharedRate
+from pipeline.limits.job_limits import GRANT_MAX, GRANT_S, JobLimits, RateGrants
 from pipeline.store import queue, quota
+from pipeline.store.reconnect import Database
 from tests.support.databases import postgres_engine, sqlite_engine
 
 pytestmark = pytest.mark.anyio
@@ -129,16 +130,17 @@ async def test_the_daily_count_grants_what_is_left_then_refuses_until_the_reset(
 
 
 async def test_processes_pacing_together_keep_to_the_shared_rate(engine_factory) -> None:
-    """Three SharedLimits (three processes' worth) drawing from one row at 20/s: the slots
+    """Three JobLimits (three processes' worth) drawing from one row at 20/s: the slots
     they are given, together, are never closer than the rate allows."""
     async with engine_factory() as engine:
         job = await _job(engine)
-        limits = [SharedLimits(engine, job, f"p{i}", requests_per_minute=1_200) for i in range(3)]
+        db = Database(engine, outage_s=30)
+        limits = [JobLimits(db, job, f"p{i}", requests_per_minute=1_200) for i in range(3)]
         for shared in limits:
-            await shared.start(spent_micro=0, grounded_today=0)
+            await shared.start()
         sent: list[float] = []
 
-        async def send(shared: SharedLimits, n: int) -> None:
+        async def send(shared: JobLimits, n: int) -> None:
             for _ in range(n):
                 await shared.requests.acquire()
                 sent.append(time.time())
@@ -169,14 +171,14 @@ async def test_a_capped_grant_lasts_grant_s_for_a_process_below_the_rate(engine_
     GRANT_S rather than a database statement every call."""
     async with engine_factory() as engine:
         job = await _job(engine)
-        shared = SharedLimits(engine, job, "p", requests_per_minute=6_000_000)
-        await shared.start(spent_micro=0, grounded_today=0)
+        shared = JobLimits(Database(engine, outage_s=30), job, "p", requests_per_minute=6_000_000)
+        await shared.start()
         now = [time.time()]
 
         async def sleep(seconds: float) -> None:
             now[0] += seconds
 
-        rate = SharedRate(shared, shared.requests.ceiling, clock=lambda: now[0], sleep=sleep)
+        rate = RateGrants(shared, shared.requests.ceiling, clock=lambda: now[0], sleep=sleep)
         assert rate.ceiling * GRANT_S > GRANT_MAX  # the grant is capped at this rate
         sent = []
         for _ in range(200):  # 100 calls a second for 2 s

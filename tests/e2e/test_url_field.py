@@ -12,9 +12,6 @@ import sqlalchemy as sa
 from pipeline.commands import run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
-from pipeline.job.sections import GroundingSection
-from pipeline.online.answering import question_urls
-from pipeline.store.queue import ClaimedQuestion
 from pipeline.store.tables import answers, questions
 from tests.support.databases import fetch_rows
 from tests.support.jobs import make_job
@@ -24,25 +21,6 @@ URLS = {
     "u2": ["https://example.com/a", "https://example.com/missing-page"],
     "u3": "https://one.example/x  https://two.example/y",
 }
-
-
-def _claimed(meta: dict | None) -> ClaimedQuestion:
-    return ClaimedQuestion(1, "q", "text", 0, meta=meta)
-
-
-def test_question_urls_reads_the_field() -> None:
-    g = GroundingSection(tool="url_context", url_field="links")
-    assert question_urls(_claimed({"links": "https://a.example"}), g) == ("https://a.example",)
-    assert question_urls(_claimed({"links": "https://a.example https://b.example"}), g) == (
-        "https://a.example",
-        "https://b.example",
-    )
-    listed = {"links": ["https://a.example", 3, "https://a.example", " "]}
-    assert question_urls(_claimed(listed), g) == ("https://a.example",)
-    assert question_urls(_claimed({"other": "https://a.example"}), g) == ()
-    assert question_urls(_claimed(None), g) == ()
-    # No url_field: nothing is added, whatever the metadata holds.
-    assert question_urls(_claimed({"links": "https://a.example"}), GroundingSection()) == ()
 
 
 @pytest.mark.anyio

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 import warnings
-from pathlib import Path
 
 import orjson
 import pytest
 
-from pipeline.batch.verdicts import LineContext, LineJudge
+from pipeline.batch.verdicts import LineContext, LineVerdicts
 from pipeline.costs.charges import call_cost
 from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.errors import ErrorClass
@@ -19,7 +18,6 @@ from pipeline.gemini.batch_wire import ResultLine
 from pipeline.gemini.wire import decode_response
 from pipeline.job.states import QuestionState
 from pipeline.limits import RetryPolicy
-from tests.support.jobs import make_job
 
 TEXT = "Paris is the capital."
 ANSWER = {
@@ -60,9 +58,8 @@ ANSWER = {
 
 
 @pytest.fixture
-def judge(tmp_path: Path) -> LineJudge:
-    spec = make_job(tmp_path, base_url="http://127.0.0.1:1", overrides=["limits.max_attempts=3"])
-    return LineJudge(spec, RetryPolicy(max_attempts=3))
+def verdicts() -> LineVerdicts:
+    return LineVerdicts(None, "google_search", RetryPolicy(max_attempts=3))
 
 
 @pytest.fixture
@@ -75,10 +72,10 @@ def ctx() -> LineContext:
 
 
 def test_an_answered_line_is_stored_and_billed_at_the_batch_price(
-    judge: LineJudge, ctx: LineContext
+    verdicts: LineVerdicts, ctx: LineContext
 ) -> None:
     body = orjson.dumps(ANSWER)
-    outcome = judge.ground(7, 0, ResultLine("7", response=body), ctx)
+    outcome = verdicts.ground(7, 0, ResultLine("7", response=body), ctx)
     assert outcome.change is not None and outcome.change.state == QuestionState.DONE
     assert outcome.change.attempts == 1
     assert outcome.answer is not None and outcome.answer.answer.grounded
@@ -111,13 +108,13 @@ def test_an_answered_line_is_stored_and_billed_at_the_batch_price(
     ids=["malformed-response", "the-line's-error"],
 )
 def test_a_failed_line_is_retried_and_recorded_unbilled(
-    judge: LineJudge, ctx: LineContext, line: ResultLine, error_class: str
+    verdicts: LineVerdicts, ctx: LineContext, line: ResultLine, error_class: str
 ) -> None:
-    outcome = judge.ground(7, 0, line, ctx)
+    outcome = verdicts.ground(7, 0, line, ctx)
     assert outcome.change is not None
     assert outcome.change.state == QuestionState.RETRY_WAIT
     assert outcome.change.error_class == error_class and outcome.answer is None
     (record,) = outcome.calls
     assert record.outcome == error_class and record.cost_micro_usd == 0
-    last = judge.ground(7, 2, line, ctx)  # the third attempt of three
+    last = verdicts.ground(7, 2, line, ctx)  # the third attempt of three
     assert last.change is not None and last.change.state == QuestionState.FAILED

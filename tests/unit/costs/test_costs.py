@@ -1,4 +1,4 @@
-"""pipeline.costs: the price table, per-call costs, worst cases, the budget."""
+"""pipeline.costs: the price table, per-call costs and worst cases."""
 
 from __future__ import annotations
 
@@ -8,14 +8,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import get_args
 
-import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.costs.charges import (
     ZERO_COST,
-    Budget,
     Cost,
     call_cost,
     expected_cost,
@@ -33,7 +31,6 @@ from pipeline.costs.prices import (
     parse_prices,
 )
 from pipeline.gemini.wire import GroundingMetadata, UsageMetadata
-from pipeline.limits import estimate_tokens
 from tests.support.paths import REPO
 
 D = Decimal
@@ -424,105 +421,3 @@ def test_expected_cost(table: PriceTable) -> None:
         price, prompt_tokens=0, output_tokens=0, search_queries=2, grounded_share=0.5
     )
     assert half.grounding_usd == D("0.014")
-
-
-# --- budget -----------------------------------------------------------------------------------
-
-
-def test_budget_refuses_what_it_cannot_cover() -> None:
-    budget = Budget("1.00")
-    assert budget.reserve(D("0.60"))
-    assert not budget.reserve(D("0.50"))  # 0.60 held + 0.50 > 1.00
-    assert budget.refused == 1
-    budget.settle(D("0.60"), D("0.10"))
-    assert (budget.spent, budget.reserved, budget.remaining) == (D("0.10"), 0, D("0.90"))
-    assert budget.reserve(D("0.50"))
-    budget.release(D("0.50"))
-    assert budget.remaining == D("0.90")
-    assert "not started" in budget.message(D("5"))
-    with pytest.raises(ValueError, match="negative"):
-        budget.reserve(D("-1"))
-    with pytest.raises(ValueError, match="non-negative"):
-        Budget("-1")
-
-
-def test_budget_resumes_from_stored_spend_and_counts_overruns() -> None:
-    budget = Budget(2, spent="1.5")
-    assert budget.remaining == D("0.5")
-    assert budget.reserve(D("0.5"))
-    budget.settle(D("0.5"), D("0.7"))  # the worst case was wrong: recorded truthfully
-    assert budget.overruns == 1
-    assert budget.spent == D("2.2")
-    assert budget.remaining == 0
-    assert not budget.reserve(D("0.000001"))
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    limit=st.decimals(min_value=0, max_value=100, places=6),
-    ops=st.lists(
-        st.tuples(
-            st.booleans(),
-            st.decimals(min_value=0, max_value=30, places=6),
-            st.floats(min_value=0, max_value=1),
-            st.integers(min_value=0, max_value=10**6),
-        ),
-        max_size=200,
-    ),
-)
-def test_budget_never_exceeded_when_actual_at_most_worst(limit, ops) -> None:
-    budget = Budget(limit)
-    held: list[Decimal] = []
-    for is_reserve, worst, share, pick in ops:
-        if is_reserve or not held:
-            if budget.reserve(worst):
-                held.append(worst)
-        else:
-            reservation = held.pop(pick % len(held))
-            actual = (reservation * Decimal(str(share))).quantize(Decimal("0.000001"))
-            budget.settle(reservation, min(actual, reservation))
-        assert budget.spent + budget.reserved <= limit
-    for reservation in held:
-        budget.settle(reservation, reservation)
-    assert budget.spent <= limit
-    assert budget.overruns == 0
-
-
-@pytest.mark.anyio
-async def test_budget_under_concurrent_tasks() -> None:
-    """About 100 questions' worth of budget: the run stops cleanly at or below it."""
-    price = _price(grounding=_fee("per_prompt", 35))
-    prompt = "What is the tallest building in Paris?" * 3
-    worst = worst_case_cost(
-        price,
-        prompt_tokens_estimate=estimate_tokens(prompt),
-        max_output_tokens=1024,
-        max_search_queries=4,
-        max_tool_use_tokens=2000,
-    )
-    budget = Budget(worst.total * 100)
-    started: list[int] = []
-    stopped: list[str] = []
-
-    async def question(i: int) -> None:
-        if not budget.reserve(worst):
-            stopped.append(budget.message(worst))
-            return
-        started.append(i)
-        await anyio.sleep(0)  # the call
-        usage = UsageMetadata(
-            prompt_token_count=estimate_tokens(prompt) - 1,
-            candidates_token_count=500 + i % 400,
-            tool_use_prompt_token_count=1000 + i % 900,
-            thoughts_token_count=100,
-        )
-        budget.settle(worst, call_cost(price, usage, GroundingMetadata()))
-
-    async with anyio.create_task_group() as tg:
-        for i in range(400):
-            tg.start_soon(question, i)
-    assert budget.spent <= budget.limit
-    assert budget.reserved == 0
-    assert len(started) >= 100  # actual costs below the worst case leave room for more
-    assert stopped
-    assert "not started" in stopped[0]

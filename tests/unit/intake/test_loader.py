@@ -20,7 +20,7 @@ CSV = SourceSection(file="q.csv", id_field="id", text_field="question", class_fi
 async def _load(engine, path: Path, source: SourceSection):
     async with engine.begin() as connection:
         job_id = await queue.ensure_job(connection, "t")
-        return await load_questions(connection, job_id, path, source)
+    return await load_questions(engine, job_id, path, source)
 
 
 async def _count(engine) -> int:

@@ -1,4 +1,4 @@
-"""pipeline.limits: pacing, token windows, AIMD, the daily gate, backoff.
+"""pipeline.limits: pacing, the token estimate, the daily pause, backoff and the retry policy.
 
 Almost everything runs on virtual time (an injected clock and sleep); one smoke test uses the
 real clock with loose bounds.
@@ -21,10 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.limits import (
-    AdaptiveRate,
-    DailyGroundingGate,
+    GroundingPause,
     RateLimiter,
-    TokenBudgetLimiter,
     estimate_tokens,
     next_daily_reset,
     pacing_rate,
@@ -360,97 +358,7 @@ async def test_pacing_headroom_absorbs_network_jitter() -> None:
     assert rejected(await arrivals(pacing_rate(600, headroom=0)), 600, 60.0) > 0
 
 
-# --- TokenBudgetLimiter -----------------------------------------------------------------------
-
-
-async def test_token_limiter_sliding_window_never_exceeded() -> None:
-    vt = VirtualTime()
-    limiter = TokenBudgetLimiter(10_000, clock=vt.clock, sleep=vt.sleep)
-    rng = random.Random(1)
-    log: list[tuple[float, int]] = []
-
-    async def one(tokens: int) -> None:
-        await limiter.acquire(tokens)
-        log.append((vt.now, tokens))
-
-    async def main() -> None:
-        async with anyio.create_task_group() as tg:
-            for _ in range(150):
-                tg.start_soon(one, rng.randint(1, 3000))
-
-    await vt.run(main)
-    assert len(log) == 150
-    log.sort()
-    for i, (t, _) in enumerate(log):
-        in_window = sum(n for (u, n) in log[: i + 1] if u > t - 60.0)
-        assert in_window <= 10_000
-    # and it is not needlessly slow: ~150 * 1500 tokens at 10k/min is about 23 minutes
-    assert log[-1][0] < 30 * 60
-
-
-async def test_token_limiter_reconcile_gives_back_and_charges() -> None:
-    vt = VirtualTime()
-    limiter = TokenBudgetLimiter(1000, clock=vt.clock, sleep=vt.sleep)
-    times: list[float] = []
-
-    async def main() -> None:
-        first = await limiter.acquire(900)
-        limiter.reconcile(first, 100)  # over-estimated: 800 go back to the window
-        await limiter.acquire(800)
-        times.append(vt.now)  # immediately
-        assert limiter.in_window() == 900
-        third = await limiter.acquire(100)
-        limiter.reconcile(third, 700)  # under-estimated: the window is charged 600 more
-        assert limiter.in_window() == 1600
-        await limiter.acquire(1)  # must wait until the first two leave the window
-        times.append(vt.now)
-
-    await vt.run(main)
-    assert times == [0.0, 60.0]
-
-
-async def test_token_limiter_reconcile_after_expiry_is_harmless() -> None:
-    vt = VirtualTime()
-    limiter = TokenBudgetLimiter(100, clock=vt.clock, sleep=vt.sleep)
-
-    async def main() -> None:
-        r = await limiter.acquire(50)
-        await vt.sleep(61)
-        assert limiter.in_window() == 0
-        limiter.reconcile(r, 90)
-        assert limiter.in_window() == 0
-
-    await vt.run(main)
-
-
-async def test_token_limiter_fifo_large_request_not_starved() -> None:
-    vt = VirtualTime()
-    limiter = TokenBudgetLimiter(100, clock=vt.clock, sleep=vt.sleep)
-    order: list[str] = []
-
-    async def want(name: str, tokens: int, delay: float) -> None:
-        await vt.sleep(delay)
-        await limiter.acquire(tokens)
-        order.append(name)
-
-    async def main() -> None:
-        await limiter.acquire(100)  # the window is full
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(want, "big", 100, 1.0)
-            tg.start_soon(want, "small", 10, 2.0)
-
-    await vt.run(main)
-    assert order == ["big", "small"]
-
-
-async def test_token_limiter_rejects_impossible_requests() -> None:
-    limiter = TokenBudgetLimiter(100)
-    with pytest.raises(ValueError, match="never fit"):
-        await limiter.acquire(101)
-    with pytest.raises(ValueError, match=">= 0"):
-        await limiter.acquire(-1)
-    with pytest.raises(ValueError, match="positive"):
-        TokenBudgetLimiter(0)
+# --- estimate_tokens ----------------------------------------------------------------------------
 
 
 def test_estimate_tokens_examples() -> None:
@@ -468,114 +376,7 @@ def test_estimate_tokens_never_below_the_emulators_bytes_over_4(text: str) -> No
     assert estimate_tokens(text) >= max(1, -(-len(text.encode()) // 4))
 
 
-# --- AdaptiveRate -----------------------------------------------------------------------------
-
-
-def test_adaptive_decrease_once_per_cooldown_and_floor() -> None:
-    now = [0.0]
-    aimd = AdaptiveRate(100, cooldown_s=5, clock=lambda: now[0])
-    assert aimd.rate == 100
-    assert aimd.on_throttle() is True
-    for _ in range(20):  # the in-flight calls' 429s: same overload, counted once
-        assert aimd.on_throttle() is False
-    assert aimd.rate == pytest.approx(70)
-    now[0] = 5.0
-    assert aimd.on_throttle() is True
-    assert aimd.rate == pytest.approx(49)
-    assert (aimd.throttles, aimd.decreases) == (22, 2)
-    for i in range(100):
-        now[0] = 10.0 + 5 * i
-        aimd.on_throttle()
-    assert aimd.rate == pytest.approx(aimd.floor) == pytest.approx(2.0)
-
-
-def test_adaptive_additive_recovery_to_ceiling() -> None:
-    now = [0.0]
-    limiter = RateLimiter(100, clock=lambda: now[0])
-    aimd = AdaptiveRate(
-        100, additive_step=5, success_interval_s=2, clock=lambda: now[0], limiter=limiter
-    )
-    aimd.on_success()
-    assert aimd.rate == 100  # already at the ceiling
-    aimd.on_throttle()
-    assert aimd.rate == limiter.rate == pytest.approx(70)
-    aimd.on_success()
-    assert aimd.rate == pytest.approx(70)  # not within a success interval of the decrease
-    increases = 0
-    for i in range(1, 1001):  # a success every 0.1 s for 100 s
-        now[0] = i * 0.1
-        increases += aimd.on_success()
-        assert aimd.rate <= 100
-        assert limiter.rate == aimd.rate
-    assert aimd.rate == 100
-    assert increases == 6  # 70 -> 100 in steps of 5, one per 2 s
-
-
-def _simulate(
-    configured_per_min: float, capacity_per_min: int, *, questions: int, latency: float = 1.0
-) -> dict[str, float]:
-    """Discrete-event run of AIMD + pacing against a sliding-window server (60 s).
-
-    Every question is retried until admitted. Returns the finishing time, the 429 count and
-    the mean AIMD rate over the second half of the run (per minute)."""
-    now = [0.0]
-    aimd = AdaptiveRate(configured_per_min / 60, clock=lambda: now[0])
-    window: deque[float] = deque()
-    events: list[tuple[float, int, str]] = []  # (time, seq, kind)
-    seq = 0
-    pending = questions
-    done = 0
-    throttled = 0
-    next_send = 0.0
-    rate_samples: list[tuple[float, float]] = []
-    while done < questions:
-        # next event: a send (if anything is pending) or a response
-        if pending and (not events or next_send <= events[0][0]):
-            now[0] = next_send
-            while window and window[0] <= now[0] - 60.0:
-                window.popleft()
-            ok = len(window) < capacity_per_min
-            if ok:
-                window.append(now[0])
-            seq += 1
-            heapq.heappush(events, (now[0] + latency, seq, "ok" if ok else "429"))
-            pending -= 1
-            next_send = now[0] + 1.0 / aimd.rate
-            rate_samples.append((now[0], aimd.rate * 60))
-        else:
-            now[0], _, kind = heapq.heappop(events)
-            if kind == "ok":
-                aimd.on_success()
-                done += 1
-            else:
-                aimd.on_throttle()
-                throttled += 1
-                pending += 1  # retried
-                next_send = max(next_send, now[0])
-    half = now[0] / 2
-    late = [r for t, r in rate_samples if t >= half]
-    return {"finished_s": now[0], "throttled": throttled, "late_rate": sum(late) / len(late)}
-
-
-def test_adaptive_converges_when_configured_at_capacity() -> None:
-    result = _simulate(1000, 1000, questions=20_000)
-    assert result["late_rate"] <= 1000
-    assert result["throttled"] / 20_000 < 0.02
-
-
-@pytest.mark.parametrize(("configured", "capacity"), [(1500, 1000), (1000, 600)])
-def test_adaptive_converges_below_true_capacity(configured: int, capacity: int) -> None:
-    questions = capacity * 20
-    result = _simulate(configured, capacity, questions=questions)
-    # every question finished (the loop ends only then) in reasonable time ...
-    assert result["finished_s"] < 60 * 20 / 0.6
-    # ... the rate settled near and below the true capacity ...
-    assert 0.8 * capacity <= result["late_rate"] <= capacity
-    # ... and the 429s are a small share of the calls
-    assert result["throttled"] / questions < 0.03
-
-
-# --- DailyGroundingGate -----------------------------------------------------------------------
+# --- GroundingPause -----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -603,9 +404,9 @@ class FakeWall:
         return self.now
 
 
-def test_gate_pause_lasts_until_the_reset() -> None:
+def test_pause_lasts_until_the_reset() -> None:
     wall = FakeWall(dt.datetime(2026, 7, 15, 12, 0, tzinfo=UTC))
-    gate = DailyGroundingGate(now=wall)
+    gate = GroundingPause(now=wall)
     assert gate.paused_until is None
     assert gate.message() == "grounding is open"
     until = gate.pause_for_day("429 without RetryInfo from the grounding bucket")
@@ -620,9 +421,9 @@ def test_gate_pause_lasts_until_the_reset() -> None:
     assert gate.message() == "grounding is open"
 
 
-def test_gate_later_pause_wins() -> None:
+def test_later_pause_wins() -> None:
     wall = FakeWall(dt.datetime(2026, 7, 15, 12, 0, tzinfo=UTC))
-    gate = DailyGroundingGate(now=wall)
+    gate = GroundingPause(now=wall)
     late = wall.now + dt.timedelta(hours=5)
     gate.pause_until(late)
     gate.pause_until(wall.now + dt.timedelta(hours=1))
@@ -630,25 +431,6 @@ def test_gate_later_pause_wins() -> None:
     naive_later = (late + dt.timedelta(hours=1)).replace(tzinfo=None)  # taken as UTC
     gate.pause_until(naive_later)
     assert gate.paused_until == naive_later.replace(tzinfo=UTC)
-
-
-def test_gate_counts_grounded_prompts_per_day() -> None:
-    wall = FakeWall(dt.datetime(2026, 7, 15, 12, 0, tzinfo=UTC))
-    gate = DailyGroundingGate(3, now=wall)
-    gate.record_grounded(2)  # what earlier runs of the day sent (the ledger)
-    assert gate.paused_until is None
-    gate.record_grounded()
-    reset = dt.datetime(2026, 7, 16, 7, 0, tzinfo=UTC)
-    assert gate.paused_until == reset + DAILY_RESET_MARGIN
-    assert "grounded_prompts_per_day (3)" in gate.message()
-    wall.now = reset + DAILY_RESET_MARGIN  # a new day: the pause is over, the count restarts
-    assert gate.paused_until is None
-    gate.record_grounded(2)
-    assert gate.paused_until is None
-    gate.record_grounded()
-    assert gate.paused_until == reset + dt.timedelta(days=1) + DAILY_RESET_MARGIN
-    with pytest.raises(ValueError, match="positive"):
-        DailyGroundingGate(0)
 
 
 # --- retry_delay ------------------------------------------------------------------------------

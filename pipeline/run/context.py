@@ -1,0 +1,149 @@
+"""What one run shares, online and in batch mode: its database, prices, retry policy, stop and
+summary.
+
+* :class:`RunPrices`: the price of each model the run calls, at the online or the batch rate,
+  looked up once and warned about once (a model with no price is recorded at cost 0 and
+  marked incomplete; a price resting on placeholder figures is named).
+* :class:`RunContext`: the job's id, its :class:`~pipeline.store.reconnect.Database` (every
+  transaction of the run goes through it and rides out a database restart), the prices, the
+  one retry policy, the budget and the worst case a call holds in it, the run's
+  :class:`~pipeline.run.summary.RunSummary`, and :meth:`~RunContext.stop`.
+
+The job file stops here: :func:`run_context` reads what the run shares from the spec, and the
+runners take the values they use.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Callable, Sequence
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pipeline.costs.charges import WorstCase
+from pipeline.costs.prices import Price, PriceTable, UnconfirmedPriceWarning, load_prices
+from pipeline.job.spec import JobSpec
+from pipeline.limits import Backoff, RetryPolicy
+from pipeline.run.summary import RunSummary
+from pipeline.store.reconnect import Database
+
+log = logging.getLogger(__name__)
+
+
+class RunPrices:
+    """The run's price lookups: each model's row, at the online or the batch rate, warned
+    about once."""
+
+    def __init__(self, table: PriceTable, backend: str, tools: Sequence[str]) -> None:
+        self._table = table
+        self._backend = backend
+        self._tools = tuple(tools)
+        self._online: dict[str, Price | None] = {}
+        self._batch: dict[str, Price | None] = {}
+
+    @classmethod
+    def load(cls, prices_file: str, backend: str, tools: Sequence[str]) -> RunPrices:
+        """The bundled table, or ``prices_file``; only the rows this job uses are warned about
+        (when they are looked up), not every placeholder in the file."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnconfirmedPriceWarning)
+            return cls(load_prices(prices_file or None), backend, tools)
+
+    def online(self, model: str) -> Price | None:
+        """The model's online price; None (warned once) when the table has none."""
+        if model not in self._online:
+            price = self._table.for_model(model, self._backend)
+            self._online[model] = price
+            if price is None:
+                _missing(f"no price for {model} ({self._backend})", model)
+            elif not price.confirmed_for(self._tools):
+                log.warning(
+                    "the price of %s rests on placeholder figures: %s",
+                    model,
+                    price.describe(),
+                    extra={"action": "price_unconfirmed", "model": model},
+                )
+        return self._online[model]
+
+    def batch(self, model: str) -> Price | None:
+        """The model's batch price; None (warned once) when the table has none."""
+        if model not in self._batch:
+            price = self._table.for_batch(model, self._backend)
+            self._batch[model] = price
+            if price is None:
+                _missing(f"no batch price for {model}", model)
+        return self._batch[model]
+
+
+def _missing(what: str, model: str) -> None:
+    log.warning(
+        "%s: its calls are recorded at cost 0, marked incomplete",
+        what,
+        extra={"action": "price_missing", "model": model},
+    )
+
+
+class RunContext:
+    """One run's shared state, online and in batch mode (see the module docstring).
+
+    ``budget_micro``: the job's budget (None: no budget); ``worst_case``: the bounds of one
+    call, under which a call (online) or a batch holds the budget before it is sent.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        job_id: int,
+        *,
+        prices: RunPrices,
+        policy: RetryPolicy,
+        budget_micro: int | None,
+        worst_case: WorstCase,
+    ) -> None:
+        self.db = db
+        self.job_id = job_id
+        self.prices = prices
+        self.policy = policy
+        self.budget_micro = budget_micro
+        self.worst_case = worst_case
+        self.summary = RunSummary()
+        self._on_stop: list[Callable[[], None]] = []
+
+    @property
+    def stopped(self) -> str | None:
+        """Why the run is stopping, or None while it goes on."""
+        return self.summary.stopped
+
+    def stop(self, reason: str) -> None:
+        """Stop: nothing new is started; what is under way finishes and is stored. The first
+        reason is kept; the run's parts that wait are woken (:meth:`on_stop`)."""
+        if self.summary.stopped is not None:
+            return
+        log.warning("stopping: %s", reason, extra={"action": "stop", "reason": reason})
+        self.summary.stopped = reason
+        for wake in self._on_stop:
+            wake()
+
+    def on_stop(self, wake: Callable[[], None]) -> None:
+        """Call ``wake`` when the run is told to stop."""
+        self._on_stop.append(wake)
+
+
+def run_context(
+    spec: JobSpec, engine: AsyncEngine, job_id: int, *, backoff: Backoff | None = None
+) -> RunContext:
+    """The context of one run of ``spec`` (``backoff``: the retry delays; tests shorten them)."""
+    limits = spec.limits
+    return RunContext(
+        Database(engine, outage_s=spec.job.database_outage_s),
+        job_id,
+        prices=RunPrices.load(limits.prices_file, spec.model.backend, spec.grounding.tools),
+        policy=RetryPolicy(max_attempts=limits.max_attempts, backoff=backoff),
+        budget_micro=int(spec.budget * 1_000_000) if spec.budget is not None else None,
+        worst_case=WorstCase(
+            max_output_tokens=limits.max_output_tokens,
+            max_search_queries=limits.max_search_queries,
+            max_tool_use_tokens=limits.max_tool_use_tokens,
+        ),
+    )
