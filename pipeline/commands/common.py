@@ -14,7 +14,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipeline.intake.loader import LoadError, load_source, source_name
+from pipeline.intake.loader import LoadError, load_source
 from pipeline.job.spec import JobSpec
 from pipeline.store import queue
 from pipeline.store.engine import create_engine, migrate
@@ -90,7 +90,13 @@ async def load_job(engine: AsyncEngine, spec: JobSpec) -> int | None:
         async with engine.begin() as connection:
             job_id = await queue.ensure_job(connection, spec.name)
         # Committed per chunk (linear at a million rows); a bad row still loads nothing.
-        result = await load_source(engine, job_id, spec)
+        result = await load_source(
+            engine,
+            job_id,
+            spec.source,
+            spec.source_path,
+            max_chars=spec.limits.max_question_chars,
+        )
     except LoadError as exc:
         complain(f"{exc} (nothing was loaded)")
         return None
@@ -100,8 +106,13 @@ async def load_job(engine: AsyncEngine, spec: JobSpec) -> int | None:
     if result.added:
         say(f"loaded {result.added} new questions ({result.existing} already there)")
     else:
-        say(f"no new questions: all {result.existing} in {source_name(spec)} already loaded")
+        say(f"no new questions: all {result.existing} in {_source_name(spec)} already loaded")
     return job_id
+
+
+def _source_name(spec: JobSpec) -> str:
+    """How messages name the job's questions' origin."""
+    return "the source query" if spec.source.query else spec.source_path.name
 
 
 def write_json(document: object) -> None:

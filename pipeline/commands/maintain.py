@@ -10,15 +10,16 @@ import anyio
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.commands.common import complain, display_url, find_job_id, load_job, opened, say
-from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
+from pipeline.costs.prices import PriceTable, UnconfirmedPriceWarning, load_prices
 from pipeline.exit_codes import (
     EXIT_FAILED,
     EXIT_OK,
 )
+from pipeline.job.calls import grounded_call, structure_call, worst_case
 from pipeline.job.spec import JobSpec
 from pipeline.links.resolver import Lookup, Resolver, pending_lookups
 from pipeline.links.rules import AllowList, initial_verdict
-from pipeline.results.estimate import estimate_remaining, job_prices
+from pipeline.results.estimate import JobPrices, estimate_remaining, job_prices
 from pipeline.store import ledger, queue, resolution
 from pipeline.store.reconnect import Database
 
@@ -96,9 +97,16 @@ async def estimate_command(spec: JobSpec) -> int:
             return EXIT_FAILED
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UnconfirmedPriceWarning)
-            prices = job_prices(spec, load_prices(spec.limits.prices_file or None))
+            table = load_prices(spec.limits.prices_file or None)
         async with engine.connect() as connection:
-            estimate = await estimate_remaining(connection, job_id, spec, prices)
+            estimate = await estimate_remaining(
+                connection,
+                job_id,
+                ground=grounded_call(spec),
+                structure=structure_call(spec),
+                worst_case=worst_case(spec),
+                prices=prices_for(spec, table),
+            )
             spent = await ledger.job_spend(connection, job_id)
     say(f"{estimate.remaining} questions left; spent so far ${spent:.4f}")
     each = f"${estimate.per_question:.6f} a question, from {estimate.basis}"
@@ -111,3 +119,17 @@ async def estimate_command(spec: JobSpec) -> int:
         if estimate.total > left:
             say("the expected cost is over what is left of the budget: the run will stop early")
     return EXIT_OK
+
+
+def prices_for(spec: JobSpec, table: PriceTable) -> JobPrices:
+    """The rows the job's calls are charged at: at the Batch API's rate what goes as a batch
+    (call 1 in batch mode; call 2 too with ``[batch] structure``)."""
+    batch = spec.model.mode == "batch"
+    return job_prices(
+        table,
+        spec.model.backend,
+        grounded_call(spec),
+        structure_call(spec),
+        ground_in_batch=batch,
+        structure_in_batch=batch and spec.batch.structure,
+    )

@@ -38,7 +38,6 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.job.sections import SourceSection
-from pipeline.job.spec import JobSpec
 from pipeline.store import queue
 from pipeline.store.loads import Fingerprint, save_fingerprint, stored_fingerprint
 
@@ -187,23 +186,17 @@ async def load_questions(
     return result
 
 
-async def load_source(engine: AsyncEngine, job_id: int, spec: JobSpec) -> LoadResult:
-    """Insert the job's new questions, from its file or its query, committed per chunk (see
-    :func:`load_questions`); a query is read twice, once to validate every row."""
-    max_chars = spec.limits.max_question_chars
-    if not spec.source.query:
-        return await load_questions(
-            engine, job_id, spec.source_path, spec.source, max_chars=max_chars
-        )
-    async for row in read_query_rows(spec.source):
+async def load_source(
+    engine: AsyncEngine, job_id: int, source: SourceSection, path: Path, *, max_chars: int
+) -> LoadResult:
+    """Insert the job's new questions, from its file (``path``) or its query, committed per
+    chunk (see :func:`load_questions`); a query is read twice, once to validate every row."""
+    if not source.query:
+        return await load_questions(engine, job_id, path, source, max_chars=max_chars)
+    async for row in read_query_rows(source):
         _check_length(QUERY_LABEL, row, max_chars)
     sink = _Committed(engine, job_id, QUERY_LABEL)
-    return await sink.load(read_query_rows(spec.source), max_chars)
-
-
-def source_name(spec: JobSpec) -> str:
-    """How messages name the job's questions' origin."""
-    return "the source query" if spec.source.query else spec.source_path.name
+    return await sink.load(read_query_rows(source), max_chars)
 
 
 QUERY_LABEL = "[source] query row"

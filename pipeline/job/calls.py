@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.costs.charges import WorstCase
 from pipeline.gemini.endpoint import Endpoint, endpoint_for
 from pipeline.gemini.request import GroundedRequestBuilder, grounding_tool, maps_tool_config
 from pipeline.grounding import GroundedAnswer
@@ -32,6 +33,7 @@ class GroundedCall:
 
     model: str
     tool: str | tuple[str, ...]
+    prompt_template: str  # what the builder puts the question into
     builder: GroundedRequestBuilder
     single: GroundedRequestBuilder | None
     required: bool
@@ -108,43 +110,67 @@ class CallPlan:
 
 
 def plan_calls(spec: JobSpec, env: Mapping[str, str] | None = None) -> CallPlan:
-    """The job's calls. Raises :class:`~pipeline.gemini.endpoint.ConfigurationError` when
-    the backend's credentials or project are missing."""
+    """The job's calls with their endpoints. Raises
+    :class:`~pipeline.gemini.endpoint.ConfigurationError` when the backend's credentials or
+    project are missing."""
     model = spec.model
-    where = {
+    ground = grounded_call(spec)
+    structure = structure_call(spec)
+    where: dict[str, Any] = {
         "base_url": model.base_url or None,
         "project": model.project or None,
         "location": model.location or None,
         "env": env,
     }
-    ground_endpoint = endpoint_for(model.backend, model.name, **where)
-    structure_model = spec.structure.model or model.name
+    ground_endpoint = endpoint_for(model.backend, ground.model, **where)
     structure_endpoint = endpoint_for(
-        model.backend, structure_model, auth=ground_endpoint.auth, **where
+        model.backend,
+        structure.model if structure is not None else ground.model,
+        auth=ground_endpoint.auth,
+        **where,
     )
-    schema = spec.schema
-    single = schema is not None and spec.structure.mode == "single"
+    return CallPlan(model.backend, ground_endpoint, structure_endpoint, ground, structure)
+
+
+def grounded_call(spec: JobSpec) -> GroundedCall:
+    """Call 1 as the job asks for it (no credentials needed)."""
     g = spec.grounding
-    ground = GroundedCall(
-        model=model.name,
+    single = spec.schema is not None and spec.structure.mode == "single"
+    return GroundedCall(
+        model=spec.model.name,
         tool=g.tool,
+        prompt_template=spec.model.prompt_template,
         builder=request_builder(spec),
-        single=request_builder(spec, schema=schema) if single else None,
+        single=request_builder(spec, schema=spec.schema) if single else None,
         required=g.required,
         ungrounded_retries=g.ungrounded_retries,
         url_field=g.url_field,
     )
-    structure = None
-    if schema is not None:
-        structure = StructureCall(
-            model=structure_model,
-            schema=schema,
-            schema_hash=schema_hash(schema),
-            instructions=spec.structure.instructions,
-            temperature=spec.structure.temperature,
-            require_supported=spec.structure.require_supported,
-        )
-    return CallPlan(model.backend, ground_endpoint, structure_endpoint, ground, structure)
+
+
+def structure_call(spec: JobSpec) -> StructureCall | None:
+    """Call 2 as the job asks for it; None when the structure step is off."""
+    schema = spec.schema
+    if schema is None:
+        return None
+    return StructureCall(
+        model=spec.structure.model or spec.model.name,
+        schema=schema,
+        schema_hash=schema_hash(schema),
+        instructions=spec.structure.instructions,
+        temperature=spec.structure.temperature,
+        require_supported=spec.structure.require_supported,
+    )
+
+
+def worst_case(spec: JobSpec) -> WorstCase:
+    """The job's bounds on one call (``[limits]``), under which its worst case is computed."""
+    limits = spec.limits
+    return WorstCase(
+        max_output_tokens=limits.max_output_tokens,
+        max_search_queries=limits.max_search_queries,
+        max_tool_use_tokens=limits.max_tool_use_tokens,
+    )
 
 
 def request_builder(

@@ -16,15 +16,16 @@ from decimal import Decimal
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.costs.charges import expected_cost, worst_case_cost
+from pipeline.costs.charges import WorstCase, expected_cost
 from pipeline.costs.prices import Price, PriceTable
 from pipeline.grounding import GroundedAnswer
-from pipeline.job.spec import JobSpec
+from pipeline.job.calls import GroundedCall, StructureCall
 from pipeline.job.states import TERMINAL_STATES
 from pipeline.limits import estimate_tokens
 from pipeline.store import ledger
+from pipeline.store.ledger import micro_to_usd
 from pipeline.store.tables import questions
-from pipeline.structure import REPAIR_RETRIES, build_structure_body
+from pipeline.structure import REPAIR_RETRIES
 
 # Assumed usage of one grounded call before any was observed (a short factual answer).
 ASSUMED_OUTPUT_TOKENS = 600
@@ -46,19 +47,24 @@ class JobPrices:
     structure_model: str
 
 
-def job_prices(spec: JobSpec, table: PriceTable) -> JobPrices:
-    """Call 1 at the job's model, call 2 at the structure model; each at the Batch API's rate
-    when it goes as a batch (call 2 does with ``[batch] structure``, else it goes online)."""
-    backend = spec.model.backend
-    batch = spec.model.mode == "batch"
-    grounding = (table.for_batch if batch else table.for_model)(spec.model.name, backend)
-    structures = spec.schema is not None and spec.structure.mode == "two_call"
-    model = spec.structure.model or spec.model.name
-    structure = None
+def job_prices(
+    table: PriceTable,
+    backend: str,
+    ground: GroundedCall,
+    structure: StructureCall | None,
+    *,
+    ground_in_batch: bool,
+    structure_in_batch: bool,
+) -> JobPrices:
+    """Call 1 at the job's model, call 2 (asked apart, not in single mode) at the structure
+    model; each at the Batch API's rate when it goes as a batch."""
+    grounding = (table.for_batch if ground_in_batch else table.for_model)(ground.model, backend)
+    structures = structure is not None and ground.single is None
+    model = structure.model if structure is not None else ground.model
+    price = None
     if structures:
-        in_batch = batch and spec.batch.structure
-        structure = (table.for_batch if in_batch else table.for_model)(model, backend)
-    return JobPrices(grounding, structure, structures, model)
+        price = (table.for_batch if structure_in_batch else table.for_model)(model, backend)
+    return JobPrices(grounding, price, structures, model)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +77,15 @@ class Estimate:
 
 
 async def estimate_remaining(
-    connection: AsyncConnection, job_id: int, spec: JobSpec, prices: JobPrices
+    connection: AsyncConnection,
+    job_id: int,
+    *,
+    ground: GroundedCall,
+    structure: StructureCall | None,
+    worst_case: WorstCase,
+    prices: JobPrices,
 ) -> Estimate:
+    """What the questions not yet finished are expected to cost, and at worst."""
     q = questions.c
     remaining = await connection.scalar(
         sa.select(sa.func.count()).where(
@@ -84,41 +97,44 @@ async def estimate_remaining(
     )
     spent = await ledger.job_spend(connection, job_id)
     question_tokens = await _mean_question_tokens(connection, job_id)
-    worst = _worst_per_question(spec, prices, question_tokens)
+    worst = _worst_per_question(ground, structure, worst_case, prices, question_tokens)
     worst_total = None if worst is None else worst * remaining
     if finished:
         per_question = spent / finished
         basis = f"the mean cost of the {finished} finished questions"
     elif prices.grounding is not None:
-        per_question, basis = _assumed_per_question(spec, prices, question_tokens)
+        per_question, basis = _assumed_per_question(ground, structure, prices, question_tokens)
     else:
         per_question = Decimal(0)
-        basis = f"no price known for {spec.model.name}: add a row to the prices file"
+        basis = f"no price known for {ground.model}: add a row to the prices file"
     return Estimate(remaining, per_question, per_question * remaining, worst_total, basis)
 
 
 def _assumed_per_question(
-    spec: JobSpec, prices: JobPrices, question_tokens: int
+    ground: GroundedCall, structure: StructureCall | None, prices: JobPrices, question_tokens: int
 ) -> tuple[Decimal, str]:
     """One question's cost from assumed usage, and the sentence that says so."""
     assert prices.grounding is not None
-    prompt = estimate_tokens(spec.model.prompt_template) + question_tokens
+    prompt = estimate_tokens(ground.prompt_template) + question_tokens
     per_question = expected_cost(
         prices.grounding,
         prompt_tokens=prompt,
         output_tokens=ASSUMED_OUTPUT_TOKENS,
         tool_use_tokens=ASSUMED_TOOL_USE_TOKENS,
         search_queries=ASSUMED_SEARCH_QUERIES,
-        tool=spec.grounding.tool,
+        tool=ground.tool,
     ).total
     basis = (
         f"assumed usage ({ASSUMED_OUTPUT_TOKENS} output tokens, {ASSUMED_SEARCH_QUERIES}"
         f" searches) at {prices.grounding.describe()}"
     )
     if prices.structures and prices.structure is not None:
+        assert structure is not None
         per_question += expected_cost(
             prices.structure,
-            prompt_tokens=_structure_prompt_tokens(spec, question_tokens, ASSUMED_OUTPUT_TOKENS),
+            prompt_tokens=_structure_prompt_tokens(
+                structure, question_tokens, ASSUMED_OUTPUT_TOKENS
+            ),
             output_tokens=ASSUMED_STRUCTURED_TOKENS,
             tool=None,
         ).total
@@ -131,43 +147,35 @@ def _assumed_per_question(
     return per_question, basis + "; no question has finished yet"
 
 
-def _worst_per_question(spec: JobSpec, prices: JobPrices, question_tokens: int) -> Decimal | None:
+def _worst_per_question(
+    ground: GroundedCall,
+    structure: StructureCall | None,
+    worst_case: WorstCase,
+    prices: JobPrices,
+    question_tokens: int,
+) -> Decimal | None:
     """Every call of one question at its bound: call 1 and its ungrounded retries, then call 2
     and its repair. None when a call has no bound (no price, or a tool with no fee)."""
-    limits = spec.limits
     if prices.grounding is None or (prices.structures and prices.structure is None):
         return None
+    prompt = estimate_tokens(ground.prompt_template) + question_tokens
     try:
-        call_1 = worst_case_cost(
-            prices.grounding,
-            prompt_tokens_estimate=estimate_tokens(spec.model.prompt_template) + question_tokens,
-            max_output_tokens=limits.max_output_tokens,
-            max_search_queries=limits.max_search_queries,
-            max_tool_use_tokens=limits.max_tool_use_tokens,
-            tool=spec.grounding.tool,
-        ).total
+        call_1 = worst_case.micro(prices.grounding, prompt, ground.tool)
     except ValueError:
         return None
-    worst = call_1 * (1 + spec.grounding.ungrounded_retries)
+    worst = call_1 * (1 + ground.ungrounded_retries)
     if prices.structure is not None:
-        call_2 = worst_case_cost(
-            prices.structure,
-            prompt_tokens_estimate=_structure_prompt_tokens(
-                spec, question_tokens, limits.max_output_tokens
-            ),
-            max_output_tokens=limits.max_output_tokens,
-            max_search_queries=0,
-            max_tool_use_tokens=0,
-            tool=None,
-        ).total
-        worst += call_2 * (1 + REPAIR_RETRIES)
-    return worst
+        assert structure is not None
+        prompt = _structure_prompt_tokens(structure, question_tokens, worst_case.max_output_tokens)
+        worst += worst_case.micro(prices.structure, prompt, None) * (1 + REPAIR_RETRIES)
+    return micro_to_usd(worst)
 
 
-def _structure_prompt_tokens(spec: JobSpec, question_tokens: int, answer_tokens: int) -> int:
+def _structure_prompt_tokens(
+    structure: StructureCall, question_tokens: int, answer_tokens: int
+) -> int:
     """Call 2's prompt: its fixed part (rules, instructions, schema) as built for an empty
     answer, plus the question, an answer of ``answer_tokens`` and an assumed source list."""
-    assert spec.schema is not None
     empty = GroundedAnswer(
         grounded=True,
         text="",
@@ -180,14 +188,7 @@ def _structure_prompt_tokens(spec: JobSpec, question_tokens: int, answer_tokens:
         search_entry_point_html=None,
         warnings=(),
     )
-    body = build_structure_body(
-        question="",
-        answer=empty,
-        schema=spec.schema,
-        instructions=spec.structure.instructions,
-        temperature=spec.structure.temperature,
-    )
-    fixed = estimate_tokens(body.decode())
+    fixed = estimate_tokens(structure.body("", empty).decode())
     return fixed + question_tokens + answer_tokens + ASSUMED_SOURCE_LIST_TOKENS
 
 

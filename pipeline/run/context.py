@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.costs.charges import WorstCase
 from pipeline.costs.prices import Price, PriceTable, UnconfirmedPriceWarning, load_prices
+from pipeline.job.calls import worst_case
 from pipeline.job.spec import JobSpec
 from pipeline.limits import Backoff, RetryPolicy
 from pipeline.run.summary import RunSummary
@@ -141,9 +142,5 @@ def run_context(
         prices=RunPrices.load(limits.prices_file, spec.model.backend, spec.grounding.tools),
         policy=RetryPolicy(max_attempts=limits.max_attempts, backoff=backoff),
         budget_micro=int(spec.budget * 1_000_000) if spec.budget is not None else None,
-        worst_case=WorstCase(
-            max_output_tokens=limits.max_output_tokens,
-            max_search_queries=limits.max_search_queries,
-            max_tool_use_tokens=limits.max_tool_use_tokens,
-        ),
+        worst_case=worst_case(spec),
     )

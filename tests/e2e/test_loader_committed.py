@@ -204,10 +204,12 @@ async def test_a_query_source_committed_per_chunk_is_validated_first(tmp_path: P
         bad = f"SELECT qid, CASE WHEN qid = 'k9' THEN '' ELSE body END AS body FROM {table}"
         spec = load_jobspec(job_file(tmp_path, url, bad + " ORDER BY qid = 'k9', qid"))
         with pytest.raises(LoadError, match="missing or empty text field 'body' \\(id 'k9'\\)"):
-            await load_source(engine, job, spec)
+            await load_source(engine, job, spec.source, spec.source_path, max_chars=100)
         assert await _rows(engine) == {}
         spec = load_jobspec(job_file(tmp_path, url, f"SELECT * FROM {table}"))
-        first = await load_source(engine, job, spec)
+        first = await load_source(engine, job, spec.source, spec.source_path, max_chars=100)
         assert (first.added, first.existing, first.skipped) == (N_ROWS, 0, False)
-        again = await load_source(engine, job, spec)  # no fingerprint: read again
+        again = await load_source(
+            engine, job, spec.source, spec.source_path, max_chars=100
+        )  # no fingerprint: read again
         assert (again.added, again.existing, again.skipped) == (0, N_ROWS, False)

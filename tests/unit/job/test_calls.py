@@ -17,6 +17,7 @@ def _call(url_field: str) -> GroundedCall:
     return GroundedCall(
         model="m",
         tool="url_context",
+        prompt_template="{question}",
         builder=builder,
         single=None,
         required=False,

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.commands import estimate_command
+from pipeline.commands.maintain import prices_for
 from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
-from pipeline.results.estimate import JobPrices, job_prices
+from pipeline.results.estimate import JobPrices
 from tests.support.jobs import make_job
 from tests.support.paths import DEMO_SCHEMA
 
@@ -43,7 +44,7 @@ async def _figures(directory: Path, overrides: list[str], capsys) -> tuple[float
 
 
 def _prices(directory: Path, overrides: list[str]) -> JobPrices:
-    return job_prices(make_job(directory, base_url=UNREACHABLE, overrides=overrides), _table())
+    return prices_for(make_job(directory, base_url=UNREACHABLE, overrides=overrides), _table())
 
 
 def test_call_2_is_priced_at_the_batch_rate_only_when_it_goes_as_a_batch(tmp_path: Path) -> None:
