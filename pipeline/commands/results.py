@@ -23,8 +23,8 @@ from pipeline.results.status import (
     render_status,
 )
 from pipeline.store import queue
-from pipeline.store.breakdown import class_stats
 from pipeline.store.engine import create_engine
+from pipeline.store.status import class_stats
 from pipeline.watch.terminal import printable
 
 if TYPE_CHECKING:

@@ -56,7 +56,7 @@ from pipeline.results.status import (
 from pipeline.run.context import RunContext, run_context
 from pipeline.run.summary import RunSummary
 from pipeline.store import versions
-from pipeline.store.breakdown import state_counts
+from pipeline.store.status import state_counts
 from pipeline.watch.progress import WatchOptions
 from pipeline.watch.progress import watch as progress_watch
 

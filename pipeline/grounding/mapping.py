@@ -97,6 +97,21 @@ class Source:
     file_search_store: str | None = None  # File Search (Developer API) retrievedContext
     custom_metadata: tuple[dict[str, Any], ...] = ()  # File Search document metadata, as sent
 
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as a plain value: what is rendered as JSON, stored and exported."""
+        return {
+            "index": self.index,
+            "kind": self.kind,
+            "title": self.title,
+            "uri": self.uri,
+            "domain": self.domain,
+            "text": self.text,
+            "place_id": self.place_id,
+            "document_name": self.document_name,
+            "file_search_store": self.file_search_store,
+            "custom_metadata": list(self.custom_metadata),
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class GroundedAnswer:

@@ -330,21 +330,7 @@ def to_json_dict(answer: GroundedAnswer) -> dict[str, Any]:
             }
             for c in answer.citations
         ],
-        "sources": [
-            {
-                "index": s.index,
-                "kind": s.kind,
-                "title": s.title,
-                "uri": s.uri,
-                "domain": s.domain,
-                "text": s.text,
-                "place_id": s.place_id,
-                "document_name": s.document_name,
-                "file_search_store": s.file_search_store,
-                "custom_metadata": list(s.custom_metadata),
-            }
-            for s in answer.sources
-        ],
+        "sources": [s.to_dict() for s in answer.sources],
         "coverage": answer.coverage,
         "unsupported_spans": [list(span) for span in answer.unsupported_spans],
         "web_search_queries": list(answer.web_search_queries),

@@ -1,6 +1,6 @@
 """Where a job stands: counts per state, grounded rate, latency, calls made.
 
-Everything is computed by the database (:mod:`pipeline.store.overview`: counts, sums, one
+Everything is computed by the database (:mod:`pipeline.store.status`: counts, sums, one
 ordered probe per percentile), so the cost does not grow with what Python has to hold.
 """
 
@@ -13,8 +13,9 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.job.states import TERMINAL_STATES
-from pipeline.store import ledger, overview
-from pipeline.store.breakdown import ClassStats, source_problems, state_counts
+from pipeline.store import ledger
+from pipeline.store import status as sums
+from pipeline.store.status import ClassStats, source_problems, state_counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,9 +88,9 @@ async def job_status(
     """
     states = await state_counts(connection, job_id)  # every state, plain str keys (JSON)
     totals = await ledger.job_totals(connection, job_id)
-    made = await overview.structured_totals(connection, job_id, schema_hash)
-    got = await overview.answer_totals(connection, job_id)
-    resolving = await overview.source_totals(connection, job_id)
+    made = await sums.structured_totals(connection, job_id, schema_hash)
+    got = await sums.answer_totals(connection, job_id)
+    resolving = await sums.source_totals(connection, job_id)
     return JobStatus(
         job=job_name,
         total=sum(states.values()),
@@ -109,7 +110,7 @@ async def job_status(
         sources=resolving.by_status,
         resolve_p50_ms=resolving.p50_ms,
         resolve_p99_ms=resolving.p99_ms,
-        problems=[Problem(*row) for row in await overview.dead_letters(connection, job_id)],
+        problems=[Problem(*row) for row in await sums.dead_letters(connection, job_id)],
         with_tool_parts=got.with_tool_parts,
         source_problems=await source_problems(connection, job_id),
         changed=got.changed,

@@ -6,14 +6,14 @@
 * ``queue``: claim under a lease, heartbeat, state changes, release, requeue; loading
   (``insert_new_questions``: ``INSERT ... ON CONFLICT DO NOTHING RETURNING``);
 * ``loads``: the fingerprint of the question file a job last loaded (skip it unchanged);
-* ``answers`` / ``results`` / ``versions``: call 1's answers with sources and supports, call
+* ``answers`` / ``structured`` / ``versions``: call 1's answers with sources and supports, call
   2's objects, and their versions (nothing paid for is deleted);
 * ``ledger``: every call with its cost, and the one spend query;
 * ``quota``: the job's rate, tokens, daily count and budget, shared by its processes;
 * ``resolution``: the sources still to resolve, and their verdicts;
 * ``batches``: batch mode's batches and the questions leased to each (claim, phases, link ages);
 * ``batch_structure``: a structure batch's questions with their stored answers (call 2);
-* ``overview`` / ``breakdown`` / ``summary``: what ``status`` and the report aggregate;
+* ``status``: what ``status``, a run's progress and the report sum up (the read model);
 * ``records``: results read back in batches, for export, show and the report;
 * ``upsert``: ``INSERT ... ON CONFLICT DO NOTHING`` on both backends.
 """

@@ -153,18 +153,12 @@ def _answer_row(record: AnswerRecord, now: dt.datetime) -> dict[str, Any]:
 
 
 def _source_row(answer_id: int, s: Source, verdict: Verdict) -> dict[str, Any]:
+    row = s.to_dict()
+    row["chunk_index"] = row.pop("index")
+    row["custom_metadata"] = row["custom_metadata"] or None
     return {
         "answer_id": answer_id,
-        "chunk_index": s.index,
-        "kind": s.kind,
-        "title": s.title,
-        "uri": s.uri,
-        "domain": s.domain,
-        "text": s.text,
-        "place_id": s.place_id,
-        "document_name": s.document_name,
-        "file_search_store": s.file_search_store,
-        "custom_metadata": list(s.custom_metadata) if s.custom_metadata else None,
+        **row,
         "destination": verdict.destination,
         "resolve_status": verdict.status,
         "resolve_error": verdict.reason,

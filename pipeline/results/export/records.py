@@ -192,19 +192,17 @@ def _link(source: Row | None) -> str | None:
 
 
 def source_dicts(stored: StoredQuestion) -> list[dict[str, Any]]:
-    return [
-        {
-            "index": s["chunk_index"],
-            "kind": s["kind"],
-            "title": s["title"],
-            "uri": s["uri"],
-            "domain": s["domain"],
-            "destination": s["destination"],
-            "resolve_status": s["resolve_status"],
-            "resolved_at": iso(s["resolved_at"]),
-        }
-        for s in stored.sources
-    ]
+    """Each source as exported: :data:`SOURCE_FIELDS`, where its redirect led included."""
+    out = []
+    for row in stored.sources:
+        fields = _source(row).to_dict()
+        fields.update(
+            destination=row["destination"],
+            resolve_status=row["resolve_status"],
+            resolved_at=iso(row["resolved_at"]),
+        )
+        out.append({key: fields[key] for key in SOURCE_FIELDS})
+    return out
 
 
 def citation_dicts(stored: StoredQuestion) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ from pipeline.results.export import destinations, grounded_answer, to_record
 from pipeline.results.report.svg import bar_chart
 from pipeline.results.status import JobStatus
 from pipeline.store.records import StoredQuestion
-from pipeline.store.summary import ClassMisses
+from pipeline.store.status import ClassStats
 
 esc = html.escape
 
@@ -109,7 +109,7 @@ def summary(
     status: JobStatus,
     coverage: float | None,
     latency: Sequence[tuple[str, int]],
-    misses: Sequence[ClassMisses],
+    classes: Sequence[ClassStats],
 ) -> str:
     """The summary section: figures over every question of the job, and the charts."""
     cards = [
@@ -124,8 +124,9 @@ def summary(
     states = [(s, n) for s, n in status.states.items() if n]
     resolution = sorted(status.sources.items())
     class_rate = [
-        (m.qclass or "(none)", round(100 * m.ungrounded / m.answered, 1) if m.answered else 0.0)
-        for m in misses
+        (c.qclass, round(100 * (c.answers - c.grounded) / c.answers, 1))
+        for c in sorted(classes, key=lambda c: c.qclass)
+        if c.answers
     ]
     charts = [
         ("Questions by state", bar_chart("Questions by state", states)),

@@ -1,0 +1,296 @@
+"""What a job holds, summed by the database: the read model of ``ground status``, a run's
+progress and the report.
+
+* questions by state (:func:`state_counts`), and the dead letters by error class;
+* the latest answers, structured objects and sources in totals, with percentiles computed by
+  one ordered probe each (:func:`percentile`);
+* per question class, where grounding misses (:func:`class_stats`), and why sources were not
+  resolved (:func:`source_problems`);
+* the report's latency histogram and mean coverage.
+
+Each is one or two grouped statements over the latest versions, so nothing grows with the
+number of rows held in Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from pipeline.job.states import QuestionState
+from pipeline.links import rules as redirects
+from pipeline.store.tables import answers, questions, sources, structured
+from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
+
+NO_CLASS = "(no class)"  # how questions without a class are listed
+UNEXPLAINED = "(no reason recorded)"
+PROBLEM_SOURCE_STATUSES = (redirects.REJECTED, redirects.FAILED, redirects.EXPIRED)
+
+
+async def state_counts(connection: AsyncConnection, job_id: int) -> dict[str, int]:
+    """The job's questions by state, every state present (0 when none)."""
+    q = questions.c
+    rows = await connection.execute(
+        sa.select(q.state, sa.func.count()).where(q.job_id == job_id).group_by(q.state)
+    )
+    counts = dict.fromkeys(map(str, QuestionState), 0)
+    counts.update({str(state): int(n) for state, n in rows})
+    return counts
+
+
+@dataclass(frozen=True, slots=True)
+class ClassStats:
+    """Where grounding misses, for one question class."""
+
+    qclass: str
+    questions: int
+    answers: int
+    grounded: int
+    grounded_without_chunks: int  # grounded answers that cite no source at all
+    mean_coverage: float | None  # of the grounded answers: the share of text supported
+
+    @property
+    def grounded_rate(self) -> float | None:
+        return self.grounded / self.answers if self.answers else None
+
+    @property
+    def no_chunk_share(self) -> float | None:
+        return self.grounded_without_chunks / self.grounded if self.grounded else None
+
+
+async def class_stats(connection: AsyncConnection, job_id: int) -> list[ClassStats]:
+    """Per question class: answers, grounded ones, grounded ones with no chunks, and the
+    grounded answers' mean coverage; the classes with the lowest grounded rate first."""
+    q, a, s = questions.c, answers.c, sources.c
+    has_chunks = sa.exists().where(s.answer_id == a.id)
+    grounded = a.grounded.is_(True)
+    qclass = sa.func.coalesce(q.qclass, NO_CLASS).label("qclass")
+    rows = await connection.execute(
+        sa.select(
+            qclass,
+            sa.func.count(sa.distinct(q.id)),
+            sa.func.count(a.id),
+            sa.func.count(a.id).filter(grounded),
+            sa.func.count(a.id).filter(sa.and_(grounded, ~has_chunks)),
+            sa.func.avg(a.coverage).filter(grounded),
+        )
+        .select_from(questions.outerjoin(answers, sa.and_(a.question_id == q.id, LATEST_ANSWER)))
+        .where(q.job_id == job_id)
+        .group_by(qclass)
+    )
+    stats = [
+        ClassStats(
+            str(name),
+            int(n_q),
+            int(n_a),
+            int(n_g),
+            int(n_nc),
+            None if cov is None else float(cov),
+        )
+        for name, n_q, n_a, n_g, n_nc, cov in rows
+    ]
+    stats.sort(key=lambda c: (c.grounded_rate if c.grounded_rate is not None else 2.0, c.qclass))
+    return stats
+
+
+async def source_problems(connection: AsyncConnection, job_id: int) -> dict[str, dict[str, int]]:
+    """Sources rejected, failed or expired, by status and then by reason (how many each)."""
+    q, a, s = questions.c, answers.c, sources.c
+    reason = sa.func.coalesce(s.resolve_error, UNEXPLAINED)
+    rows = await connection.execute(
+        sa.select(s.resolve_status, reason, sa.func.count())
+        .select_from(sources.join(answers, a.id == s.answer_id))
+        .join(questions, q.id == a.question_id)
+        .where(q.job_id == job_id, LATEST_ANSWER, s.resolve_status.in_(PROBLEM_SOURCE_STATUSES))
+        .group_by(s.resolve_status, reason)
+        .order_by(sa.func.count().desc())
+    )
+    problems: dict[str, dict[str, int]] = {}
+    for status, why, count in rows:
+        problems.setdefault(str(status), {})[str(why)] = int(count)
+    return problems
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerTotals:
+    answers: int
+    grounded: int
+    latency_mean_ms: float | None
+    latency_p95_ms: float | None
+    tokens: int
+    with_tool_parts: int  # answers that carried tool-call or code parts
+    changed: int  # latest versions that differ from the one before
+    superseded: int  # earlier versions kept as history
+
+
+@dataclass(frozen=True, slots=True)
+class StructuredTotals:
+    valid: int
+    invalid: int
+    flagged: int
+    supported_fraction_mean: float | None
+    stale_schema: int  # made under another schema than the job's current one
+
+
+@dataclass(frozen=True, slots=True)
+class SourceTotals:
+    by_status: dict[str, int]
+    p50_ms: float | None  # stored -> destination resolved
+    p99_ms: float | None
+
+
+def _of_job(job_id: int) -> sa.ScalarSelect[int]:
+    return sa.select(questions.c.id).where(questions.c.job_id == job_id).scalar_subquery()
+
+
+async def answer_totals(connection: AsyncConnection, job_id: int) -> AnswerTotals:
+    a = answers.c
+    latest = sa.and_(a.question_id.in_(_of_job(job_id)), LATEST_ANSWER)
+    n, grounded, mean, tokens, tool_parts, changed = (
+        await connection.execute(
+            sa.select(
+                sa.func.count(),
+                sa.func.count().filter(a.grounded.is_(True)),
+                sa.func.avg(a.latency_ms),
+                sa.func.coalesce(sa.func.sum(a.total_tokens), 0),
+                sa.func.count().filter(a.tool_parts > 0),
+                sa.func.count().filter(a.changed.is_(True)),
+            ).where(latest)
+        )
+    ).one()
+    superseded = await connection.scalar(
+        sa.select(sa.func.count()).where(a.question_id.in_(_of_job(job_id)), ~LATEST_ANSWER)
+    )
+    return AnswerTotals(
+        answers=int(n),
+        grounded=int(grounded),
+        latency_mean_ms=None if mean is None else float(mean),
+        latency_p95_ms=await percentile(connection, a.latency_ms, latest, int(n), 0.95),
+        tokens=int(tokens),
+        with_tool_parts=int(tool_parts),
+        changed=int(changed),
+        superseded=int(superseded or 0),
+    )
+
+
+async def structured_totals(
+    connection: AsyncConnection, job_id: int, schema_hash: str | None
+) -> StructuredTotals:
+    st = structured.c
+    stale = (
+        sa.func.count().filter(sa.or_(st.schema_hash.is_(None), st.schema_hash != schema_hash))
+        if schema_hash is not None
+        else sa.literal(0)
+    )
+    valid, invalid, flagged, mean_supported, n_stale = (
+        await connection.execute(
+            sa.select(
+                sa.func.count().filter(st.valid.is_(True)),
+                sa.func.count().filter(st.valid.is_(False)),
+                sa.func.count().filter(st.flagged.is_(True)),
+                sa.func.avg(st.supported_fraction),
+                stale,
+            ).where(st.question_id.in_(_of_job(job_id)), LATEST_STRUCTURED)
+        )
+    ).one()
+    return StructuredTotals(
+        valid=int(valid),
+        invalid=int(invalid),
+        flagged=int(flagged),
+        supported_fraction_mean=None if mean_supported is None else float(mean_supported),
+        stale_schema=int(n_stale or 0),
+    )
+
+
+async def source_totals(connection: AsyncConnection, job_id: int) -> SourceTotals:
+    """Sources of the latest answers by resolve status, and the resolution latency."""
+    a = answers.c
+    latest = sa.select(a.id).where(a.question_id.in_(_of_job(job_id)), LATEST_ANSWER)
+    of_latest = sources.c.answer_id.in_(latest.scalar_subquery())
+    rows = await connection.execute(
+        sa.select(sources.c.resolve_status, sa.func.count())
+        .where(of_latest)
+        .group_by(sources.c.resolve_status)
+    )
+    by_status = {status: count for status, count in rows}
+    timed = sa.and_(of_latest, sources.c.resolve_latency_ms.is_not(None))
+    n_timed = await connection.scalar(sa.select(sa.func.count()).where(timed)) or 0
+    latency = sources.c.resolve_latency_ms
+    return SourceTotals(
+        by_status=by_status,
+        p50_ms=await percentile(connection, latency, timed, n_timed, 0.50),
+        p99_ms=await percentile(connection, latency, timed, n_timed, 0.99),
+    )
+
+
+async def dead_letters(
+    connection: AsyncConnection, job_id: int
+) -> list[tuple[str, str, int, str | None]]:
+    """(state, error class, how many, one example message), most frequent first."""
+    q = questions.c
+    rows = await connection.execute(
+        sa.select(q.state, q.error_class, sa.func.count(), sa.func.min(q.last_error))
+        .where(q.job_id == job_id, q.error_class.is_not(None))
+        .group_by(q.state, q.error_class)
+        .order_by(sa.func.count().desc())
+    )
+    return [tuple(row) for row in rows]
+
+
+async def percentile(
+    connection: AsyncConnection,
+    column: sa.ColumnElement[float],
+    where: sa.ColumnElement[bool],
+    count: int,
+    fraction: float,
+) -> float | None:
+    """The nearest-rank percentile of ``column`` over ``count`` rows, computed in the database."""
+    if not count:
+        return None
+    value = await connection.scalar(
+        sa.select(column).where(where).order_by(column).offset(int(fraction * (count - 1))).limit(1)
+    )
+    return None if value is None else float(value)
+
+
+# Upper bucket edges of the latency histogram, milliseconds; the last bucket is open-ended.
+LATENCY_EDGES_MS: tuple[float, ...] = (250, 500, 1_000, 2_000, 4_000, 8_000, 16_000, 32_000)
+
+
+async def latency_histogram(
+    connection: AsyncConnection, job_id: int, edges: Sequence[float] = LATENCY_EDGES_MS
+) -> list[tuple[str, int]]:
+    """``[(bucket label, answers)]`` of the stored answers' call-1 latency."""
+    latency = answers.c.latency_ms
+    lower = [0.0, *edges]
+    columns = []
+    for low, high in zip(lower, [*edges, None], strict=True):
+        cond = latency >= low if high is None else sa.and_(latency >= low, latency < high)
+        columns.append(sa.func.coalesce(sa.func.sum(sa.case((cond, 1), else_=0)), 0))
+    row = (
+        await connection.execute(
+            sa.select(*columns)
+            .select_from(answers.join(questions, questions.c.id == answers.c.question_id))
+            .where(questions.c.job_id == job_id, LATEST_ANSWER)
+        )
+    ).one()
+    labels = [f"<{_seconds(e)}" for e in edges] + [f"≥{_seconds(edges[-1])}"]
+    return [(label, int(n)) for label, n in zip(labels, row, strict=True)]
+
+
+def _seconds(ms: float) -> str:
+    return f"{ms / 1000:g}s"
+
+
+async def coverage_mean(connection: AsyncConnection, job_id: int) -> float | None:
+    """The mean coverage of the grounded answers (None when there are none)."""
+    q, a = questions.c, answers.c
+    value = await connection.scalar(
+        sa.select(sa.func.avg(a.coverage))
+        .select_from(questions.join(answers, sa.and_(a.question_id == q.id, LATEST_ANSWER)))
+        .where(q.job_id == job_id, a.grounded)
+    )
+    return None if value is None else float(value)
