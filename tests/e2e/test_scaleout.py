@@ -31,9 +31,10 @@ from pipeline.emulator.config import EmulatorConfig, ModelQuota
 from pipeline.emulator.testing import running_emulator
 from pipeline.job.spec import JobSpec
 from pipeline.store.engine import create_engine, migrate
-from pipeline.store.tables import answers, calls, questions
+from pipeline.store.tables import calls, questions
 from tests.support.databases import fetch_rows, postgres_database
 from tests.support.jobs import make_job
+from tests.support.ledger import assert_paid_once
 from tests.support.pgcluster import private_cluster
 
 pytestmark = pytest.mark.anyio
@@ -155,19 +156,7 @@ async def _check_exactly_once(url: str, n: int) -> list[float]:
     start times (epoch seconds), for the rate checks."""
     states = await fetch_rows(url, sa.select(questions.c.state))
     assert len(states) == n and {s for (s,) in states} == {"done"}
-    stored = (
-        await fetch_rows(
-            url, sa.select(sa.func.count(), sa.func.count(sa.distinct(answers.c.question_id)))
-        )
-    )[0]
-    assert tuple(stored) == (n, n)
-    paid = await fetch_rows(
-        url,
-        sa.select(calls.c.question_id, sa.func.count())
-        .where(calls.c.outcome == "ok")
-        .group_by(calls.c.question_id),
-    )
-    assert len(paid) == n and {k for _, k in paid} == {1}
+    await assert_paid_once(url, n)
     started = await fetch_rows(url, sa.select(calls.c.started_at).where(calls.c.outcome == "ok"))
     return sorted(t.timestamp() for (t,) in started)
 
