@@ -30,7 +30,6 @@ class ExitStatus(IntEnum):
 EXIT_OK = ExitStatus.OK
 EXIT_FAILED = ExitStatus.FAILED
 EXIT_USAGE = ExitStatus.USAGE
-EXIT_SOME_FAILED = ExitStatus.SOME_FAILED
 EXIT_INTERRUPTED = ExitStatus.INTERRUPTED
 
 EPILOG = """\

@@ -6,7 +6,7 @@ Batch mode sends the same ``GenerateContentRequest`` bodies as online calls, as 
 with one ``{"key": ..., "request": ...}`` per line, at half the token price (reference §7.1;
 https://ai.google.dev/gemini-api/docs/batch-mode). The steps, each one HTTP exchange here:
 
-1. :func:`~pipeline.gemini.batch_wire.write_parts`: the JSONL lines, split into parts under
+1. :class:`~pipeline.gemini.batch_wire.PartWriter`: the JSONL lines, split into parts under
    :data:`~pipeline.gemini.batch_wire.MAX_PART_BYTES` (the file limit is 2 GB, a third-party
    figure: reference §2.2 of batch-anchors.md); each part becomes one batch.
 2. :meth:`BatchClient.upload`: the Files API's resumable upload, as google-genai does it

@@ -2,7 +2,7 @@
 describes it, and the result file's lines. :mod:`pipeline.gemini.batch` carries them.
 
 * The input file: one ``{"key": ..., "request": ...}`` line per request
-  (:func:`request_line`), split by :class:`PartWriter` / :func:`write_parts` into parts under
+  (:func:`request_line`), split by :class:`PartWriter` into parts under
   :data:`MAX_PART_BYTES` and :data:`MAX_PART_REQUESTS` (the file limit is 2 GB, a third-party
   figure: reference §2.2 of batch-anchors.md); each part becomes one batch.
 * The batch: an Operation whose ``metadata`` is the batch (:func:`parse_batch` ->
@@ -17,7 +17,6 @@ describes it, and the result file's lines. :mod:`pipeline.gemini.batch` carries 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -102,7 +101,7 @@ def request_line(key: str, body: bytes) -> bytes:
 
 @dataclass(slots=True)
 class Part:
-    """One JSONL file written by :func:`write_parts`: its path, keys (in order) and size."""
+    """One JSONL file written by :class:`PartWriter`: its path, keys (in order) and size."""
 
     path: Path
     keys: list[str] = field(default_factory=list)
@@ -156,24 +155,6 @@ class PartWriter:
         if self._handle is not None:
             self._handle.close()
             self._handle = None
-
-
-def write_parts(
-    lines: Iterable[tuple[str, bytes]],
-    directory: Path,
-    *,
-    stem: str = "batch",
-    max_bytes: int = MAX_PART_BYTES,
-    max_requests: int = MAX_PART_REQUESTS,
-) -> list[Part]:
-    """All of ``lines`` through a :class:`PartWriter`; the parts written."""
-    writer = PartWriter(directory, stem=stem, max_bytes=max_bytes, max_requests=max_requests)
-    try:
-        for key, body in lines:
-            writer.add(key, body)
-    finally:
-        writer.close()
-    return writer.parts
 
 
 # --- the batch, as the API describes it -------------------------------------------------------
@@ -291,8 +272,3 @@ def status_error(status: dict[str, Any]) -> GeminiError:
     body = {"error": {"code": http, **{k: v for k, v in status.items() if k != "code"}}}
     body["error"].setdefault("message", "failed row")
     return classify_http_error(http, orjson.dumps(body))
-
-
-def iter_keys(parts: Iterable[Part]) -> Iterator[str]:
-    for part in parts:
-        yield from part.keys

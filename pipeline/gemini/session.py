@@ -9,7 +9,6 @@ version read from the installed package's metadata.
 from __future__ import annotations
 
 from importlib import metadata
-from types import TracebackType
 from typing import Self
 
 import aiohttp
@@ -51,10 +50,5 @@ class SessionOwner:
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self._session.close()

@@ -63,10 +63,6 @@ class RateLimiter:
     limiter earns no credit: when the next slot lies more than ``late_tolerance`` in the
     past, the schedule restarts at *now*, so a pause is never followed by a burst.
 
-    * ``set_rate(r)`` takes effect at once: slots already due are kept; waiters whose slot
-      is still ahead are re-spaced at ``1/r`` after the last due slot (a waiter woken on its
-      old slot re-checks and sleeps on). After an increase, waiters already asleep wake on
-      their old, later slots: never too early, at worst a few slots late.
     * A waiter that wakes more than ``late_tolerance`` after its slot (a stalled loop)
       re-anchors the schedule at its real time: overdue waiters do not leave in a bunch.
       Within the tolerance, a late caller keeps the schedule, so a busy loop still gets
@@ -79,8 +75,8 @@ class RateLimiter:
 
     Why not ``aiolimiter.AsyncLimiter``: its burst equals ``max_rate``; the no-burst form
     ``AsyncLimiter(1, 1/rate)`` works but costs a heap and a future per waiter, keeps no
-    FIFO order under contention, and has no ``set_rate`` (batch-anchors.md §5.1). A "next
-    allowed time" that each acquirer reserves is simpler and exact.
+    FIFO order under contention (batch-anchors.md §5.1). A "next allowed time" that each
+    acquirer reserves is simpler and exact.
 
     One instance per event loop; not shared across processes.
     """
@@ -92,7 +88,6 @@ class RateLimiter:
         "_interval",
         "_late_tolerance",
         "_next_n",
-        "_prev_t",
         "_rate",
         "_sleep",
         "_spin_below",
@@ -116,7 +111,6 @@ class RateLimiter:
         self._next_n = 0  # next ticket to hand out
         self._anchor_n = 0  # ticket whose slot is _anchor_t ...
         self._anchor_t = -math.inf  # ... (-inf: nothing scheduled yet)
-        self._prev_t = -math.inf  # slot of ticket _anchor_n - 1
 
     @property
     def rate(self) -> float:
@@ -129,7 +123,6 @@ class RateLimiter:
         return self._anchor_t + (n - self._anchor_n) * self._interval
 
     def _reanchor(self, n: int, at: float) -> None:
-        self._prev_t = self._slot(n - 1) if n > self._anchor_n else self._prev_t
         self._anchor_n = n
         self._anchor_t = at
 
@@ -147,33 +140,11 @@ class RateLimiter:
             wait = t - now
             await self._sleep(0 if wait < self._spin_below else wait)
             now = self._clock()
-            t = self._slot(n)  # set_rate may have moved it
+            t = self._slot(n)  # a late waiter may have re-anchored the schedule
             if t <= now:
                 break
         if now - t > self._late_tolerance and n >= self._anchor_n:
             self._reanchor(n, now)
-
-    def set_rate(self, rate: float) -> None:
-        """Change the rate now (see the class docstring for waiters already queued)."""
-        rate = _check_rate(rate)
-        if rate == self._rate:
-            return
-        now = self._clock()
-        new_interval = 1.0 / rate
-        # k = the first ticket whose slot is still ahead of now under the old schedule.
-        if self._anchor_t > now:
-            k = self._anchor_n
-        elif self._anchor_t == -math.inf:
-            k = self._next_n
-        else:
-            k = self._anchor_n + math.floor((now - self._anchor_t) / self._interval) + 1
-            k = min(k, self._next_n)
-        prev = self._slot(k - 1) if k > self._anchor_n else self._prev_t
-        self._prev_t = prev
-        self._anchor_n = k
-        self._anchor_t = max(prev + new_interval, now) if k < self._next_n else prev + new_interval
-        self._rate = rate
-        self._interval = new_interval
 
     async def __aenter__(self) -> None:
         await self.acquire()

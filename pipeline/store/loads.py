@@ -62,8 +62,3 @@ async def save_fingerprint(connection: AsyncConnection, job_id: int, print_: Fin
         await connection.execute(
             insert_ignoring_conflicts(connection, source_loads).values(job_id=job_id, **values)
         )
-
-
-async def forget_fingerprint(connection: AsyncConnection, job_id: int) -> None:
-    """Drop the job's fingerprint: its next load reads the file whatever it looks like."""
-    await connection.execute(source_loads.delete().where(source_loads.c.job_id == job_id))

@@ -69,7 +69,7 @@ class UtcDateTime(TypeDecorator[dt.datetime]):
 # predicate is spelled the same way in the index and in the queries (SQLite only uses a partial
 # index when the query's WHERE contains the index's terms as written).
 CLAIMABLE_STATES = ("pending", "retry_wait", "awaiting_structure", "running")
-CLAIMABLE_SQL = "state IN ('pending', 'retry_wait', 'awaiting_structure', 'running')"
+CLAIMABLE_SQL = f"state IN ({', '.join(repr(state) for state in CLAIMABLE_STATES)})"
 
 # BigInteger primary keys autoincrement on PostgreSQL; SQLite only does so for INTEGER.
 Id = BigInteger().with_variant(Integer(), "sqlite")
