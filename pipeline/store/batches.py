@@ -35,7 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.clock import utcnow
 from pipeline.job.states import WAITING_STATES, QuestionState
 from pipeline.links.rules import EXPIRED, PENDING
-from pipeline.store.queue import lease_due
+from pipeline.store.queue import due, lease_due
 from pipeline.store.reconnect import Database
 from pipeline.store.tables import (
     UtcDateTime,
@@ -114,13 +114,8 @@ async def get(connection: AsyncConnection, batch_id: int) -> BatchRow:
 def _claimable_for_call_1(job_id: int, now: dt.datetime) -> sa.ColumnElement[bool]:
     """Due questions without a stored answer (call 1 still to make)."""
     q = questions.c
-    waiting = sa.and_(
-        q.state.in_(WAITING_STATES),
-        sa.or_(q.next_attempt_at.is_(None), q.next_attempt_at <= now),
-    )
-    abandoned = sa.and_(q.state == QuestionState.RUNNING, q.lease_expires_at < now)
     no_answer = ~sa.exists().where(answers.c.question_id == q.id)
-    return sa.and_(q.job_id == job_id, sa.or_(waiting, abandoned), no_answer)
+    return sa.and_(q.job_id == job_id, due(now), no_answer)
 
 
 def _claimable_for_call_2(job_id: int, now: dt.datetime) -> sa.ColumnElement[bool]:

@@ -43,8 +43,15 @@ from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
 
 @dataclass(frozen=True, slots=True)
 class ClaimedQuestion:
-    id: int
-    qid: str
+    """A question leased to a run, with what its next call needs.
+
+    Two ids: ``id`` is the ``questions`` table's row key, the one every other table refers to
+    (as ``question_id``: answers, sources, the ledger, a state change); ``qid`` is the user's
+    own id from the input, the one a question is keyed by for loading, export and ``show``.
+    """
+
+    id: int  # questions.id: the row key (question_id elsewhere)
+    qid: str  # the input's own id
     text: str
     attempts: int
     structure_attempts: int = 0
@@ -76,16 +83,22 @@ async def find_job(connection: AsyncConnection, name: str) -> int | None:
     return None if job_id is None else int(job_id)
 
 
-def _claimable(job_id: int, now: dt.datetime) -> sa.ColumnElement[bool]:
+def due(now: dt.datetime) -> sa.ColumnElement[bool]:
+    """Questions a claim may take at ``now``: waiting and due, or running under a lease that
+    expired (its run died)."""
     q = questions.c
     waiting = sa.and_(
         q.state.in_(WAITING_STATES),
         sa.or_(q.next_attempt_at.is_(None), q.next_attempt_at <= now),
     )
     abandoned = sa.and_(q.state == QuestionState.RUNNING, q.lease_expires_at < now)
+    return sa.or_(waiting, abandoned)
+
+
+def _claimable(job_id: int, now: dt.datetime) -> sa.ColumnElement[bool]:
     # The partial index's own predicate, spelled as in the index: the claim walks only the
     # unfinished rows, in id order, whatever share of the job is done.
-    return sa.and_(q.job_id == job_id, sa.text(CLAIMABLE_SQL), sa.or_(waiting, abandoned))
+    return sa.and_(questions.c.job_id == job_id, sa.text(CLAIMABLE_SQL), due(now))
 
 
 def lease_due(
@@ -208,9 +221,15 @@ async def release(connection: AsyncConnection, owner: str, ids: Iterable[int]) -
     if not ids:
         return
     q = questions.c
-    await connection.execute(
+    await connection.execute(_released(q.id.in_(ids), q.lease_owner == owner))
+
+
+def _released(*where: sa.ColumnElement[bool]) -> sa.Update:
+    """Running questions (of ``where``) back to the queue, leases dropped, no attempt spent."""
+    q = questions.c
+    return (
         questions.update()
-        .where(q.id.in_(ids), q.lease_owner == owner, q.state == QuestionState.RUNNING)
+        .where(q.state == QuestionState.RUNNING, *where)
         .values(
             state=_waiting_state(),
             lease_owner=None,
@@ -245,16 +264,7 @@ async def release_dead_owners(
             dead.append(owner)
     if not dead:
         return 0
-    result = await connection.execute(
-        questions.update()
-        .where(q.job_id == job_id, q.state == QuestionState.RUNNING, q.lease_owner.in_(dead))
-        .values(
-            state=_waiting_state(),
-            lease_owner=None,
-            lease_expires_at=None,
-            updated_at=utcnow(),
-        )
-    )
+    result = await connection.execute(_released(q.job_id == job_id, q.lease_owner.in_(dead)))
     return result.rowcount
 
 
