@@ -42,10 +42,9 @@ from pipeline.exit_codes import (
 from pipeline.gemini.endpoint import ConfigurationError
 from pipeline.job.calls import CallPlan, plan_calls
 from pipeline.job.spec import JobSpec
-from pipeline.job.states import QuestionState
+from pipeline.job.states import QuestionState, SourceState
 from pipeline.limits import JobLimits
 from pipeline.links.resolver import Resolver
-from pipeline.links.rules import PENDING as PENDING_SOURCE
 from pipeline.online.leases import default_owner
 from pipeline.online.runner import OnlineRunner
 from pipeline.results.status import (
@@ -161,7 +160,7 @@ async def _nothing_to_do(
     """Every question is finished: no call is made; redirects an earlier run left pending are
     resolved, and the job's status closes the run."""
     say(f"nothing to do: all {before.total} questions are finished; 0 calls made")
-    if spec.resolver.enabled and before.sources.get(PENDING_SOURCE):
+    if spec.resolver.enabled and before.sources.get(SourceState.PENDING):
         await resolve_pending(engine, spec, job_id)  # what an earlier run left
         before = await _read_status(engine, spec, job_id)
     say(render_status(before))

@@ -1,12 +1,13 @@
-"""The states a question takes, as stored.
+"""The states a question and a source take, as stored.
 
-A :class:`~enum.StrEnum`: a member *is* its string, so it goes into SQL, JSON and log lines as
-it is, and a value read from the database compares equal to its member. (The error classes,
-the same kind of enum, live with the errors: :class:`pipeline.errors.ErrorClass`.)
+Each a :class:`~enum.StrEnum`: a member *is* its string, so it goes into SQL, JSON and log
+lines as it is, and a value read from the database compares equal to its member. (The error
+classes, the same kind of enum, live with the errors: :class:`pipeline.errors.ErrorClass`.)
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -38,3 +39,26 @@ WAITING_STATES = (
     QuestionState.RETRY_WAIT,
     QuestionState.AWAITING_STRUCTURE,
 )
+
+
+class SourceState(StrEnum):
+    """Where a source's redirect stands (``sources.resolve_status``; see :mod:`pipeline.links`)."""
+
+    PENDING = "pending"  # a redirect waiting to be resolved
+    RESOLVED = "resolved"  # destination read from the redirect's Location
+    DIRECT = "direct"  # the URI is its own destination
+    EXPIRED = "expired"  # the redirect answered 404/410: too late
+    FORBIDDEN = "forbidden"  # the redirect answered 403 (retried once later)
+    FAILED = "failed"  # timeouts, 5xx or no Location, after retries
+    REJECTED = "rejected"  # the URI or destination is not acceptable (reason kept)
+    NO_URI = "no_uri"  # the chunk carried no URI (empty {} chunks)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What is known of a source's redirect: its state, where it leads, and why (when it is
+    not usable)."""
+
+    status: str
+    destination: str | None = None
+    reason: str | None = None

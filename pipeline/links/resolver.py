@@ -39,9 +39,10 @@ from pipeline.clock import utcnow
 from pipeline.errors import ErrorClass, RetryableError
 from pipeline.gemini.session import SessionOwner
 from pipeline.job.sections import ResolverSection
+from pipeline.job.states import SourceState, Verdict
 from pipeline.limits import Backoff, RateLimiter, RetryPolicy
 from pipeline.links import rules as redirects
-from pipeline.links.rules import AllowList, Verdict
+from pipeline.links.rules import AllowList
 from pipeline.run.commit_window import batches
 from pipeline.store import resolution
 from pipeline.store.reconnect import Database
@@ -107,7 +108,7 @@ class RedirectClient(SessionOwner):
             reason = outcome.verdict.reason or "transient failure"
             decision = self._policy.decide(LookupFailed(reason), attempts, RESOLVE)
             if not decision.retry or decision.state is None:
-                state = decision.state or redirects.FAILED
+                state = decision.state or SourceState.FAILED
                 return LookupResult(Verdict(state, None, reason), outcome.http_status)
             await anyio.sleep(decision.delay_s)
 
@@ -115,7 +116,7 @@ class RedirectClient(SessionOwner):
         url = uri
         for _hop in range(MAX_HOPS):
             if not self._allow.allows(url):  # checked again before every request
-                return LookupResult(Verdict(redirects.REJECTED, url, "host is not allow-listed"))
+                return LookupResult(Verdict(SourceState.REJECTED, url, "host is not allow-listed"))
             try:
                 status, location = await self._ask(url)
             except TimeoutError:
@@ -123,14 +124,14 @@ class RedirectClient(SessionOwner):
             except aiohttp.ClientError as exc:
                 return LookupResult(Verdict(_TRANSIENT, None, f"{type(exc).__name__}: {exc}"))
             if status in (404, 410):
-                return LookupResult(Verdict(redirects.EXPIRED, None, f"HTTP {status}"), status)
+                return LookupResult(Verdict(SourceState.EXPIRED, None, f"HTTP {status}"), status)
             if status == 403:
-                return LookupResult(Verdict(redirects.FORBIDDEN, None, "HTTP 403"), status)
+                return LookupResult(Verdict(SourceState.FORBIDDEN, None, "HTTP 403"), status)
             if status >= 500 or status in (408, 429):
                 return LookupResult(Verdict(_TRANSIENT, None, f"HTTP {status}"), status)
             if not 300 <= status < 400 or location is None:
                 return LookupResult(
-                    Verdict(redirects.FAILED, None, f"HTTP {status} without a redirect"), status
+                    Verdict(SourceState.FAILED, None, f"HTTP {status} without a redirect"), status
                 )
             target = redirects.resolve_location(location, url)
             if self._allow.allows(target):
@@ -139,10 +140,11 @@ class RedirectClient(SessionOwner):
             problem = redirects.check_destination(target)
             if problem is not None:
                 return LookupResult(
-                    Verdict(redirects.REJECTED, target[: redirects.MAX_URL_CHARS], problem), status
+                    Verdict(SourceState.REJECTED, target[: redirects.MAX_URL_CHARS], problem),
+                    status,
                 )
-            return LookupResult(Verdict(redirects.RESOLVED, target), status)
-        return LookupResult(Verdict(redirects.FAILED, None, f"more than {MAX_HOPS} redirects"))
+            return LookupResult(Verdict(SourceState.RESOLVED, target), status)
+        return LookupResult(Verdict(SourceState.FAILED, None, f"more than {MAX_HOPS} redirects"))
 
     async def _ask(self, url: str) -> tuple[int, str | None]:
         await self._limiter.acquire()
@@ -172,7 +174,7 @@ def resolver_policy(backoff: Backoff | None = None) -> RetryPolicy:
     return RetryPolicy(
         max_attempts=TRANSIENT_RETRIES + 1,
         backoff=backoff or Backoff(base_s=RETRY_BASE_S, cap_s=RETRY_CAP_S),
-        failed_state=redirects.FAILED,
+        failed_state=SourceState.FAILED,
     )
 
 

@@ -17,22 +17,13 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
-from dataclasses import dataclass
 from urllib.parse import SplitResult, urljoin, urlsplit
+
+from pipeline.job.states import SourceState, Verdict
 
 MAX_URL_CHARS = 4096  # a destination longer than this is rejected, not truncated
 DEFAULT_PORTS = {"http": 80, "https": 443}
 DIRECT_SCHEMES = frozenset({"http", "https", "gs"})
-
-# Resolve statuses stored in sources.resolve_status.
-PENDING = "pending"  # a redirect waiting to be resolved
-RESOLVED = "resolved"  # destination read from the redirect's Location
-DIRECT = "direct"  # the URI is its own destination
-EXPIRED = "expired"  # the redirect answered 404/410: too late
-FORBIDDEN = "forbidden"  # the redirect answered 403 (retried once later)
-FAILED = "failed"  # timeouts, 5xx or no Location, after retries
-REJECTED = "rejected"  # the URI or destination is not acceptable (reason kept)
-NO_URI = "no_uri"  # the chunk carried no URI (empty {} chunks)
 
 
 class AllowList:
@@ -57,30 +48,21 @@ class AllowList:
         return host in self._entries and port == DEFAULT_PORTS[parts.scheme]
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """What is known about a source before any request: its status and destination."""
-
-    status: str
-    destination: str | None = None
-    reason: str | None = None
-
-
 def initial_verdict(uri: str | None, allow: AllowList) -> Verdict:
     """Classify a freshly stored source's URI."""
     if not uri:
-        return Verdict(NO_URI)
+        return Verdict(SourceState.NO_URI)
     if allow.allows(uri):
-        return Verdict(PENDING)
+        return Verdict(SourceState.PENDING)
     parts = _split(uri)
     if parts is None or parts.scheme not in DIRECT_SCHEMES:
-        return Verdict(REJECTED, uri[:MAX_URL_CHARS], "not an http(s) or gs:// URI")
+        return Verdict(SourceState.REJECTED, uri[:MAX_URL_CHARS], "not an http(s) or gs:// URI")
     if parts.scheme == "gs":
-        return Verdict(DIRECT, uri)
+        return Verdict(SourceState.DIRECT, uri)
     reason = destination_problem(parts, uri)
     if reason is not None:
-        return Verdict(REJECTED, uri[:MAX_URL_CHARS], reason)
-    return Verdict(DIRECT, uri)
+        return Verdict(SourceState.REJECTED, uri[:MAX_URL_CHARS], reason)
+    return Verdict(SourceState.DIRECT, uri)
 
 
 def resolve_location(location: str, base: str) -> str:

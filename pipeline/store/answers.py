@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.gemini.wire import GenerateContentResponse
 from pipeline.grounding import GroundedAnswer, Source
 from pipeline.grounding.version_diff import SourceFacts, compare
-from pipeline.links.rules import PENDING, Verdict
+from pipeline.job.states import SourceState, Verdict
 from pipeline.store.tables import answers, sources, supports
 from pipeline.store.upsert import insert_ignoring_conflicts
 from pipeline.store.versions import clear_reask, latest_answers, supersede
@@ -96,7 +96,7 @@ async def persist_answers(
         answer_id = stored.answer_ids[record.question_id]
         for source, verdict in zip(record.answer.sources, verdicts[id(record)], strict=True):
             source_rows.append(_source_row(answer_id, source, verdict))
-            if verdict.status == PENDING and source.uri is not None:
+            if verdict.status == SourceState.PENDING and source.uri is not None:
                 stored.pending_sources.append((answer_id, source.index, source.uri))
         support_rows.extend(_support_rows(answer_id, record.answer))
     if source_rows:
@@ -108,7 +108,9 @@ async def persist_answers(
 
 def _facts(found: Sequence[Source], verdicts: Sequence[Verdict]) -> list[SourceFacts]:
     return [
-        SourceFacts(s.kind, s.title, s.domain, v.destination, pending=v.status == PENDING)
+        SourceFacts(
+            s.kind, s.title, s.domain, v.destination, pending=v.status == SourceState.PENDING
+        )
         for s, v in zip(found, verdicts, strict=True)
     ]
 

@@ -5,7 +5,7 @@ copied from each poll::
 
     preparing --file uploaded--> uploaded --create answered--> submitted
         --SUCCEEDED--> downloading --every line stored--> done
-        --FAILED / EXPIRED / CANCELLED--> done (its questions back in the queue)
+        --FAILED / SourceState.EXPIRED / CANCELLED--> done (its questions back in the queue)
 
 The rules that make a batch paid for once:
 
@@ -33,8 +33,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.clock import utcnow
-from pipeline.job.states import WAITING_STATES, QuestionState
-from pipeline.links.rules import EXPIRED, PENDING
+from pipeline.job.states import WAITING_STATES, QuestionState, SourceState
 from pipeline.store.queue import due, lease_due
 from pipeline.store.reconnect import Database
 from pipeline.store.tables import (
@@ -424,14 +423,14 @@ async def link_ages(connection: AsyncConnection, batch: BatchRow) -> LinkAges:
         .where(
             batch_items.c.batch_id == batch.id,
             s.resolve_attempts > 0,
-            s.resolve_status != PENDING,
+            s.resolve_status != SourceState.PENDING,
         )
     )
     ages: list[float] = []
     expired = resolved = 0
     for status, resolved_at in rows:
         resolved += 1
-        if status == EXPIRED:
+        if status == SourceState.EXPIRED:
             expired += 1
         if resolved_at is not None and batch.submitted_at is not None:
             ages.append((resolved_at - batch.submitted_at).total_seconds())

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.links import rules as redirects
-from pipeline.links.rules import Verdict
+from pipeline.job.states import SourceState, Verdict
 from pipeline.store.reconnect import Database
 from pipeline.store.tables import answers, questions, sources
 from pipeline.store.versions import LATEST_ANSWER, note_destination_changes
@@ -105,9 +104,9 @@ async def pending_lookups(
     after = 0
     while True:
         condition = sa.or_(
-            s.resolve_status == redirects.PENDING,
+            s.resolve_status == SourceState.PENDING,
             sa.and_(
-                s.resolve_status == redirects.FORBIDDEN,
+                s.resolve_status == SourceState.FORBIDDEN,
                 s.resolve_attempts < forbidden_attempts,
             ),
         )

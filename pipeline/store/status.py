@@ -20,14 +20,13 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.job.states import QuestionState
-from pipeline.links import rules as redirects
+from pipeline.job.states import QuestionState, SourceState
 from pipeline.store.tables import answers, questions, sources, structured
 from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
 
 NO_CLASS = "(no class)"  # how questions without a class are listed
 UNEXPLAINED = "(no reason recorded)"
-PROBLEM_SOURCE_STATUSES = (redirects.REJECTED, redirects.FAILED, redirects.EXPIRED)
+PROBLEM_SOURCE_STATUSES = (SourceState.REJECTED, SourceState.FAILED, SourceState.EXPIRED)
 
 
 async def state_counts(connection: AsyncConnection, job_id: int) -> dict[str, int]:

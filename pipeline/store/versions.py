@@ -18,8 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.clock import utcnow
 from pipeline.grounding.version_diff import DESTINATIONS, SourceFacts, destination_set, with_aspect
-from pipeline.job.states import QuestionState
-from pipeline.links import rules as redirects
+from pipeline.job.states import QuestionState, SourceState
 from pipeline.store.tables import answers, questions, sources, structured
 
 LATEST_ANSWER = answers.c.superseded_at.is_(None)
@@ -79,7 +78,7 @@ def _facts(row: Any) -> SourceFacts:
         title=row.title,
         domain=row.domain,
         destination=row.destination,
-        pending=row.resolve_status == redirects.PENDING,
+        pending=row.resolve_status == SourceState.PENDING,
     )
 
 

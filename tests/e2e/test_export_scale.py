@@ -24,7 +24,7 @@ from pipeline.gemini.wire import decode_response
 from pipeline.grounding import ground_answer
 from pipeline.intake.loader import load_questions
 from pipeline.job.spec import JobSpec, load_jobspec
-from pipeline.links.rules import Verdict
+from pipeline.job.states import Verdict
 from pipeline.store import queue
 from pipeline.store.answers import AnswerRecord, persist_answers
 from pipeline.store.engine import create_engine, migrate

@@ -16,6 +16,7 @@ from pipeline.emulator.clock import FakeClock, ProcessTimeClock
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.job.sections import ResolverSection
+from pipeline.job.states import SourceState
 from pipeline.limits import Backoff
 from pipeline.links import rules as redirects
 from pipeline.links.resolver import RedirectClient, resolver_policy
@@ -45,22 +46,22 @@ def test_allow_list_matches_host_and_port() -> None:
 @pytest.mark.parametrize(
     ("uri", "status"),
     [
-        ("https://vertexaisearch.cloud.google.com/grounding-api-redirect/x", redirects.PENDING),
-        ("https://berkshirehathaway.com", redirects.DIRECT),
-        ("https://maps.google.com/?cid=123", redirects.DIRECT),
-        ("gs://bucket/docs/a.pdf", redirects.DIRECT),
-        (None, redirects.NO_URI),
-        ("", redirects.NO_URI),
-        ("javascript:alert(1)", redirects.REJECTED),
-        ("http://169.254.169.254/latest/meta-data", redirects.REJECTED),
-        ("https://user:pw@example.com/", redirects.REJECTED),
+        ("https://vertexaisearch.cloud.google.com/grounding-api-redirect/x", SourceState.PENDING),
+        ("https://berkshirehathaway.com", SourceState.DIRECT),
+        ("https://maps.google.com/?cid=123", SourceState.DIRECT),
+        ("gs://bucket/docs/a.pdf", SourceState.DIRECT),
+        (None, SourceState.NO_URI),
+        ("", SourceState.NO_URI),
+        ("javascript:alert(1)", SourceState.REJECTED),
+        ("http://169.254.169.254/latest/meta-data", SourceState.REJECTED),
+        ("https://user:pw@example.com/", SourceState.REJECTED),
     ],
 )
 def test_initial_verdicts(uri: str | None, status: str) -> None:
     allow = AllowList(["vertexaisearch.cloud.google.com"])
     verdict = initial_verdict(uri, allow)
     assert verdict.status == status
-    if status == redirects.REJECTED:
+    if status == SourceState.REJECTED:
         assert verdict.destination == uri and verdict.reason
 
 
@@ -178,12 +179,12 @@ async def test_hostile_locations_are_stored_as_given_and_never_contacted() -> No
             async with RedirectClient(_settings(host), allow) as client:
                 for name, location in hostile.items():
                     outcome = await client.resolve(f"http://{host}/r/{name}")
-                    assert outcome.verdict.status == redirects.REJECTED, name
+                    assert outcome.verdict.status == SourceState.REJECTED, name
                     assert outcome.verdict.destination == location
                     assert outcome.verdict.reason
                 # A source on a host that is not allow-listed is never requested at all.
                 outcome = await client.resolve(f"http://127.0.0.1:{listener.port}/x")
-                assert outcome.verdict.status == redirects.REJECTED
+                assert outcome.verdict.status == SourceState.REJECTED
         assert listener.connections == 0
 
 
@@ -206,14 +207,14 @@ async def test_walk_outcomes() -> None:
         async with RedirectClient(_settings(host), allow, policy=fast) as client:
             ok = await client.resolve(f"http://{host}/r/ok")
             assert (ok.verdict.status, ok.verdict.destination) == (
-                redirects.RESOLVED,
+                SourceState.RESOLVED,
                 "https://www.example.org/article?id=1",
             )
             assert ok.http_status == 302
             relative = await client.resolve(f"http://{host}/r/relative")
             assert relative.verdict.destination == "https://www.example.org/article?id=1"
             too_deep = await client.resolve(f"http://{host}/r/hop1")
-            assert too_deep.verdict.status == redirects.FAILED
+            assert too_deep.verdict.status == SourceState.FAILED
             via_get = await client.resolve(f"http://{host}/head405/get")
             assert via_get.verdict.destination == "https://www.example.org/after-get"
             assert (await client.resolve(f"http://{host}/gone")).verdict.status == "expired"
@@ -275,8 +276,8 @@ async def test_every_redirect_resolves_before_a_5s_ttl(
         assert await run_command(spec) == 0
         redirect_hits = emu.stats()["redirects"]["by_outcome"]
     statuses = await _statuses(spec.database_url)
-    assert statuses.get(redirects.RESOLVED, 0) > 300
-    assert set(statuses) <= {redirects.RESOLVED, redirects.NO_URI}
+    assert statuses.get(SourceState.RESOLVED, 0) > 300
+    assert set(statuses) <= {SourceState.RESOLVED, SourceState.NO_URI}
     assert redirect_hits.get("expired", 0) == 0
     capsys.readouterr()
     assert await status_command(spec, as_json=False) == 0
@@ -292,12 +293,12 @@ async def test_resolving_after_the_ttl_finds_every_redirect_expired(tmp_path: Pa
         )
         assert await run_command(spec) == 0
         pending = await _statuses(spec.database_url)
-        assert pending.get(redirects.PENDING, 0) > 30
+        assert pending.get(SourceState.PENDING, 0) > 30
         clock.advance(1.5)
         assert await resolve_command(spec) == 0
     statuses = await _statuses(spec.database_url)
-    assert statuses.get(redirects.EXPIRED) == pending[redirects.PENDING]
-    assert set(statuses) <= {redirects.EXPIRED, redirects.NO_URI}
+    assert statuses.get(SourceState.EXPIRED) == pending[SourceState.PENDING]
+    assert set(statuses) <= {SourceState.EXPIRED, SourceState.NO_URI}
 
 
 @pytest.mark.usefixtures("emulator_key")
@@ -307,9 +308,9 @@ async def test_a_run_with_nothing_to_ask_still_resolves_what_was_left(tmp_path: 
             tmp_path, base_url=emu.base_url, n_questions=10, overrides=["resolver.enabled=false"]
         )
         assert await run_command(spec) == 0
-        assert (await _statuses(spec.database_url)).get(redirects.PENDING, 0) > 10
+        assert (await _statuses(spec.database_url)).get(SourceState.PENDING, 0) > 10
         calls = emu.stats()["requests"]["by_kind"]["developer"]
         again = make_job(tmp_path, base_url=emu.base_url, n_questions=10)
         assert await run_command(again) == 0
         assert emu.stats()["requests"]["by_kind"]["developer"] == calls  # nothing re-asked
-    assert set(await _statuses(spec.database_url)) <= {redirects.RESOLVED, redirects.NO_URI}
+    assert set(await _statuses(spec.database_url)) <= {SourceState.RESOLVED, SourceState.NO_URI}
