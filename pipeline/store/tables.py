@@ -172,7 +172,7 @@ sources = Table(
     Column("file_search_store", Text),  # File Search retrievedContext (0005_chunk_fields)
     Column("custom_metadata", JSON),  # File Search document metadata, as sent
     Column("destination", Text),
-    # pipeline.job.states.SourceState: pending resolved direct expired forbidden failed rejected no_uri
+    # job.states.SourceState: pending resolved direct expired forbidden failed rejected no_uri
     Column("resolve_status", String(20), nullable=False),
     Column("resolve_http_status", Integer),
     Column("resolve_error", Text),
