@@ -25,6 +25,7 @@ from pipeline.results.status import (
 from pipeline.store import queue
 from pipeline.store.engine import create_engine
 from pipeline.store.status import class_stats
+from pipeline.store.urls import async_url
 from pipeline.watch.terminal import printable
 
 if TYPE_CHECKING:
@@ -170,10 +171,10 @@ async def _export_to_table(
 
     assert options.to is not None
     try:
-        url = export.async_url(options.to)
+        url = async_url(options.to)
         table = export.results_table(options.table or "")
-    except export.TargetError as exc:
-        complain(str(exc))
+    except ValueError as exc:  # export.TargetError is one too
+        complain(str(exc) if isinstance(exc, export.TargetError) else f"--to: {exc}")
         return EXIT_FAILED
     target = create_engine(url)
     try:

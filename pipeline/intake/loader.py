@@ -40,6 +40,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from pipeline.job.sections import SourceSection
 from pipeline.store import queue
 from pipeline.store.loads import Fingerprint, save_fingerprint, stored_fingerprint
+from pipeline.store.urls import async_url
 
 CHUNK_ROWS = 1_000  # rows per insert; bounds memory and statement size
 MAX_ID_LENGTH = 512  # characters, the column's width
@@ -211,8 +212,6 @@ async def read_query_rows(source: SourceSection) -> AsyncIterator[Row]:
     """Yield validated rows from ``source.query`` on ``source.url``, streamed in partitions."""
     from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
     from sqlalchemy.ext.asyncio import create_async_engine
-
-    from pipeline.results.export import async_url
 
     try:
         engine = create_async_engine(async_url(source.url))

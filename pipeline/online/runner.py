@@ -141,6 +141,11 @@ class OnlineRunner:
         return self.ctx.summary
 
     @property
+    def sending_rate(self) -> float | None:
+        """Requests a second the job's processes send at now; None before the run starts."""
+        return None if self.caller is None else self.caller.sending_rate
+
+    @property
     def owner(self) -> str:
         return self.limits.owner
 

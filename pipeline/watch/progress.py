@@ -16,22 +16,34 @@ import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
 from pipeline.job.states import TERMINAL_STATES
+from pipeline.run.summary import RunSummary
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from pipeline.online.runner import OnlineRunner
     from pipeline.watch.metrics import RunMetrics
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PROGRESS_INTERVAL_S = 60.0  # between progress records off a terminal
 TTY_REFRESH_S = 0.5  # between redraws of the bar
+
+
+class Watched(Protocol):
+    """What the progress display reads of a run."""
+
+    @property
+    def summary(self) -> RunSummary: ...
+
+    @property
+    def sending_rate(self) -> float | None:
+        """Requests a second the job is sent at now; None before the first call."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +108,7 @@ class Snapshot:
 
 
 def snapshot(
-    runner: OnlineRunner,
+    runner: Watched,
     *,
     total: int,
     finished_before: int,
@@ -113,7 +125,7 @@ def snapshot(
         throttled=summary.throttled,
         spend_usd=spent_before + Decimal(summary.cost_micro_usd) / 1_000_000,
         elapsed_s=elapsed_s,
-        rate=None if runner.caller is None else runner.caller.sending_rate,
+        rate=runner.sending_rate,
     )
 
 
@@ -180,7 +192,7 @@ def log_progress(snap: Snapshot) -> None:
 
 
 async def watch(
-    runner: OnlineRunner,
+    runner: Watched,
     options: WatchOptions,
     *,
     total: int,

@@ -6,7 +6,7 @@ Public surface:
 * :func:`to_record`, :func:`grounded_answer`, :func:`destinations` -- a stored question as an
   export record, as a :class:`pipeline.grounding.GroundedAnswer`, and its resolved links;
 * the writers: :class:`JsonlWriter`, :class:`CsvWriter`, :class:`ParquetWriter`,
-  :class:`TableWriter` (with :func:`results_table`, :func:`async_url`);
+  :class:`TableWriter` (with :func:`results_table`);
 * :data:`FORMATS`, :data:`LONG_KINDS`, :data:`FIELDS`; :class:`ParquetUnavailable`,
   :class:`TargetError`.
 """
@@ -27,7 +27,7 @@ from pipeline.results.export.records import (
     grounded_answer,
     to_record,
 )
-from pipeline.results.export.table import TableWriter, TargetError, async_url, results_table
+from pipeline.results.export.table import TableWriter, TargetError, results_table
 from pipeline.results.export.writers import LONG_KINDS, CsvWriter, JsonlWriter
 from pipeline.store.records import BATCH_QUESTIONS, Filters, read_batches
 
@@ -45,7 +45,6 @@ __all__ = [
     "ParquetWriter",
     "TableWriter",
     "TargetError",
-    "async_url",
     "destinations",
     "export_job",
     "grounded_answer",

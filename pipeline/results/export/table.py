@@ -14,7 +14,6 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.results.export.records import (
@@ -30,19 +29,6 @@ _LONG_TEXT = {"question", "answer", "last_error"}
 
 class TargetError(ValueError):
     """A ``--to`` URL or ``--table`` name that cannot be used."""
-
-
-def async_url(url: str) -> str:
-    """``url`` with an async driver named for the two backends the project ships drivers for."""
-    try:
-        parsed = make_url(url)
-    except sa.exc.ArgumentError:
-        raise TargetError(f"--to: {url!r} is not a database URL") from None
-    if parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
-        parsed = parsed.set(drivername="postgresql+asyncpg")
-    elif parsed.drivername in ("sqlite", "sqlite+pysqlite"):
-        parsed = parsed.set(drivername="sqlite+aiosqlite")
-    return parsed.render_as_string(hide_password=False)
 
 
 def _column(name: str) -> sa.Column[Any]:
