@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import aiohttp
+import anyio
 import orjson
 import pytest
 
@@ -18,6 +19,7 @@ from pipeline.gemini.request import GroundedRequestBuilder, grounding_tool
 from pipeline.gemini.storage import CHUNK_GRANULARITY, StorageClient, file_md5
 from pipeline.gemini.vertex_batch import VertexBatchClient
 from pipeline.gemini.wire import decode_response
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -146,20 +148,21 @@ async def test_a_rerun_finds_the_same_bytes_and_does_not_upload_again(tmp_path: 
 
 
 async def test_a_large_part_goes_resumable_and_survives_broken_chunks(tmp_path: Path) -> None:
-    config = EmulatorConfig(seed=5, storage_chunk_503_share=0.5)
+    config = EmulatorConfig(seed=5, storage_chunk_503_share=0.4)
     with running_emulator(config) as emu:
         data = _parts(tmp_path, 200)[0].path.read_bytes() * 40  # about 2 MB: 8 chunks or more
         assert len(data) > 6 * CHUNK_GRANULARITY
         path = tmp_path / "big.jsonl"
         path.write_bytes(data)
-        async with _client(emu, chunk_bytes=CHUNK_GRANULARITY, multipart_max_bytes=1024) as c:
+        chunk = 2 * CHUNK_GRANULARITY  # a broken chunk keeps half: one granularity
+        async with _client(emu, chunk_bytes=chunk, multipart_max_bytes=1024) as c:
             stored = await c.upload_object(path, vw.parse_gs_uri(f"{GCS_IN}/big.jsonl"))
             assert stored.uploaded and stored.size == len(data)
             lines = [line async for line in c.storage.download_lines("ground-test", "in/big.jsonl")]
         assert b"\n".join(lines) + b"\n" == data
         storage = emu.stats()["storage"]
         assert storage["uploads_started"] == 1 and storage["objects_uploaded"] == 1
-        assert storage["upload_chunks"] > len(data) // CHUNK_GRANULARITY
+        assert storage["upload_chunks"] > len(data) // chunk
         assert storage.get("chunk_503", 0) >= 1
 
 
@@ -260,3 +263,39 @@ async def test_a_service_account_whose_token_uri_is_the_emulator(tmp_path: Path)
             job = await client.get((await client.create(MODEL, uri, display_name="sa")).name)
             assert len(await _results(client, job)) == 3
         assert emu.stats()["tokens_issued"] == 1
+
+
+async def _held(emu: object, service: str, stage: str) -> None:
+    """Wait (off the event loop) until the emulator holds a request at ``stage``."""
+
+    def arrived() -> int:
+        return emu.stats()[service].get(f"held_{stage}", 0)  # type: ignore[attr-defined]
+
+    await anyio.to_thread.run_sync(lambda: wait_until(arrived, f"a request held at {stage}"))
+
+
+async def test_answers_lost_after_upload_and_create_are_found_not_redone(tmp_path: Path) -> None:
+    with running_emulator(EmulatorConfig(batch_delay_s=60.0)) as emu:
+        part = _parts(tmp_path, 5)[0]
+        async with _client(emu) as client:
+            emu.hold_vertex_batch("upload")  # the object is stored, its answer never comes
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: client.upload(part.path, display_name="lost"))
+                await _held(emu, "storage", "upload")
+                tg.cancel_scope.cancel()
+            emu.release_vertex_batch("upload")
+            uri = await client.upload(part.path, display_name="lost")  # found: same MD5
+            emu.hold_vertex_batch("create")  # the job exists, its name never comes
+            labels = {"ground-job": "3", "ground-batch": "7"}
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: client.create(MODEL, uri, display_name="lost", labels=labels))
+                await _held(emu, "prediction", "create")
+                tg.cancel_scope.cancel()
+            emu.release_vertex_batch("create")
+            found = await client.find("lost")
+            assert found is not None and found.labels == labels
+            assert [j.name for j in await client.find_by_label("ground-batch", "7")] == [found.name]
+            assert await client.find_by_label("ground-batch", "8") == []
+        stats = emu.stats()
+        assert stats["storage"]["objects_uploaded"] == 1
+        assert stats["prediction"]["prediction_jobs_created"] == 1
