@@ -19,9 +19,10 @@ https://cloud.google.com/storage/docs/performing-resumable-uploads):
   ``DELETE /storage/v1/b/{bucket}/o/{object}``.
 
 Buckets spring into being on first write. Objects are bytes, or *generated* (a prediction
-job's output, :mod:`pipeline.emulator.prediction`): those are made line by line as they are
-read; their ``size`` and ``md5Hash`` come from one generating pass the first time they are
-asked for. ``crc32c`` is not sent (no checksum library here).
+job's output, :mod:`pipeline.emulator.prediction`): those are made line by line, once, the
+first time anything asks for them (a listing, a get, a download), into a temporary file that
+gives their ``size`` and ``md5Hash`` and serves every download, so memory stays flat in their
+size. ``crc32c`` is not sent (no checksum library here).
 
 Faults: ``storage_chunk_503_share`` of resumable chunks keep half of what they carried and
 answer 503, so a client has to ask how much arrived and go on from there. Tests can hold a
@@ -36,10 +37,11 @@ import base64
 import datetime as dt
 import hashlib
 import re
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 from urllib.parse import quote
 
 import orjson
@@ -106,19 +108,23 @@ class _Object:
     size: int | None = None
     md5: str | None = None
     lines: int | None = None  # a generated object's line count (where a download is held)
+    spool: IO[bytes] | None = None  # a generated object, made once
 
     def measure(self) -> None:
-        """Size and MD5 of a generated object (one generating pass, remembered)."""
+        """Size and MD5; a generated object is made here, once, into its spool file."""
         if self.size is not None:
             return
         if self.data is not None:
             self.size, self.md5 = len(self.data), _md5(self.data)
             return
         assert self.source is not None
+        spool = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the object
         digest, size = hashlib.md5(usedforsecurity=False), 0
         for line in self.source():
+            spool.write(line)
             digest.update(line)
             size += len(line)
+        self.spool = spool
         self.size, self.md5 = size, base64.b64encode(digest.digest()).decode()
 
     def resource(self, base_url: str) -> dict[str, Any]:
@@ -235,7 +241,12 @@ class StorageService:
         obj = self.objects.get((bucket, name))
         if obj is None:
             return None
-        return obj.data if obj.data is not None else b"".join(obj.source() if obj.source else ())
+        if obj.data is not None:
+            return obj.data
+        obj.measure()
+        assert obj.spool is not None
+        obj.spool.seek(0)
+        return obj.spool.read()
 
     # --- uploads ------------------------------------------------------------------------
 
@@ -413,12 +424,14 @@ class StorageService:
         self.counts["downloads"] += 1
         if obj.data is not None:
             return web.Response(body=obj.data, headers={"Content-Type": obj.content_type})
-        assert obj.source is not None
+        obj.measure()
+        assert obj.spool is not None
+        obj.spool.seek(0)
         response = web.StreamResponse(headers={"Content-Type": obj.content_type})
         await response.prepare(request)
         half = (obj.lines or 0) // 2
         out: list[bytes] = []
-        for index, line in enumerate(obj.source()):  # made as sent: memory stays flat
+        for index, line in enumerate(obj.spool):  # read from the spool: memory stays flat
             if index == half and out:
                 await response.write(b"".join(out))
                 out.clear()
@@ -454,7 +467,10 @@ class StorageService:
     async def delete(self, request: web.Request) -> web.Response:
         self.before_read()
         bucket, name = request.match_info["bucket"], request.match_info["name"]
-        if self.objects.pop((bucket, name), None) is None:
+        removed = self.objects.pop((bucket, name), None)
+        if removed is None:
             raise _not_found(bucket, name)
+        if removed.spool is not None:
+            removed.spool.close()
         self.counts["objects_deleted"] += 1
         return web.Response(status=204)
