@@ -46,6 +46,7 @@ from urllib.parse import quote
 
 import aiohttp
 import anyio
+import anyio.to_thread
 import orjson
 
 from pipeline.errors import ErrorClass
