@@ -16,6 +16,14 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(autouse=True)
+def _no_backend_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shell's GOOGLE_GENAI_USE_VERTEXAI would turn every test job into a Vertex one: the
+    tests that want it set it themselves."""
+    for name in ("GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_ENTERPRISE"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def emulator_key(monkeypatch: pytest.MonkeyPatch) -> str:
     """The emulator's API key in the environment, as a user's key would be."""

@@ -52,7 +52,11 @@ async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None)
             stats = await class_stats(connection, job_id)
         else:
             status = await job_status(
-                connection, job_id, spec.name, schema_hash=schema_hash_of(spec)
+                connection,
+                job_id,
+                spec.name,
+                schema_hash=schema_hash_of(spec),
+                exclude_domains=spec.grounding.exclude_domains,
             )
             from pipeline.commands.batch import batch_status
 

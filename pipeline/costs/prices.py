@@ -95,6 +95,7 @@ class GroundingFee:
     usd_per_1k: Decimal
     free: str = ""
     source: str = ""
+    as_of: str = ""  # when the fee was read at its source ("" = the row's date, or undated)
 
     @property
     def confirmed(self) -> bool:
@@ -278,9 +279,12 @@ class _Fee(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     usd_per_1k: _Usd
     source: _Text
     free: str = ""
+    as_of: _AsOf | None = None
 
     def to_fee(self) -> GroundingFee:
-        return GroundingFee(self.kind, Decimal(self.usd_per_1k), self.free, str(self.source))
+        return GroundingFee(
+            self.kind, Decimal(self.usd_per_1k), self.free, str(self.source), str(self.as_of or "")
+        )
 
 
 class _Fees(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -307,9 +311,12 @@ class _ToolFee(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     source: _Text
     backend: Backend = "any"
     free: str = ""
+    as_of: _AsOf | None = None
 
     def to_fee(self) -> GroundingFee:
-        return GroundingFee(self.kind, Decimal(self.usd_per_1k), self.free, str(self.source))
+        return GroundingFee(
+            self.kind, Decimal(self.usd_per_1k), self.free, str(self.source), str(self.as_of or "")
+        )
 
 
 class _Row(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

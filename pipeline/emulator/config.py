@@ -120,6 +120,16 @@ class EmulatorConfig:
     batch_failed_row_share: float = 0.0  # rows answered with an error status instead
     batch_expire_first: int = 0  # the first this many batches end EXPIRED
     batch_poll_503_share: float = 0.0  # batch gets answered 503 UNAVAILABLE
+    # Vertex batch prediction (pipeline.emulator.prediction) uses the three knobs above too
+    # (delay, failed rows, expiry: the first batch_expire_first prediction jobs), plus:
+    prediction_shard_lines: int = 0  # rows per predictions_NNNN.jsonl; 0 = one predictions.jsonl
+    # Cloud Storage (pipeline.emulator.storage): resumable chunks that keep half their bytes
+    # and answer 503 (the client must ask how much arrived and go on from there).
+    storage_chunk_503_share: float = 0.0
+
+    # googleSearch.excludeDomains is honoured: no answer cites an excluded domain, except
+    # this share of answers, which ignore it (a misbehaving Google, for status to catch).
+    exclude_domains_leak_share: float = 0.0
 
     def quota_for(self, model: str) -> ModelQuota:
         """The limits for ``model``: its own table, else ``"*"``, else unlimited."""
@@ -149,6 +159,7 @@ _NON_NEGATIVE_FIELDS = (
     "input_token_limit",
     "batch_delay_s",
     "batch_expire_first",
+    "prediction_shard_lines",
 )
 
 

@@ -17,6 +17,7 @@ the same answer under the same seed.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 from dataclasses import dataclass
 
@@ -485,6 +486,31 @@ def _index() -> tuple[tuple[Source, ...], tuple[Entry, ...], tuple[Entry, ...]]:
 SOURCES, WEB, MAPS = _index()
 
 _PICK = b"answer"
+
+
+def excluded(domain: str, excluded_domains: tuple[str, ...]) -> bool:
+    """Whether ``domain`` is one of ``excluded_domains`` or under one (``en.wikipedia.org``
+    under ``wikipedia.org``); a listed ``www.`` or scheme is ignored."""
+    domain = domain.lower()
+    for d in excluded_domains:
+        d = d.split("://", 1)[-1].split("/", 1)[0].removeprefix("www.")
+        if d and (domain == d or domain.endswith("." + d)):
+            return True
+    return False
+
+
+@functools.lru_cache(maxsize=64)
+def without(
+    excluded_domains: tuple[str, ...], entries: tuple[Entry, ...] = WEB
+) -> tuple[Entry, ...]:
+    """The entries none of whose sources is from an excluded domain."""
+    return tuple(
+        e
+        for e in entries
+        if not any(
+            excluded(s.domain or s.url.split("/")[2], excluded_domains) for s in e.answer.sources
+        )
+    )
 
 
 def pick(key: bytes, text: bytes, entries: tuple[Entry, ...] = WEB) -> Entry:

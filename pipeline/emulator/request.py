@@ -107,6 +107,8 @@ class GenerateRequest:
     urls: tuple[str, ...] = ()  # the URLs in the prompt (what url_context fetches)
     file_search_stores: tuple[str, ...] = ()  # fileSearch.fileSearchStoreNames
     maps_widget: bool = False  # googleMaps.enableWidget
+    # googleSearch / enterpriseWebSearch excludeDomains (Vertex), lower-cased
+    exclude_domains: tuple[str, ...] = ()
 
 
 def parse(body: bytes, surface: str) -> GenerateRequest:
@@ -138,6 +140,7 @@ def parse(body: bytes, surface: str) -> GenerateRequest:
         urls=tuple(dict.fromkeys(_URL.findall(prompt))),
         file_search_stores=t.stores,
         maps_widget=t.maps_widget,
+        exclude_domains=t.exclude_domains,
     )
 
 
@@ -171,6 +174,7 @@ class _Tools:
     threshold: float | None = None
     stores: tuple[str, ...] = ()
     maps_widget: bool = False
+    exclude_domains: tuple[str, ...] = ()
 
 
 def _declared_tools(data: dict[str, Any], surface: str) -> _Tools:
@@ -211,6 +215,13 @@ def _tool_settings(out: _Tools, name: str, spec: Any) -> str:
         out.stores = tuple(n for n in names if isinstance(n, str))
     elif name == "googleMaps":
         out.maps_widget = bool(_get(spec, "enableWidget"))
+    elif name in ("googleSearch", "enterpriseWebSearch"):
+        domains = _get(spec, "excludeDomains") or []
+        if not isinstance(domains, list) or not all(isinstance(d, str) for d in domains):
+            raise error_bodies.invalid_json(
+                f"Expected a list of strings for {name}.excludeDomains."
+            )
+        out.exclude_domains += tuple(d.strip().lower() for d in domains if d.strip())
     return name
 
 

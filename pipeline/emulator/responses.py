@@ -11,7 +11,9 @@ empty query; the rest (scores, counts, positions) from an RNG seeded by the same
 * JSON output (``responseMimeType: application/json``): the part's text is a JSON value
   filled from the schema; there is no ``groundingMetadata`` (the server has already
   answered 400 for a search tool on 2.x models; from 3 the search is silently skipped).
-* a grounding tool, not ungrounded: ``groundingMetadata`` of the tool's kind.
+* a grounding tool, not ungrounded: ``groundingMetadata`` of the tool's kind. With
+  ``excludeDomains`` the answer is one none of whose sources is from an excluded domain
+  (none left: no grounding), except ``exclude_domains_leak_share`` of answers, which ignore it.
 * ``usageMetadata``: prompt = ceil(prompt bytes / 4), candidates = ceil(answer bytes / 4),
   tool-use tokens when grounded, thoughts for 2.5+; ``totalTokenCount`` is their sum; zero
   counts are omitted. Vertex omits ``toolUsePromptTokenCount`` (its public proto has only the
@@ -75,6 +77,7 @@ class Built:
 
 
 _STRUCTURED_FAULT = b"structured-fault"
+_EXCLUDE_LEAK = b"exclude-leak"
 
 
 def tokens(data: bytes) -> int:
@@ -211,9 +214,14 @@ def build(ctx: Context) -> Built:
         }
         return Built(_envelope(ctx, body), "blocked")
 
-    entry = corpus.pick(
-        ctx.seed_key, req.prompt_bytes, corpus.MAPS if req.grounding == MAPS else corpus.WEB
-    )
+    pool = corpus.MAPS if req.grounding == MAPS else corpus.WEB
+    if req.exclude_domains and req.grounding == WEB_SEARCH:
+        leak = draws.unit(ctx.seed_key, _EXCLUDE_LEAK, req.prompt_bytes)
+        if leak >= cfg.exclude_domains_leak_share:
+            allowed = corpus.without(req.exclude_domains, pool)
+            # Every answer cites an excluded domain: answer without grounding, never cite one.
+            pool, ungrounded = (allowed, ungrounded) if allowed else (pool, True)
+    entry = corpus.pick(ctx.seed_key, req.prompt_bytes, pool)
     thoughts = r.randint(40, 400) if t.thinks else 0
     parts: list[dict[str, Any]] = []
     if t.thinks and (req.include_thoughts or thought):

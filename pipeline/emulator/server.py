@@ -17,6 +17,11 @@ Routes (``{tail}`` is ``MODEL:generateContent`` or ``MODEL:streamGenerateContent
 * The Batch API and the Files API it reads (``/upload/v1beta/files``,
   ``models/{m}:batchGenerateContent``, ``/v1beta/batches...``, result downloads): see
   :mod:`pipeline.emulator.batch`. Developer API key as above.
+* Vertex batch prediction (``/{v1|v1beta1}/projects/{p}/locations/{l}/batchPredictionJobs``,
+  ``.../{id}``, ``.../{id}:cancel``): see :mod:`pipeline.emulator.prediction`; and the Cloud
+  Storage JSON API subset it reads and writes (``/upload/storage/v1/b/{bucket}/o``,
+  ``/storage/v1/b/{bucket}/o[/{object}]``, ``/download/storage/v1/...``): see
+  :mod:`pipeline.emulator.storage`. Both take a Bearer token, as the Vertex surface.
 
 Order of checks for generateContent, as Google's front end orders them: auth, model name,
 body parse (proto JSON), tool/model/schema compatibility (400s), injected fault (500, 503,
@@ -37,9 +42,11 @@ from pipeline.emulator.batch import BatchService
 from pipeline.emulator.clock import SYSTEM_CLOCK, Clock
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.corpus import SOURCES
+from pipeline.emulator.prediction import PredictionService
 from pipeline.emulator.quotas import Quotas
 from pipeline.emulator.request import DEVELOPER, SEARCH_TOOLS, VERTEX, GenerateRequest, parse
 from pipeline.emulator.stats import Stats
+from pipeline.emulator.storage import StorageError, StorageService
 
 FAULT_429_NOMINAL_RPM = 1000  # the quotaValue an injected 429 names when no rpm is set
 _JSON = error_bodies.JSON_CONTENT_TYPE
@@ -67,6 +74,10 @@ class Emulator:
         self.plan = faults.FaultPlan(config, self.seed_key)
         self.seq = 0
         self.batch = BatchService(config, clock, self.seed_key, self.redirect_key, self._take_seq)
+        self.storage = StorageService(config, clock, self.seed_key)
+        self.prediction = PredictionService(
+            config, clock, self.seed_key, self.redirect_key, self._take_seq, self.storage
+        )
 
     def _take_seq(self, n: int) -> int:
         """Reserve ``n`` response sequence numbers (a batch's rows); the first of them."""
@@ -75,13 +86,22 @@ class Emulator:
         return first
 
     def snapshot(self) -> dict[str, Any]:
-        """The counters, the Batch API's among them (``"batch"``)."""
-        return {**self.stats.snapshot(), "batch": self.batch.snapshot()}
+        """The counters, with the Batch API's (``"batch"``), Vertex batch prediction's
+        (``"prediction"``: ``prediction_jobs_created``, ...) and Cloud Storage's
+        (``"storage"``: ``objects_uploaded``, ...)."""
+        return {
+            **self.stats.snapshot(),
+            "batch": self.batch.snapshot(),
+            "prediction": self.prediction.snapshot(),
+            "storage": self.storage.snapshot(),
+        }
 
     def reset(self) -> None:
         self.stats.reset()
         self.quotas.reset()
         self.batch.counts.clear()
+        self.prediction.counts.clear()
+        self.storage.counts.clear()
 
     def hold(self) -> None:
         """Keep generateContent requests waiting (counted) until :meth:`release`."""
@@ -138,20 +158,58 @@ class Emulator:
 
         return route
 
+    def _bearer(self, request: web.Request, version: str = "v1") -> None:
+        """The Vertex surface's auth check: a valid Bearer token, or the 401 Google sends."""
+        auth = request.headers.get("Authorization", "")
+        if not auth.lower().startswith("bearer "):
+            has_key = request.headers.get("x-goog-api-key") or request.query.get("key")
+            raise error_bodies.vertex_unauthenticated(
+                "API_KEY_ONLY" if has_key else "CREDENTIALS_MISSING", version
+            )
+        reason = oauth.check(
+            self.token_key, auth[7:].strip(), self.clock.time(), self.config.bearer_tokens
+        )
+        if reason is not None:
+            raise error_bodies.vertex_unauthenticated(reason, version)
+
+    def _prediction_route(self, handler: Any) -> Any:
+        """A ``batchPredictionJobs`` handler behind the Vertex Bearer check."""
+
+        async def route(request: web.Request) -> web.StreamResponse:
+            try:
+                self._bearer(request, request.match_info.get("version", "v1"))
+                response = await handler(request)
+            except error_bodies.ApiError as e:
+                return self._error("prediction", e)
+            self.stats.request("prediction", response.status)
+            return response
+
+        return route
+
+    def _storage_route(self, handler: Any) -> Any:
+        """A Cloud Storage handler behind the Bearer check; errors in the JSON API's shape.
+        A resumable session URI carries its own ``upload_id`` and needs no token."""
+
+        async def route(request: web.Request) -> web.StreamResponse:
+            try:
+                if "upload_id" not in request.query:
+                    self._bearer(request)
+                response = await handler(request)
+            except error_bodies.ApiError as e:
+                return self._error("storage", e)
+            except StorageError as e:
+                self.stats.errors[e.reason] += 1
+                self.stats.request("storage", e.code)
+                return web.Response(body=e.body(), status=e.code, headers={"Content-Type": _JSON})
+            self.stats.request("storage", response.status)
+            return response
+
+        return route
+
     async def vertex(self, request: web.Request) -> web.Response:
         version = request.match_info["version"]
-        auth = request.headers.get("Authorization", "")
         try:
-            if not auth.lower().startswith("bearer "):
-                has_key = request.headers.get("x-goog-api-key") or request.query.get("key")
-                raise error_bodies.vertex_unauthenticated(
-                    "API_KEY_ONLY" if has_key else "CREDENTIALS_MISSING", version
-                )
-            reason = oauth.check(
-                self.token_key, auth[7:].strip(), self.clock.time(), self.config.bearer_tokens
-            )
-            if reason is not None:
-                raise error_bodies.vertex_unauthenticated(reason, version)
+            self._bearer(request, version)
             return await self._generate(
                 request,
                 VERTEX,
@@ -361,6 +419,19 @@ def build_app(
         r.add_post(f"/{version}/batches/{{tail}}", emu._batch_route(batch.cancel))
         for prefix in (f"/download/{version}", f"/{version}"):
             r.add_get(f"{prefix}/files/{{tail}}", emu._batch_route(batch.file_get))
+    jobs = f"/{vertex_versions}/projects/{{project}}/locations/{{location}}/batchPredictionJobs"
+    prediction = emu.prediction
+    r.add_post(jobs, emu._prediction_route(prediction.create))
+    r.add_get(jobs, emu._prediction_route(prediction.list))
+    r.add_get(jobs + "/{tail}", emu._prediction_route(prediction.get))
+    r.add_post(jobs + "/{tail}", emu._prediction_route(prediction.cancel))
+    storage = emu.storage
+    r.add_post("/upload/storage/v1/b/{bucket}/o", emu._storage_route(storage.upload_start))
+    r.add_put("/upload/storage/v1/b/{bucket}/o", emu._storage_route(storage.upload_chunk))
+    r.add_get("/storage/v1/b/{bucket}/o", emu._storage_route(storage.list))
+    for prefix in ("/storage/v1", "/download/storage/v1"):
+        r.add_get(prefix + "/b/{bucket}/o/{name:.+}", emu._storage_route(storage.object_get))
+    r.add_delete("/storage/v1/b/{bucket}/o/{name:.+}", emu._storage_route(storage.delete))
     r.add_get(redirects.PATH_PREFIX + "{token}", emu.redirect)
     r.add_post("/token", emu.token)
     r.add_get("/emulator/stats", emu.stats_view)

@@ -20,8 +20,9 @@ Shape (every leaf an int; keys of the ``by_*`` maps appear once counted)::
     }
 
 Path kinds: ``developer`` (``/v1beta/models/...``), ``vertex`` (``/v1*/projects/...``),
-``redirect``, ``token`` (``POST /token``). The stats and reset endpoints are not counted.
-All counting happens on the server's event loop thread.
+``redirect``, ``token`` (``POST /token``), ``batch`` (Developer API Batch and Files API),
+``prediction`` (Vertex ``batchPredictionJobs``), ``storage`` (Cloud Storage). The stats and
+reset endpoints are not counted. All counting happens on the server's event loop thread.
 """
 
 from __future__ import annotations

@@ -93,6 +93,20 @@ class RunningEmulator:
     def release_batch(self, stage: str) -> None:
         self._call(lambda: self._app[EMULATOR].batch.release(stage))
 
+    def hold_vertex_batch(self, stage: str) -> None:
+        """Stop Vertex batch prediction at ``stage``: ``upload`` or ``download`` (Cloud
+        Storage, see :mod:`pipeline.emulator.storage`), ``create`` or ``poll`` (the jobs, see
+        :mod:`pipeline.emulator.prediction`). ``stats()["storage"|"prediction"]["held_<stage>"]``
+        counts arrivals."""
+        self._call(lambda: self._vertex_service(stage).hold(stage))
+
+    def release_vertex_batch(self, stage: str) -> None:
+        self._call(lambda: self._vertex_service(stage).release(stage))
+
+    def _vertex_service(self, stage: str) -> Any:
+        emulator = self._app[EMULATOR]
+        return emulator.storage if stage in ("upload", "download") else emulator.prediction
+
 
 @contextmanager
 def running_emulator(

@@ -11,6 +11,12 @@ values these modules take). The public surface, by module:
 * ``errors``: the HTTP branch of :class:`pipeline.errors.CallError` and :func:`classify_429`;
 * ``batch``: the Batch API in file mode: :class:`BatchClient` (upload, create, get, list,
   cancel, download_lines);
-* ``batch_wire``: its documents, pure: :class:`PartWriter` (the input
-  file), :class:`BatchJob` and the ``JOB_STATE_*`` names, :func:`parse_result_line`.
+* ``batch_wire``: its documents, pure: :class:`PartWriter` / :func:`write_parts` (the input
+  file), :class:`BatchJob` and the ``JOB_STATE_*`` names, :func:`parse_result_line`;
+* ``vertex_batch``: Vertex AI batch prediction, :class:`VertexBatchClient` (the same verbs
+  over Cloud Storage and ``batchPredictionJobs``, plus output listing and cleanup);
+* ``vertex_batch_wire``: its documents, pure: :func:`request_line` (the key in the request's
+  labels), :func:`parse_prediction_job`, :func:`parse_prediction_line`, ``gs://`` URIs;
+* ``storage``: the Cloud Storage JSON API subset, :class:`StorageClient` (upload by content
+  hash, resumable; stat, list, download, delete) and :func:`storage_endpoint`.
 """

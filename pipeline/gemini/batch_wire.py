@@ -17,6 +17,7 @@ describes it, and the result file's lines. :mod:`pipeline.gemini.batch` carries 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -108,10 +109,16 @@ class Part:
     size: int = 0
 
 
+LineEncoder = Callable[[str, bytes], bytes]  # (key, request body) -> one JSONL line
+
+
 class PartWriter:
     """Writes ``(key, request body)`` pairs as JSONL files in ``directory``, starting a new
     part before one would exceed ``max_bytes`` or ``max_requests``; one line in memory at a
-    time. A single line larger than ``max_bytes`` raises ``ValueError`` (no part takes it)."""
+    time. A single line larger than ``max_bytes`` raises ``ValueError`` (no part takes it).
+
+    ``encode`` makes each line: :func:`request_line` (Developer API) by default, or
+    :func:`pipeline.gemini.vertex_batch_wire.request_line` (Vertex batch prediction)."""
 
     def __init__(
         self,
@@ -120,16 +127,18 @@ class PartWriter:
         stem: str = "batch",
         max_bytes: int = MAX_PART_BYTES,
         max_requests: int = MAX_PART_REQUESTS,
+        encode: LineEncoder = request_line,
     ) -> None:
         self.parts: list[Part] = []
         self._directory = directory
         self._stem = stem
         self._max_bytes = max_bytes
         self._max_requests = max_requests
+        self._encode = encode
         self._handle: BinaryIO | None = None
 
     def add(self, key: str, body: bytes) -> None:
-        line = request_line(key, body)
+        line = self._encode(key, body)
         if len(line) > self._max_bytes:
             raise ValueError(f"request {key!r} is {len(line)} bytes, over {self._max_bytes}")
         current = self.parts[-1] if self.parts else None
@@ -157,23 +166,48 @@ class PartWriter:
             self._handle = None
 
 
+def write_parts(
+    lines: Iterable[tuple[str, bytes]],
+    directory: Path,
+    *,
+    stem: str = "batch",
+    max_bytes: int = MAX_PART_BYTES,
+    max_requests: int = MAX_PART_REQUESTS,
+    encode: LineEncoder = request_line,
+) -> list[Part]:
+    """All of ``lines`` through a :class:`PartWriter`; the parts written."""
+    writer = PartWriter(
+        directory, stem=stem, max_bytes=max_bytes, max_requests=max_requests, encode=encode
+    )
+    try:
+        for key, body in lines:
+            writer.add(key, body)
+    finally:
+        writer.close()
+    return writer.parts
+
+
 # --- the batch, as the API describes it -------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class BatchJob:
-    """A batch as ``create``/``get``/``list`` return it (the Operation's ``metadata``)."""
+    """A batch as ``create``/``get``/``list`` return it (the Operation's ``metadata``), or a
+    Vertex ``BatchPredictionJob`` (:func:`pipeline.gemini.vertex_batch_wire.parse_prediction_job`).
+    """
 
-    name: str  # batches/{id}
+    name: str  # batches/{id}; Vertex: projects/{p}/locations/{l}/batchPredictionJobs/{id}
     state: str  # JOB_STATE_*
     display_name: str = ""
     model: str = ""
     create_time: dt.datetime | None = None
     end_time: dt.datetime | None = None
-    responses_file: str | None = None  # files/{id}, once SUCCEEDED
-    request_count: int | None = None  # batchStats, when the server sends them
+    # files/{id}, once SUCCEEDED; Vertex: outputInfo.gcsOutputDirectory (gs://...)
+    responses_file: str | None = None
+    request_count: int | None = None  # batchStats / completionStats, when the server sends them
     failed_count: int | None = None
-    error: str | None = None  # the Operation's error message, when it failed
+    error: str | None = None  # the Operation's (job's) error message, when it failed
+    labels: Mapping[str, str] = field(default_factory=dict)  # Vertex job labels
 
     @property
     def finished(self) -> bool:

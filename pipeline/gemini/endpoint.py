@@ -2,7 +2,11 @@
 
 Environment variables are the ones Google's own SDK reads: ``GOOGLE_API_KEY`` /
 ``GEMINI_API_KEY`` (the SDK prefers ``GOOGLE_API_KEY`` when both are set),
-``GOOGLE_CLOUD_PROJECT``, ``GOOGLE_CLOUD_LOCATION``, ``GOOGLE_APPLICATION_CREDENTIALS``.
+``GOOGLE_GENAI_USE_VERTEXAI`` / ``GOOGLE_GENAI_USE_ENTERPRISE`` (the backend, when the job
+file does not name one: :func:`backend_from_env`), ``GOOGLE_CLOUD_PROJECT``,
+``GOOGLE_CLOUD_LOCATION`` (``global`` when unset, as the SDK defaults it),
+``GOOGLE_APPLICATION_CREDENTIALS``. Source: googleapis/python-genai
+``google/genai/_api_client.py`` (``BaseApiClient.__init__``).
 Credentials live only in request headers: never in a URL, a log line or the database.
 """
 
@@ -17,6 +21,26 @@ import anyio.to_thread
 
 DEVELOPER_API_BASE = "https://generativelanguage.googleapis.com"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+# The SDK's backend switches; GOOGLE_GENAI_USE_ENTERPRISE wins when both are set and differ.
+BACKEND_ENV = ("GOOGLE_GENAI_USE_ENTERPRISE", "GOOGLE_GENAI_USE_VERTEXAI")
+TRUTHY = ("true", "1")  # the SDK's truthy values (compared lower-cased); anything else is false
+DEFAULT_VERTEX_LOCATION = "global"  # the SDK's location when none is given
+
+
+def backend_from_env(env: Mapping[str, str] | None = None) -> str | None:
+    """``"vertex"`` or ``"developer"`` as Google's SDK picks it from the environment, or None
+    when neither switch is set (the SDK then uses the Developer API).
+
+    ``GOOGLE_GENAI_USE_ENTERPRISE`` (the 2026 name) beats ``GOOGLE_GENAI_USE_VERTEXAI``; a
+    switch is on when its value lower-cased is ``true`` or ``1``. ``GOOGLE_CLOUD_PROJECT`` and
+    ``GOOGLE_CLOUD_LOCATION`` do not choose the backend in the SDK: they fill in the Vertex
+    project and location once Vertex is chosen (:func:`endpoint_for`)."""
+    env = os.environ if env is None else env
+    for name in BACKEND_ENV:
+        value = env.get(name)
+        if value is not None:
+            return "vertex" if value.strip().lower() in TRUTHY else "developer"
+    return None
 
 
 class ConfigurationError(ValueError):
@@ -87,7 +111,8 @@ def endpoint_for(
 ) -> Endpoint:
     """The generateContent endpoint of ``model`` on ``backend`` (``developer`` or ``vertex``).
 
-    ``project`` and ``location`` (Vertex) default to the SDK's environment variables. Pass
+    ``project`` and ``location`` (Vertex) default to the SDK's environment variables, and the
+    location then to ``global``, as the SDK does. Pass
     ``auth`` to share credentials (and their token refreshes) between endpoints.
     """
     env = os.environ if env is None else env
@@ -100,11 +125,10 @@ def endpoint_for(
         base = (base_url or DEVELOPER_API_BASE).rstrip("/")
         return Endpoint(f"{base}/v1beta/models/{model}:generateContent", auth or ApiKeyAuth(key))
     project = project or env.get("GOOGLE_CLOUD_PROJECT", "")
-    location = location or env.get("GOOGLE_CLOUD_LOCATION", "")
-    if not project or not location:
+    location = location or env.get("GOOGLE_CLOUD_LOCATION", "") or DEFAULT_VERTEX_LOCATION
+    if not project:
         raise ConfigurationError(
-            "Vertex AI needs a project and a location: set model.project and model.location "
-            "or GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION"
+            "Vertex AI needs a project: set model.project or GOOGLE_CLOUD_PROJECT"
         )
     base = (base_url or vertex_base_url(location)).rstrip("/")
     path = f"/v1/projects/{project}/locations/{location}/publishers/google/models/{model}"

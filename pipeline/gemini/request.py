@@ -24,6 +24,7 @@ def grounding_tool(
     exclude_domains: Sequence[str] = (),
     file_search_stores: Sequence[str] = (),
     dynamic_threshold: float | None = None,
+    maps_widget: bool = False,
 ) -> dict[str, Any]:
     """The ``tools`` entry that declares one grounding tool (reference §1.4).
 
@@ -34,7 +35,8 @@ def grounding_tool(
         body: dict[str, Any] = {"excludeDomains": list(exclude_domains)} if exclude_domains else {}
         return {"googleSearch" if tool == "google_search" else "enterpriseWebSearch": body}
     if tool == "google_maps":
-        return {"googleMaps": {}}
+        # enableWidget: the answer carries googleMapsWidgetContextToken (reference §1.4)
+        return {"googleMaps": {"enableWidget": True} if maps_widget else {}}
     if tool == "url_context":
         return {"urlContext": {}}
     if tool == "file_search":

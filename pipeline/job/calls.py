@@ -201,6 +201,7 @@ def grounding_tools(g: GroundingSection) -> list[dict[str, object]]:
             exclude_domains=g.exclude_domains,
             file_search_stores=g.file_search_stores,
             dynamic_threshold=g.dynamic_threshold or None,
+            maps_widget=g.maps_widget,
         )
         for tool in g.tools
     ]

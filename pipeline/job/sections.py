@@ -59,6 +59,8 @@ class SourceSection(_Section):
 
 
 class ModelSection(_Section):
+    # Left out: GOOGLE_GENAI_USE_VERTEXAI (or GOOGLE_GENAI_USE_ENTERPRISE) = true / 1 chooses
+    # "vertex", as Google's SDK does (pipeline.gemini.endpoint.backend_from_env); else developer.
     backend: Literal["developer", "vertex"] = "developer"
     name: str = "gemini-2.5-flash"
     # Empty = Google's endpoint for the backend; set it to point at the emulator.
@@ -68,7 +70,7 @@ class ModelSection(_Section):
     # Must contain "{question}"; other placeholders are not expanded.
     prompt_template: str = "{question}"
     request_timeout_s: PositiveFloat = 120.0
-    # Vertex only: defaults come from GOOGLE_CLOUD_PROJECT / GOOGLE_CLOUD_LOCATION.
+    # Vertex only: defaults come from GOOGLE_CLOUD_PROJECT / GOOGLE_CLOUD_LOCATION (then global).
     project: str = ""
     location: str = ""
     # "online": one generateContent per question. "batch": the Gemini Batch API (Developer API
@@ -94,7 +96,9 @@ class GroundingSection(_Section):
     # ungrounded_retries times, then kept as `ungrounded` (never presented as grounded).
     required: bool = False
     ungrounded_retries: NonNegative = 2
-    # vertex_ai_search: projects/.../dataStores/ID, or an engine (projects/.../engines/ID)
+    # vertex_ai_search: the full path, checked at load (pipeline.job.datastore):
+    # projects/P/locations/global/collections/default_collection/dataStores/ID, or an engine
+    # (.../collections/C/engines/ID); a location other than global is loaded with a warning
     datastore: str = ""
     engine: str = ""
     filter: str = ""
@@ -107,6 +111,9 @@ class GroundingSection(_Section):
     url_field: str = ""
     # google_maps: optional [latitude, longitude], sent as toolConfig.retrievalConfig.latLng
     location: tuple[float, ...] = ()
+    # google_maps: send googleMaps.enableWidget, so answers carry googleMapsWidgetContextToken
+    # (stored and exported as maps_widget_token, to render the Places widget)
+    maps_widget: bool = False
     # google_search_retrieval (Gemini 1.5 only): search only when the model's predicted score
     # reaches this (MODE_DYNAMIC); 0 = always search
     dynamic_threshold: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.0
@@ -200,6 +207,12 @@ class BatchSection(_Section):
     structure: bool = True
     # Seconds a question stays leased to a submitted batch (Google's target is 24 h).
     lease_s: Annotated[float, msgspec.Meta(ge=60)] = 72 * 3600.0
+    # Vertex batch prediction (model.backend = "vertex"): where the input JSONL goes and where
+    # Vertex writes its output (gs://BUCKET/PREFIX), and the Cloud Storage JSON API endpoint
+    # ("" = STORAGE_EMULATOR_HOST if set, else https://storage.googleapis.com).
+    gcs_input: str = ""
+    gcs_output: str = ""
+    gcs_endpoint: str = ""
 
 
 class ResolverSection(_Section):

@@ -20,15 +20,20 @@ one (``5``, ``true``, ``"x"``, ``[1, 2]``) and as a plain string otherwise.
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import os
 import re
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from pipeline.gemini.endpoint import backend_from_env
+from pipeline.gemini.vertex_batch_wire import parse_gs_uri
+from pipeline.job.datastore import location_warning, search_location
 from pipeline.job.sections import (
     FAIL_ON_STATES,
     BatchSection,
@@ -53,6 +58,9 @@ DEVELOPER_ONLY_TOOLS = frozenset({"file_search"})
 SOLO_TOOLS = frozenset({"google_search_retrieval", "vertex_ai_search", "file_search"})
 # The legacy tool is for Gemini 1.5 only; 2.0 and 3 answer it with a 400 (reference §1.4).
 LEGACY_RETRIEVAL_MODELS = ("gemini-1.5-",)
+GCS_KEYS = ("gcs_input", "gcs_output", "gcs_endpoint")  # [batch] keys for Vertex batch only
+
+log = logging.getLogger(__name__)
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
@@ -100,6 +108,8 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     budget: Decimal | None  # [limits] budget_usd as an exact amount; None = no budget
     refresh: RefreshSection = RefreshSection()
     batch: BatchSection = BatchSection()
+    # What loaded but deserves a look (a data store outside locations/global), logged at load.
+    warnings: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -115,8 +125,12 @@ class JobSpecError(ValueError):
     """A job file that cannot be used; the message names the file and the key."""
 
 
-def load_jobspec(path: str | Path, overrides: Iterable[str] = ()) -> JobSpec:
-    """Read, override and validate a job file."""
+def load_jobspec(
+    path: str | Path, overrides: Iterable[str] = (), *, env: Mapping[str, str] | None = None
+) -> JobSpec:
+    """Read, override and validate a job file. Without ``[model] backend`` (file or
+    override), the backend comes from ``env`` (default: the process environment) as Google's
+    SDK reads it (:func:`pipeline.gemini.endpoint.backend_from_env`)."""
     path = Path(path)
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -128,11 +142,25 @@ def load_jobspec(path: str | Path, overrides: Iterable[str] = ()) -> JobSpec:
         raise JobSpecError(f"{path}: not valid TOML: {exc}") from None
     for override in overrides:
         _apply_override(raw, override, path)
+    _backend_from_env(raw, os.environ if env is None else env)
     try:
         parsed = msgspec.convert(raw, RawJob)
     except msgspec.ValidationError as exc:
         raise JobSpecError(f"{path}: {_describe(exc)}") from None
-    return _finish(path, parsed)
+    spec = _finish(path, parsed)
+    for warning in spec.warnings:
+        log.warning("%s: %s", path, warning, extra={"action": "job_warning", "job": spec.name})
+    return spec
+
+
+def _backend_from_env(raw: dict[str, Any], env: Mapping[str, str]) -> None:
+    """``[model] backend`` from the SDK's variables when the file (and --set) leave it out."""
+    model = raw.get("model")
+    if isinstance(model, dict) and "backend" in model:
+        return
+    backend = backend_from_env(env)
+    if backend is not None:
+        raw["model"] = {**(model if isinstance(model, dict) else {}), "backend": backend}
 
 
 def _apply_override(raw: dict[str, Any], override: str, path: Path) -> None:
@@ -173,6 +201,7 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
     _check_source(path, parsed.source)
     source_path = _source_path(path, parsed.source, base)
     _check_calls(path, parsed)
+    _check_gcs(path, parsed)
     _check_allow_hosts(path, parsed.resolver)
     schema = _prepared_schema(path, parsed.structure, base)
     _check_refresh(path, parsed.refresh)
@@ -192,6 +221,7 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
         budget=Decimal(str(budget)) if budget else None,
         refresh=parsed.refresh,
         batch=parsed.batch,
+        warnings=_search_warnings(parsed.grounding),
     )
 
 
@@ -226,6 +256,34 @@ def _check_calls(path: Path, parsed: RawJob) -> None:
         )
     if model.base_url and not model.base_url.startswith(("http://", "https://")):
         raise JobSpecError(f"{path}: model.base_url: must start with http:// or https://")
+
+
+def _check_gcs(path: Path, parsed: RawJob) -> None:
+    """``[batch] gcs_*``: Vertex only; ``gs://`` URIs and an ``http(s)://`` endpoint."""
+    b = parsed.batch
+    for key in GCS_KEYS:
+        if getattr(b, key) and parsed.model.backend != "vertex":
+            raise JobSpecError(
+                f'{path}: batch.{key}: only for Vertex batch prediction (model.backend = "vertex")'
+            )
+    for key in ("gcs_input", "gcs_output"):
+        value = getattr(b, key)
+        if value:
+            try:
+                parse_gs_uri(value)
+            except ValueError as exc:
+                raise JobSpecError(f"{path}: batch.{key}: {exc}") from None
+    if b.gcs_endpoint and not b.gcs_endpoint.startswith(("http://", "https://")):
+        raise JobSpecError(f"{path}: batch.gcs_endpoint: must start with http:// or https://")
+
+
+def _search_warnings(g: GroundingSection) -> tuple[str, ...]:
+    """The ``vertex_ai_search`` resource's location, when it is not ``global``."""
+    if "vertex_ai_search" not in g.tools:
+        return ()
+    kind, value = ("datastore", g.datastore) if g.datastore else ("engine", g.engine)
+    warning = location_warning(search_location(value, kind), f"grounding.{kind}")
+    return (warning,) if warning else ()
 
 
 def _check_allow_hosts(path: Path, resolver: ResolverSection) -> None:
@@ -301,6 +359,11 @@ def _check_grounding_keys(path: Path, parsed: RawJob) -> None:
                 f"{path}: grounding.datastore: vertex_ai_search needs a datastore or an engine"
                 " (one of them)"
             )
+        kind, value = ("datastore", g.datastore) if g.datastore else ("engine", g.engine)
+        try:
+            search_location(value, kind)
+        except ValueError as exc:
+            raise JobSpecError(f"{path}: grounding.{kind}: {exc}") from None
     elif g.datastore or g.engine or g.filter or g.max_results:
         key = next(k for k in ("datastore", "engine", "filter", "max_results") if getattr(g, k))
         raise JobSpecError(f"{path}: grounding.{key}: only for vertex_ai_search")
@@ -334,6 +397,8 @@ def _check_grounding_keys(path: Path, parsed: RawJob) -> None:
             )
         if "google_maps" not in tools:
             raise JobSpecError(f"{path}: grounding.location: only for google_maps")
+    if g.maps_widget and "google_maps" not in tools:
+        raise JobSpecError(f"{path}: grounding.maps_widget: only for google_maps")
 
 
 def _check_source(path: Path, source: SourceSection) -> None:

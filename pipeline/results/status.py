@@ -6,6 +6,7 @@ ordered probe per percentile), so the cost does not grow with what Python has to
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -15,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.job.states import TERMINAL_STATES
 from pipeline.store import ledger
 from pipeline.store import status as sums
+from pipeline.store.exclusions import excluded_domain_sources
 from pipeline.store.status import ClassStats, source_problems, state_counts
 
 
@@ -61,6 +63,9 @@ class JobStatus:
     superseded_answers: int = 0
     # Latest structured objects made with another schema than the job's current one.
     structured_stale_schema: int = 0
+    # Sources of the latest answers from a domain [grounding] exclude_domains left out: Google
+    # was asked not to search them (pipeline.links.domains says how a source is matched).
+    excluded_domain_sources: int = 0
 
     @property
     def grounded_rate(self) -> float | None:
@@ -79,12 +84,18 @@ class JobStatus:
 
 
 async def job_status(
-    connection: AsyncConnection, job_id: int, job_name: str, *, schema_hash: str | None = None
+    connection: AsyncConnection,
+    job_id: int,
+    job_name: str,
+    *,
+    schema_hash: str | None = None,
+    exclude_domains: Sequence[str] = (),
 ) -> JobStatus:
     """Where the job stands, read from the latest answer and structured versions.
 
     ``schema_hash``: the job's current schema (:func:`pipeline.structure.schema_hash`); the
-    structured objects made with another are counted as stale.
+    structured objects made with another are counted as stale. ``exclude_domains``: the job's
+    ``[grounding] exclude_domains``; cited sources from them are counted.
     """
     states = await state_counts(connection, job_id)  # every state, plain str keys (JSON)
     totals = await ledger.job_totals(connection, job_id)
@@ -116,6 +127,7 @@ async def job_status(
         changed=got.changed,
         superseded_answers=got.superseded,
         structured_stale_schema=made.stale_schema,
+        excluded_domain_sources=await excluded_domain_sources(connection, job_id, exclude_domains),
     )
 
 
@@ -190,6 +202,11 @@ def _source_lines(status: JobStatus) -> list[str]:
     for resolve_status, reasons in status.source_problems.items():
         lines.append(f"  sources {resolve_status}, by reason:")
         lines.extend(f"    {n}: {reason}" for reason, n in reasons.items())
+    if status.excluded_domain_sources:
+        lines.append(
+            f"  sources from excluded domains: {status.excluded_domain_sources}"
+            " (grounding.exclude_domains asked Google to leave them out)"
+        )
     if status.resolve_p50_ms is not None and status.resolve_p99_ms is not None:
         lines.append(
             f"  stored -> destination resolved: p50 {status.resolve_p50_ms:.0f} ms, "

@@ -103,6 +103,7 @@ def _question_select(job_id: int, filters: Filters) -> sa.Select[Any]:
             a.web_search_queries.label("a_web_search_queries"),
             a.retrieval_queries.label("a_retrieval_queries"),
             a.search_entry_point_html.label("a_search_entry_point_html"),
+            a.maps_widget_token.label("a_maps_widget_token"),
             a.prompt_tokens.label("a_prompt_tokens"),
             a.candidates_tokens.label("a_candidates_tokens"),
             a.tool_use_prompt_tokens.label("a_tool_use_prompt_tokens"),

@@ -306,6 +306,12 @@ batches = Table(
     Column("submitted_at", UtcDateTime()),  # Google's createTime: the links age from here
     Column("finished_at", UtcDateTime()),  # Google's endTime
     Column("updated_at", UtcDateTime(), nullable=False),
+    # 0012_vertex_batch: a Vertex batch's Cloud Storage files (null for Developer API batches)
+    Column("input_uri", Text),  # gs://.../{display_name}.jsonl, the uploaded input
+    Column("input_md5", String(32)),  # its base64 MD5: found with the same hash, not re-uploaded
+    Column("output_uri_prefix", Text),  # outputConfig.gcsDestination.outputUriPrefix
+    Column("output_dir", Text),  # outputInfo.gcsOutputDirectory, once Vertex reports it
+    Column("cleaned_at", UtcDateTime()),  # when `ground batch clean` removed its files
     Index("ix_batches_job_phase", "job_id", "phase"),
 )
 

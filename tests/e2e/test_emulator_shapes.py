@@ -121,6 +121,9 @@ def test_maps_widget_token(emu: RunningEmulator) -> None:
     )
     assert answer.maps_widget_token and answer.maps_widget_token.startswith("widgetcontent/")
     assert all(s.place_id for s in answer.sources if s.kind == "maps")
+    plain, wire = mapped(post(emu, "gemini-2.5-flash", "ramen near me", [{"googleMaps": {}}]))
+    assert plain.maps_widget_token is None
+    assert "googleMapsWidgetContextToken" not in wire["groundingMetadata"]
 
 
 def test_legacy_dynamic_retrieval_score(emu: RunningEmulator) -> None:

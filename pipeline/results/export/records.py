@@ -47,6 +47,8 @@ SCALAR_FIELDS: tuple[str, ...] = (
     "attempts",
     "error_class",
     "last_error",
+    # googleMapsWidgetContextToken ([grounding] maps_widget): renders the Places widget
+    "maps_widget_token",
 )
 # The record's list / object columns (JSON text in CSV and tables, nested in Parquet).
 NESTED_FIELDS: tuple[str, ...] = (
@@ -291,6 +293,7 @@ def _record(stored: StoredQuestion) -> dict[str, Any]:
         "attempts": r["attempts"],
         "error_class": r["error_class"],
         "last_error": r["last_error"],
+        "maps_widget_token": r["a_maps_widget_token"],
         "metadata": r["meta"],
         "web_search_queries": list(r["a_web_search_queries"] or []),
         "retrieval_queries": list(r["a_retrieval_queries"] or []),

@@ -292,16 +292,53 @@ def test_no_tool_or_unknown_fee() -> None:
     assert maps.grounding_usd == 0
 
 
-def test_datastore_units_are_retrieval_queries_at_least_one(table: PriceTable) -> None:
+def test_datastore_grounding_is_priced_per_grounded_prompt(table: PriceTable) -> None:
+    """Vertex AI Search grounding: $2.50 per 1,000 grounded prompts, dated and sourced; one
+    unit per grounded response however many retrieval queries it ran."""
     price = table.for_model("gemini-2.5-flash", "vertex")
+    fee = price.fee("vertex_ai_search")
+    assert (fee.kind, fee.usd_per_1k) == ("per_prompt", D("2.50"))
+    assert fee.as_of == "2026-12-01" and fee.source.startswith("https://cloud.google.com/")
     usage = UsageMetadata(prompt_token_count=0)
-    fee = price.fee("vertex_ai_search").usd_per_1k / 1000
-    none = call_cost(price, usage, GroundingMetadata(), tool="vertex_ai_search")
+    one = call_cost(price, usage, GroundingMetadata(), tool="vertex_ai_search")
     two = call_cost(
         price, usage, GroundingMetadata(retrieval_queries=("a", "", "b")), tool="vertex_ai_search"
     )
-    assert (none.grounding_units, none.grounding_usd) == (1, fee)
-    assert (two.grounding_units, two.grounding_usd) == (2, 2 * fee)
+    assert (one.grounding_units, one.grounding_usd) == (1, D("0.0025"))
+    assert (two.grounding_units, two.grounding_usd) == (1, D("0.0025"))
+
+
+def test_a_jobs_prices_file_overrides_the_datastore_fee() -> None:
+    table = parse_prices(
+        b"""
+[[tool_fee]]
+tool = "vertex_ai_search"
+backend = "vertex"
+kind = "per_query"
+usd_per_1k = 4
+as_of = 2026-12-02
+source = "our contract"
+
+[[price]]
+match = "gemini-2.5-flash"
+backend = "vertex"
+input_per_1m = 0.30
+output_per_1m = 2.50
+as_of = 2026-04-13
+source = "test"
+""",
+        "job-prices.toml",
+    )
+    fee = table.for_model("gemini-2.5-flash", "vertex").fee("vertex_ai_search")
+    assert (fee.kind, fee.usd_per_1k, fee.as_of) == ("per_query", D(4), "2026-12-02")
+
+
+def test_vertex_batch_halves_tokens_not_grounding(table: PriceTable) -> None:
+    online = table.for_model("gemini-2.5-flash", "vertex")
+    batch = table.for_batch("gemini-2.5-flash", "vertex")
+    assert batch.input_per_1m == online.input_per_1m / 2
+    assert batch.output_per_1m == online.output_per_1m / 2
+    assert batch.fee("vertex_ai_search").usd_per_1k == D("2.50")
 
 
 def test_cached_and_long_context_rates() -> None:
