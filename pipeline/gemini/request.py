@@ -120,3 +120,38 @@ class GroundedRequestBuilder:
         text = self.prompt(question, nudge=nudge, urls=urls)
         contents = [{"role": "user", "parts": [{"text": text}]}]
         return orjson.dumps({"contents": contents, **self._head})
+
+
+class PassagesRequestBuilder:
+    """Bodies of an own-retrieval call: the question answered from passages in the prompt.
+
+    No tool is declared: the passages (numbered, with the instruction to cite them as ``[n]``,
+    rendered by :func:`pipeline.retrieval.prompt.passages_block`) go before the question in
+    the job's prompt template. Everything but the prompt is encoded once.
+    """
+
+    __slots__ = ("_head", "_template")
+
+    def __init__(
+        self,
+        *,
+        prompt_template: str,
+        temperature: float,
+        max_output_tokens: int,
+        system_instruction: str = "",
+    ) -> None:
+        self._template = prompt_template
+        head: dict[str, Any] = {
+            "generationConfig": {"temperature": temperature, "maxOutputTokens": max_output_tokens}
+        }
+        if system_instruction:
+            head["systemInstruction"] = {"parts": [{"text": system_instruction}]}
+        self._head = head
+
+    def prompt(self, question: str, passages: str) -> str:
+        # str.replace, not str.format: a question or a passage may contain braces.
+        return f"{passages}\n\n{self._template.replace('{question}', question)}"
+
+    def body(self, question: str, passages: str) -> bytes:
+        contents = [{"role": "user", "parts": [{"text": self.prompt(question, passages)}]}]
+        return orjson.dumps({"contents": contents, **self._head})
