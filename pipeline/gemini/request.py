@@ -9,9 +9,69 @@ samples send; the API accepts either casing (proto3 JSON, reference §1.3).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
+
+
+@dataclass(frozen=True, slots=True)
+class ElasticsearchTool:
+    """``retrieval.externalApi`` with the ``ELASTIC_SEARCH`` spec (Vertex only).
+
+    Fields as python-genai's ``ExternalApi`` / ``ExternalApiElasticSearchParams`` name them
+    and as Vertex's REST sample sends them
+    (https://cloud.google.com/vertex-ai/generative-ai/docs/grounding/grounding-with-elasticsearch).
+    ``api_key`` is the Elasticsearch API key: it travels in this request body only.
+    """
+
+    endpoint: str
+    index: str
+    search_template: str
+    num_hits: int = 0  # 0 = not sent (the template's own)
+    api_key: str = ""
+
+    def __repr__(self) -> str:  # never show the key, even in a traceback
+        return f"ElasticsearchTool(endpoint={self.endpoint!r}, index={self.index!r}, api_key=***)"
+
+
+@dataclass(frozen=True, slots=True)
+class RagStoreTool:
+    """``retrieval.vertexRagStore`` (Vertex RAG Engine): Vertex ``tool.proto``
+    ``VertexRagStore {ragResources[{ragCorpus, ragFileIds}], ragRetrievalConfig{topK,
+    filter{vectorDistanceThreshold}}}``."""
+
+    rag_corpus: str
+    rag_file_ids: tuple[str, ...] = ()
+    top_k: int = 0  # 0 = the API's default
+    vector_distance_threshold: float = 0.0  # 0 = none
+
+
+def _elasticsearch(es: ElasticsearchTool) -> dict[str, Any]:
+    params: dict[str, Any] = {"index": es.index, "searchTemplate": es.search_template}
+    if es.num_hits:
+        params["numHits"] = es.num_hits
+    external: dict[str, Any] = {"apiSpec": "ELASTIC_SEARCH", "endpoint": es.endpoint}
+    if es.api_key:
+        # Elasticsearch's own Authorization scheme: "ApiKey <key>".
+        external["apiAuth"] = {"apiKeyConfig": {"apiKeyString": f"ApiKey {es.api_key}"}}
+    external["elasticSearchParams"] = params
+    return {"retrieval": {"externalApi": external}}
+
+
+def _rag_store(rag: RagStoreTool) -> dict[str, Any]:
+    resource: dict[str, Any] = {"ragCorpus": rag.rag_corpus}
+    if rag.rag_file_ids:
+        resource["ragFileIds"] = list(rag.rag_file_ids)
+    store: dict[str, Any] = {"ragResources": [resource]}
+    config: dict[str, Any] = {}
+    if rag.top_k:
+        config["topK"] = rag.top_k
+    if rag.vector_distance_threshold:
+        config["filter"] = {"vectorDistanceThreshold": rag.vector_distance_threshold}
+    if config:
+        store["ragRetrievalConfig"] = config
+    return {"retrieval": {"vertexRagStore": store}}
 
 
 def grounding_tool(
@@ -24,6 +84,8 @@ def grounding_tool(
     exclude_domains: Sequence[str] = (),
     file_search_stores: Sequence[str] = (),
     dynamic_threshold: float | None = None,
+    elasticsearch: ElasticsearchTool | None = None,
+    rag_store: RagStoreTool | None = None,
 ) -> dict[str, Any]:
     """The ``tools`` entry that declares one grounding tool (reference §1.4).
 
@@ -58,6 +120,10 @@ def grounding_tool(
         if max_results:
             search["maxResults"] = max_results
         return {"retrieval": {"vertexAiSearch": search}}
+    if tool == "elasticsearch" and elasticsearch is not None:
+        return _elasticsearch(elasticsearch)
+    if tool == "vertex_rag_store" and rag_store is not None:
+        return _rag_store(rag_store)
     raise ValueError(f"unknown grounding tool {tool!r}")
 
 
