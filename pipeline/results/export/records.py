@@ -98,6 +98,9 @@ SOURCE_FIELDS = (
     "destination",
     "resolve_status",
     "resolved_at",
+    "doc_id",
+    "first_page",
+    "last_page",
 )
 CITATION_FIELDS = (
     "start",
@@ -160,6 +163,9 @@ def _source(row: Row) -> Source:
         text=row["text"],
         place_id=row["place_id"],
         document_name=row["document_name"],
+        first_page=row["first_page"],
+        last_page=row["last_page"],
+        doc_id=row["doc_id"],
     )
 
 
@@ -202,6 +208,9 @@ def source_dicts(stored: StoredQuestion) -> list[dict[str, Any]]:
             "destination": s["destination"],
             "resolve_status": s["resolve_status"],
             "resolved_at": iso(s["resolved_at"]),
+            "doc_id": s["doc_id"],
+            "first_page": s["first_page"],
+            "last_page": s["last_page"],
         }
         for s in stored.sources
     ]
