@@ -196,13 +196,13 @@ async def index_counts(connection: AsyncConnection, job_id: int) -> IndexCounts:
 
 
 async def chunks_to_embed(
-    connection: AsyncConnection, job_id: int, limit: int
+    connection: AsyncConnection, job_id: int, limit: int, after: int = 0
 ) -> list[ChunkToEmbed]:
-    """The job's chunks with no embedding yet, oldest first."""
+    """The job's chunks with no embedding yet and an id above ``after``, oldest first."""
     rows = await connection.execute(
         sa.select(chunks.c.id, chunks.c.text, documents.c.title)
         .join(documents, documents.c.id == chunks.c.document_id)
-        .where(chunks.c.job_id == job_id, chunks.c.embedding.is_(None))
+        .where(chunks.c.job_id == job_id, chunks.c.embedding.is_(None), chunks.c.id > after)
         .order_by(chunks.c.id)
         .limit(limit)
     )
