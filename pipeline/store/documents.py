@@ -40,6 +40,7 @@ __all__ = [
     "NewDocument",
     "chunks_to_embed",
     "dense_search",
+    "dense_unavailable",
     "index_counts",
     "lexical_search",
     "pack_vector",
@@ -283,6 +284,30 @@ async def lexical_search(
     return hits
 
 
+SQLITE_VEC_MISSING = (
+    "dense search needs the sqlite-vec extension, which this database connection has not"
+    " loaded (pip install sqlite-vec, with a Python whose sqlite3 can load extensions);"
+    " retrieval stays lexical"
+)
+PGVECTOR_MISSING = (
+    "dense search needs pgvector on this PostgreSQL server (CREATE EXTENSION vector);"
+    " retrieval stays lexical"
+)
+
+
+async def dense_unavailable(connection: AsyncConnection) -> str | None:
+    """Why this database cannot search vectors (one line), or None when it can."""
+    if connection.dialect.name == "sqlite":
+        try:
+            async with connection.begin_nested():
+                await connection.execute(sa.text("SELECT vec_version()"))
+        except (OperationalError, DBAPIError):
+            return SQLITE_VEC_MISSING
+        return None
+    found = await connection.scalar(sa.text("SELECT 1 FROM pg_extension WHERE extname = 'vector'"))
+    return None if found else PGVECTOR_MISSING
+
+
 _SQLITE_DENSE = sa.text(
     """
     SELECT c.id AS chunk_id, vec_distance_cosine(c.embedding, :vector) AS distance,
@@ -326,16 +351,9 @@ async def dense_search(
     except (OperationalError, DBAPIError) as exc:
         text = str(exc)
         if "vec_distance_cosine" in text:
-            raise DenseUnavailable(
-                "dense search needs the sqlite-vec extension, which this database connection"
-                " has not loaded (pip install sqlite-vec, with a Python whose sqlite3 can load"
-                " extensions); retrieval stays lexical"
-            ) from None
+            raise DenseUnavailable(SQLITE_VEC_MISSING) from None
         if 'type "vector" does not exist' in text:
-            raise DenseUnavailable(
-                "dense search needs pgvector on this PostgreSQL server (CREATE EXTENSION"
-                " vector); retrieval stays lexical"
-            ) from None
+            raise DenseUnavailable(PGVECTOR_MISSING) from None
         raise
     return [
         Hit(r.chunk_id, 1.0 - float(r.distance), r.text, r.doc_id, r.title, r.uri) for r in rows
