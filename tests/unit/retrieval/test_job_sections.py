@@ -129,7 +129,7 @@ def test_fallback_classes_need_a_class_field(tmp_path: Path) -> None:
         'fallback_classes = ["a"]\n[retrieval]\ndocs = "d.jsonl"\n',
         encoding="utf-8",
     )
-    with pytest.raises(JobSpecError, match="fallback_classes: needs source.class_field"):
+    with pytest.raises(JobSpecError, match=r"fallback_classes: needs source\.class_field"):
         load_jobspec(path)
 
 
