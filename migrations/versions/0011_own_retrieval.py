@@ -6,8 +6,8 @@ the ledger; the connectors' chunk fields on sources.
 * ``chunks``: the document's chunks (character spans and text), and the embedding once made
   (float32 little-endian bytes on SQLite, ``real[]`` on PostgreSQL; null until then).
 * Full text: on SQLite an FTS5 table over ``chunks.text`` (external content, kept in step by
-  triggers, ``unicode61`` with diacritics folded: bm25 ranks it); on PostgreSQL a generated
-  ``tsvector`` column with a GIN index (``websearch_to_tsquery`` / ``ts_rank_cd``). Neither is
+  triggers, ``unicode61`` with diacritics folded and porter stemming: bm25 ranks it); on PostgreSQL a generated
+  ``tsvector`` column (``english``) with a GIN index (``websearch_to_tsquery`` / ``ts_rank_cd``). Neither is
   in ``pipeline.store.tables``: each is one dialect's, and
   :func:`pipeline.store.tables.include_in_autogenerate` leaves them out of comparisons.
 * ``calls``: ``question_id`` may be null for a call made for no question (the embeddings of
@@ -36,14 +36,15 @@ depends_on = None
 
 _ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
-# The text search configuration of the PostgreSQL column: no stemming, no stop words, so
-# any language's words match as written.
-TEXT_SEARCH_CONFIG = "simple"
+# The text search configuration of the PostgreSQL column: English stemming ("airports"
+# finds "airport"), as SQLite's porter tokenizer does; other languages' words match as
+# written.
+TEXT_SEARCH_CONFIG = "english"
 
 _SQLITE_FTS = [
     """CREATE VIRTUAL TABLE chunks_fts USING fts5(
         text, content='chunks', content_rowid='id',
-        tokenize='unicode61 remove_diacritics 2')""",
+        tokenize='porter unicode61 remove_diacritics 2')""",
     """CREATE TRIGGER chunks_fts_insert AFTER INSERT ON chunks BEGIN
         INSERT INTO chunks_fts(rowid, text) VALUES (new.id, new.text);
     END""",

@@ -247,7 +247,7 @@ _POSTGRES_LEXICAL = sa.text(
     SELECT c.id AS chunk_id, ts_rank_cd(c.tsv, q) AS relevance, c.text, d.doc_id, d.title, d.uri
     FROM chunks c
     JOIN documents d ON d.id = c.document_id,
-         websearch_to_tsquery('simple', :match) q
+         websearch_to_tsquery('english', :match) q
     WHERE c.job_id = :job_id AND c.tsv @@ q
     ORDER BY relevance DESC, c.id
     LIMIT :limit

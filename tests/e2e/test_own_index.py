@@ -299,3 +299,22 @@ def _async_url(url: str) -> str:
     if url.startswith("sqlite:///"):
         return url.replace("sqlite:///", "sqlite+aiosqlite:///")
     return url.replace("postgresql://", "postgresql+asyncpg://")
+
+
+async def test_the_demo_corpus_answers_the_demo_airport_questions(tmp_path: Path) -> None:
+    questions = [
+        json.loads(line)["question"]
+        for line in (REPO / "jobs" / "demo_questions.jsonl").read_text("utf-8").splitlines()
+        if "Which airports serve" in line
+    ]
+    assert len(questions) >= 15
+    retrieval = RetrievalSection(docs=str(REPO / "jobs" / "demo_corpus.jsonl"))
+    async with sqlite_engine(tmp_path) as engine:
+        job_id = await _job(engine)
+        loaded = await load_index(engine, job_id, retrieval)
+        assert 24 <= loaded.documents <= 60
+        async with engine.connect() as connection:
+            for question in questions:
+                found = await search(connection, job_id, question, top_k=3)
+                city = question.removeprefix("Which airports serve ").split(",")[0]
+                assert city in (found.passages[0].title or ""), question
