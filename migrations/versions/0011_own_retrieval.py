@@ -6,9 +6,10 @@ the ledger; the connectors' chunk fields on sources.
 * ``chunks``: the document's chunks (character spans and text), and the embedding once made
   (float32 little-endian bytes on SQLite, ``real[]`` on PostgreSQL; null until then).
 * Full text: on SQLite an FTS5 table over ``chunks.text`` (external content, kept in step by
-  triggers, ``unicode61`` with diacritics folded and porter stemming: bm25 ranks it); on PostgreSQL a generated
-  ``tsvector`` column (``english``) with a GIN index (``websearch_to_tsquery`` / ``ts_rank_cd``). Neither is
-  in ``pipeline.store.tables``: each is one dialect's, and
+  triggers; ``unicode61`` with diacritics folded, porter stemming; bm25 ranks it); on
+  PostgreSQL a generated ``tsvector`` column (``english``) with a GIN index
+  (``websearch_to_tsquery`` / ``ts_rank_cd``). Neither is in ``pipeline.store.tables``: each
+  is one dialect's, and
   :func:`pipeline.store.tables.include_in_autogenerate` leaves them out of comparisons.
 * ``calls``: ``question_id`` may be null for a call made for no question (the embeddings of
   ``ground index``), which then names its ``job_id``.
