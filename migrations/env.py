@@ -8,7 +8,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from pipeline.store.tables import metadata
+from pipeline.store.tables import include_in_autogenerate, metadata
 
 config = context.config
 
@@ -17,6 +17,7 @@ def _run(connection: Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=metadata,
+        include_object=include_in_autogenerate,
         render_as_batch=connection.dialect.name == "sqlite",
     )
     with context.begin_transaction():

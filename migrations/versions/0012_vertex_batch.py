@@ -7,10 +7,9 @@ a run that dies at any step finds them again: ``input_uri`` (the uploaded JSONL)
 again), ``output_uri_prefix`` (the job's ``outputUriPrefix``), ``output_dir`` (Vertex's
 ``outputInfo.gcsOutputDirectory``, once reported) and ``cleaned_at`` (when ``ground batch
 clean`` removed what the batch left in the bucket). All null for Developer API batches.
-``down_revision`` is this branch's base and is re-chained at merge.
 
 Revision ID: 0012
-Revises: 0010
+Revises: 0011
 Create Date: 2026-12-02
 """
 
@@ -20,7 +19,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0012"
-down_revision = "0010"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 

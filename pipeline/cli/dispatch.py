@@ -197,6 +197,10 @@ def _queue_or_results_action(args: argparse.Namespace) -> JobAction:
     match args.command:
         case "load":
             return commands.load_command
+        case "index":
+            from pipeline.commands.index import index_command
+
+            return index_command
         case "migrate":
             return commands.migrate_command
         case "estimate":

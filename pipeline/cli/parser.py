@@ -157,6 +157,11 @@ def _add_restructure_command(commands: Commands, job: argparse.ArgumentParser) -
 def _add_queue_commands(commands: Commands, job: argparse.ArgumentParser) -> None:
     """The commands that look after the queue: load, migrate, resolve, estimate, retry."""
     commands.add_parser("load", parents=[job], help="load the question file into the queue")
+    commands.add_parser(
+        "index",
+        parents=[job],
+        help="load [retrieval]'s documents into the job's own index (and embed them)",
+    )
     commands.add_parser("migrate", parents=[job], help="bring the database to the newest schema")
     resolve = commands.add_parser(
         "resolve", parents=[job], help="resolve the sources' redirect links still pending"

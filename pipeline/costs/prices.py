@@ -53,6 +53,8 @@ Tool = Literal[
     "file_search",
     "url_context",
     "google_search_retrieval",
+    "elasticsearch",
+    "vertex_rag_store",
 ]
 # The keys of a [[price]] row, which its ``unconfirmed`` list may name.
 PriceField = Literal[
@@ -297,6 +299,8 @@ class _Fees(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     file_search: _Fee | None = None
     url_context: _Fee | None = None
     google_search_retrieval: _Fee | None = None
+    elasticsearch: _Fee | None = None
+    vertex_rag_store: _Fee | None = None
 
     def items(self) -> list[tuple[str, _Fee]]:
         return [(k, f) for k in self.__struct_fields__ if (f := getattr(self, k)) is not None]

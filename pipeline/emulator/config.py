@@ -89,6 +89,13 @@ class EmulatorConfig:
     empty_chunk_share: float = 0.03  # one grounding chunk replaced by {} (still cited)
     empty_query_share: float = 0.1  # a "" in webSearchQueries (gemini-3 and later only)
     block_share: float = 0.0  # promptFeedback.blockReason SAFETY, no candidates
+    # A question class the managed path serves badly (own retrieval's fallback, shown): a
+    # grounded request whose prompt contains any of these words (case-insensitive) comes
+    # back ungrounded for miss_ungrounded_share of prompts, grounded with no chunks for
+    # miss_chunkless_share more; other prompts are untouched.
+    miss_words: frozenset[str] = frozenset()
+    miss_ungrounded_share: float = 0.0
+    miss_chunkless_share: float = 0.0
     safety_share: float = 0.0  # a candidate cut with finishReason SAFETY, no grounding
 
     # Redirect links /grounding-api-redirect/<token>.

@@ -157,8 +157,19 @@ def retrieval(
     datastore: str | None,
     project: str,
     location: str,
+    source: str = "vertexAiSearch",
 ) -> dict[str, Any]:
-    """Vertex AI Search grounding: ``retrievedContext`` chunks and ``retrievalQueries``."""
+    """Retrieval grounding: ``retrievedContext`` chunks and ``retrievalQueries``.
+
+    Vertex AI Search chunks carry ``documentName``; RAG Engine (``vertexRagStore``) chunks
+    carry ``ragChunk {text, pageSpan {firstPage, lastPage}}`` and a ``gs://`` uri of the
+    corpus's file; Elasticsearch (``externalApi``) chunks only ``title``, ``text`` and the
+    document's ``uri`` (what its search template returns).
+    """
+    if source == "vertexRagStore":
+        return _rag(entry, layout, variant, rng, corpus=datastore)
+    if source == "externalApi":
+        return _elasticsearch(entry, layout, variant, rng, index=datastore)
     chunks: list[dict[str, Any]] = []
     for i, src in enumerate(entry.answer.sources):
         if i == variant.empty_chunk:
@@ -174,6 +185,65 @@ def retrieval(
                     "title": src.page_title,
                     "text": snippet,
                     "documentName": _document_name(datastore, project, location, src.url),
+                }
+            }
+        )
+    return {
+        "groundingChunks": chunks,
+        "groundingSupports": supports(layout, variant, rng),
+        "retrievalQueries": list(entry.answer.queries),
+    }
+
+
+def _snippet(entry: Entry, i: int) -> str:
+    return " ".join(s.text for s in entry.answer.sentences if i in s.cites)
+
+
+def _rag(
+    entry: Entry, layout: Layout, variant: Variant, rng: Rng, *, corpus: str | None
+) -> dict[str, Any]:
+    chunks: list[dict[str, Any]] = []
+    for i, src in enumerate(entry.answer.sources):
+        if i == variant.empty_chunk:
+            chunks.append({})
+            continue
+        text = _snippet(entry, i) or src.page_title
+        first = 1 + (hashlib.sha256(src.url.encode()).digest()[0] % 40)
+        name = (src.url.rstrip("/").rsplit("/", 1)[-1] or src.domain or "file") + ".pdf"
+        chunks.append(
+            {
+                "retrievedContext": {
+                    "uri": f"gs://emulator-rag/{src.domain or 'corpus'}/{name}",
+                    "title": name,
+                    "text": text,
+                    "ragChunk": {
+                        "text": text,
+                        "pageSpan": {"firstPage": first, "lastPage": first + i % 3},
+                    },
+                }
+            }
+        )
+    return {
+        "groundingChunks": chunks,
+        "groundingSupports": supports(layout, variant, rng),
+        "retrievalQueries": list(entry.answer.queries),
+    }
+
+
+def _elasticsearch(
+    entry: Entry, layout: Layout, variant: Variant, rng: Rng, *, index: str | None
+) -> dict[str, Any]:
+    chunks: list[dict[str, Any]] = []
+    for i, src in enumerate(entry.answer.sources):
+        if i == variant.empty_chunk:
+            chunks.append({})
+            continue
+        chunks.append(
+            {
+                "retrievedContext": {
+                    "uri": src.url,
+                    "title": src.page_title,
+                    "text": _snippet(entry, i) or src.page_title,
                 }
             }
         )

@@ -109,6 +109,8 @@ class GenerateRequest:
     maps_widget: bool = False  # googleMaps.enableWidget
     # googleSearch / enterpriseWebSearch excludeDomains (Vertex), lower-cased
     exclude_domains: tuple[str, ...] = ()
+    # retrieval's source: "vertexAiSearch" | "vertexRagStore" | "externalApi" (Elasticsearch)
+    retrieval_source: str = ""
 
 
 def parse(body: bytes, surface: str) -> GenerateRequest:
@@ -141,6 +143,7 @@ def parse(body: bytes, surface: str) -> GenerateRequest:
         file_search_stores=t.stores,
         maps_widget=t.maps_widget,
         exclude_domains=t.exclude_domains,
+        retrieval_source=t.retrieval_source,
     )
 
 
@@ -175,6 +178,7 @@ class _Tools:
     stores: tuple[str, ...] = ()
     maps_widget: bool = False
     exclude_domains: tuple[str, ...] = ()
+    retrieval_source: str = ""
 
 
 def _declared_tools(data: dict[str, Any], surface: str) -> _Tools:
@@ -201,8 +205,15 @@ def _tool_settings(out: _Tools, name: str, spec: Any) -> str:
         vas = _get(spec, "vertexAiSearch")
         if isinstance(vas, dict):
             out.datastore = _get(vas, "datastore") or _get(vas, "engine")
+            out.retrieval_source = "vertexAiSearch"
             return "vertexAiSearch"
-        return "vertexRagStore" if _get(spec, "vertexRagStore") else "retrieval"
+        for source in ("vertexRagStore", "externalApi"):
+            settings = _get(spec, source)
+            if isinstance(settings, dict):
+                out.retrieval_source = source
+                out.datastore = _connector_name(source, settings)
+                return source
+        return "retrieval"
     if not isinstance(spec, dict):
         return name
     if name == "googleSearchRetrieval":
@@ -223,6 +234,18 @@ def _tool_settings(out: _Tools, name: str, spec: Any) -> str:
             )
         out.exclude_domains += tuple(d.strip().lower() for d in domains if d.strip())
     return name
+
+
+def _connector_name(source: str, settings: dict[str, Any]) -> str | None:
+    """The RAG corpus or the Elasticsearch index a connector names (its chunks carry it)."""
+    if source == "vertexRagStore":
+        resources = _get(settings, "ragResources") or ()
+        first = resources[0] if resources and isinstance(resources[0], dict) else {}
+        corpus = _get(first, "ragCorpus")
+        return corpus if isinstance(corpus, str) else None
+    params = _get(settings, "elasticSearchParams") or {}
+    index = _get(params, "index") if isinstance(params, dict) else None
+    return index if isinstance(index, str) else None
 
 
 def _generation_config(data: dict[str, Any]) -> tuple[Any, Any, Any, bool]:

@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from pipeline.emulator import corpus, draws, grounding
+from pipeline.emulator import corpus, draws, grounding, passages
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.models import ModelTraits
 from pipeline.emulator.request import (
@@ -72,12 +72,20 @@ class Context:
 class Built:
     body: dict[str, Any]
     # "grounded" | "ungrounded" (tool declared, no metadata) | "plain" (no grounding tool)
+    # | "passages" (no tool, numbered passages in the prompt: an answer citing them)
     # | "blocked" | "safety" | "structured"
     outcome: str
 
 
 _STRUCTURED_FAULT = b"structured-fault"
 _EXCLUDE_LEAK = b"exclude-leak"
+_MISS = b"class-miss"
+
+
+def _in_class(prompt: str, words: frozenset[str]) -> bool:
+    """Whether the prompt names the class (any of ``words``, case-insensitive)."""
+    lowered = prompt.lower()
+    return any(w.lower() in lowered for w in words)
 
 
 def tokens(data: bytes) -> int:
@@ -206,6 +214,13 @@ def build(ctx: Context) -> Built:
     overlap = u[5] < cfg.overlap_share
     empty_chunk = u[6] < cfg.empty_chunk_share
     empty_query = u[7] < cfg.empty_query_share
+    chunkless = False
+    if cfg.miss_words and req.grounding is not None and _in_class(req.prompt, cfg.miss_words):
+        miss = draws.unit(ctx.seed_key, _MISS, req.prompt_bytes)
+        ungrounded = ungrounded or miss < cfg.miss_ungrounded_share
+        chunkless = (
+            cfg.miss_ungrounded_share <= miss < cfg.miss_ungrounded_share + cfg.miss_chunkless_share
+        )
 
     if blocked:
         body = {
@@ -265,6 +280,17 @@ def build(ctx: Context) -> Built:
         }
         return Built(_envelope(ctx, body), "structured")
 
+    numbered = passages.numbered_passages(req.prompt) if req.grounding is None else None
+    if numbered is not None:
+        text = passages.answer(ctx.seed_key, req.prompt, numbered)
+        parts.append({"text": text})
+        cand = {"content": {"parts": parts, "role": "model"}, "finishReason": "STOP"}
+        body = {
+            "candidates": [cand],
+            "usageMetadata": _usage(ctx, tokens(text.encode()), 0, thoughts),
+        }
+        return Built(_envelope(ctx, body), "passages")
+
     layout = entry.split if multipart else entry.single
     searching = req.grounding is not None and not ungrounded
     tool_parts = _tool_parts(ctx, entry, searching)
@@ -317,6 +343,7 @@ def build(ctx: Context) -> Built:
                 datastore=req.datastore,
                 project=ctx.project,
                 location=ctx.location,
+                source=req.retrieval_source,
             )
         elif req.grounding == FILE_SEARCH:
             metadata = grounding.file_search(
@@ -330,6 +357,9 @@ def build(ctx: Context) -> Built:
             )
         if req.url_context and url_metadata is None:  # Search and URL context together
             _, url_metadata = grounding.url_context(entry, layout, variant, r, urls=req.urls)
+    if metadata is not None and chunkless:
+        metadata["groundingChunks"] = []  # grounded, yet nothing to cite: a visible miss
+        metadata["groundingSupports"] = []
     if metadata is not None:
         cand["groundingMetadata"] = metadata
     if url_metadata is not None:

@@ -8,6 +8,8 @@ Routes (``{tail}`` is ``MODEL:generateContent`` or ``MODEL:streamGenerateContent
 * ``POST /{v1|v1beta1}/projects/{p}/locations/{l}/publishers/{pub}/models/{tail}`` and the
   endpoint-less ``/{v1|v1beta1}/publishers/{pub}/models/{tail}``: Vertex. ``Authorization:
   Bearer``; otherwise 401 UNAUTHENTICATED.
+* ``POST /v1beta/models/{model}:embedContent`` / ``:batchEmbedContents``: Developer API
+  embeddings, deterministic (:mod:`pipeline.emulator.embeddings`).
 * ``GET|HEAD /grounding-api-redirect/{token}``: 302 to the publisher page; 404 once
   ``redirect_ttl_s`` has passed since issue (or for a token that does not verify); 403 for a
   fixed ``redirect_forbidden_share`` of tokens.
@@ -37,7 +39,16 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from pipeline.emulator import draws, error_bodies, faults, models, oauth, redirects, responses
+from pipeline.emulator import (
+    draws,
+    embeddings,
+    error_bodies,
+    faults,
+    models,
+    oauth,
+    redirects,
+    responses,
+)
 from pipeline.emulator.batch import BatchService
 from pipeline.emulator.clock import SYSTEM_CLOCK, Clock
 from pipeline.emulator.config import EmulatorConfig
@@ -134,9 +145,22 @@ class Emulator:
             model, _, method = request.match_info["tail"].partition(":")
             if method == "batchGenerateContent":
                 return await self.batch.create(request, model)
+            if method in ("embedContent", "batchEmbedContents"):
+                return await self._embed(request, model, method)
             return await self._generate(request, DEVELOPER, version, "", "")
         except error_bodies.ApiError as e:
             return self._error(DEVELOPER, e)
+
+    async def _embed(self, request: web.Request, model: str, method: str) -> web.Response:
+        """Deterministic embeddings (:mod:`pipeline.emulator.embeddings`)."""
+        if not model.startswith(("gemini-embedding", "text-embedding", "embedding-")):
+            raise error_bodies.model_not_found(model, request.path.split("/", 2)[1])
+        try:
+            data = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            raise error_bodies.invalid_json("Unexpected token.") from None
+        self.stats.by_model[model] += 1
+        return self._ok("embed", orjson.dumps(embeddings.embed(self.seed_key, data, method)))
 
     def _batch_route(self, handler: Any) -> Any:
         """A Batch/Files API handler behind the Developer API's key check (an upload URL

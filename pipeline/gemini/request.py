@@ -9,9 +9,69 @@ samples send; the API accepts either casing (proto3 JSON, reference §1.3).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
+
+
+@dataclass(frozen=True, slots=True)
+class ElasticsearchTool:
+    """``retrieval.externalApi`` with the ``ELASTIC_SEARCH`` spec (Vertex only).
+
+    Fields as python-genai's ``ExternalApi`` / ``ExternalApiElasticSearchParams`` name them
+    and as Vertex's REST sample sends them
+    (https://cloud.google.com/vertex-ai/generative-ai/docs/grounding/grounding-with-elasticsearch).
+    ``api_key`` is the Elasticsearch API key: it travels in this request body only.
+    """
+
+    endpoint: str
+    index: str
+    search_template: str
+    num_hits: int = 0  # 0 = not sent (the template's own)
+    api_key: str = ""
+
+    def __repr__(self) -> str:  # never show the key, even in a traceback
+        return f"ElasticsearchTool(endpoint={self.endpoint!r}, index={self.index!r}, api_key=***)"
+
+
+@dataclass(frozen=True, slots=True)
+class RagStoreTool:
+    """``retrieval.vertexRagStore`` (Vertex RAG Engine): Vertex ``tool.proto``
+    ``VertexRagStore {ragResources[{ragCorpus, ragFileIds}], ragRetrievalConfig{topK,
+    filter{vectorDistanceThreshold}}}``."""
+
+    rag_corpus: str
+    rag_file_ids: tuple[str, ...] = ()
+    top_k: int = 0  # 0 = the API's default
+    vector_distance_threshold: float = 0.0  # 0 = none
+
+
+def _elasticsearch(es: ElasticsearchTool) -> dict[str, Any]:
+    params: dict[str, Any] = {"index": es.index, "searchTemplate": es.search_template}
+    if es.num_hits:
+        params["numHits"] = es.num_hits
+    external: dict[str, Any] = {"apiSpec": "ELASTIC_SEARCH", "endpoint": es.endpoint}
+    if es.api_key:
+        # Elasticsearch's own Authorization scheme: "ApiKey <key>".
+        external["apiAuth"] = {"apiKeyConfig": {"apiKeyString": f"ApiKey {es.api_key}"}}
+    external["elasticSearchParams"] = params
+    return {"retrieval": {"externalApi": external}}
+
+
+def _rag_store(rag: RagStoreTool) -> dict[str, Any]:
+    resource: dict[str, Any] = {"ragCorpus": rag.rag_corpus}
+    if rag.rag_file_ids:
+        resource["ragFileIds"] = list(rag.rag_file_ids)
+    store: dict[str, Any] = {"ragResources": [resource]}
+    config: dict[str, Any] = {}
+    if rag.top_k:
+        config["topK"] = rag.top_k
+    if rag.vector_distance_threshold:
+        config["filter"] = {"vectorDistanceThreshold": rag.vector_distance_threshold}
+    if config:
+        store["ragRetrievalConfig"] = config
+    return {"retrieval": {"vertexRagStore": store}}
 
 
 def grounding_tool(
@@ -25,6 +85,8 @@ def grounding_tool(
     file_search_stores: Sequence[str] = (),
     dynamic_threshold: float | None = None,
     maps_widget: bool = False,
+    elasticsearch: ElasticsearchTool | None = None,
+    rag_store: RagStoreTool | None = None,
 ) -> dict[str, Any]:
     """The ``tools`` entry that declares one grounding tool (reference §1.4).
 
@@ -60,6 +122,10 @@ def grounding_tool(
         if max_results:
             search["maxResults"] = max_results
         return {"retrieval": {"vertexAiSearch": search}}
+    if tool == "elasticsearch" and elasticsearch is not None:
+        return _elasticsearch(elasticsearch)
+    if tool == "vertex_rag_store" and rag_store is not None:
+        return _rag_store(rag_store)
     raise ValueError(f"unknown grounding tool {tool!r}")
 
 
@@ -121,4 +187,39 @@ class GroundedRequestBuilder:
     def body(self, question: str, *, nudge: bool = False, urls: Sequence[str] = ()) -> bytes:
         text = self.prompt(question, nudge=nudge, urls=urls)
         contents = [{"role": "user", "parts": [{"text": text}]}]
+        return orjson.dumps({"contents": contents, **self._head})
+
+
+class PassagesRequestBuilder:
+    """Bodies of an own-retrieval call: the question answered from passages in the prompt.
+
+    No tool is declared: the passages (numbered, with the instruction to cite them as ``[n]``,
+    rendered by :func:`pipeline.retrieval.prompt.passages_block`) go before the question in
+    the job's prompt template. Everything but the prompt is encoded once.
+    """
+
+    __slots__ = ("_head", "_template")
+
+    def __init__(
+        self,
+        *,
+        prompt_template: str,
+        temperature: float,
+        max_output_tokens: int,
+        system_instruction: str = "",
+    ) -> None:
+        self._template = prompt_template
+        head: dict[str, Any] = {
+            "generationConfig": {"temperature": temperature, "maxOutputTokens": max_output_tokens}
+        }
+        if system_instruction:
+            head["systemInstruction"] = {"parts": [{"text": system_instruction}]}
+        self._head = head
+
+    def prompt(self, question: str, passages: str) -> str:
+        # str.replace, not str.format: a question or a passage may contain braces.
+        return f"{passages}\n\n{self._template.replace('{question}', question)}"
+
+    def body(self, question: str, passages: str) -> bytes:
+        contents = [{"role": "user", "parts": [{"text": self.prompt(question, passages)}]}]
         return orjson.dumps({"contents": contents, **self._head})

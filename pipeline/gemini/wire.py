@@ -89,9 +89,29 @@ class WebChunk(_Wire):
     domain: str | None = None
 
 
+class PageSpan(_Wire):
+    """Where a RAG Engine chunk starts and ends in its document (pages, 1-indexed, inclusive)."""
+
+    first_page: int | None = None
+    last_page: int | None = None
+
+
+class RagChunk(_Wire):
+    """``retrievedContext.ragChunk``: set only by the RAG Engine tool (``vertexRagStore``).
+
+    Vertex ``google/cloud/aiplatform/v1/vertex_rag_data.proto`` (``RagChunk``: ``text``,
+    ``pageSpan {firstPage, lastPage}``); python-genai's ``RagChunk`` adds ``chunkId``/``fileId``.
+    """
+
+    text: str | None = None
+    page_span: PageSpan | None = None
+    chunk_id: str | None = None
+    file_id: str | None = None
+
+
 class RetrievedContextChunk(_Wire):
-    """Vertex AI Search / RAG (``documentName``) or Developer API File Search (``fileSearchStore``,
-    ``customMetadata``, often no ``uri``)."""
+    """Vertex AI Search / RAG (``documentName``, ``ragChunk``) or Developer API File Search
+    (``fileSearchStore``, ``customMetadata``, often no ``uri``)."""
 
     uri: str | None = None
     title: str | None = None
@@ -100,6 +120,7 @@ class RetrievedContextChunk(_Wire):
     file_search_store: str | None = None
     # [{key, stringValue | numericValue | stringListValue: {values}}], kept as sent
     custom_metadata: tuple[dict[str, Any], ...] = ()
+    rag_chunk: RagChunk | None = None
 
 
 class MapsChunk(_Wire):

@@ -53,6 +53,7 @@ __all__ = [
     "Citation",
     "GroundedAnswer",
     "Source",
+    "coverage",
     "ground_answer",
 ]
 
@@ -87,7 +88,7 @@ class Source:
     """One ``groundingChunks`` entry, flattened."""
 
     index: int  # position in groundingChunks
-    kind: str  # "web" | "retrievedContext" | "maps" | "other" (empty {} chunk)
+    kind: str  # "web" | "retrievedContext" | "maps" | "own" (own retrieval) | "other" ({})
     title: str | None
     uri: str | None
     domain: str | None
@@ -96,6 +97,10 @@ class Source:
     document_name: str | None
     file_search_store: str | None = None  # File Search (Developer API) retrievedContext
     custom_metadata: tuple[dict[str, Any], ...] = ()  # File Search document metadata, as sent
+    # RAG Engine (vertexRagStore) retrievedContext.ragChunk: its pages, 1-indexed, inclusive
+    first_page: int | None = None
+    last_page: int | None = None
+    doc_id: str | None = None  # own retrieval: the document's id in the job's index
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as a plain value: what is rendered as JSON, stored and exported."""
@@ -110,6 +115,9 @@ class Source:
             "document_name": self.document_name,
             "file_search_store": self.file_search_store,
             "custom_metadata": list(self.custom_metadata),
+            "first_page": self.first_page,
+            "last_page": self.last_page,
+            "doc_id": self.doc_id,
         }
 
 
@@ -192,17 +200,21 @@ def _source(index: int, chunk: GroundingChunk) -> Source:
         return Source(index, "web", w.title, w.uri, w.domain, None, None, None)
     if chunk.retrieved_context is not None:
         r = chunk.retrieved_context
+        rag = r.rag_chunk
+        span = rag.page_span if rag is not None else None
         return Source(
             index,
             "retrievedContext",
             r.title,
             r.uri,
             None,
-            r.text,
+            r.text if r.text is not None or rag is None else rag.text,
             None,
             r.document_name,
             file_search_store=r.file_search_store,
             custom_metadata=r.custom_metadata,
+            first_page=span.first_page if span is not None else None,
+            last_page=span.last_page if span is not None else None,
         )
     if chunk.maps is not None:
         m = chunk.maps
@@ -210,7 +222,7 @@ def _source(index: int, chunk: GroundingChunk) -> Source:
     return Source(index, "other", None, None, None, None, None, None)
 
 
-def _coverage(
+def coverage(
     length: int, citations: Sequence[Citation]
 ) -> tuple[float, tuple[tuple[int, int], ...]]:
     """(covered fraction, maximal uncovered [start, end) spans) of ``[0, length)``."""
@@ -327,7 +339,7 @@ def ground_answer(candidate: Candidate, *, min_confidence: float | None = None) 
     if min_confidence is not None:
         spans = _apply_min_confidence(spans, min_confidence, warnings)
     citations = _citations(spans, layout, text)
-    coverage, gaps = _coverage(len(text), citations)
+    covered, gaps = coverage(len(text), citations)
 
     sep = gm.search_entry_point
     return GroundedAnswer(
@@ -335,7 +347,7 @@ def ground_answer(candidate: Candidate, *, min_confidence: float | None = None) 
         text=text,
         citations=citations,
         sources=tuple(_source(i, ch) for i, ch in enumerate(gm.grounding_chunks)),
-        coverage=coverage,
+        coverage=covered,
         unsupported_spans=gaps,
         web_search_queries=gm.web_search_queries,
         retrieval_queries=gm.retrieval_queries,

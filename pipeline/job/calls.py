@@ -8,13 +8,20 @@ batch mode both take a :class:`CallPlan`, so a question is asked the same way in
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pipeline.costs.charges import WorstCase
-from pipeline.gemini.endpoint import Endpoint, endpoint_for
-from pipeline.gemini.request import GroundedRequestBuilder, grounding_tool, maps_tool_config
+from pipeline.gemini.endpoint import ConfigurationError, Endpoint, endpoint_for
+from pipeline.gemini.request import (
+    ElasticsearchTool,
+    GroundedRequestBuilder,
+    RagStoreTool,
+    grounding_tool,
+    maps_tool_config,
+)
 from pipeline.grounding import GroundedAnswer
 from pipeline.job.sections import GroundingSection
 from pipeline.job.spec import JobSpec
@@ -202,6 +209,38 @@ def grounding_tools(g: GroundingSection) -> list[dict[str, object]]:
             file_search_stores=g.file_search_stores,
             dynamic_threshold=g.dynamic_threshold or None,
             maps_widget=g.maps_widget,
+            elasticsearch=elasticsearch_tool(g) if tool == "elasticsearch" else None,
+            rag_store=rag_store_tool(g) if tool == "vertex_rag_store" else None,
         )
         for tool in g.tools
     ]
+
+
+def elasticsearch_tool(
+    g: GroundingSection, env: Mapping[str, str] | None = None
+) -> ElasticsearchTool:
+    """The Elasticsearch connector's settings, its API key read from the named variable."""
+    env = os.environ if env is None else env
+    key = ""
+    if g.elasticsearch_api_key_env:
+        key = env.get(g.elasticsearch_api_key_env, "")
+        if not key:
+            raise ConfigurationError(
+                f"grounding.elasticsearch_api_key_env: {g.elasticsearch_api_key_env} is not set"
+            )
+    return ElasticsearchTool(
+        endpoint=g.elasticsearch_endpoint,
+        index=g.elasticsearch_index,
+        search_template=g.elasticsearch_search_template,
+        num_hits=g.elasticsearch_num_hits,
+        api_key=key,
+    )
+
+
+def rag_store_tool(g: GroundingSection) -> RagStoreTool:
+    return RagStoreTool(
+        rag_corpus=g.rag_corpus,
+        rag_file_ids=g.rag_file_ids,
+        top_k=g.rag_top_k,
+        vector_distance_threshold=g.rag_vector_distance_threshold,
+    )

@@ -86,6 +86,8 @@ ToolName = Literal[
     "url_context",
     "google_maps",
     "google_search_retrieval",
+    "elasticsearch",
+    "vertex_rag_store",
 ]
 
 
@@ -117,6 +119,29 @@ class GroundingSection(_Section):
     # google_search_retrieval (Gemini 1.5 only): search only when the model's predicted score
     # reaches this (MODE_DYNAMIC); 0 = always search
     dynamic_threshold: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.0
+    # elasticsearch (Vertex, retrieval.externalApi): the cluster's endpoint, the index and the
+    # search template to run, hits per query (0 = the template's own), and the name of the
+    # environment variable holding the API key (read when the call is made, never stored).
+    elasticsearch_endpoint: str = ""
+    elasticsearch_index: str = ""
+    elasticsearch_search_template: str = ""
+    elasticsearch_num_hits: Annotated[int, msgspec.Meta(ge=0, le=100)] = 0
+    elasticsearch_api_key_env: str = ""
+    # vertex_rag_store (Vertex RAG Engine, retrieval.vertexRagStore): the corpus
+    # (projects/P/locations/L/ragCorpora/C), optionally some of its files, contexts to
+    # retrieve (0 = the API's default) and a vector-distance cut-off (0 = none).
+    rag_corpus: str = ""
+    rag_file_ids: tuple[str, ...] = ()
+    rag_top_k: Annotated[int, msgspec.Meta(ge=0, le=100)] = 0
+    rag_vector_distance_threshold: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    # Own retrieval ([retrieval]) where managed grounding fails: "own_retrieval" turns it on.
+    # fallback_classes go straight to it; fallback_when = "ungrounded" asks an answer that is
+    # still ungrounded (or grounded with no chunks) after its retries again through it;
+    # fallback_below (a grounded rate, 0..1) names the classes below it in `status --by class`.
+    fallback: Literal["", "own_retrieval"] = ""
+    fallback_classes: tuple[str, ...] = ()
+    fallback_when: Literal["", "ungrounded"] = ""
+    fallback_below: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.0
 
     @property
     def tools(self) -> tuple[str, ...]:
@@ -126,6 +151,34 @@ class GroundingSection(_Section):
     @property
     def lat_lng(self) -> tuple[float, float] | None:
         return (self.location[0], self.location[1]) if len(self.location) == 2 else None
+
+
+class RetrievalSection(_Section):
+    """The job's own index (``ground index``) and how it is searched (own retrieval)."""
+
+    # The documents: a JSONL or CSV file (fields id, title, uri, text; any other field is kept
+    # as the document's metadata), or a SELECT on the database at url with those columns.
+    docs: str = ""
+    query: str = ""
+    url: str = ""
+    format: Literal["auto", "jsonl", "csv"] = "auto"
+    # Chunks of at most chunk_chars characters, cut on paragraph and sentence boundaries,
+    # repeating at most chunk_overlap characters of the chunk before.
+    chunk_chars: Annotated[int, msgspec.Meta(ge=100, le=100_000)] = 1_200
+    chunk_overlap: NonNegative = 150
+    # Passages given to the model per question, and the lexical score (0..1, higher is
+    # closer) below which a chunk does not count: none left is "nothing relevant found".
+    top_k: Annotated[int, msgspec.Meta(ge=1, le=50)] = 5
+    min_score: Annotated[float, msgspec.Meta(ge=0, lt=1)] = 0.0
+    # Dense vectors (Gemini embeddings, billed in the ledger as step "embed") fused with the
+    # lexical ranks; searching them needs sqlite-vec or pgvector.
+    dense: bool = False
+    embedding_model: str = "gemini-embedding-001"
+    embedding_dimensions: Annotated[int, msgspec.Meta(ge=0, le=3072)] = 768  # 0 = model's own
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.docs or self.query)
 
 
 class LimitsSection(_Section):
@@ -236,3 +289,4 @@ class RawJob(_Section):
     structure: StructureSection = StructureSection()
     refresh: RefreshSection = RefreshSection()
     batch: BatchSection = BatchSection()
+    retrieval: RetrievalSection = RetrievalSection()

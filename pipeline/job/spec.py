@@ -44,18 +44,26 @@ from pipeline.job.sections import (
     RawJob,
     RefreshSection,
     ResolverSection,
+    RetrievalSection,
     SourceSection,
     StructureSection,
 )
 from pipeline.structure import PreparedSchema, SchemaError, prepare_schema_file
 
 # Tools that need one backend (reference §1.4: Vertex `Tool` vs Gemini v1beta `Tool`).
-VERTEX_ONLY_TOOLS = frozenset({"enterprise_web_search", "vertex_ai_search"})
+VERTEX_ONLY_TOOLS = frozenset(
+    {"enterprise_web_search", "vertex_ai_search", "elasticsearch", "vertex_rag_store"}
+)
 DEVELOPER_ONLY_TOOLS = frozenset({"file_search"})
 # Tools that must be declared alone: the legacy retrieval tool (400 beside `retrieval` on
 # Vertex), Vertex AI Search (Vertex rejects search tools mixed with RAG retrieval) and File
 # Search (its docs say it cannot be combined with other tools; unconfirmed in the reference).
-SOLO_TOOLS = frozenset({"google_search_retrieval", "vertex_ai_search", "file_search"})
+SOLO_TOOLS = frozenset(
+    {"google_search_retrieval", "vertex_ai_search", "file_search", "vertex_rag_store"}
+)
+# Vertex resource names the connectors take (google/cloud/aiplatform/v1/tool.proto).
+_RAG_CORPUS = re.compile(r"^projects/[^/]+/locations/[^/]+/ragCorpora/[^/]+$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # The legacy tool is for Gemini 1.5 only; 2.0 and 3 answer it with a 400 (reference §1.4).
 LEGACY_RETRIEVAL_MODELS = ("gemini-1.5-",)
 GCS_KEYS = ("gcs_input", "gcs_output", "gcs_endpoint")  # [batch] keys for Vertex batch only
@@ -110,6 +118,8 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     batch: BatchSection = BatchSection()
     # What loaded but deserves a look (a data store outside locations/global), logged at load.
     warnings: tuple[str, ...] = ()
+    # [retrieval], its docs path made absolute and its sqlite url relative to the job file
+    retrieval: RetrievalSection = RetrievalSection()
 
     @property
     def name(self) -> str:
@@ -205,6 +215,7 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
     _check_allow_hosts(path, parsed.resolver)
     schema = _prepared_schema(path, parsed.structure, base)
     _check_refresh(path, parsed.refresh)
+    _check_retrieval(path, parsed)
     budget = parsed.limits.budget_usd
     return JobSpec(
         path=path,
@@ -222,6 +233,7 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
         refresh=parsed.refresh,
         batch=parsed.batch,
         warnings=_search_warnings(parsed.grounding),
+        retrieval=_resolved_retrieval(parsed.retrieval, base),
     )
 
 
@@ -399,6 +411,101 @@ def _check_grounding_keys(path: Path, parsed: RawJob) -> None:
             raise JobSpecError(f"{path}: grounding.location: only for google_maps")
     if g.maps_widget and "google_maps" not in tools:
         raise JobSpecError(f"{path}: grounding.maps_widget: only for google_maps")
+    _check_connectors(path, g)
+
+
+def _check_retrieval(path: Path, parsed: RawJob) -> None:
+    """``[retrieval]`` and the own-retrieval fallback of ``[grounding]``."""
+    r, g = parsed.retrieval, parsed.grounding
+    if r.docs and r.query:
+        raise JobSpecError(f"{path}: retrieval: give either docs or query (with url), not both")
+    if r.query and not r.url:
+        raise JobSpecError(f"{path}: retrieval.url: required with retrieval.query")
+    if r.url and not r.query:
+        raise JobSpecError(f"{path}: retrieval.url: only used with retrieval.query")
+    if r.query and "://" not in r.url:
+        raise JobSpecError(f"{path}: retrieval.url: {r.url!r} is not a database URL")
+    if r.chunk_overlap >= r.chunk_chars:
+        raise JobSpecError(f"{path}: retrieval.chunk_overlap: must be less than chunk_chars")
+    if r.dense and not r.embedding_model:
+        raise JobSpecError(f"{path}: retrieval.embedding_model: required with dense = true")
+    if not g.fallback:
+        for key in ("fallback_classes", "fallback_when", "fallback_below"):
+            if getattr(g, key):
+                raise JobSpecError(f'{path}: grounding.{key}: only with fallback = "own_retrieval"')
+        return
+    if not r.configured:
+        raise JobSpecError(
+            f"{path}: grounding.fallback: own_retrieval needs a [retrieval] section with docs"
+            " or query (the documents `ground index` loads)"
+        )
+    if (g.fallback_classes or g.fallback_below) and not parsed.source.class_field:
+        key = "fallback_classes" if g.fallback_classes else "fallback_below"
+        raise JobSpecError(
+            f"{path}: grounding.{key}: needs source.class_field (the questions' class)"
+        )
+    if any(not c.strip() for c in g.fallback_classes):
+        raise JobSpecError(f"{path}: grounding.fallback_classes: a class name is empty")
+    if len(set(g.fallback_classes)) != len(g.fallback_classes):
+        raise JobSpecError(f"{path}: grounding.fallback_classes: a class is listed twice")
+    if not (g.fallback_classes or g.fallback_when or g.fallback_below):
+        raise JobSpecError(
+            f"{path}: grounding.fallback: say when: fallback_classes, fallback_when ="
+            ' "ungrounded", or fallback_below'
+        )
+
+
+def _resolved_retrieval(retrieval: RetrievalSection, base: Path) -> RetrievalSection:
+    """``[retrieval]`` with its docs path absolute and a relative sqlite url resolved."""
+    docs = str((base / retrieval.docs).resolve()) if retrieval.docs else ""
+    url = retrieval.url
+    scheme, _, rest = url.partition("://")
+    if scheme.split("+", 1)[0] == "sqlite" and rest.startswith("/") and rest != "/:memory:":
+        file = rest[1:]
+        if file and not file.startswith("/"):
+            url = f"{scheme}:///{(base / file).resolve()}"
+    return msgspec.structs.replace(retrieval, docs=docs, url=url)
+
+
+def _check_connectors(path: Path, g: GroundingSection) -> None:
+    """The keys of the two third-party connectors: given for their tool, and only for it."""
+    tools = g.tools
+    es_keys = (
+        "elasticsearch_endpoint",
+        "elasticsearch_index",
+        "elasticsearch_search_template",
+        "elasticsearch_num_hits",
+        "elasticsearch_api_key_env",
+    )
+    if "elasticsearch" in tools:
+        for key in es_keys[:3]:
+            if not getattr(g, key):
+                raise JobSpecError(f"{path}: grounding.{key}: required for elasticsearch")
+        if not g.elasticsearch_endpoint.startswith(("https://", "http://")):
+            raise JobSpecError(
+                f"{path}: grounding.elasticsearch_endpoint: must start with https:// (the"
+                " cluster Vertex AI calls)"
+            )
+        if g.elasticsearch_api_key_env and not _ENV_NAME.match(g.elasticsearch_api_key_env):
+            raise JobSpecError(
+                f"{path}: grounding.elasticsearch_api_key_env: the name of an environment"
+                " variable (the key itself never goes in the job file)"
+            )
+    else:
+        for key in es_keys:
+            if getattr(g, key):
+                raise JobSpecError(f"{path}: grounding.{key}: only for elasticsearch")
+    rag_keys = ("rag_corpus", "rag_file_ids", "rag_top_k", "rag_vector_distance_threshold")
+    if "vertex_rag_store" in tools:
+        if not _RAG_CORPUS.match(g.rag_corpus):
+            raise JobSpecError(
+                f"{path}: grounding.rag_corpus: vertex_rag_store needs a corpus,"
+                " projects/PROJECT/locations/LOCATION/ragCorpora/CORPUS"
+            )
+    else:
+        for key in rag_keys:
+            if getattr(g, key):
+                raise JobSpecError(f"{path}: grounding.{key}: only for vertex_rag_store")
 
 
 def _check_source(path: Path, source: SourceSection) -> None:

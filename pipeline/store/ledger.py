@@ -29,8 +29,8 @@ GROUND_STEP = "ground"  # the step whose requests count against the daily ground
 class CallRecord:
     """One request to the model, whatever came of it: the ledger costs are summed from."""
 
-    question_id: int
-    step: str  # ground | structure
+    question_id: int | None  # None: a call for no question (ground index's embeddings)
+    step: str  # ground | structure | embed
     model: str
     started_at: dt.datetime
     latency_ms: float
@@ -44,6 +44,7 @@ class CallRecord:
     # The worst case the shared budget held for this call (not stored): the writer releases it
     # in the transaction that stores this row (pipeline.store.quota.settle_budget).
     reserved_micro: int = 0
+    job_id: int | None = None  # set on the rows of calls made for no question
 
     @classmethod
     def answered(
@@ -104,6 +105,7 @@ async def persist_calls(connection: AsyncConnection, records: Sequence[CallRecor
                 "grounding_units": r.grounding_units,
                 "cost_micro_usd": r.cost_micro_usd,
                 "cost_complete": r.cost_complete,
+                "job_id": r.job_id,
             }
             for r in records
         ],
@@ -111,7 +113,8 @@ async def persist_calls(connection: AsyncConnection, records: Sequence[CallRecor
 
 
 async def job_totals(connection: AsyncConnection, job_id: int) -> LedgerTotals:
-    """The job's calls, spend and unpriced calls, in one query."""
+    """The job's calls, spend and unpriced calls, in one query: its questions' calls and the
+    calls it made for no question (embeddings)."""
     c = calls.c
     of_job = sa.select(questions.c.id).where(questions.c.job_id == job_id).scalar_subquery()
     n_calls, micro, unpriced = (
@@ -120,7 +123,7 @@ async def job_totals(connection: AsyncConnection, job_id: int) -> LedgerTotals:
                 sa.func.count(),
                 sa.func.coalesce(sa.func.sum(c.cost_micro_usd), 0),
                 sa.func.count().filter(c.cost_complete.is_(False), c.outcome == "ok"),
-            ).where(c.question_id.in_(of_job))
+            ).where(sa.or_(c.question_id.in_(of_job), c.job_id == job_id))
         )
     ).one()
     return LedgerTotals(int(n_calls), micro_to_usd(micro or 0), int(unpriced))

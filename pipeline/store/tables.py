@@ -21,6 +21,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -29,6 +30,7 @@ from sqlalchemy import (
     false,
     text,
 )
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
@@ -171,6 +173,9 @@ sources = Table(
     Column("document_name", Text),
     Column("file_search_store", Text),  # File Search retrievedContext (0005_chunk_fields)
     Column("custom_metadata", JSON),  # File Search document metadata, as sent
+    Column("doc_id", String(512)),  # own retrieval: the document's id (0011_own_retrieval)
+    Column("first_page", Integer),  # RAG Engine ragChunk.pageSpan, 1-indexed, inclusive
+    Column("last_page", Integer),
     Column("destination", Text),
     # job.states.SourceState: pending resolved direct expired forbidden failed rejected no_uri
     Column("resolve_status", String(20), nullable=False),
@@ -230,8 +235,10 @@ calls = Table(
     "calls",
     metadata,
     Column("id", Id, primary_key=True),
-    Column("question_id", Id, ForeignKey("questions.id", ondelete="CASCADE"), nullable=False),
-    Column("step", String(20), nullable=False),  # ground | structure
+    # Null for a call made for no question (ground index's embeddings), which names its job.
+    Column("question_id", Id, ForeignKey("questions.id", ondelete="CASCADE")),
+    Column("job_id", Id, ForeignKey("jobs.id", ondelete="CASCADE")),
+    Column("step", String(20), nullable=False),  # ground | structure | embed
     Column("model", String(100), nullable=False),
     Column("started_at", UtcDateTime(), nullable=False),
     Column("latency_ms", Float, nullable=False),
@@ -243,6 +250,7 @@ calls = Table(
     Column("cost_micro_usd", BigInteger, nullable=False),  # rounded up; 0 for failed calls
     Column("cost_complete", Boolean, nullable=False),  # false: no price known for a part
     Index("ix_calls_question_id", "question_id"),
+    Index("ix_calls_job_id", "job_id"),
 )
 
 # Limits shared by every process working on a job (pipeline.store.quota): one row per limit.
@@ -336,3 +344,59 @@ source_loads = Table(
     Column("rows", BigInteger, nullable=False),
     Column("loaded_at", UtcDateTime(), nullable=False),
 )
+
+# 0011_own_retrieval: the job's own index (pipeline.store.documents)
+EMBEDDING = LargeBinary().with_variant(postgresql.ARRAY(postgresql.REAL()), "postgresql")
+documents = Table(
+    "documents",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("job_id", Id, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("doc_id", String(512), nullable=False),  # the input's own id: the key
+    Column("title", Text),
+    Column("uri", Text),
+    Column("meta", JSON),
+    # blake2b-256 of what shapes the chunks (text, title and the chunk settings), hex
+    Column("content_hash", String(64), nullable=False),
+    Column("chunks", Integer, nullable=False),
+    Column("loaded_at", UtcDateTime(), nullable=False),
+    UniqueConstraint("job_id", "doc_id"),
+)
+
+chunks = Table(
+    "chunks",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("document_id", Id, ForeignKey("documents.id", ondelete="CASCADE"), nullable=False),
+    Column("job_id", Id, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("ordinal", Integer, nullable=False),
+    Column("char_start", Integer, nullable=False),  # the chunk's span in the document's text
+    Column("char_end", Integer, nullable=False),
+    Column("text", Text, nullable=False),
+    # Null until embedded: float32 little-endian bytes on SQLite (sqlite-vec's layout), a
+    # real[] on PostgreSQL (pgvector casts it to a vector).
+    Column("embedding", EMBEDDING),
+    UniqueConstraint("document_id", "ordinal"),
+    Index("ix_chunks_job_id", "job_id"),
+)
+
+# Each dialect's full-text machinery over chunks.text, made by the migration only: SQLite's
+# FTS5 table (and its shadow tables), PostgreSQL's generated tsvector column and GIN index.
+FULL_TEXT_TABLES_PREFIX = "chunks_fts"
+FULL_TEXT_COLUMN = "tsv"
+FULL_TEXT_INDEX = "ix_chunks_tsv"
+
+
+def include_in_autogenerate(
+    obj: object, name: str | None, type_: str, reflected: bool, compare_to: object
+) -> bool:
+    """Alembic's ``include_object``: leave out the dialect-only full-text objects above."""
+    if name is None:
+        return True
+    if type_ == "table":
+        return not name.startswith(FULL_TEXT_TABLES_PREFIX)
+    if type_ == "column":
+        return not (name == FULL_TEXT_COLUMN and getattr(obj, "table", None) is not None)
+    if type_ == "index":
+        return name != FULL_TEXT_INDEX
+    return True

@@ -73,6 +73,9 @@ def schema() -> pa.Schema:
             ("destination", pa.string()),
             ("resolve_status", pa.string()),
             ("resolved_at", pa.string()),
+            ("doc_id", pa.string()),
+            ("first_page", pa.int32()),
+            ("last_page", pa.int32()),
         ]
     )
     citation = pa.struct(

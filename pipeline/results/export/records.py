@@ -100,6 +100,9 @@ SOURCE_FIELDS = (
     "destination",
     "resolve_status",
     "resolved_at",
+    "doc_id",
+    "first_page",
+    "last_page",
 )
 CITATION_FIELDS = (
     "start",
@@ -162,6 +165,9 @@ def _source(row: Row) -> Source:
         text=row["text"],
         place_id=row["place_id"],
         document_name=row["document_name"],
+        first_page=row["first_page"],
+        last_page=row["last_page"],
+        doc_id=row["doc_id"],
     )
 
 

@@ -1,0 +1,145 @@
+"""Own retrieval at scale: indexing throughput (chunks/s) and search latency p50/p99, on SQLite
+and on PostgreSQL, over a generated corpus of ``--chunks`` chunks (100,000 by default).
+
+Not part of ``make bench`` (yet). Run it with::
+
+    .venv/bin/python bench/bench_retrieval.py                  # both backends, 100k chunks
+    .venv/bin/python bench/bench_retrieval.py --backend sqlite --chunks 20000 --queries 200
+
+PostgreSQL is the server at ``GROUND_BENCH_POSTGRES`` (default the test server,
+postgresql+asyncpg://postgres@127.0.0.1:5432/test); a fresh database is created and dropped.
+The corpus is one chunk per document (``chunk_chars`` above the document's length), each a
+few sentences over a vocabulary of 20,000 words with a Zipf-like spread, so queries meet
+both common and rare terms as real ones do. Queries are questions of eight words drawn the
+same way past the 100 most frequent words (a question's stop words are left out the same
+way); the search is the one ``own_request`` runs (top_k = 5, 20 candidates).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import anyio
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from pipeline.job.sections import RetrievalSection
+from pipeline.retrieval.index import load_index
+from pipeline.retrieval.search import search
+from pipeline.store import queue
+from pipeline.store.engine import create_engine, migrate
+
+POSTGRES_URL = os.environ.get(
+    "GROUND_BENCH_POSTGRES", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+)
+VOCABULARY = 20_000  # distinct words in the corpus
+WORDS_PER_CHUNK = 120  # about 800 characters
+QUERY_WORDS = 8
+SEED = 11
+
+
+COMMON_RANKS = 100  # the most frequent words, left out of queries as stop words are
+
+
+def _word(rng: random.Random, least_rank: int = 1) -> str:
+    rank = min(int(rng.paretovariate(1.1)) + least_rank - 1, VOCABULARY)
+    return f"w{rank:05d}"
+
+
+def write_corpus(path: Path, n: int) -> None:
+    rng = random.Random(SEED)
+    with path.open("w", encoding="utf-8") as handle:
+        for i in range(n):
+            words = [_word(rng) for _ in range(WORDS_PER_CHUNK)]
+            sentences = [" ".join(words[k : k + 15]) + "." for k in range(0, len(words), 15)]
+            doc = {"id": f"d{i}", "title": f"Doc {i}", "uri": f"https://kb.example/{i}"}
+            handle.write(json.dumps({**doc, "text": " ".join(sentences)}) + "\n")
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def bench(engine: AsyncEngine, corpus: Path, n_queries: int) -> dict[str, float]:
+    await migrate(engine)
+    async with engine.begin() as connection:
+        job_id = await queue.ensure_job(connection, "bench")
+    settings = RetrievalSection(docs=str(corpus), chunk_chars=2_000, chunk_overlap=0)
+    started = time.perf_counter()
+    result = await load_index(engine, job_id, settings)
+    elapsed = time.perf_counter() - started
+    rng = random.Random(SEED + 1)
+    latencies: list[float] = []
+    async with engine.connect() as connection:
+        for _ in range(n_queries):
+            question = " ".join(_word(rng, COMMON_RANKS) for _ in range(QUERY_WORDS)) + "?"
+            t0 = time.perf_counter()
+            await search(connection, job_id, question, top_k=5)
+            latencies.append((time.perf_counter() - t0) * 1000.0)
+    return {
+        "chunks": result.chunks,
+        "index_s": elapsed,
+        "chunks_per_s": result.chunks / elapsed,
+        "p50_ms": statistics.median(latencies),
+        "p99_ms": _percentile(latencies, 0.99),
+    }
+
+
+async def run_sqlite(corpus: Path, n_queries: int, directory: Path) -> dict[str, float]:
+    engine = create_engine(f"sqlite+aiosqlite:///{directory / 'bench.sqlite'}")
+    try:
+        return await bench(engine, corpus, n_queries)
+    finally:
+        await engine.dispose()
+
+
+async def run_postgres(corpus: Path, n_queries: int) -> dict[str, float]:
+    name = f"ground_bench_{uuid.uuid4().hex[:8]}"
+    admin = create_async_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    async with admin.connect() as connection:
+        await connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    engine = create_engine(POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}")
+    try:
+        return await bench(engine, corpus, n_queries)
+    finally:
+        await engine.dispose()
+        async with admin.connect() as connection:
+            await connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        await admin.dispose()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=1_000)
+    parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        corpus = directory / "corpus.jsonl"
+        write_corpus(corpus, args.chunks)
+        print(f"own retrieval, {args.chunks:,} chunks, {args.queries:,} queries, top_k 5")
+        print(f"{'backend':<11} {'chunks/s':>10} {'index s':>9} {'p50 ms':>8} {'p99 ms':>8}")
+        runs = []
+        if args.backend in ("sqlite", "both"):
+            runs.append(("SQLite", await run_sqlite(corpus, args.queries, directory)))
+        if args.backend in ("postgres", "both"):
+            runs.append(("PostgreSQL", await run_postgres(corpus, args.queries)))
+        for name, r in runs:
+            print(
+                f"{name:<11} {r['chunks_per_s']:>10,.0f} {r['index_s']:>9.1f}"
+                f" {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f}"
+            )
+
+
+if __name__ == "__main__":
+    anyio.run(main)

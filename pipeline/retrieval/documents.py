@@ -1,0 +1,168 @@
+"""The documents of ``[retrieval]``: read from a JSONL or CSV file or a SQL query, streamed.
+
+Fields (columns): ``id`` (the key), ``title``, ``uri``, ``text``; every other field is kept
+as the document's metadata. A bad row is named as ``file:line`` (or the query's row number)
+with the reason, as the question loader names its rows. Each document carries the hash of
+what shapes its chunks (its text, title, uri, metadata and the chunk settings), so a changed
+document is chunked again and an unchanged one is left alone.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import sqlalchemy as sa
+
+__all__ = [
+    "DocumentError",
+    "SourceDocument",
+    "content_hash",
+    "read_document_file",
+    "read_document_query",
+]
+
+MAX_DOC_ID_CHARS = 512  # the column's width
+QUERY_PARTITION_ROWS = 500  # rows fetched at a time through the server-side cursor
+_KNOWN = ("id", "title", "uri", "text")
+
+
+class DocumentError(ValueError):
+    """A document that cannot be loaded; the message names the place and the reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceDocument:
+    line: int
+    doc_id: str
+    title: str | None
+    uri: str | None
+    text: str
+    meta: dict[str, Any] | None
+
+
+def content_hash(doc: SourceDocument, chunk_chars: int, chunk_overlap: int) -> str:
+    shape = [doc.text, doc.title, doc.uri, doc.meta, chunk_chars, chunk_overlap]
+    encoded = orjson.dumps(shape, option=orjson.OPT_SORT_KEYS, default=str)
+    return hashlib.blake2b(encoded, digest_size=32).hexdigest()
+
+
+def _optional_text(where: str, record: dict[str, Any], field: str) -> str | None:
+    value = record.get(field)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise DocumentError(f"{where}: field {field!r} must be text")
+    return value
+
+
+def _document(where: str, line: int, record: dict[str, Any]) -> SourceDocument:
+    raw_id = record.get("id")
+    if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
+        raise DocumentError(f"{where}: missing or non-scalar id field 'id'")
+    doc_id = str(raw_id).strip()
+    if not doc_id:
+        raise DocumentError(f"{where}: empty id field 'id'")
+    if len(doc_id) > MAX_DOC_ID_CHARS:
+        raise DocumentError(f"{where}: id longer than {MAX_DOC_ID_CHARS} characters")
+    text = record.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise DocumentError(f"{where}: missing or empty text field 'text'")
+    title = _optional_text(where, record, "title")
+    uri = _optional_text(where, record, "uri")
+    meta = {k: v for k, v in record.items() if k not in _KNOWN} or None
+    if any("\x00" in (v or "") for v in (doc_id, text, title, uri)):
+        # PostgreSQL cannot store NUL in text: refused on both backends alike.
+        raise DocumentError(f"{where}: a NUL character (\\u0000) in the id, title, uri or text")
+    return SourceDocument(line, doc_id, title, uri, text, meta)
+
+
+def read_document_file(path: Path, fmt: str = "auto") -> Iterator[SourceDocument]:
+    """Yield the file's documents one at a time (JSONL, or CSV with a header row)."""
+    if fmt == "auto":
+        fmt = "csv" if path.suffix.lower() == ".csv" else "jsonl"
+    try:
+        if fmt == "csv":
+            yield from _read_csv(path)
+        else:
+            yield from _read_jsonl(path)
+    except FileNotFoundError:
+        raise DocumentError(f"{path}: no such documents file") from None
+    except IsADirectoryError:
+        raise DocumentError(f"{path}: is a directory, not a documents file") from None
+    except UnicodeDecodeError as exc:
+        raise DocumentError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _read_jsonl(path: Path) -> Iterator[SourceDocument]:
+    with path.open("rb") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise DocumentError(f"{path}:{line_no}: not valid JSON: {exc}") from None
+            if not isinstance(record, dict):
+                raise DocumentError(f"{path}:{line_no}: expected a JSON object per line")
+            yield _document(f"{path}:{line_no}", line_no, record)
+
+
+def _read_csv(path: Path) -> Iterator[SourceDocument]:
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        reader = csv.DictReader(handle)
+        if reader.fieldnames is None:
+            return
+        for field in ("id", "text"):
+            if field not in reader.fieldnames:
+                raise DocumentError(f"{path}:1: the header has no column {field!r}")
+        try:
+            for record in reader:
+                if None in record:
+                    raise DocumentError(f"{path}:{reader.line_num}: more fields than the header")
+                yield _document(f"{path}:{reader.line_num}", reader.line_num, dict(record))
+        except csv.Error as exc:
+            raise DocumentError(f"{path}:{reader.line_num}: malformed CSV: {exc}") from None
+
+
+async def read_document_query(query: str, url: str) -> AsyncIterator[SourceDocument]:
+    """Yield the documents a SELECT returns, streamed through a server-side cursor."""
+    from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from pipeline.results.export import async_url
+
+    try:
+        engine = create_async_engine(async_url(url))
+    except (ArgumentError, NoSuchModuleError, ValueError) as exc:
+        raise DocumentError(f"[retrieval] url: cannot use this database URL ({exc})") from None
+    try:
+        async with engine.connect() as connection:
+            try:
+                result = await connection.stream(
+                    sa.text(query).execution_options(yield_per=QUERY_PARTITION_ROWS)
+                )
+                columns = list(result.keys())
+                for field in ("id", "text"):
+                    if field not in columns:
+                        raise DocumentError(
+                            f"[retrieval] query: the result has no column {field!r}"
+                            f" (it has {', '.join(columns) or 'none'})"
+                        )
+                number = 0
+                async for partition in result.mappings().partitions():
+                    for record in partition:
+                        number += 1
+                        yield _document(f"[retrieval] query row {number}", number, dict(record))
+            except DBAPIError as exc:
+                reason = str(exc.orig or exc).strip().splitlines()[0]
+                raise DocumentError(f"[retrieval] query failed: {reason}") from None
+    except OSError as exc:
+        raise DocumentError(f"[retrieval] url: cannot connect ({exc.strerror or exc})") from None
+    finally:
+        await engine.dispose()
