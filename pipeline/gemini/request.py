@@ -36,7 +36,8 @@ def grounding_tool(
         body: dict[str, Any] = {"excludeDomains": list(exclude_domains)} if exclude_domains else {}
         return {"googleSearch" if tool == "google_search" else "enterpriseWebSearch": body}
     if tool == "google_maps":
-        # enableWidget: the answer carries googleMapsWidgetContextToken (reference §1.4)
+        # enableWidget: the answer carries googleMapsWidgetContextToken
+        # (``docs/wire-format.md`` "Tool declarations")
         return {"googleMaps": {"enableWidget": True} if maps_widget else {}}
     if tool == "url_context":
         return {"urlContext": {}}
