@@ -5,7 +5,7 @@ emulator): N questions, each answered with three sources (resolved) and three su
 one ledger row. Each export runs in its own child process, so its peak RSS is its own
 (``wait4``'s ru_maxrss). The target: flat memory, under 200 MB at 1,000,000 questions.
 
-Measured (issue 11, 2-core machine), at 1,000,000 questions: JSONL 8,956 rows/s, peak RSS
+Measured (2-core machine), at 1,000,000 questions: JSONL 8,956 rows/s, peak RSS
 93.4 MB; Parquet 9,951 rows/s, peak 165.1 MB (205.8 MB with 2,000-row groups: pyarrow's writer
 keeps about 52 KB of metadata per row group until it closes the file; now 10,000-row groups,
 gathered as Arrow batches of 500). Of Parquet's peak, importing pyarrow itself is about 67 MB.

@@ -14,7 +14,7 @@ given ``--minutes`` worth of questions. From the run's ledger (each call's send 
 
 ``make bench`` runs it too (``bench_side_by_side.py``), for the targets table.
 
-Measured (issue 16) with the default headroom (0.5 %), on the 2-core machine while
+Measured with the default headroom (0.5 %), on the 2-core machine while
 ``make test-stress`` ran beside it (stress-ng --cpu 8 and the test suite: a harder case than a
 quiet machine): 13,500 questions at 3,000 RPM, 0 429s, quota use 0.9950 over 201 s of steady
 state, at most 2,990 sends in any 60 s window; gaps between sends p50 20.2 ms, p99 25.7 ms.

@@ -1,7 +1,7 @@
 """The queue at scale and the scale-out mode, against the real PostgreSQL (not a test).
 
 1. Load ``--rows`` questions into a fresh PostgreSQL database with the product's loader:
-   wall time and peak RSS (the issue's target: 1 M rows in under 2 minutes).
+   wall time and peak RSS (the target: 1 M rows in under 2 minutes).
 2. Claim latency with ``--rows`` rows at 1 % and at 99 % done (the partial index: the ratio
    should be about 1).
 3. Claims/s and completions/s against PostgreSQL (a claim of 100 + their completion, in a loop).

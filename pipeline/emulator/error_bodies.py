@@ -1,8 +1,9 @@
 """Google's error bodies, byte for byte in shape (keys, nesting, ``@type`` values).
 
-Every body is ``{"error": {"code", "message", "status", "details"?}}`` (reference §4.1). The
-messages and details are the ones real responses carry; the source of each is named next to
-it. An :class:`ApiError` is raised inside the server and rendered by one handler.
+Every body is ``{"error": {"code", "message", "status", "details"?}}``
+(``docs/wire-format.md`` "Error bodies"). The messages and details are the ones real responses
+carry; the source of each is named next to it. An :class:`ApiError` is raised inside the server
+and rendered by one handler.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""``groundingMetadata`` for the three grounding kinds (reference §2).
+"""``groundingMetadata`` for the three grounding kinds.
 
-Wire rules kept exactly:
+Wire rules kept exactly (``docs/wire-format.md`` "groundingMetadata"):
 
 * segment offsets are UTF-8 **byte** offsets into ``parts[partIndex].text``, end exclusive;
 * proto3 zero omission: ``partIndex`` 0 and ``startIndex`` 0 are left out;
@@ -111,7 +111,8 @@ def web(
     vertex: bool = False,
 ) -> dict[str, Any]:
     """Google Search grounding: redirect web chunks, entry point, queries. Vertex web chunks
-    also carry ``domain`` (the Developer API leaves it out: reference §2)."""
+    also carry ``domain`` (the Developer API leaves it out: ``docs/wire-format.md``
+    "Grounding chunks")."""
     chunks: list[dict[str, Any]] = []
     prefix = base_url + redirects.PATH_PREFIX
     for i, (src, sid) in enumerate(zip(entry.answer.sources, entry.source_ids, strict=True)):

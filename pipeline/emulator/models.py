@@ -5,7 +5,8 @@ A model name is known when it starts with ``gemini-``; its generation is read fr
 -> (3, 0)). A ``gemini-`` name without a version (``gemini-flash-latest``) counts as (3, 0),
 the newest behaviour. Anything else is a 404, as Google answers for unknown models.
 
-Per generation (reference §1.4, §2.2, §3, §4.2):
+Per generation (``docs/wire-format.md``: tool declarations, supports, usage metadata, structured
+output):
 
 * ``confidenceScores`` in supports: present before 2.5, absent from 2.5 on.
 * thinking (``thoughtsTokenCount``, optional thought parts): 2.5 and later.
@@ -42,7 +43,8 @@ class ModelTraits:
     def tool_call_parts(self) -> bool:
         """Gemini 3 answers with Search put toolCall/toolResponse parts (each carrying a
         thoughtSignature) before the text, and their supports omit partIndex: offsets run over
-        the joined text parts (issue 13, measured on real recordings)."""
+        the joined text parts, as measured on real recordings
+        (``docs/wire-format.md`` "Supports and byte offsets")."""
         return self.version >= (3, 0)
 
     @property

@@ -2,10 +2,11 @@
 
 The real blob is a ``<style>`` block (light and dark variants) followed by a
 ``<div class="container">`` with a headline (Google logo) and a ``carousel`` of ``chip``
-links, one per search query (reference §2; cookbook Search_Grounding output). This one keeps
-that structure and those class names at a smaller size; the pipeline must store it verbatim,
-never parse it. Chip links point at ``https://www.google.com/search?q=...`` (real chips use a
-redirect link; nothing downstream may follow them).
+links, one per search query (``docs/wire-format.md`` "groundingMetadata"; the cookbook's
+Search_Grounding output). This one keeps that structure and those class names at a smaller
+size; the pipeline must store it verbatim, never parse it. Chip links point at
+``https://www.google.com/search?q=...`` (real chips use a redirect link; nothing downstream may
+follow them).
 """
 
 from __future__ import annotations

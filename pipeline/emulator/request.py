@@ -1,9 +1,10 @@
 """Parse a generateContent request body the way the proto3 JSON parser does.
 
-Field names are accepted in lowerCamelCase and in the proto's snake_case (reference §1.3);
-a tool the backend's ``Tool`` message does not have is the parser's own 400 ("Unknown name
-... Cannot find field."), so ``retrieval`` on the Developer API fails like it does at Google.
-Only the fields the emulator acts on are read; everything else is ignored.
+Field names are accepted in lowerCamelCase and in the proto's snake_case
+(``docs/wire-format.md`` "Field-name casing"); a tool the backend's ``Tool`` message does not
+have is the parser's own 400 ("Unknown name ... Cannot find field."), so ``retrieval`` on the
+Developer API fails like it does at Google. Only the fields the emulator acts on are read;
+everything else is ignored.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pipeline.emulator import error_bodies
 DEVELOPER = "developer"
 VERTEX = "vertex"
 
-# Tool message fields per backend (reference §1.4), camelCase.
+# Tool message fields per backend (``docs/wire-format.md`` "Tool declarations"), camelCase.
 _DEV_TOOLS = frozenset(
     {
         "functionDeclarations",
@@ -257,7 +258,8 @@ def _generation_config(data: dict[str, Any]) -> tuple[Any, Any, Any, bool]:
     schema = _get(gen, "responseSchema")
     json_schema = _get(gen, "responseJsonSchema") or gen.get("_responseJsonSchema")
     if schema is not None and json_schema is not None:
-        # Reference §4.3 says "do not send both"; Google's exact text is unconfirmed.
+        # ``docs/wire-format.md`` "Schema fields": do not send both; Google's exact text is
+        # unconfirmed.
         raise error_bodies.invalid_argument(
             "* GenerateContentRequest.generation_config: only one of response_schema and"
             " response_json_schema may be set.\n",
@@ -267,7 +269,8 @@ def _generation_config(data: dict[str, Any]) -> tuple[Any, Any, Any, bool]:
         "application/json",
         "text/x.enum",
     ):
-        # Reference §4.3: responseMimeType is required with either schema (text unconfirmed).
+        # ``docs/wire-format.md`` "Schema fields": responseMimeType is required with either
+        # schema (Google's text unconfirmed).
         raise error_bodies.invalid_argument(
             "* GenerateContentRequest.generation_config.response_mime_type: must be"
             " application/json when a response schema is set.\n",

@@ -1,6 +1,6 @@
 """Structured output: a JSON value that validates against the request's schema.
 
-Accepts both schema kinds of ``generationConfig`` (reference §4.3):
+Accepts both schema kinds of ``generationConfig`` (``docs/wire-format.md`` "Schema fields"):
 
 * ``responseSchema``: the OpenAPI 3.0 subset (``type`` in upper or lower case, ``nullable``,
   ``enum``, ``format``, ``properties``, ``required``, ``items``, ``minItems``/``maxItems``,

@@ -156,10 +156,11 @@ def classify_429(
       (googleapis/python-genai #1427; the emulator's ``grounded_rpd`` 429 has that shape).
       Pause grounding until the daily reset; do not retry sooner.
     * ``"daily"``: a per-day quota that is not about grounding, e.g.
-      ``GenerateRequestsPerDayPerProjectPerModel-FreeTier`` (reference §4.1; such quotas
-      "reset at midnight Pacific", ai.google.dev/gemini-api/docs/rate-limits). Every call
-      of that model waits for the reset, not only grounded ones. Not in the original brief:
-      added because its action differs from both others.
+      ``GenerateRequestsPerDayPerProjectPerModel-FreeTier`` (``docs/wire-format.md``
+      "Error bodies"; such quotas "reset at midnight Pacific",
+      ai.google.dev/gemini-api/docs/rate-limits). Every call of that model waits for the
+      reset, not only grounded ones. A kind of its own because its action differs from both
+      others.
     * ``"rate"``: a per-minute quota (``...PerMinute...``, RPM/TPM; langextract #50, the
       vercel-ai ``google-429-retry-info.json`` and Firebase ``unary-failure-quota-exceeded``
       fixtures), or any 429 with RetryInfo and no per-day name, or a Vertex 429 without
@@ -167,8 +168,9 @@ def classify_429(
       gemini-cli #14831). Back off (RetryInfo as the floor) and lower the AIMD rate.
     * ``"unknown"``: anything else (not a Google body; an ungrounded Developer call with a
       bare 429). Treat like ``"rate"``. Note: 2026 spend-based caps also answer 429
-      RESOURCE_EXHAUSTED (reference §4.1); their body shape is unconfirmed, and a bare one
-      on a grounded call would read as ``"daily_grounding"``, a pause until the reset.
+      RESOURCE_EXHAUSTED (``docs/wire-format.md`` "Error bodies"); their body shape is unconfirmed,
+      and a bare one on a grounded call would read as ``"daily_grounding"``, a pause until the
+      reset.
     """
     status = decode_error(body.encode() if isinstance(body, str) else body)
     if status is None:

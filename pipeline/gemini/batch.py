@@ -3,12 +3,13 @@ exchanges. The documents they carry (the input file's parts, the batch, the resu
 :mod:`pipeline.gemini.batch_wire`, pure.
 
 Batch mode sends the same ``GenerateContentRequest`` bodies as online calls, as a JSONL file
-with one ``{"key": ..., "request": ...}`` per line, at half the token price (reference §7.1;
-https://ai.google.dev/gemini-api/docs/batch-mode). The steps, each one HTTP exchange here:
+with one ``{"key": ..., "request": ...}`` per line, at half the token price
+(``docs/wire-format.md`` "Batch mode"; https://ai.google.dev/gemini-api/docs/batch-mode). The
+steps, each one HTTP exchange here:
 
 1. :class:`~pipeline.gemini.batch_wire.PartWriter`: the JSONL lines, split into parts under
    :data:`~pipeline.gemini.batch_wire.MAX_PART_BYTES` (the file limit is 2 GB, a third-party
-   figure: reference §2.2 of batch-anchors.md); each part becomes one batch.
+   figure: ``docs/batch-and-limits.md`` "Size limits"); each part becomes one batch.
 2. :meth:`BatchClient.upload`: the Files API's resumable upload, as google-genai does it
    (``google/genai/_extra_utils.py`` ``prepare_resumable_upload`` and
    ``_api_client.py`` ``_upload_fd``): ``POST /upload/v1beta/files`` with
@@ -29,7 +30,7 @@ https://ai.google.dev/gemini-api/docs/batch-mode). The steps, each one HTTP exch
    (``metadata.output.responsesFile``), ``GET /download/v1beta/{file}:download?alt=media``
    (the batch-mode docs' REST sample), streamed line by line: memory stays flat whatever the
    file's size. Each line is ``{"key", "response"}`` or ``{"key", "error"|"status"}``; a
-   SUCCEEDED batch can hold failed rows (batch-anchors.md §2.2).
+   SUCCEEDED batch can hold failed rows (``docs/batch-and-limits.md`` "Failed rows").
 
 Inline mode is not offered: inline responses come back out of order and without their keys
 (python-genai #1909, #1886). Errors are the HTTP tree of :mod:`pipeline.gemini.api_errors` plus

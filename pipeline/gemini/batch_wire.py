@@ -4,14 +4,14 @@ describes it, and the result file's lines. :mod:`pipeline.gemini.batch` carries 
 * The input file: one ``{"key": ..., "request": ...}`` line per request
   (:func:`request_line`), split by :class:`PartWriter` into parts under
   :data:`MAX_PART_BYTES` and :data:`MAX_PART_REQUESTS` (the file limit is 2 GB, a third-party
-  figure: reference §2.2 of batch-anchors.md); each part becomes one batch.
+  figure: ``docs/batch-and-limits.md`` "Size limits"); each part becomes one batch.
 * The batch: an Operation whose ``metadata`` is the batch (:func:`parse_batch` ->
   :class:`BatchJob`). The Developer API names states ``BATCH_STATE_*``; python-genai maps them
   to ``JOB_STATE_*`` (``_transformers.py`` ``t_job_state``), and so does :func:`job_state`.
 * The result file: each line is ``{"key", "response"}`` or ``{"key", "error"|"status"}``
   (:func:`parse_result_line`); a failed row's ``google.rpc.Status`` becomes the error the same
   failure would have raised online (:func:`status_error`). A SUCCEEDED batch can hold failed
-  rows (batch-anchors.md §2.2).
+  rows (``docs/batch-and-limits.md`` "Failed rows").
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ JOB_STATE_FAILED = "JOB_STATE_FAILED"
 JOB_STATE_CANCELLED = "JOB_STATE_CANCELLED"
 JOB_STATE_EXPIRED = "JOB_STATE_EXPIRED"
 JOB_STATE_UNSPECIFIED = "JOB_STATE_UNSPECIFIED"
-# The SDK's poll loop also stops on PAUSED (batch-anchors.md §2.2); treated as finished.
+# The SDK's poll loop also stops on PAUSED; treated as finished
+# (``docs/batch-and-limits.md`` "Batch states").
 TERMINAL_JOB_STATES = frozenset(
     {
         JOB_STATE_SUCCEEDED,

@@ -136,7 +136,8 @@ def endpoint_for(
 
 
 def vertex_base_url(location: str) -> str:
-    """The regional host, as python-genai picks it (reference §1.2)."""
+    """The regional host, as python-genai picks it
+    (``docs/wire-format.md`` "Endpoints and hosts")."""
     if location == "global":
         return "https://aiplatform.googleapis.com"
     if location in ("us", "eu"):

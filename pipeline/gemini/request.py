@@ -3,7 +3,7 @@
 Everything that does not change between questions (tools, generation config, system
 instruction) is built once by :class:`GroundedRequestBuilder`; per question only the prompt is
 encoded. Field names follow the REST samples: ``google_search`` is what Google's Gemini API REST
-samples send; the API accepts either casing (proto3 JSON, reference §1.3).
+samples send; the API accepts either casing (``docs/wire-format.md`` "Field-name casing").
 """
 
 from __future__ import annotations
@@ -88,7 +88,8 @@ def grounding_tool(
     elasticsearch: ElasticsearchTool | None = None,
     rag_store: RagStoreTool | None = None,
 ) -> dict[str, Any]:
-    """The ``tools`` entry that declares one grounding tool (reference §1.4).
+    """The ``tools`` entry that declares one grounding tool (``docs/wire-format.md``
+    "Tool declarations").
 
     Plain values only; which combinations and backends are allowed is checked where the job
     file is read (:mod:`pipeline.job.spec`).
@@ -97,7 +98,8 @@ def grounding_tool(
         body: dict[str, Any] = {"excludeDomains": list(exclude_domains)} if exclude_domains else {}
         return {"googleSearch" if tool == "google_search" else "enterpriseWebSearch": body}
     if tool == "google_maps":
-        # enableWidget: the answer carries googleMapsWidgetContextToken (reference §1.4)
+        # enableWidget: the answer carries googleMapsWidgetContextToken
+        # (``docs/wire-format.md`` "Tool declarations")
         return {"googleMaps": {"enableWidget": True} if maps_widget else {}}
     if tool == "url_context":
         return {"urlContext": {}}
@@ -135,7 +137,7 @@ def maps_tool_config(latitude: float, longitude: float) -> dict[str, Any]:
 
 
 # The seeds' advice when a model answered without searching: name the recency requirement and
-# ask for sources (shared/seeds/000: "As of today, what is..."; "Ask for sources").
+# ask for sources ("As of today, what is..." is more likely to trigger a search).
 NUDGE_PREFIX = "As of today, according to current published information: "
 NUDGE_SUFFIX = "\n\nSearch for current sources and cite the source of each claim."
 

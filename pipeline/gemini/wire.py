@@ -1,7 +1,7 @@
 """The generateContent response body as typed, validated structs.
 
 Decoding follows the proto3 JSON mapping the API uses (see
-``shared/reference/gemini-wire-format.md`` §2-§3):
+``docs/wire-format.md`` "Zero values and unknown fields"):
 
 * every field is optional; a zero int, an empty list and ``false`` are *omitted* on the wire,
   so they default to ``0``, ``()`` and ``False`` here (``startIndex``/``partIndex`` above all);

@@ -3,7 +3,7 @@
 A ``groundingSupport`` names a span of the answer by UTF-8 *byte* offsets (``startIndex`` 0
 when omitted; ``endIndex`` exclusive) into one *part* (``segment.partIndex``) or, when
 ``partIndex`` is absent, into the concatenated non-thought text parts -- the rule real
-recordings follow, see ``shared/reference/gemini-wire-format.md`` §2.2. This module turns
+recordings follow, see ``docs/wire-format.md`` "Supports and byte offsets". This module turns
 those into Python ``str`` (code point) offsets into the visible answer -- the non-thought
 text parts joined, exactly as :func:`pipeline.gemini.wire.visible_text` builds it. Rendering
 lives in :mod:`pipeline.grounding.render`.

@@ -122,14 +122,14 @@ def offset_text(
 ) -> tuple[Reading, ...]:
     """The texts a support's byte offsets may run over, most likely first; () (warned) to drop.
 
-    The rule, measured on real recordings (reference §2.2): with ``partIndex`` absent the
-    offsets run over the *concatenated* non-thought text parts, skipping tool-call, code and
-    thought parts (Gemini 3 puts ``toolCall``/``toolResponse`` first; code execution puts
-    ``executableCode`` first; an answer split over two text parts is counted as one). With an
-    explicit ``partIndex`` the proto's reading (offsets within that part) comes first and the
-    concatenated reading second; :func:`settle_span` takes the first whose slice reads
-    ``segment.text``. A ``partIndex`` that names no text part leaves only the concatenated
-    reading, and only when there is segment text to check it against.
+    The rule, measured on real recordings (``docs/wire-format.md`` "Supports and byte offsets"):
+    with ``partIndex`` absent the offsets run over the *concatenated* non-thought text parts,
+    skipping tool-call, code and thought parts (Gemini 3 puts ``toolCall``/``toolResponse``
+    first; code execution puts ``executableCode`` first; an answer split over two text parts
+    is counted as one). With an explicit ``partIndex`` the proto's reading (offsets within that
+    part) comes first and the concatenated reading second; :func:`settle_span` takes the first
+    whose slice reads ``segment.text``. A ``partIndex`` that names no text part leaves only the
+    concatenated reading, and only when there is segment text to check it against.
     """
     p = support.segment.part_index
     if p is None:

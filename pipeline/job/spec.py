@@ -50,21 +50,23 @@ from pipeline.job.sections import (
 )
 from pipeline.structure import PreparedSchema, SchemaError, prepare_schema_file
 
-# Tools that need one backend (reference §1.4: Vertex `Tool` vs Gemini v1beta `Tool`).
+# Tools that need one backend (Vertex `Tool` vs Gemini v1beta `Tool`:
+# ``docs/wire-format.md`` "Tool declarations").
 VERTEX_ONLY_TOOLS = frozenset(
     {"enterprise_web_search", "vertex_ai_search", "elasticsearch", "vertex_rag_store"}
 )
 DEVELOPER_ONLY_TOOLS = frozenset({"file_search"})
 # Tools that must be declared alone: the legacy retrieval tool (400 beside `retrieval` on
 # Vertex), Vertex AI Search (Vertex rejects search tools mixed with RAG retrieval) and File
-# Search (its docs say it cannot be combined with other tools; unconfirmed in the reference).
+# Search (its docs say it cannot be combined with other tools; unconfirmed).
 SOLO_TOOLS = frozenset(
     {"google_search_retrieval", "vertex_ai_search", "file_search", "vertex_rag_store"}
 )
 # Vertex resource names the connectors take (google/cloud/aiplatform/v1/tool.proto).
 _RAG_CORPUS = re.compile(r"^projects/[^/]+/locations/[^/]+/ragCorpora/[^/]+$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# The legacy tool is for Gemini 1.5 only; 2.0 and 3 answer it with a 400 (reference §1.4).
+# The legacy tool is for Gemini 1.5 only; 2.0 and 3 answer it with a 400
+# (``docs/wire-format.md`` "Tool declarations").
 LEGACY_RETRIEVAL_MODELS = ("gemini-1.5-",)
 GCS_KEYS = ("gcs_input", "gcs_output", "gcs_endpoint")  # [batch] keys for Vertex batch only
 

@@ -23,8 +23,8 @@ def retry_delay(
     * A server delay (``RetryInfo.retryDelay``, fractional seconds) is a **floor**:
       ``server_delay + uniform(0, min(cap, max(base, 0.2 * server_delay)))``. The jitter is
       positive only, so waiters told the same delay spread out after it, never before it
-      (batch-anchors.md §5.2, hermes-agent PR #109234). The result may exceed ``cap`` when
-      the server asks for more: the server wins.
+      (``docs/batch-and-limits.md`` "Backoff"; hermes-agent PR #109234). The result may exceed
+      ``cap`` when the server asks for more: the server wins.
     """
     if server_delay is not None and math.isfinite(server_delay) and server_delay >= 0:
         width = min(cap, max(base, 0.2 * server_delay))

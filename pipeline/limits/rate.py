@@ -2,7 +2,7 @@
 
 ``RateLimiter`` spaces ``acquire()`` calls exactly ``1/rate`` apart (virtual scheduling);
 ``pacing_rate`` turns a per-minute quota into the per-second rate to pace at, a little below it.
-Sources: ``shared/reference/batch-anchors.md`` §5.1 (why not aiolimiter).
+Why not aiolimiter: ``docs/batch-and-limits.md`` "Why not aiolimiter".
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ class RateLimiter:
 
     Why not ``aiolimiter.AsyncLimiter``: its burst equals ``max_rate``; the no-burst form
     ``AsyncLimiter(1, 1/rate)`` works but costs a heap and a future per waiter, keeps no
-    FIFO order under contention (batch-anchors.md §5.1). A "next allowed time" that each
-    acquirer reserves is simpler and exact.
+    FIFO order under contention (``docs/batch-and-limits.md`` "Why not aiolimiter"). A "next
+    allowed time" that each acquirer reserves is simpler and exact.
 
     One instance per event loop; not shared across processes.
     """

@@ -1,7 +1,8 @@
 """Pure rules for source URIs: which are redirects to resolve, and which destinations to keep.
 
 Grounding chunk URIs on Google's redirect host expire, so the destination they lead to is
-recorded at once (reference §6). These functions decide, without any IO:
+recorded at once (``docs/wire-format.md`` "Grounding redirect URIs"). These functions decide,
+without any IO:
 
 * whether a URI is a redirect we may request (its host is allow-listed), is its own
   destination (a publisher URL from url_context, a Maps link, a ``gs://`` document), or is

@@ -56,8 +56,8 @@ from pipeline.structure import REPAIR_RETRIES
 
 log = logging.getLogger(__name__)
 
-# How a model says it will not take a response schema together with a search tool (reference
-# §4.2; the wording varies by backend and version).
+# How a model says it will not take a response schema together with a search tool; the wording
+# varies by backend and version (``docs/wire-format.md`` "Structured output and grounding").
 _SCHEMA_WITH_TOOLS_REFUSED = ("controlled generation", "response mime type", "mime type")
 
 

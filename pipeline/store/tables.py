@@ -149,7 +149,7 @@ answers = Table(
     Column("latency_ms", Float, nullable=False),
     Column("created_at", UtcDateTime(), nullable=False),
     Column("raw_response", Text, nullable=False),  # the body as received, for audit
-    # 0005_chunk_fields
+    # 0004_chunk_fields
     Column("maps_widget_token", Text),  # googleMapsWidgetContextToken: renders the Maps widget
     Column("dynamic_retrieval_score", Float),  # legacy 1.5 googleSearchDynamicRetrievalScore
     Column("url_context_statuses", JSON),  # [{url, status}] from urlContextMetadata; null: none
@@ -171,7 +171,7 @@ sources = Table(
     Column("text", Text),
     Column("place_id", String(200)),
     Column("document_name", Text),
-    Column("file_search_store", Text),  # File Search retrievedContext (0005_chunk_fields)
+    Column("file_search_store", Text),  # File Search retrievedContext (0004_chunk_fields)
     Column("custom_metadata", JSON),  # File Search document metadata, as sent
     Column("doc_id", String(512)),  # own retrieval: the document's id (0011_own_retrieval)
     Column("first_page", Integer),  # RAG Engine ragChunk.pageSpan, 1-indexed, inclusive

@@ -1,4 +1,4 @@
-"""JSON Schema -> the Gemini API's schema subset (reference §4.3). Pure.
+"""JSON Schema -> the Gemini API's schema subset (``docs/wire-format.md`` "Schema fields"). Pure.
 
 * ``responseJsonSchema`` keeps ``$id $defs $ref $anchor type format title description enum
   items prefixItems minItems maxItems minimum maximum anyOf properties additionalProperties

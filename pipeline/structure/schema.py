@@ -1,11 +1,12 @@
-"""The job's schema: read it, check it, convert it for the wire (reference §4.3).
+"""The job's schema: read it, check it, convert it for the wire.
 
 This runs at job load, before any call is paid for. The user's schema must be valid JSON
 Schema (draft 4, 6, 7, 2019-09 or 2020-12; 2020-12 when ``$schema`` is absent) with
 ``"type": "object"`` at the top. It is kept as is for validation (:mod:`.validate`) and
 converted for ``responseJsonSchema`` or ``responseSchema`` by :mod:`.convert`, whose docstring
 lists what is kept, converted, dropped and refused. Every refusal is a :class:`SchemaError`
-naming the file, the JSON pointer and the keyword.
+naming the file, the JSON pointer and the keyword. What the API accepts:
+``docs/wire-format.md`` "Schema fields".
 
 The only IO of the package is :func:`load_schema` reading the schema file.
 """

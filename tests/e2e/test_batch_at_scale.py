@@ -1,4 +1,4 @@
-"""Acceptance: 5,000 questions in batch mode store what an online run stores (answers, sources,
+"""5,000 questions in batch mode store what an online run stores (answers, sources,
 supports, destinations), with the ledger at batch prices."""
 
 from __future__ import annotations

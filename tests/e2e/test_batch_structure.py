@@ -1,5 +1,5 @@
-"""Batch mode's last gaps (issue 15): call 2 as a second batch, the budget held per batch,
-and a batch whose Google Search did not run detected."""
+"""Batch mode: call 2 as a second batch, the budget held per batch, and a batch whose Google
+Search did not run detected."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The emulator speaks the real wire format (reference: shared/reference/gemini-wire-format.md)."""
+"""The emulator speaks the real wire format (``docs/wire-format.md``)."""
 
 from __future__ import annotations
 

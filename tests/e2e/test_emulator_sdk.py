@@ -147,7 +147,7 @@ def test_vertex_with_service_account(emu: RunningEmulator, tmp_path: Path) -> No
 
 def test_sdk_parses_every_new_shape(emu: RunningEmulator) -> None:
     """Gemini 3 tool parts, code execution, File Search, URL context, the Maps widget token
-    and legacy dynamic retrieval (issue 13): the SDK's types come back populated."""
+    and legacy dynamic retrieval: the SDK's types come back populated."""
     c = developer_client(emu)  # keep a reference: a collected Client closes its transport
     r = c.models.generate_content(
         model="gemini-3-flash-preview",

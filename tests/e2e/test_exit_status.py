@@ -40,7 +40,7 @@ def test_0_every_question_finished_and_none_failed(
 def test_3_finished_but_some_failed_names_the_counts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # The case: an unknown model fails every question (not_found, permanent).
+    # An unknown model fails every question (not_found, permanent).
     with running_emulator(EmulatorConfig(seed=2)) as emu:
         make_job(
             tmp_path,

@@ -1,4 +1,4 @@
-"""Input limits (issue 12): a question too long for the model is refused at load with its
+"""Input limits: a question too long for the model is refused at load with its
 file:line, and a request the API refuses as too long is a permanent failure, asked once."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every chunk kind stored with its own fields (migration 0005_chunk_fields)."""
+"""Every chunk kind stored with its own fields (migration 0004_chunk_fields)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Answers are versioned and nothing paid for is deleted: retry, refresh and restructure end to
-end against the emulator (issue 12, part B)."""
+end against the emulator."""
 
 from __future__ import annotations
 

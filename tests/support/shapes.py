@@ -1,7 +1,8 @@
 """The offset rule for raw (dict) bodies, shared by emulator tests.
 
 A segment with ``partIndex`` counts bytes within that part; without one, over the candidate's
-non-thought text parts joined (Gemini 3 tool parts and code execution come first; issue 13).
+non-thought text parts joined (Gemini 3 tool parts and code execution come first;
+``docs/wire-format.md`` "Supports and byte offsets").
 """
 
 from __future__ import annotations

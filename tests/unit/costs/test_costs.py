@@ -99,7 +99,8 @@ def test_the_shipped_file_warns_about_placeholders() -> None:
 
 
 def test_grounding_fees_match_the_reference(table: PriceTable) -> None:
-    """Reference §5: 3.x $14/1K queries, 2.5 $35/1K prompts, Maps $25/1K, on both backends."""
+    """3.x $14/1K queries, 2.5 $35/1K prompts, Maps $25/1K, on both backends
+    (``docs/wire-format.md`` "Pricing and limits")."""
     on = dt.date(2026, 11, 1)
     for backend in ("developer", "vertex"):
         for model in ("gemini-3.5-flash", "gemini-3-pro-preview", "gemini-3.1-flash-lite"):
@@ -253,7 +254,7 @@ def test_tokens_tool_use_as_input_thinking_as_output() -> None:
         candidates_token_count=20,
         tool_use_prompt_token_count=308,
         thoughts_token_count=333,
-        total_token_count=678,  # the vercel/ai fixture, reference §3.1
+        total_token_count=678,  # the vercel/ai fixture in docs/wire-format.md
     )
     cost = call_cost(PER_PROMPT, usage, None)
     assert cost.input_tokens == 17 + 308

@@ -1,7 +1,9 @@
 """Every response shape real recordings show: decoded without error, every support placed.
 
 The hand-built fixtures in ``tests/fixtures/shapes`` (sources in its README) carry the shapes
-of issue 13; the real recordings in ``../shared/fixtures/real`` must keep mapping too.
+real recordings show (Gemini 3 tool parts, code execution, File Search, URL context, legacy
+dynamic retrieval); the real recordings, when present beside the checkout, must keep mapping
+too.
 """
 
 from __future__ import annotations

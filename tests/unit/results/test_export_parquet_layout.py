@@ -1,5 +1,5 @@
 """The Parquet writer's layout: column-wise row groups, dictionaries and statistics only where
-they pay (issue 11's memory target), and the records intact across row groups."""
+they pay (peak memory stays flat on large exports), and the records intact across row groups."""
 
 from __future__ import annotations
 
