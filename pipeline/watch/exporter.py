@@ -27,6 +27,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 import anyio
+from sqlalchemy.exc import SQLAlchemyError
 
 from pipeline.exit_codes import EXIT_FAILED
 from pipeline.store.status import class_stats, state_counts
@@ -89,7 +90,7 @@ class RunExporter:
         self._reads = _JobReads(engine, job_id)
         self.metrics.set_spent_before(spent_before)
         self.metrics.set_states(states)
-        await self._read_classes()
+        await self._read(states=False, classes=True)
         await anyio.to_thread.run_sync(self.write)
 
     async def tick(self, *, final: bool = False) -> None:
@@ -98,22 +99,37 @@ class RunExporter:
         """
         if self.metrics is None or self._reads is None:
             return
-        async with self._reads.engine.connect() as connection:
-            self.metrics.set_states(await state_counts(connection, self._reads.job_id))
-        if final or time.monotonic() >= self._next_class_read:
-            await self._read_classes()
-        await anyio.to_thread.run_sync(self.write)
+        due = final or time.monotonic() >= self._next_class_read
+        if await self._read(states=True, classes=due):
+            await anyio.to_thread.run_sync(self.write)
 
-    async def _read_classes(self) -> None:
+    async def _read(self, *, states: bool, classes: bool) -> bool:
+        """Read the job's states and/or classes into the metrics; False (logged) when the
+        database is away: the run waits for it on its own, the gauges keep their last values,
+        and the next tick tries again."""
         assert self.metrics is not None and self._reads is not None
         from pipeline.watch.metrics import ClassCount
 
-        started = time.monotonic()
-        async with self._reads.engine.connect() as connection:
-            stats = await class_stats(connection, self._reads.job_id)
-        took = time.monotonic() - started
-        self._next_class_read = time.monotonic() + took / CLASS_READ_SHARE
-        self.metrics.set_classes(ClassCount(c.qclass, c.answers, c.grounded) for c in stats)
+        try:
+            async with self._reads.engine.connect() as connection:
+                if states:
+                    self.metrics.set_states(await state_counts(connection, self._reads.job_id))
+                if classes:
+                    started = time.monotonic()
+                    stats = await class_stats(connection, self._reads.job_id)
+                    took = time.monotonic() - started
+                    self._next_class_read = time.monotonic() + took / CLASS_READ_SHARE
+                    self.metrics.set_classes(
+                        ClassCount(c.qclass, c.answers, c.grounded) for c in stats
+                    )
+        except (OSError, SQLAlchemyError) as exc:
+            log.warning(
+                "metrics: cannot read the job's state: %s",
+                str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                extra={"action": "metrics_read_failed"},
+            )
+            return False
+        return True
 
     def exited(self, status: int) -> None:
         """The run's exit status, written with everything else."""

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import generate_latest
+from sqlalchemy.exc import OperationalError
 
 from pipeline.watch import metrics as metrics_module
 from pipeline.watch.exporter import RunExporter, RunSettings
 from pipeline.watch.metrics import MAX_CLASS_SERIES, OTHER_CLASSES, ClassCount, RunMetrics
 from pipeline.watch.outputs import first_problem, output_problem, write_atomically
-from tests.support.metrics import Samples, names, parse, value
+from tests.support.metrics import Samples, names, parse, read_textfile, value
 
 
 def _samples(metrics: RunMetrics) -> Samples:
@@ -172,3 +173,30 @@ def test_write_atomically_leaves_no_temporary_file_behind(tmp_path: Path) -> Non
     with pytest.raises(FileNotFoundError):
         write_atomically(tmp_path / "missing" / "s.json", b"{}")
     assert [p.name for p in tmp_path.iterdir()] == ["s.json"]
+
+
+class _DatabaseAway:
+    """An engine whose every connection fails, as during a database restart."""
+
+    def connect(self) -> _DatabaseAway:
+        return self
+
+    async def __aenter__(self) -> None:
+        raise OperationalError("SELECT 1", {}, OSError("connection refused"))
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+@pytest.mark.anyio
+async def test_a_tick_while_the_database_is_away_keeps_the_last_values(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    metrics = RunMetrics("nightly")
+    exporter = RunExporter(metrics, str(tmp_path / "ground.prom"))
+    with caplog.at_level(logging.WARNING):
+        await exporter.begin(_DatabaseAway(), 1, {"pending": 5}, Decimal(0))  # type: ignore[arg-type]
+        await exporter.tick()
+    assert value(_samples(metrics), "ground_queue_depth") == 5
+    assert value(read_textfile(tmp_path / "ground.prom"), "ground_queue_depth") == 5
+    assert [getattr(r, "action", None) for r in caplog.records] == ["metrics_read_failed"] * 2
