@@ -19,10 +19,21 @@ demo: $(STAMP)
 # browser download), tmux for the progress bar's terminal test.
 SYSTEM_TOOLS := chromium chromedriver tmux
 APT_PACKAGES := chromium chromium-driver tmux
-system-tools:
+# promtool checks and unit-tests deploy/prometheus/ground-rules.yml and the dashboard's queries.
+# Taken from Debian's prometheus package into .venv/bin: installing the package would also
+# install, enable and start a Prometheus server.
+PROMTOOL := $(BIN)/promtool
+system-tools: $(STAMP)
 	@for tool in $(SYSTEM_TOOLS); do command -v $$tool >/dev/null || missing=1; done; \
 	if [ -n "$$missing" ]; then \
 		apt-get update -qq && apt-get install -y -qq $(APT_PACKAGES) >/dev/null; fi
+	@if ! command -v promtool >/dev/null && [ ! -x $(PROMTOOL) ]; then \
+		tmp=$$(mktemp -d) && ( cd $$tmp && \
+		{ apt-get download prometheus || { apt-get update -qq && apt-get download prometheus; }; } \
+			>/dev/null 2>&1 && \
+		dpkg-deb --fsys-tarfile prometheus_*.deb | tar -xO ./usr/bin/promtool >promtool && \
+		install -m 755 promtool $(CURDIR)/$(PROMTOOL) ); \
+		status=$$?; rm -rf $$tmp; exit $$status; fi
 
 # Two workers (pytest-xdist): most of the suite waits on quota windows, emulator latency and
 # child processes rather than on the CPU, so two halve its time on 2 cores (401 s -> 207 s).

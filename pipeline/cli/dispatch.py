@@ -3,7 +3,9 @@ built in :mod:`pipeline.cli.parser`; this module dispatches what it parses.
 
 Exit statuses: :mod:`pipeline.exit_codes` (the contract, also in the README and ``--help``).
 Whatever goes wrong outside a command's own handling (a closed pipe, Ctrl-C before a run has
-started) ends in one ``ground: ...`` line and its status, never a traceback.
+started) ends in one ``ground: ...`` line and its status, never a traceback. The files a
+command will write (``--metrics-textfile``, ``--summary-json``, ``--out``) are checked here,
+before the job file is read: one that cannot be written is refused with status 2.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pipeline.cli.parser import Parser, build_parser
 from pipeline.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from pipeline.job.spec import JobSpec, JobSpecError, load_jobspec
 from pipeline.watch.logs import KeyValueFormatter, configure_logging
+from pipeline.watch.outputs import first_problem, output_problem
 from pipeline.watch.progress import WatchOptions
 
 __all__ = ["EXIT_USAGE", "KeyValueFormatter", "build_parser", "main"]
@@ -63,6 +66,8 @@ def _export(args: argparse.Namespace) -> int:
     if args.all_versions and (args.to is not None or args.long or fmt == "parquet"):
         print("ground export: --all-versions is for JSONL or CSV files", file=sys.stderr)
         return EXIT_USAGE
+    if args.to is None and (problem := output_problem("--out", args.out, replaced=False)):
+        return _refused(problem)
     options = commands.ExportOptions(
         fmt=fmt,
         out=args.out,
@@ -88,6 +93,12 @@ def _format_of(out: str) -> str:
     return "jsonl"
 
 
+def _refused(problem: str) -> int:
+    """An output that cannot be written: one line, status 2, before anything is done."""
+    print(f"ground: {problem}", file=sys.stderr)
+    return EXIT_USAGE
+
+
 # A command's function with its arguments bound: what it does with the job.
 JobAction = Callable[[JobSpec], Coroutine[Any, Any, int]]
 
@@ -99,12 +110,15 @@ def _job_command(args: argparse.Namespace, action: JobAction) -> int:
         print(f"ground: {exc}", file=sys.stderr)
         return EXIT_USAGE
     from pipeline.commands import DatabaseUnavailable
+    from pipeline.watch.exporter import OutputUnavailable
 
     try:
         return anyio.run(action, spec)
     except DatabaseUnavailable as exc:
         print(f"ground: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except OutputUnavailable as exc:
+        return _refused(str(exc))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -144,6 +158,8 @@ def _main(argv: Sequence[str] | None) -> int:
             if args.job is not None or args.id is not None:
                 return cite_stored(args, args.fmt, args.min_confidence)
             return cite_main(args.response, args.fmt, args.min_confidence)
+    if args.command == "report" and (problem := output_problem("--out", args.out, replaced=False)):
+        return _refused(problem)
     return _job_command(args, _queue_or_results_action(args))
 
 
@@ -153,6 +169,12 @@ def _run_command(args: argparse.Namespace, log_format: str) -> int:
 
     watching = args.command in ("run", "refresh", "restructure")  # batch, worker: no flags
     watch = _watch_options(args, log_format) if watching else WatchOptions()
+    outputs = [
+        ("--summary-json", watch.summary_json),
+        ("--metrics-textfile", watch.metrics_textfile),
+    ]
+    if problem := first_problem(outputs):
+        return _refused(problem)
     match args.command:
         case "run":
             return _job_command(

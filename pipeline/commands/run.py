@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -55,7 +54,7 @@ from pipeline.results.status import (
 from pipeline.run.context import RunContext, run_context
 from pipeline.run.summary import RunSummary
 from pipeline.store import versions
-from pipeline.store.status import state_counts
+from pipeline.watch.exporter import RunExporter, RunSettings, exporting
 from pipeline.watch.progress import WatchOptions
 from pipeline.watch.progress import watch as progress_watch
 
@@ -76,14 +75,42 @@ async def run_command(
     they are submitted), then an online run does what they leave (call 2, online retries).
     ``backoff``: the retry delays (None: the default; tests pass shorter ones)."""
     watch = watch or WatchOptions()
+    # The metrics are served from here, before the first call, until the exit status is known.
+    async with exporting(spec.name, _run_settings(spec, watch), watch) as exporter:
+        status = await _run(spec, watch, exporter, no_wait=no_wait, backoff=backoff)
+        exporter.exited(status)
+    return status
+
+
+def _run_settings(spec: JobSpec, watch: WatchOptions) -> RunSettings:
+    """What the metrics say the run was configured with."""
+    return RunSettings(
+        mode=spec.model.mode,
+        backend=spec.model.backend,
+        model=spec.model.name,
+        requests_per_minute=spec.limits.requests_per_minute,
+        budget_usd=spec.budget,
+        progress_interval_s=watch.interval_s,
+    )
+
+
+async def _run(
+    spec: JobSpec,
+    watch: WatchOptions,
+    exporter: RunExporter,
+    *,
+    no_wait: bool,
+    backoff: Backoff | None,
+) -> int:
     async with opened(spec) as engine:
         job_id = await load_job(engine, spec)
         if job_id is None:
             return EXIT_FAILED
         await _queue_stored_work(engine, spec, job_id)
         before = await _read_status(engine, spec, job_id)
+        await exporter.begin(engine, job_id, before.states, before.spend_usd)
         if before.terminal == before.total:
-            return await _nothing_to_do(engine, spec, job_id, before, watch)
+            return await _nothing_to_do(engine, spec, job_id, before, watch, exporter)
         ctx = run_context(spec, engine, job_id, backoff=backoff)
         try:
             plan = plan_calls(spec)
@@ -97,7 +124,7 @@ async def run_command(
                 early = await run_batches(spec, ctx, plan, wait=wait)
                 if early is not None:
                     return early
-            await _run_online(spec, ctx, plan, before, watch)
+            await _run_online(spec, ctx, plan, before, watch, exporter)
         summary = ctx.summary
         after = await _read_status(engine, spec, job_id)
     say(_render_summary(summary))
@@ -105,7 +132,7 @@ async def run_command(
     label_local_spend(spec)
     say(f"results: {display_url(spec)}")
     status = _closing_status(spec, summary.stopped, after.states)
-    _write_summary_json(watch, status, spec, summary, after)
+    _write_summary_json(watch, status, spec, summary, after, exporter)
     return status
 
 
@@ -134,6 +161,7 @@ def online_runner(
     resolver = Resolver(ctx.db, spec.resolver) if spec.resolver.enabled else None
     if resolver is not None and metrics is not None:
         resolver.on_resolved = metrics.on_resolved
+        metrics.sources_from(resolver.counts)
     return OnlineRunner(
         ctx,
         plan,
@@ -155,7 +183,12 @@ async def _read_status(engine: AsyncEngine, spec: JobSpec, job_id: int) -> JobSt
 
 
 async def _nothing_to_do(
-    engine: AsyncEngine, spec: JobSpec, job_id: int, before: JobStatus, watch: WatchOptions
+    engine: AsyncEngine,
+    spec: JobSpec,
+    job_id: int,
+    before: JobStatus,
+    watch: WatchOptions,
+    exporter: RunExporter,
 ) -> ExitStatus:
     """Every question is finished: no call is made; redirects an earlier run left pending are
     resolved, and the job's status closes the run."""
@@ -165,34 +198,25 @@ async def _nothing_to_do(
         before = await _read_status(engine, spec, job_id)
     say(render_status(before))
     status = _closing_status(spec, None, before.states)
-    _write_summary_json(watch, status, spec, None, before)
+    _write_summary_json(watch, status, spec, None, before, exporter)
     return status
 
 
 async def _run_online(
-    spec: JobSpec, ctx: RunContext, plan: CallPlan, before: JobStatus, watch: WatchOptions
+    spec: JobSpec,
+    ctx: RunContext,
+    plan: CallPlan,
+    before: JobStatus,
+    watch: WatchOptions,
+    exporter: RunExporter,
 ) -> None:
     """The online run, watched (progress, metrics, signals)."""
-    metrics: RunMetrics | None = None
-    if watch.wants_metrics:  # prometheus_client is imported only by runs that export
-        from pipeline.watch.metrics import RunMetrics
-
-        metrics = RunMetrics(spec.name, spent_before=before.spend_usd)
+    metrics = exporter.metrics
     runner = online_runner(spec, ctx, plan, metrics=metrics)
-    try:
-        if metrics is not None:
-            _start_metrics(metrics, runner, watch)
-        await _run_with_signals(runner, before, watch, metrics)
-        if metrics is not None:
-            after = await ctx.db.read(
-                "reading the job's states", lambda c: state_counts(c, ctx.job_id)
-            )
-            metrics.set_states(after)
-            if watch.metrics_textfile:
-                metrics.write_textfile(watch.metrics_textfile)
-    finally:
-        if metrics is not None:
-            metrics.close()
+    if metrics is not None:
+        metrics.rate_from(lambda: runner.limits.requests.rate)
+    await _run_with_signals(runner, before, watch, exporter.tick)
+    await exporter.tick(final=True)
 
 
 async def _queue_stored_work(engine: AsyncEngine, spec: JobSpec, job_id: int) -> None:
@@ -219,12 +243,6 @@ async def _queue_stored_work(engine: AsyncEngine, spec: JobSpec, job_id: int) ->
         say(f"structure: {structuring} stored answers to structure (call 2 only)")
 
 
-def _start_metrics(metrics: RunMetrics, runner: OnlineRunner, watch: WatchOptions) -> None:
-    metrics.rate_from(lambda: runner.limits.requests.rate)
-    if watch.metrics_port is not None:
-        metrics.serve(watch.metrics_port, watch.metrics_host)
-
-
 def _closing_status(spec: JobSpec, stopped: str | None, states: dict[str, int]) -> ExitStatus:
     """The run's exit status, and the line saying what made it non-zero."""
     failed = failures(states, spec.job.fail_on)
@@ -245,8 +263,10 @@ def _write_summary_json(
     spec: JobSpec,
     summary: RunSummary | None,
     job: JobStatus,
+    exporter: RunExporter,
 ) -> None:
-    """``--summary-json PATH``: the closing summary for a machine (written atomically)."""
+    """``--summary-json PATH``: the closing summary for a machine (written atomically; a
+    failure is logged and counted, and the exit status stays the run's)."""
     if not watch.summary_json:
         return
     failed = failures(job.states, spec.job.fail_on)
@@ -270,21 +290,18 @@ def _write_summary_json(
         "status": job.to_dict(),
         "database": display_url(spec),
     }
-    path = Path(watch.summary_json)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
-    temporary.replace(path)
+    data = orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
+    exporter.write_summary(watch.summary_json, data)
 
 
 async def _run_with_signals(
-    runner: OnlineRunner, before: JobStatus, watch: WatchOptions, metrics: RunMetrics | None
+    runner: OnlineRunner,
+    before: JobStatus,
+    watch: WatchOptions,
+    tick: Callable[[], Awaitable[None]],
 ) -> None:
     """First SIGINT/SIGTERM: stop claiming and finish what is in flight; second: abort."""
     ctx = runner.ctx
-
-    async def read_states() -> dict[str, int]:
-        return await ctx.db.read("reading the job's states", lambda c: state_counts(c, ctx.job_id))
-
     async with anyio.create_task_group() as group:
 
         async def watch_signals() -> None:
@@ -305,8 +322,7 @@ async def _run_with_signals(
                 total=before.total,
                 finished_before=before.terminal,
                 spent_before=before.spend_usd,
-                metrics=metrics,
-                read_states=read_states,
+                tick=tick,
             )
         )
         await runner.run()

@@ -5,8 +5,9 @@
 * Otherwise: one ``action=progress`` log record every ``--progress-interval`` (default
   :data:`DEFAULT_PROGRESS_INTERVAL_S`), in the process's log format (JSON lines by default).
 
-Either way, at the end of each progress interval the job's state counts are read from the
-database into the metrics, and the node_exporter textfile (when asked for) is rewritten.
+Either way, at the end of each progress interval the run's ``tick`` is awaited: the job's
+state counts are read into the metrics and the node_exporter textfile (when asked for) is
+rewritten (:meth:`pipeline.watch.exporter.RunExporter.tick`).
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ from pipeline.run.summary import RunSummary
 
 if TYPE_CHECKING:
     from rich.progress import Progress
-
-    from pipeline.watch.metrics import RunMetrics
 
 log = logging.getLogger(__name__)
 
@@ -198,8 +197,7 @@ async def watch(
     total: int,
     finished_before: int,
     spent_before: Decimal,
-    metrics: RunMetrics | None,
-    read_states: Callable[[], Awaitable[dict[str, int]]],
+    tick: Callable[[], Awaitable[None]],
 ) -> None:
     """Show the run's progress until cancelled (the run's end cancels it)."""
     log.setLevel(logging.INFO)  # progress records are the point of an unattended run's log
@@ -214,12 +212,6 @@ async def watch(
             elapsed_s=anyio.current_time() - started,
         )
 
-    async def interval_done() -> None:
-        if metrics is not None:
-            metrics.set_states(await read_states())
-            if options.metrics_textfile:
-                await anyio.to_thread.run_sync(metrics.write_textfile, options.metrics_textfile)
-
     if options.tty:
         with ProgressBar(total, finished_before) as bar:
             next_interval = started + options.interval_s
@@ -229,11 +221,11 @@ async def watch(
                     await anyio.sleep(TTY_REFRESH_S)
                     if anyio.current_time() >= next_interval:
                         next_interval += options.interval_s
-                        await interval_done()
+                        await tick()
             finally:
                 bar.update(snap())  # the bar as the run left it
     else:
         while True:
             await anyio.sleep(options.interval_s)
             log_progress(snap())
-            await interval_done()
+            await tick()
