@@ -60,6 +60,9 @@ def _export(args: argparse.Namespace) -> int:
     if args.long and fmt != "csv":
         print("ground export: --long is for --format csv", file=sys.stderr)
         return EXIT_USAGE
+    if args.csv_raw and (fmt != "csv" or args.to is not None):
+        print("ground export: --csv-raw is for --format csv", file=sys.stderr)
+        return EXIT_USAGE
     if args.all_versions and (args.to is not None or args.long or fmt == "parquet"):
         print("ground export: --all-versions is for JSONL or CSV files", file=sys.stderr)
         return EXIT_USAGE
@@ -74,6 +77,7 @@ def _export(args: argparse.Namespace) -> int:
         to=args.to,
         table=args.table,
         all_versions=args.all_versions,
+        csv_raw=args.csv_raw,
     )
     return _job_command(args, lambda spec: commands.export_command(spec, options))
 

@@ -11,6 +11,7 @@ import datetime as dt
 from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
 from pipeline.exit_codes import EPILOG, EXIT_USAGE
+from pipeline.job.states import QuestionState
 from pipeline.watch.logs import LOG_FORMATS
 
 if TYPE_CHECKING:
@@ -262,7 +263,12 @@ def _add_results_commands(
     export.add_argument("--format", dest="fmt", choices=("jsonl", "csv", "parquet"))
     export.add_argument("--out", default="-", metavar="PATH", help="output file ('-': stdout)")
     export.add_argument(
-        "--state", dest="states", action="append", metavar="S", help="only this state (repeatable)"
+        "--state",
+        dest="states",
+        action="append",
+        choices=tuple(str(state) for state in QuestionState),
+        metavar="S",
+        help="only this state (repeatable): " + ", ".join(str(state) for state in QuestionState),
     )
     export.add_argument("--class", dest="qclass", metavar="C", help="only this question class")
     export.add_argument(
@@ -273,6 +279,13 @@ def _add_results_commands(
         "--long",
         choices=("sources", "citations"),
         help="CSV: one row per source or per citation, keyed by question id",
+    )
+    export.add_argument(
+        "--csv-raw",
+        action="store_true",
+        help="CSV: write text cells as stored. By default a cell that starts with = + - @,"
+        " a tab or a carriage return gets a leading ' so that a spreadsheet shows it as text"
+        " instead of running it as a formula",
     )
     export.add_argument(
         "--all-versions",

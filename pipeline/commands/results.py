@@ -86,6 +86,7 @@ class ExportOptions:
     to: str | None = None  # a database URL: upsert into --table there instead of a file
     table: str | None = None
     all_versions: bool = False  # one record per stored answer version (JSONL, CSV)
+    csv_raw: bool = False  # CSV text cells as stored, formula-leading ones included
 
 
 async def export_command(spec: JobSpec, options: ExportOptions) -> int:
@@ -139,7 +140,9 @@ async def _export_to_file(
         if options.fmt == "parquet":
             writer = export.ParquetWriter(stream)
         elif options.fmt == "csv":
-            writer = export.CsvWriter(stream, options.long, versions=options.all_versions)
+            writer = export.CsvWriter(
+                stream, options.long, versions=options.all_versions, raw=options.csv_raw
+            )
         else:
             writer = export.JsonlWriter(stream)
         count = await export.export_job(engine, job_id, _Threaded(writer), filters)
