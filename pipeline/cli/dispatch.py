@@ -108,7 +108,7 @@ def _job_command(args: argparse.Namespace, action: JobAction) -> int:
         return anyio.run(action, spec)
     except DatabaseUnavailable as exc:
         print(f"ground: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return exc.exit_status
 
 
 def main(argv: Sequence[str] | None = None) -> int:

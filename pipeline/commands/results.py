@@ -42,7 +42,7 @@ from pipeline.commands.common import (
 
 
 async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None) -> int:
-    async with opened(spec) as engine, engine.connect() as connection:
+    async with opened(spec, purpose="read") as engine, engine.connect() as connection:
         job_id = await queue.find_job(connection, spec.name)
         if job_id is None:
             complain(f"job {spec.name!r} has not been loaded or run yet")
@@ -105,7 +105,7 @@ async def export_command(spec: JobSpec, options: ExportOptions) -> int:
         ids=ids,
         all_versions=options.all_versions,
     )
-    async with opened(spec) as engine:
+    async with opened(spec, purpose="read") as engine:
         job_id = await find_job_id(engine, spec)
         if job_id is None:
             return EXIT_FAILED
@@ -204,7 +204,7 @@ async def show_command(spec: JobSpec, qid: str, fmt: str, *, all_versions: bool 
     from pipeline.results.show import render_show, render_show_versions
     from pipeline.store.records import read_versions
 
-    async with opened(spec) as engine:
+    async with opened(spec, purpose="read") as engine:
         job_id = await find_job_id(engine, spec)
         if job_id is None:
             return EXIT_FAILED
@@ -224,7 +224,7 @@ async def report_command(spec: JobSpec, out: str, *, limit: int) -> int:
 
     from pipeline.results.report import write_report
 
-    async with opened(spec) as engine:
+    async with opened(spec, purpose="read") as engine:
         job_id = await find_job_id(engine, spec)
         if job_id is None:
             return EXIT_FAILED

@@ -10,6 +10,7 @@ none of it become HTML, a link or an image (:func:`markdown_text`).
 from __future__ import annotations
 
 import html
+import itertools
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -20,8 +21,8 @@ from pipeline.grounding.mapping import GroundedAnswer, Source
 
 __all__ = [
     "DOCUMENT_CSS",
-    "marker_groups",
     "markdown_text",
+    "marker_groups",
     "render_html",
     "render_html_document",
     "render_markdown",
@@ -184,7 +185,7 @@ def render_markdown(answer: GroundedAnswer, destinations: Mapping[int, str] | No
     text = answer.text
     groups = marker_groups(answer)
     cuts = [0, *(pos for pos, _ in groups), len(text)]
-    pieces = [markdown_text(text[start:end]) for start, end in zip(cuts, cuts[1:], strict=False)]
+    pieces = [markdown_text(text[start:end]) for start, end in itertools.pairwise(cuts)]
     out = [pieces[0]]
     for (_, indices), tail in zip(groups, pieces[1:], strict=True):
         if out[-1].endswith("!"):  # never escaped by markdown_text: "![3]" would be an image

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import msgspec
 
@@ -365,11 +366,13 @@ def _database_url(path: Path, url: str, base: Path) -> str:
     dialect = scheme.split("+", 1)[0]
     if dialect == "sqlite":
         if rest.startswith("/") and rest != "/:memory:":
-            file = rest[1:]
+            file, _, options = rest[1:].partition("?")
             if not file.strip():  # "sqlite:///" would be an in-memory database, lost at exit
                 raise JobSpecError(f"{path}: job.database: write sqlite:///FILE (no file named)")
-            if file and not file.startswith("/"):
+            if not file.startswith("/"):
                 file = str((base / file).resolve())
+            if options:  # SQLite's URI options, e.g. ?mode=ro (https://www.sqlite.org/uri.html)
+                return f"sqlite+aiosqlite:///file:{quote(file)}?{options}&uri=true"
             return f"sqlite+aiosqlite:///{file}"
         raise JobSpecError(f"{path}: job.database: write sqlite:///FILE")
     if dialect in ("postgresql", "postgres"):

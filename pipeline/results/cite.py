@@ -171,10 +171,10 @@ def cite_stored(args: argparse.Namespace, fmt: str, min_confidence: float | None
     """
     import anyio
 
+    from pipeline.commands.common import DatabaseUnavailable, opened
     from pipeline.job.spec import JobSpecError, load_jobspec
     from pipeline.results.export import destinations
     from pipeline.store import queue
-    from pipeline.store.engine import create_engine
     from pipeline.store.records import raw_response, read_one
 
     err = sys.stderr
@@ -189,8 +189,7 @@ def cite_stored(args: argparse.Namespace, fmt: str, min_confidence: float | None
     label = f"{spec.name}/{args.id}"
 
     async def fetch() -> tuple[str | None, dict[int, str]]:
-        engine = create_engine(spec.database_url)
-        try:
+        async with opened(spec, purpose="read") as engine:
             async with engine.connect() as connection:
                 job_id = await queue.find_job(connection, spec.name)
             if job_id is None:
@@ -198,10 +197,12 @@ def cite_stored(args: argparse.Namespace, fmt: str, min_confidence: float | None
             stored = await read_one(engine, job_id, args.id)
             body = await raw_response(engine, job_id, args.id)
             return body, destinations(stored) if stored is not None else {}
-        finally:
-            await engine.dispose()
 
-    body, links = anyio.run(fetch)
+    try:
+        body, links = anyio.run(fetch)
+    except DatabaseUnavailable as exc:
+        print(printable(f"ground cite: {exc}"), file=err)
+        return int(exc.exit_status)
     if body is None:
         return _fail(label, "no stored answer for this question (not answered yet?)", err)
     return _cite_body(label, body.encode(), fmt, min_confidence, links)
