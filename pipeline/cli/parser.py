@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import math
 from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
 from pipeline.exit_codes import EPILOG, EXIT_USAGE
+from pipeline.job.sections import MAX_SECONDS
 from pipeline.job.states import QuestionState
 from pipeline.watch.logs import LOG_FORMATS
 
@@ -219,8 +221,10 @@ def _positive_seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0")
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds")
+    if not 0 < value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0, at most {MAX_SECONDS:g}")
     return value
 
 

@@ -33,11 +33,22 @@ def add_cite_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", dest="fmt", choices=FORMATS, default="markdown")
     parser.add_argument(
         "--min-confidence",
-        type=float,
+        type=_confidence,
         default=None,
         metavar="X",
         help="drop chunk references scored below X (only where scores were sent)",
     )
+
+
+def _confidence(text: str) -> float:
+    """A confidence score: a finite number from 0 to 1 (the API's scores are in that range)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:  # nan fails both comparisons
+        raise argparse.ArgumentTypeError(f"{text!r}: a confidence is a number from 0 to 1")
+    return value
 
 
 def _fail(path: str, reason: str, err: TextIO) -> int:
