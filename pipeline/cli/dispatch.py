@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -21,6 +22,7 @@ from pipeline.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from pipeline.job.spec import JobSpec, JobSpecError, load_jobspec
 from pipeline.watch.logs import KeyValueFormatter, configure_logging
 from pipeline.watch.progress import WatchOptions
+from pipeline.watch.terminal import printable
 
 __all__ = ["EXIT_USAGE", "KeyValueFormatter", "build_parser", "main"]
 
@@ -151,11 +153,37 @@ def _main(argv: Sequence[str] | None) -> int:
     return _job_command(args, _queue_or_results_action(args))
 
 
+def _watch_problem(args: argparse.Namespace) -> tuple[str, int] | None:
+    """A watching flag the run could not honour, found before the run starts: the one-line
+    message and the exit status. A file in a directory that does not exist is a usage error
+    (2); a metrics port already taken is work the command cannot do now (1): it may be free
+    once an earlier run has ended."""
+    for flag, path in (
+        ("--summary-json", args.summary_json),
+        ("--metrics-textfile", args.metrics_textfile),
+    ):
+        if path is not None and not Path(path).resolve().parent.is_dir():
+            directory = Path(path).resolve().parent
+            return f"{flag} {path}: the directory {directory} does not exist", EXIT_USAGE
+    if args.metrics_port is not None:
+        from pipeline.watch.metrics import listen_problem
+
+        problem = listen_problem(args.metrics_host, args.metrics_port)
+        if problem is not None:
+            return f"--metrics-port {args.metrics_port}: {problem}", EXIT_FAILED
+    return None
+
+
 def _run_command(args: argparse.Namespace, log_format: str) -> int:
     """The commands that are runs, or act on one: run, batch, worker, refresh, restructure."""
     from pipeline import commands
 
     watching = args.command in ("run", "refresh", "restructure")  # batch, worker: no flags
+    if watching:
+        problem = _watch_problem(args)
+        if problem is not None:
+            print(printable(f"ground {args.command}: {problem[0]}"), file=sys.stderr)
+            return problem[1]
     watch = _watch_options(args, log_format) if watching else WatchOptions()
     match args.command:
         case "run":

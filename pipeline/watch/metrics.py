@@ -29,6 +29,8 @@ only bump counters and histograms of label sets already created.
 
 from __future__ import annotations
 
+import errno
+import socket
 import threading
 from collections.abc import Callable, Iterable
 from decimal import Decimal
@@ -47,6 +49,30 @@ CALL_LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 12
 RESOLUTION_LAG_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)  # s
 
 _WAITING = frozenset(str(s) for s in WAITING_STATES)
+
+
+def listen_problem(host: str, port: int) -> str | None:
+    """Why ``/metrics`` could not be served on ``host:port`` now, or None when it could.
+
+    Bound and closed at once, the way :func:`RunMetrics.serve` will bind it (its server sets
+    ``SO_REUSEADDR``), so a run is refused before it starts rather than failing half-way.
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return f"{host!r} is not an address this machine can listen on ({exc.strerror})"
+    family, kind, proto, _, address = infos[0]
+    try:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return f"port {port} on {host} is already in use (another run or server holds it)"
+        if exc.errno == errno.EADDRNOTAVAIL:
+            return f"{host} is not an address of this machine"
+        return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+    return None
 
 
 class RunMetrics:
