@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
+import anyio
 import orjson
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
@@ -30,6 +32,8 @@ from pipeline.watch.terminal import printable
 
 if TYPE_CHECKING:
     pass
+
+log = logging.getLogger(__name__)
 
 
 def say(message: str) -> None:
@@ -139,7 +143,9 @@ async def find_job_id(engine: AsyncEngine, spec: JobSpec) -> int | None:
 
 
 async def load_job(engine: AsyncEngine, spec: JobSpec) -> int | None:
-    """Load the job's question file (idempotent); the job's id, or None when it failed."""
+    """Load the job's question file (idempotent); the job's id, or None when it failed. A
+    class or metadata field the input does not have is warned about first."""
+    await warn_unknown_fields(spec)
     try:
         async with engine.begin() as connection:
             job_id = await queue.ensure_job(connection, spec.name)
@@ -156,6 +162,28 @@ async def load_job(engine: AsyncEngine, spec: JobSpec) -> int | None:
     else:
         say(f"no new questions: all {result.existing} in {source_name(spec)} already loaded")
     return job_id
+
+
+async def warn_unknown_fields(spec: JobSpec) -> None:
+    """One warning per ``[source]`` class or metadata field found nowhere in the input."""
+    from pipeline.intake.fields import unknown_file_fields, unknown_query_fields
+
+    if spec.source.query:
+        unknown = await unknown_query_fields(spec.source)
+    else:
+        unknown = await anyio.to_thread.run_sync(unknown_file_fields, spec.source_path, spec.source)
+    origin = source_name(spec)
+    for field in unknown:
+        log.warning(
+            "%s",
+            printable(field.message(origin)),
+            extra={
+                "action": "source_field_missing",
+                "key": field.key,
+                "field": field.field,
+                "columns": list(field.columns),
+            },
+        )
 
 
 def write_json(document: object) -> None:

@@ -19,7 +19,9 @@ from pipeline.job.spec import JobSpec
 from pipeline.results.status import (
     class_stats_dict,
     job_status,
+    other_models,
     render_class_stats,
+    render_other_models,
     render_status,
 )
 from pipeline.store import queue
@@ -53,6 +55,14 @@ async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None)
             status = await job_status(
                 connection, job_id, spec.name, schema_hash=schema_hash_of(spec)
             )
+            drift = await other_models(
+                connection,
+                job_id,
+                ground_model=spec.model.name,
+                structure_model=(spec.structure.model or spec.model.name)
+                if spec.structure.enabled
+                else None,
+            )
             from pipeline.commands.batch import batch_status
 
             batch_rows = await batch_status(connection, job_id)
@@ -63,9 +73,14 @@ async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None)
             say(render_class_stats(spec.name, stats))
         return EXIT_OK
     if as_json:
-        write_json({**status.to_dict(), "batches": batch_rows} if batch_rows else status.to_dict())
+        document = status.to_dict()
+        if drift:
+            document["other_models"] = drift.to_dict()
+        write_json({**document, "batches": batch_rows} if batch_rows else document)
     else:
         say(render_status(status))
+        if drift:
+            say(render_other_models(drift))
         if batch_rows:
             from pipeline.commands.batch import render_batch_status
 

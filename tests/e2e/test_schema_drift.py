@@ -3,7 +3,6 @@ database path whose directory does not exist. Each is one line and the right exi
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from contextlib import nullcontext
 from pathlib import Path
@@ -13,13 +12,12 @@ import anyio
 import pytest
 import sqlalchemy as sa
 from alembic import command
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from pipeline import cli
 from pipeline.job.spec import load_jobspec
 from pipeline.store.engine import SQLITE_MIGRATION_LOCK_SUFFIX, _revisions, alembic_config
 from pipeline.store.engine import create_engine as ground_engine
-from tests.support.databases import POSTGRES_URL
+from tests.support.databases import postgres_job_database
 from tests.support.readonly import read_only
 
 HEAD, _ = _revisions()
@@ -88,22 +86,8 @@ def downgrade(url: str, revision: str) -> None:
 
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
-    """A new PostgreSQL database for the test (dropped after), as a plain postgresql:// URL."""
-    name = f"ground_test_{uuid.uuid4().hex[:12]}"
-
-    async def admin(statement: str) -> None:
-        engine = create_async_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-        try:
-            async with engine.connect() as connection:
-                await connection.execute(sa.text(statement))
-        finally:
-            await engine.dispose()
-
-    anyio.run(admin, f'CREATE DATABASE "{name}"')
-    try:
-        yield POSTGRES_URL.rsplit("/", 1)[0].replace("+asyncpg", "") + f"/{name}"
-    finally:
-        anyio.run(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with postgres_job_database() as url:
+        yield url
 
 
 @pytest.mark.parametrize(
