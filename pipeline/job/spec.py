@@ -69,7 +69,7 @@ MAX_DURATION_S = 100 * 365 * 86_400  # seconds (100 years)
 # database (a pool of up to 20 on PostgreSQL), stdio, logs, the metrics server, the files it
 # reads and writes.
 RESERVED_FILES = 64  # file descriptors
-# Tokens of the shortest question a job can be asked (one word), for the smallest call.
+# The shortest question (one character): the smallest call a job makes is built around it.
 SHORTEST_QUESTION = "?"
 
 
