@@ -464,10 +464,7 @@ def _check_grounding_keys(path: Path, parsed: RawJob) -> None:
 def _check_source(path: Path, source: SourceSection) -> None:
     given_file, given_query = bool(source.file.strip()), bool(source.query.strip())
     if not given_file and not given_query:
-        raise JobSpecError(
-            f"{path}: source: give either file (a JSONL or CSV file) or query (with url);"
-            " neither is set"
-        )
+        raise JobSpecError(f"{path}: source: give either file or query (with url); neither is set")
     if given_file and given_query:
         raise JobSpecError(f"{path}: source: give either file or query (with url), not both")
     if source.query and not source.url:

@@ -233,8 +233,14 @@ async def migrate(engine: AsyncEngine) -> None:
     """
     async with engine.connect() as connection:
         state = await read_schema(connection)
-    if is_current(state):
-        return
+    # Seen without the lock, a schema may be half-made by another process migrating it now
+    # (SQLite commits each CREATE TABLE at once): only the look under the lock is final.
+    seen: SchemaError | None = None
+    try:
+        if is_current(state):
+            return
+    except SchemaError as exc:
+        seen = exc
     try:
         if engine.dialect.name == "sqlite":
             async with _sqlite_migration_lock(engine):
@@ -242,6 +248,8 @@ async def migrate(engine: AsyncEngine) -> None:
         else:
             await _migrate(engine)
     except (OSError, DBAPIError) as exc:
+        if seen is not None:
+            raise seen from None  # nobody can be migrating what cannot be written
         if not _is_read_only(exc):
             raise
         head, _ = _revisions()
@@ -283,7 +291,8 @@ async def _migrate(engine: AsyncEngine) -> None:
             await connection.execute(
                 text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY}
             )
-        # Checked again under the lock: another process may have migrated it meanwhile.
+        # Checked again under the lock: another process may have migrated it meanwhile (this
+        # look is final: a schema this ground cannot use raises SchemaError here).
         if is_current(await read_schema(connection)):
             return
         await connection.run_sync(upgrade)

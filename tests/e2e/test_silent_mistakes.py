@@ -135,9 +135,7 @@ def test_an_empty_source_asks_for_a_file_or_a_query(
 ) -> None:
     assert cli.main(["load", str(job_file(tmp_path, source))]) == 2
     line = one_line(capsys.readouterr().err)
-    assert line.endswith(
-        "source: give either file (a JSONL or CSV file) or query (with url); neither is set"
-    )
+    assert line.endswith("source: give either file or query (with url); neither is set")
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
