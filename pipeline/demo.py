@@ -26,6 +26,7 @@ from pipeline.commands import report_command, run_command
 from pipeline.exit_codes import ExitStatus
 from pipeline.intake.loader import read_rows
 from pipeline.job.spec import JobSpec, JobSpecError, load_jobspec
+from pipeline.store.engine import ensure_directory
 from pipeline.watch.progress import WatchOptions
 
 EMULATOR_KEY = "emulator-key"  # the emulator's built-in demo key; not a secret
@@ -83,6 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"demo: emulator at {base_url}; running {job_file}", flush=True)
         os.environ["GEMINI_API_KEY"] = EMULATOR_KEY
         os.environ.pop("GOOGLE_API_KEY", None)  # it would take precedence over the demo key
+        ensure_directory(spec.database_url)  # the demo's own var/, made on purpose
         # On a terminal the run draws its progress bar.
         status = anyio.run(run_command, spec, WatchOptions(tty=sys.stdout.isatty()))
     if status not in (ExitStatus.OK, ExitStatus.SOME_FAILED):  # stopped early: nothing to show

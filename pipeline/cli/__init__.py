@@ -1,6 +1,27 @@
-"""``ground``, the command line: argument parsing (:mod:`.parser`) and dispatch (:mod:`.main`)
-only; each command calls one function in :mod:`pipeline.commands`."""
+"""``ground``, the command line: argument parsing (:mod:`.parser`) and dispatch (:mod:`.dispatch`)
+only; each command calls one function in :mod:`pipeline.commands`.
 
-from pipeline.cli.dispatch import main
+The console script imports this module and calls :func:`main`, so this module imports nothing
+of its own: the parser, the job file's validation and their libraries (a tenth of a second
+and more) are imported inside :func:`main`, where a Ctrl-C meanwhile still ends in one
+``ground: interrupted`` line and status 130, never a traceback from the middle of an import.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+EXIT_INTERRUPTED = 130  # pipeline.exit_codes.EXIT_INTERRUPTED (128 + SIGINT), not imported yet
 
 __all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``ground`` command (see :func:`pipeline.cli.dispatch.main`)."""
+    try:
+        from pipeline.cli.dispatch import main as dispatch
+    except KeyboardInterrupt:
+        print("ground: interrupted", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+    return dispatch(argv)

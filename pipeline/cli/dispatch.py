@@ -24,6 +24,7 @@ from pipeline.job.spec import JobSpec, JobSpecError, load_jobspec
 from pipeline.watch.logs import KeyValueFormatter, configure_logging
 from pipeline.watch.outputs import first_problem, output_problem
 from pipeline.watch.progress import WatchOptions
+from pipeline.watch.terminal import printable
 
 __all__ = ["EXIT_USAGE", "KeyValueFormatter", "build_parser", "main"]
 
@@ -63,11 +64,14 @@ def _export(args: argparse.Namespace) -> int:
     if args.long and fmt != "csv":
         print("ground export: --long is for --format csv", file=sys.stderr)
         return EXIT_USAGE
+    if args.csv_raw and (fmt != "csv" or args.to is not None):
+        print("ground export: --csv-raw is for --format csv", file=sys.stderr)
+        return EXIT_USAGE
     if args.all_versions and (args.to is not None or args.long or fmt == "parquet"):
         print("ground export: --all-versions is for JSONL or CSV files", file=sys.stderr)
         return EXIT_USAGE
     if args.to is None and (problem := output_problem("--out", args.out, replaced=False)):
-        return _refused(problem)
+        return _refused("export", problem)
     options = commands.ExportOptions(
         fmt=fmt,
         out=args.out,
@@ -79,6 +83,7 @@ def _export(args: argparse.Namespace) -> int:
         to=args.to,
         table=args.table,
         all_versions=args.all_versions,
+        csv_raw=args.csv_raw,
     )
     return _job_command(args, lambda spec: commands.export_command(spec, options))
 
@@ -93,9 +98,9 @@ def _format_of(out: str) -> str:
     return "jsonl"
 
 
-def _refused(problem: str) -> int:
+def _refused(command: str, problem: str) -> int:
     """An output that cannot be written: one line, status 2, before anything is done."""
-    print(f"ground: {problem}", file=sys.stderr)
+    print(printable(f"ground {command}: {problem}"), file=sys.stderr)
     return EXIT_USAGE
 
 
@@ -116,9 +121,10 @@ def _job_command(args: argparse.Namespace, action: JobAction) -> int:
         return anyio.run(action, spec)
     except DatabaseUnavailable as exc:
         print(f"ground: {exc}", file=sys.stderr)
+        return exc.exit_status
+    except OutputUnavailable as exc:  # the metrics port, taken since it was checked
+        print(printable(f"ground: {exc}"), file=sys.stderr)
         return EXIT_FAILED
-    except OutputUnavailable as exc:
-        return _refused(str(exc))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -159,8 +165,19 @@ def _main(argv: Sequence[str] | None) -> int:
                 return cite_stored(args, args.fmt, args.min_confidence)
             return cite_main(args.response, args.fmt, args.min_confidence)
     if args.command == "report" and (problem := output_problem("--out", args.out, replaced=False)):
-        return _refused(problem)
+        return _refused("report", problem)
     return _job_command(args, _queue_or_results_action(args))
+
+
+def _port_problem(args: argparse.Namespace) -> str | None:
+    """A ``--metrics-port`` that cannot be listened on now (taken, or an address this machine
+    does not have): work the command cannot do now (exit 1), the port may be free later."""
+    if args.metrics_port is None:
+        return None
+    from pipeline.watch.metrics import listen_problem
+
+    problem = listen_problem(args.metrics_host, args.metrics_port)
+    return None if problem is None else f"--metrics-port {args.metrics_port}: {problem}"
 
 
 def _run_command(args: argparse.Namespace, log_format: str) -> int:
@@ -174,7 +191,10 @@ def _run_command(args: argparse.Namespace, log_format: str) -> int:
         ("--metrics-textfile", watch.metrics_textfile),
     ]
     if problem := first_problem(outputs):
-        return _refused(problem)
+        return _refused(args.command, problem)
+    if watching and (problem := _port_problem(args)):
+        print(printable(f"ground {args.command}: {problem}"), file=sys.stderr)
+        return EXIT_FAILED
     match args.command:
         case "run":
             return _job_command(

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import math
 from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
 from pipeline.exit_codes import EPILOG, EXIT_USAGE
+from pipeline.job.sections import MAX_SECONDS
+from pipeline.job.states import QuestionState
 from pipeline.watch.logs import LOG_FORMATS
 
 if TYPE_CHECKING:
@@ -223,8 +226,10 @@ def _positive_seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0")
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds")
+    if not 0 < value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0, at most {MAX_SECONDS:g}")
     return value
 
 
@@ -267,7 +272,12 @@ def _add_results_commands(
     export.add_argument("--format", dest="fmt", choices=("jsonl", "csv", "parquet"))
     export.add_argument("--out", default="-", metavar="PATH", help="output file ('-': stdout)")
     export.add_argument(
-        "--state", dest="states", action="append", metavar="S", help="only this state (repeatable)"
+        "--state",
+        dest="states",
+        action="append",
+        choices=tuple(str(state) for state in QuestionState),
+        metavar="S",
+        help="only this state (repeatable): " + ", ".join(str(state) for state in QuestionState),
     )
     export.add_argument("--class", dest="qclass", metavar="C", help="only this question class")
     export.add_argument(
@@ -278,6 +288,13 @@ def _add_results_commands(
         "--long",
         choices=("sources", "citations"),
         help="CSV: one row per source or per citation, keyed by question id",
+    )
+    export.add_argument(
+        "--csv-raw",
+        action="store_true",
+        help="CSV: write text cells as stored. By default a cell that starts with = + - @,"
+        " a tab or a carriage return gets a leading ' so that a spreadsheet shows it as text"
+        " instead of running it as a formula",
     )
     export.add_argument(
         "--all-versions",

@@ -3,25 +3,37 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
+import anyio
 import orjson
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pipeline.exit_codes import EXIT_FAILED, EXIT_USAGE, ExitStatus
 from pipeline.intake.loader import LoadError, load_source
 from pipeline.job.spec import JobSpec
 from pipeline.store import queue
-from pipeline.store.engine import create_engine, migrate
+from pipeline.store.engine import (
+    SchemaError,
+    create_engine,
+    ensure_directory,
+    migrate,
+    sqlite_file,
+)
 from pipeline.watch.terminal import printable
 
 if TYPE_CHECKING:
     pass
+
+log = logging.getLogger(__name__)
 
 
 def say(message: str) -> None:
@@ -35,18 +47,39 @@ def complain(message: str) -> None:
 class DatabaseUnavailable(RuntimeError):
     """The job's database cannot be opened; the message names it without its password."""
 
+    exit_status: ExitStatus = EXIT_FAILED
+
+
+class DatabaseMisplaced(DatabaseUnavailable):
+    """A SQLite file in a directory that does not exist: a typo in the path would otherwise
+    start the job afresh in a new file, and pay for every answer again."""
+
+    exit_status = EXIT_USAGE
+
+
+# What a command does with the database: "write" (run, load, retry...: migrated as needed),
+# "read" (status, export, report, show, cite: used as it is when its schema is current, so a
+# read-only copy can be read; never created), "migrate" (`ground migrate`: its directory and
+# file are created on purpose).
+Purpose = Literal["write", "read", "migrate"]
+
 
 @asynccontextmanager
-async def opened(spec: JobSpec) -> AsyncIterator[AsyncEngine]:
+async def opened(spec: JobSpec, *, purpose: Purpose = "write") -> AsyncIterator[AsyncEngine]:
     """An engine on the job's database, brought to the newest schema.
 
     Raises :class:`DatabaseUnavailable` when it cannot be reached or opened (refused, no such
-    database, bad SSL options, a file that is no database): one line, not a driver traceback.
+    database, bad SSL options, a file that is no database, a schema this ground cannot use):
+    one line, not a driver traceback; :class:`DatabaseMisplaced` for a SQLite file whose
+    directory does not exist (``ground migrate`` creates it).
     """
-    engine = create_engine(spec.database_url)
+    _check_place(spec, purpose)
+    engine = create_engine(spec.database_url, read_only=purpose == "read")
     try:
         try:
             await migrate(engine)
+        except SchemaError as exc:
+            raise DatabaseUnavailable(f"{display_url(spec)}: {exc}") from None
         except (OSError, DBAPIError, TypeError) as exc:
             if isinstance(exc, TypeError) and "connect()" not in str(exc):
                 raise  # a bug of ours, not a connection option
@@ -54,6 +87,31 @@ async def opened(spec: JobSpec) -> AsyncIterator[AsyncEngine]:
         yield engine
     finally:
         await engine.dispose()
+
+
+def _check_place(spec: JobSpec, purpose: Purpose) -> None:
+    """A SQLite database's directory exists (``migrate`` creates it); a read finds its file."""
+    path = sqlite_file(spec.database_url)
+    if path is None:
+        return
+    if purpose == "migrate":
+        try:
+            ensure_directory(spec.database_url)
+        except OSError as exc:
+            raise DatabaseUnavailable(
+                f"cannot create the database's directory {Path(path).parent}: {exc.strerror or exc}"
+            ) from None
+        return
+    directory = Path(path).parent
+    if not directory.is_dir():
+        raise DatabaseMisplaced(
+            f"{spec.path}: job.database: the directory {directory} does not exist (a typo?);"
+            f" `ground migrate {spec.path}` creates it and an empty database on purpose"
+        )
+    if purpose == "read" and not Path(path).exists():
+        raise DatabaseUnavailable(
+            f"job {spec.name!r} has not been loaded or run yet (no database at {path})"
+        )
 
 
 def _database_problem(spec: JobSpec, exc: BaseException) -> str:
@@ -70,10 +128,10 @@ def _database_problem(spec: JobSpec, exc: BaseException) -> str:
 
 def display_url(spec: JobSpec) -> str:
     """The database, shown without a password."""
-    url = make_url(spec.database_url)
-    if url.get_backend_name() == "sqlite":
-        return str(url.database)
-    return url.render_as_string(hide_password=True)
+    path = sqlite_file(spec.database_url)
+    if path is not None:
+        return path
+    return make_url(spec.database_url).render_as_string(hide_password=True)
 
 
 async def find_job_id(engine: AsyncEngine, spec: JobSpec) -> int | None:
@@ -85,7 +143,9 @@ async def find_job_id(engine: AsyncEngine, spec: JobSpec) -> int | None:
 
 
 async def load_job(engine: AsyncEngine, spec: JobSpec) -> int | None:
-    """Load the job's question file (idempotent); the job's id, or None when it failed."""
+    """Load the job's question file (idempotent); the job's id, or None when it failed. A
+    class or metadata field the input does not have is warned about first."""
+    await warn_unknown_fields(spec)
     try:
         async with engine.begin() as connection:
             job_id = await queue.ensure_job(connection, spec.name)
@@ -113,6 +173,28 @@ async def load_job(engine: AsyncEngine, spec: JobSpec) -> int | None:
 def _source_name(spec: JobSpec) -> str:
     """How messages name the job's questions' origin."""
     return "the source query" if spec.source.query else spec.source_path.name
+
+
+async def warn_unknown_fields(spec: JobSpec) -> None:
+    """One warning per ``[source]`` class or metadata field found nowhere in the input."""
+    from pipeline.intake.fields import unknown_file_fields, unknown_query_fields
+
+    if spec.source.query:
+        unknown = await unknown_query_fields(spec.source)
+    else:
+        unknown = await anyio.to_thread.run_sync(unknown_file_fields, spec.source_path, spec.source)
+    origin = _source_name(spec)
+    for field in unknown:
+        log.warning(
+            "%s",
+            printable(field.message(origin)),
+            extra={
+                "action": "source_field_missing",
+                "key": field.key,
+                "field": field.field,
+                "columns": list(field.columns),
+            },
+        )
 
 
 def write_json(document: object) -> None:

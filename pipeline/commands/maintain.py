@@ -25,7 +25,7 @@ from pipeline.store.reconnect import Database
 
 
 async def migrate_command(spec: JobSpec) -> int:
-    async with opened(spec):
+    async with opened(spec, purpose="migrate"):
         say(f"database is at the newest schema: {display_url(spec)}")
     return EXIT_OK
 

@@ -19,7 +19,9 @@ from pipeline.job.spec import JobSpec
 from pipeline.results.status import (
     class_stats_dict,
     job_status,
+    other_models,
     render_class_stats,
+    render_other_models,
     render_status,
 )
 from pipeline.store import queue
@@ -43,7 +45,7 @@ from pipeline.commands.common import (
 
 
 async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None) -> int:
-    async with opened(spec) as engine, engine.connect() as connection:
+    async with opened(spec, purpose="read") as engine, engine.connect() as connection:
         job_id = await queue.find_job(connection, spec.name)
         if job_id is None:
             complain(f"job {spec.name!r} has not been loaded or run yet")
@@ -58,6 +60,14 @@ async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None)
                 schema_hash=schema_hash_of(spec),
                 exclude_domains=spec.grounding.exclude_domains,
             )
+            drift = await other_models(
+                connection,
+                job_id,
+                ground_model=spec.model.name,
+                structure_model=(spec.structure.model or spec.model.name)
+                if spec.structure.enabled
+                else None,
+            )
             from pipeline.commands.batch import batch_status
 
             batch_rows = await batch_status(connection, job_id)
@@ -68,9 +78,14 @@ async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None)
             say(render_class_stats(spec.name, stats))
         return EXIT_OK
     if as_json:
-        write_json({**status.to_dict(), "batches": batch_rows} if batch_rows else status.to_dict())
+        document = status.to_dict()
+        if drift:
+            document["other_models"] = drift.to_dict()
+        write_json({**document, "batches": batch_rows} if batch_rows else document)
     else:
         say(render_status(status))
+        if drift:
+            say(render_other_models(drift))
         if batch_rows:
             from pipeline.commands.batch import render_batch_status
 
@@ -91,6 +106,7 @@ class ExportOptions:
     to: str | None = None  # a database URL: upsert into --table there instead of a file
     table: str | None = None
     all_versions: bool = False  # one record per stored answer version (JSONL, CSV)
+    csv_raw: bool = False  # CSV text cells as stored, formula-leading ones included
 
 
 async def export_command(spec: JobSpec, options: ExportOptions) -> int:
@@ -109,7 +125,7 @@ async def export_command(spec: JobSpec, options: ExportOptions) -> int:
         ids=ids,
         all_versions=options.all_versions,
     )
-    async with opened(spec) as engine:
+    async with opened(spec, purpose="read") as engine:
         job_id = await find_job_id(engine, spec)
         if job_id is None:
             return EXIT_FAILED
@@ -144,7 +160,9 @@ async def _export_to_file(
         if options.fmt == "parquet":
             writer = export.ParquetWriter(stream)
         elif options.fmt == "csv":
-            writer = export.CsvWriter(stream, options.long, versions=options.all_versions)
+            writer = export.CsvWriter(
+                stream, options.long, versions=options.all_versions, raw=options.csv_raw
+            )
         else:
             writer = export.JsonlWriter(stream)
         count = await export.export_job(engine, job_id, _Threaded(writer), filters)
@@ -206,7 +224,7 @@ async def show_command(spec: JobSpec, qid: str, fmt: str, *, all_versions: bool 
     from pipeline.results.show import render_show, render_show_versions
     from pipeline.store.records import read_versions
 
-    async with opened(spec) as engine:
+    async with opened(spec, purpose="read") as engine:
         job_id = await find_job_id(engine, spec)
         if job_id is None:
             return EXIT_FAILED
@@ -226,7 +244,7 @@ async def report_command(spec: JobSpec, out: str, *, limit: int) -> int:
 
     from pipeline.results.report import write_report
 
-    async with opened(spec) as engine:
+    async with opened(spec, purpose="read") as engine:
         job_id = await find_job_id(engine, spec)
         if job_id is None:
             return EXIT_FAILED

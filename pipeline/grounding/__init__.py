@@ -7,6 +7,7 @@ renderers turn the resulting :class:`GroundedAnswer` into markdown, HTML or a JS
 from pipeline.grounding.mapping import Citation, GroundedAnswer, Source, ground_answer
 from pipeline.grounding.render import (
     DOCUMENT_CSS,
+    markdown_text,
     marker_groups,
     render_html,
     render_html_document,
@@ -21,6 +22,7 @@ __all__ = [
     "GroundedAnswer",
     "Source",
     "ground_answer",
+    "markdown_text",
     "marker_groups",
     "render_html",
     "render_html_document",

@@ -3,12 +3,15 @@
 Markdown, HTML (a fragment and a standalone document) and a JSON-ready dict. Markers go after the
 last non-space character of each citation and never inside a grapheme cluster
 (:func:`marker_groups`); only http(s) URLs become links (:func:`safe_http_url`). The answer is
-model output: the HTML renderers escape every character of it.
+model output: the HTML renderers escape every character of it, and the Markdown renderer lets
+none of it become HTML, a link or an image (:func:`markdown_text`).
 """
 
 from __future__ import annotations
 
 import html
+import itertools
+import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -18,6 +21,7 @@ from pipeline.grounding.mapping import GroundedAnswer, Source
 
 __all__ = [
     "DOCUMENT_CSS",
+    "markdown_text",
     "marker_groups",
     "render_html",
     "render_html_document",
@@ -121,6 +125,37 @@ def _cited_indices(answer: GroundedAnswer) -> list[int]:
 # Markdown -----------------------------------------------------------------------------------
 
 _MD_DEST_ESCAPES = {"<": "%3C", ">": "%3E", "\\": "%5C", " ": "%20"}
+# A link or an image in model text: ``[text](destination "title")``, ``![alt](...)``, the
+# destination bare (balanced parentheses one level deep) or in ``<...>``.
+_MD_LINK = re.compile(
+    r"!?\[([^\[\]\n]*)\]\(\s*(?:<[^<>\n]*>|[^\s()]*(?:\([^\s()]*\)[^\s()]*)*)"
+    r"(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?\s*\)"
+)
+# An autolink in model text: ``<scheme:anything-but-spaces-and-angle-brackets>``.
+_MD_AUTOLINK = re.compile(r"<([A-Za-z][A-Za-z0-9+.\-]{1,31}:[^\s<>]*)>")
+# Backslash-escaped in model text: a backslash (so that no escape of ours can be undone), "<"
+# (raw HTML, autolinks) and "[" "]" (links, images, link reference definitions).
+_MD_ESCAPED = frozenset("\\<[]")
+
+
+def markdown_text(text: str) -> str:
+    r"""Model text as Markdown that cannot make HTML, a link or an image.
+
+    The same promise as the HTML output: the reader sees what the model wrote, and nothing in
+    it becomes markup or a link. A link or an image the model wrote keeps its text (an
+    autolink its http(s) address, as text) and loses its destination, whatever the scheme
+    (``javascript:``, ``data:``, ``vbscript:``, ``https:``): the only links are the citation
+    markers, to the sources. Then ``\``, ``<``, ``[`` and ``]`` are backslash-escaped,
+    which CommonMark allows before any ASCII punctuation
+    (https://spec.commonmark.org/0.31.2/#backslash-escapes): no raw HTML, autolink, link or
+    reference definition can start. The rest of Markdown (emphasis, lists, headings, code)
+    renders as the model meant; inside code spans and blocks the escapes show as written.
+    """
+    text = _MD_LINK.sub(lambda m: m.group(1), text)
+    text = _MD_AUTOLINK.sub(lambda m: m.group(1) if safe_http_url(m.group(1)) else "", text)
+    if not any(ch in _MD_ESCAPED for ch in text):
+        return text
+    return "".join("\\" + ch if ch in _MD_ESCAPED else ch for ch in text)
 
 
 def _md_destination(url: str) -> str:
@@ -135,32 +170,31 @@ def _md_title(title: str) -> str:
 def render_markdown(answer: GroundedAnswer, destinations: Mapping[int, str] | None = None) -> str:
     """The answer with ``[n]`` markers (n = chunk index + 1) and a reference-style link list.
 
+    The answer is model output: each stretch of it between markers goes through
+    :func:`markdown_text`, so it shows as text, with no HTML, link or image of its own.
+
     Markers go after the last non-space character of each citation, inserted from the end
     backwards. Citations whose markers fall at the same place share one group, ``[1] [3]``:
     separated by a space, because CommonMark reads ``[1][3]`` as one link with text "1" to
-    source 3. For the same reason a ``(`` right after a marker is backslash-escaped (the
-    rendered text is unchanged) and a space separates a marker from a ``[`` after it or a
-    ``]`` before it. Definitions use
+    source 3. For the same reason a ``(`` or ``:`` right after a marker and a ``!`` right
+    before one are backslash-escaped (the rendered text is unchanged): ``[1](x)`` would be a
+    link, ``[1]: x`` at the start of a line a definition, ``![1]`` an image. Definitions use
     ``destinations[chunk index]`` when it is an http(s) URL, else the chunk's uri; sources with
     neither (or a non-http(s) one) get no definition, and their markers stay plain text.
     """
     text = answer.text
-    pieces: list[str] = []
-    last = len(text)
-    for pos, indices in reversed(marker_groups(answer)):
-        tail = text[pos:last]
-        if tail.startswith("("):
-            tail = "\\" + tail  # "[3](x)" would be an inline link
-        elif tail.startswith("["):
-            tail = " " + tail  # "[3][x]" would be a full reference link
-        pieces.append(tail)
-        marker = " ".join(f"[{i + 1}]" for i in indices)
-        if text[pos - 1 : pos] == "]":
-            marker = " " + marker  # "[x][3]" likewise
-        pieces.append(marker)
-        last = pos
-    pieces.append(text[:last])
-    body = "".join(reversed(pieces))
+    groups = marker_groups(answer)
+    cuts = [0, *(pos for pos, _ in groups), len(text)]
+    pieces = [markdown_text(text[start:end]) for start, end in itertools.pairwise(cuts)]
+    out = [pieces[0]]
+    for (_, indices), tail in zip(groups, pieces[1:], strict=True):
+        if out[-1].endswith("!"):  # never escaped by markdown_text: "![3]" would be an image
+            out[-1] = out[-1][:-1] + "\\!"
+        out.append(" ".join(f"[{i + 1}]" for i in indices))
+        if tail.startswith(("(", ":")):
+            tail = "\\" + tail  # "[3](x)" would be an inline link, "[3]: x" a definition
+        out.append(tail)
+    body = "".join(out)
 
     defs: list[str] = []
     for i in _cited_indices(answer):

@@ -44,6 +44,11 @@ from pipeline.store.urls import async_url
 
 CHUNK_ROWS = 1_000  # rows per insert; bounds memory and statement size
 MAX_ID_LENGTH = 512  # characters, the column's width
+# Characters, the class column's width (questions.qclass). A longer class is refused with its
+# row, on every backend: PostgreSQL would refuse it mid-load, SQLite would keep it whole, and
+# cutting it short could merge two classes and break `--class` filters.
+MAX_CLASS_LENGTH = 200
+UTF8_BOM = b"\xef\xbb\xbf"  # a byte-order mark some editors put before UTF-8 text
 
 
 class LoadError(ValueError):
@@ -93,6 +98,8 @@ def read_rows(path: Path, source: SourceSection) -> Iterator[Row]:
 def _read_jsonl(path: Path, source: SourceSection) -> Iterator[Row]:
     with path.open("rb") as handle:
         for line_no, line in enumerate(handle, start=1):
+            if line_no == 1:
+                line = line.removeprefix(UTF8_BOM)  # as the CSV reader's utf-8-sig does
             if not line.strip():
                 continue
             try:
@@ -137,6 +144,11 @@ def _row(path: Path | str, line: int, record: dict[str, Any], source: SourceSect
     if source.class_field:
         value = record.get(source.class_field)
         qclass = None if value in (None, "") else str(value)
+        if qclass is not None and len(qclass) > MAX_CLASS_LENGTH:
+            raise LoadError(
+                f"{path}:{line}: class field {source.class_field!r} is longer than"
+                f" {MAX_CLASS_LENGTH} characters ({len(qclass)})"
+            )
     meta = {k: record[k] for k in source.metadata_fields if k in record} or None
     # One rule for both backends: PostgreSQL cannot store NUL in text, SQLite can; such a row
     # is refused here, with its line, rather than mid-run on one backend only.
@@ -368,7 +380,8 @@ def _stat(path: Path) -> os.stat_result:
     except FileNotFoundError:
         raise LoadError(f"{path}: no such question file") from None
     if not stat_module.S_ISREG(stat.st_mode):
-        raise LoadError(f"{path}: is a directory, not a question file")
+        kind = "a directory" if stat_module.S_ISDIR(stat.st_mode) else "not a regular file"
+        raise LoadError(f"{path}: is {kind}, not a question file")
     return stat
 
 

@@ -17,9 +17,29 @@ from pipeline.job.states import TERMINAL_STATES, QuestionState
 DEFAULT_REDIRECT_HOSTS = ("vertexaisearch.cloud.google.com",)
 DEFAULT_MAX_QUESTION_CHARS = 1_000_000  # see LimitsSection.max_question_chars
 
-Positive = Annotated[int, msgspec.Meta(ge=1)]
-NonNegative = Annotated[int, msgspec.Meta(ge=0)]
-PositiveFloat = Annotated[float, msgspec.Meta(gt=0)]
+# The largest value each kind of key takes. A number past these is a typo or a unit mistake,
+# and past some of them the arithmetic breaks (a date past the year 9999, a micro-dollar count
+# past 64 bits, a million tasks started at once). Non-finite numbers (inf, nan) are refused
+# before these are checked (pipeline.job.spec).
+MAX_SECONDS = 7 * 86_400.0  # seconds: the longest timeout, lease, poll or outage (a week)
+MAX_BUDGET_USD = 1_000_000_000.0  # USD: a billion; its micro-dollars stay far inside 64 bits
+MAX_REQUESTS_PER_MINUTE = 10_000_000  # requests a minute: far above any Gemini quota
+MAX_TOKENS_PER_MINUTE = 10_000_000_000  # input tokens a minute: likewise
+MAX_PER_DAY = 1_000_000_000  # grounded prompts a day
+# Calls in flight in one process. Each holds a connection (a file descriptor) and a task; by
+# Little's law 10,000 in flight carry 60,000 requests a minute at 10 s a call, above what one
+# process drives (see the README's Throughput). More: more processes (`ground worker`). The
+# machine's own ceiling (open files, `ulimit -n`) is checked at load too (pipeline.job.spec).
+MAX_CONCURRENCY = 10_000  # calls in flight
+MAX_ATTEMPTS = 100  # attempts (or retries) of one call
+MAX_OUTPUT_TOKENS = 1_048_576  # tokens: above every Gemini model's output limit
+MAX_SEARCH_QUERIES = 1_000  # search queries a grounded call may run
+MAX_TOOL_USE_TOKENS = 10_000_000  # tokens of search results a call may read
+MAX_QUESTION_CHARS = 10_000_000  # characters: past any model's input at 1 token a character
+MAX_LOOKUPS_PER_SECOND = 100_000.0  # redirect lookups a second
+MAX_BATCH_REQUESTS = 10_000_000  # requests in one batch file
+
+Seconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_SECONDS)]
 FieldName = Annotated[str, msgspec.Meta(min_length=1)]
 
 # The terminal states other than `done`: those `[job] fail_on` may name.
@@ -40,7 +60,7 @@ class JobSection(_Section):
     # FAIL_ON_STATES.
     fail_on: tuple[str, ...] = ("failed", "invalid")
     # Seconds the database may stay unreachable (a restart, a failover) before a run gives up.
-    database_outage_s: PositiveFloat = 300.0
+    database_outage_s: Seconds = 300.0
 
 
 class SourceSection(_Section):
@@ -62,14 +82,15 @@ class ModelSection(_Section):
     # Left out: GOOGLE_GENAI_USE_VERTEXAI (or GOOGLE_GENAI_USE_ENTERPRISE) = true / 1 chooses
     # "vertex", as Google's SDK does (pipeline.gemini.endpoint.backend_from_env); else developer.
     backend: Literal["developer", "vertex"] = "developer"
-    name: str = "gemini-2.5-flash"
+    # Stored with every call (the ledger's model column is 100 characters wide).
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=100)] = "gemini-2.5-flash"
     # Empty = Google's endpoint for the backend; set it to point at the emulator.
     base_url: str = ""
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 1.0
     system_instruction: str = ""
     # Must contain "{question}"; other placeholders are not expanded.
     prompt_template: str = "{question}"
-    request_timeout_s: PositiveFloat = 120.0
+    request_timeout_s: Seconds = 120.0
     # Vertex only: defaults come from GOOGLE_CLOUD_PROJECT / GOOGLE_CLOUD_LOCATION (then global).
     project: str = ""
     location: str = ""
@@ -97,7 +118,7 @@ class GroundingSection(_Section):
     # true: an answer without groundingMetadata is asked again with a recency nudge, up to
     # ungrounded_retries times, then kept as `ungrounded` (never presented as grounded).
     required: bool = False
-    ungrounded_retries: NonNegative = 2
+    ungrounded_retries: Annotated[int, msgspec.Meta(ge=0, le=MAX_ATTEMPTS)] = 2
     # vertex_ai_search: the full path, checked at load (pipeline.job.datastore):
     # projects/P/locations/global/collections/default_collection/dataStores/ID, or an engine
     # (.../collections/C/engines/ID); a location other than global is loaded with a warning
@@ -165,7 +186,7 @@ class RetrievalSection(_Section):
     # Chunks of at most chunk_chars characters, cut on paragraph and sentence boundaries,
     # repeating at most chunk_overlap characters of the chunk before.
     chunk_chars: Annotated[int, msgspec.Meta(ge=100, le=100_000)] = 1_200
-    chunk_overlap: NonNegative = 150
+    chunk_overlap: Annotated[int, msgspec.Meta(ge=0, le=100_000)] = 150
     # Passages given to the model per question, and the lexical score (0..1, higher is
     # closer) below which a chunk does not count: none left is "nothing relevant found".
     top_k: Annotated[int, msgspec.Meta(ge=1, le=50)] = 5
@@ -182,31 +203,31 @@ class RetrievalSection(_Section):
 
 
 class LimitsSection(_Section):
-    requests_per_minute: Positive = 60
+    requests_per_minute: Annotated[int, msgspec.Meta(ge=1, le=MAX_REQUESTS_PER_MINUTE)] = 60
     # Input tokens per minute (estimated before a call, corrected after it); 0 = no limit.
-    tokens_per_minute: NonNegative = 0
+    tokens_per_minute: Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKENS_PER_MINUTE)] = 0
     # Grounded prompts per day (the grounding daily bucket); 0 = no limit.
-    grounded_prompts_per_day: NonNegative = 0
+    grounded_prompts_per_day: Annotated[int, msgspec.Meta(ge=0, le=MAX_PER_DAY)] = 0
     # Lower the sending rate on 429s and recover slowly (AIMD), for quotas with no fixed number.
     adaptive: bool = True
     # How far below requests_per_minute to pace, as a share of it: the slack that network
     # jitter and late wake-ups (at most 0.1 s a send) may use. Google counts a minute, so
     # 0.005 is 0.3 s of it. Raise it against a server that counts over a shorter window.
     pacing_headroom: Annotated[float, msgspec.Meta(ge=0, lt=0.5)] = 0.005
-    concurrency: Positive = 8
-    max_attempts: Positive = 5
+    concurrency: Annotated[int, msgspec.Meta(ge=1, le=MAX_CONCURRENCY)] = 8
+    max_attempts: Annotated[int, msgspec.Meta(ge=1, le=MAX_ATTEMPTS)] = 5
     # Seconds a claimed question stays ours without a heartbeat (a crashed run's questions come
     # back after this, or at once when the dead run was on this host).
-    lease_s: Annotated[float, msgspec.Meta(ge=5)] = 120.0
+    lease_s: Annotated[float, msgspec.Meta(ge=5, le=MAX_SECONDS)] = 120.0
     # USD for the whole job (every run); a call whose worst case would exceed what is left is
     # not started. 0 = no budget.
-    budget_usd: Annotated[float, msgspec.Meta(ge=0)] = 0.0
+    budget_usd: Annotated[float, msgspec.Meta(ge=0, le=MAX_BUDGET_USD)] = 0.0
     # Sent as generationConfig.maxOutputTokens (thinking included): the worst case of a call.
-    max_output_tokens: Positive = 8192
+    max_output_tokens: Annotated[int, msgspec.Meta(ge=1, le=MAX_OUTPUT_TOKENS)] = 8192
     # Worst-case search queries per grounded call, for per-query grounding fees.
-    max_search_queries: Positive = 10
+    max_search_queries: Annotated[int, msgspec.Meta(ge=1, le=MAX_SEARCH_QUERIES)] = 10
     # Worst-case search-result tokens per grounded call (toolUsePromptTokenCount).
-    max_tool_use_tokens: NonNegative = 10_000
+    max_tool_use_tokens: Annotated[int, msgspec.Meta(ge=0, le=MAX_TOOL_USE_TOKENS)] = 10_000
     # A prices file in the format of pipeline/costs/prices.toml; "" = the bundled one.
     prices_file: str = ""
     # Questions longer than this (characters) are refused at load, with file:line. The default
@@ -214,7 +235,9 @@ class LimitsSection(_Section):
     # prompt template and the search results (max_tool_use_tokens), at the worst case of one
     # token per character (CJK and other scripts come close), rounded down. Every question
     # that loads then fits the model's input, whatever its script.
-    max_question_chars: Positive = DEFAULT_MAX_QUESTION_CHARS
+    max_question_chars: Annotated[int, msgspec.Meta(ge=1, le=MAX_QUESTION_CHARS)] = (
+        DEFAULT_MAX_QUESTION_CHARS
+    )
 
 
 class StructureSection(_Section):
@@ -224,7 +247,7 @@ class StructureSection(_Section):
     # A JSON Schema file (relative to the job file); checked at load, before any call.
     schema: str = ""
     # "" = the same model as call 1.
-    model: str = ""
+    model: Annotated[str, msgspec.Meta(max_length=100)] = ""
     instructions: str = ""
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 0.0
     # responseJsonSchema (JSON Schema) or responseSchema (the OpenAPI subset).
@@ -246,11 +269,11 @@ class BatchSection(_Section):
     """``[model] mode = "batch"``: how questions go through the Gemini Batch API."""
 
     # Requests per batch and bytes per JSONL file (one file per batch; the file limit is 2 GB).
-    max_requests: Positive = 50_000
+    max_requests: Annotated[int, msgspec.Meta(ge=1, le=MAX_BATCH_REQUESTS)] = 50_000
     max_bytes: Annotated[int, msgspec.Meta(ge=1024, le=2_000_000_000)] = 1_000_000_000
     # Polling a batch: first wait, doubled up to the cap (seconds).
-    poll_initial_s: PositiveFloat = 30.0
-    poll_max_s: PositiveFloat = 600.0
+    poll_initial_s: Seconds = 30.0
+    poll_max_s: Seconds = 600.0
     # false: `ground run` returns once the batch is submitted; a later run picks it up.
     wait: bool = True
     # Questions a batch gave back (failed rows, an expired or failed batch): "batch" = into
@@ -259,7 +282,7 @@ class BatchSection(_Section):
     # true: call 2 (the structure step) goes as a second batch too; false: online.
     structure: bool = True
     # Seconds a question stays leased to a submitted batch (Google's target is 24 h).
-    lease_s: Annotated[float, msgspec.Meta(ge=60)] = 72 * 3600.0
+    lease_s: Annotated[float, msgspec.Meta(ge=60, le=MAX_SECONDS)] = 72 * 3600.0
     # Vertex batch prediction (model.backend = "vertex"): where the input JSONL goes and where
     # Vertex writes its output (gs://BUCKET/PREFIX), and the Cloud Storage JSON API endpoint
     # ("" = STORAGE_EMULATOR_HOST if set, else https://storage.googleapis.com).
@@ -272,11 +295,11 @@ class ResolverSection(_Section):
     enabled: bool = True
     allow_hosts: tuple[str, ...] = DEFAULT_REDIRECT_HOSTS
     # Lookups in flight; 0 = automatic: requests_per_second / 4, within 16..256.
-    concurrency: NonNegative = 0
+    concurrency: Annotated[int, msgspec.Meta(ge=0, le=MAX_CONCURRENCY)] = 0
     # Lookups per second; 0 = automatic: enough to keep up with the answers
     # (limits.requests_per_minute / 60 x pipeline.job.spec.RESOLVES_PER_ANSWER), at least 20.
-    requests_per_second: Annotated[float, msgspec.Meta(ge=0)] = 0.0
-    timeout_s: PositiveFloat = 10.0
+    requests_per_second: Annotated[float, msgspec.Meta(ge=0, le=MAX_LOOKUPS_PER_SECOND)] = 0.0
+    timeout_s: Seconds = 10.0
 
 
 class RawJob(_Section):

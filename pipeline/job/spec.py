@@ -21,13 +21,17 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 import os
 import re
+import resource
+import stat
 import tomllib
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import msgspec
 
@@ -36,6 +40,7 @@ from pipeline.gemini.vertex_batch_wire import parse_gs_uri
 from pipeline.job.datastore import location_warning, search_location
 from pipeline.job.sections import (
     FAIL_ON_STATES,
+    MAX_CONCURRENCY,
     BatchSection,
     GroundingSection,
     JobSection,
@@ -75,10 +80,20 @@ log = logging.getLogger(__name__)
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}  # seconds
+# The longest age a refresh takes: older than every stored answer, and still a date (a
+# timedelta of thousands of years would overflow the clock arithmetic).
+MAX_DURATION_S = 100 * 365 * 86_400  # seconds (100 years)
+# File descriptors a process keeps besides its calls' and the resolver's connections: the
+# database (a pool of up to 20 on PostgreSQL), stdio, logs, the metrics server, the files it
+# reads and writes.
+RESERVED_FILES = 64  # file descriptors
+# The shortest question (one character): the smallest call a job makes is built around it.
+SHORTEST_QUESTION = "?"
 
 
 def parse_duration(text: str) -> dt.timedelta:
-    """``"7d"``, ``"12h"``, ``"90m"``, ``"30s"``, ``"2w"`` -> a positive timedelta.
+    """``"7d"``, ``"12h"``, ``"90m"``, ``"30s"``, ``"2w"`` -> a positive timedelta, up to
+    :data:`MAX_DURATION_S`.
 
     Raises ValueError saying what is accepted."""
     found = _DURATION.match(text)
@@ -86,7 +101,10 @@ def parse_duration(text: str) -> dt.timedelta:
         raise ValueError(
             f"{text!r} is not a duration: a positive number and a unit, s m h d or w (e.g. 7d)"
         )
-    return dt.timedelta(seconds=float(found.group(1)) * _DURATION_UNITS[found.group(2)])
+    seconds = float(found.group(1)) * _DURATION_UNITS[found.group(2)]
+    if seconds > MAX_DURATION_S:
+        raise ValueError(f"{text!r} is longer than 100 years: a typo?")
+    return dt.timedelta(seconds=seconds)
 
 
 # Redirects to resolve per answer when sizing the resolver automatically: real answers carry
@@ -155,10 +173,11 @@ def load_jobspec(
     for override in overrides:
         _apply_override(raw, override, path)
     _backend_from_env(raw, os.environ if env is None else env)
+    _check_finite(path, raw)
     try:
         parsed = msgspec.convert(raw, RawJob)
     except msgspec.ValidationError as exc:
-        raise JobSpecError(f"{path}: {_describe(exc)}") from None
+        raise JobSpecError(f"{path}: {_describe(exc, raw)}") from None
     spec = _finish(path, parsed)
     for warning in spec.warnings:
         log.warning("%s: %s", path, warning, extra={"action": "job_warning", "job": spec.name})
@@ -173,6 +192,19 @@ def _backend_from_env(raw: dict[str, Any], env: Mapping[str, str]) -> None:
     backend = backend_from_env(env)
     if backend is not None:
         raw["model"] = {**(model if isinstance(model, dict) else {}), "backend": backend}
+
+
+def _check_finite(path: Path, value: Any, key: str = "") -> None:
+    """Every number in the file is finite: TOML spells ``inf`` and ``nan``, and neither means
+    anything as a budget, a rate or a timeout (``nan`` even passes every comparison)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise JobSpecError(f"{path}: {key}: {value} is not a finite number")
+    if isinstance(value, dict):
+        for name, item in value.items():
+            _check_finite(path, item, f"{key}.{name}" if key else str(name))
+    elif isinstance(value, list):
+        for item in value:
+            _check_finite(path, item, key)
 
 
 def _apply_override(raw: dict[str, Any], override: str, path: Path) -> None:
@@ -190,7 +222,15 @@ def _apply_override(raw: dict[str, Any], override: str, path: Path) -> None:
     target[name] = value
 
 
-def _describe(exc: msgspec.ValidationError) -> str:
+_AT_MOST = re.compile(r"^Expected `(?:int|float)` <= (\S+)$")
+# Why a key's largest value is what it is, where the bound alone does not say.
+_BOUND_REASONS = {
+    "limits.concurrency": "calls in flight in one process; for more, run more processes"
+    " (ground worker --processes N)",
+}
+
+
+def _describe(exc: msgspec.ValidationError, raw: dict[str, Any]) -> str:
     """Turn msgspec's "... - at `$.limits.concurrency`" into "limits.concurrency: ..."."""
     message = str(exc)
     reason, sep, where = message.rpartition(" - at `$")
@@ -202,6 +242,14 @@ def _describe(exc: msgspec.ValidationError) -> str:
         return f"{prefix}{reason.split('`')[1]}: unknown key"
     if reason.startswith("Object missing required field"):
         return f"{prefix}{reason.split('`')[1]}: required key is missing"
+    bound = _AT_MOST.match(reason)
+    if bound is not None and key:
+        section, _, name = key.partition(".")
+        value = raw.get(section, {}).get(name) if isinstance(raw.get(section), dict) else None
+        largest = float(bound.group(1))
+        why = _BOUND_REASONS.get(key, "more is a typo or a unit mistake")
+        shown = f"{value:g}" if isinstance(value, float) else repr(value)
+        return f"{key}: {shown} is more than this key takes: at most {largest:,g} ({why})"
     return f"{key}: {reason}" if key else reason
 
 
@@ -214,18 +262,20 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
     source_path = _source_path(path, parsed.source, base)
     _check_calls(path, parsed)
     _check_gcs(path, parsed)
+    resolver = _sized(parsed.resolver, parsed.limits.requests_per_minute)
+    _check_concurrency(path, parsed, resolver)
     _check_allow_hosts(path, parsed.resolver)
     schema = _prepared_schema(path, parsed.structure, base)
     _check_refresh(path, parsed.refresh)
     _check_retrieval(path, parsed)
     budget = parsed.limits.budget_usd
-    return JobSpec(
+    spec = JobSpec(
         path=path,
         job=parsed.job,
         model=parsed.model,
         grounding=parsed.grounding,
         limits=parsed.limits,
-        resolver=_sized(parsed.resolver, parsed.limits.requests_per_minute),
+        resolver=resolver,
         structure=parsed.structure,
         database_url=_database_url(path, parsed.job.database, base),
         source=_with_source_url(parsed.source, base),
@@ -237,6 +287,8 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
         warnings=_search_warnings(parsed.grounding),
         retrieval=_resolved_retrieval(parsed.retrieval, base),
     )
+    _check_token_limit(spec)
+    return spec
 
 
 def _check_fail_on(path: Path, job: JobSection) -> None:
@@ -249,11 +301,34 @@ def _check_fail_on(path: Path, job: JobSection) -> None:
 
 
 def _source_path(path: Path, source: SourceSection, base: Path) -> Path:
-    """``[source] file`` resolved against ``base``; a directory is refused."""
+    """``[source] file`` resolved against ``base``; a directory, a device or a pipe is refused
+    (the file is read twice, once to check every row, and fingerprinted by its size)."""
     source_path = (base / source.file).resolve()
-    if source.file and source_path.is_dir():
-        raise JobSpecError(f"{path}: source.file: {source.file!r} is a directory")
+    if not source.file.strip():
+        return source_path
+    try:
+        mode = source_path.stat().st_mode
+    except OSError:
+        return source_path  # a missing file is the loader's to name, with the run's context
+    kind = not_a_file(mode)
+    if kind is not None:
+        raise JobSpecError(
+            f"{path}: source.file: {source.file!r} is {kind}, not a question file"
+            " (a JSONL or CSV file)"
+        )
     return source_path
+
+
+def not_a_file(mode: int) -> str | None:
+    """What a path whose ``st_mode`` is ``mode`` is, when it is not a regular file."""
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((name for test, name in kinds if test(mode)), None)
 
 
 def _check_calls(path: Path, parsed: RawJob) -> None:
@@ -298,6 +373,56 @@ def _search_warnings(g: GroundingSection) -> tuple[str, ...]:
     kind, value = ("datastore", g.datastore) if g.datastore else ("engine", g.engine)
     warning = location_warning(search_location(value, kind), f"grounding.{kind}")
     return (warning,) if warning else ()
+
+
+def _check_concurrency(path: Path, parsed: RawJob, resolver: ResolverSection) -> None:
+    """No more calls in flight than this process may open connections for."""
+    limits = parsed.limits
+    open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    lookups = resolver.concurrency if resolver.enabled else 0
+    ceiling = concurrency_ceiling(open_files, lookups)
+    if limits.concurrency > ceiling:
+        raise JobSpecError(
+            f"{path}: limits.concurrency: {limits.concurrency} calls in flight need as many"
+            f" connections, and this process may open {open_files} files (ulimit -n), of"
+            f" which the resolver takes {lookups} and {RESERVED_FILES} are kept for the"
+            f" database and logs: at most {max(ceiling, 0)} here; raise `ulimit -n`, or run"
+            " more processes (ground worker --processes N)"
+        )
+
+
+def _check_token_limit(spec: JobSpec) -> None:
+    """A token limit below the smallest call could never let one through."""
+    tokens_per_minute = spec.limits.tokens_per_minute
+    if not tokens_per_minute:
+        return
+    smallest = smallest_call_tokens(spec)
+    if tokens_per_minute < smallest:
+        raise JobSpecError(
+            f"{spec.path}: limits.tokens_per_minute: {tokens_per_minute} is below the smallest"
+            f" call this job makes: {smallest} tokens, as the limiter estimates a request (its"
+            " prompt template, system instruction and tools around a one-character question),"
+            f" so no call would ever fit; set at least {smallest}, or 0 for no limit"
+        )
+
+
+def smallest_call_tokens(spec: JobSpec) -> int:
+    """The tokens the token limiter reserves for this job's smallest call 1: the estimate
+    (:func:`pipeline.limits.estimate_tokens`) of its whole request, around a one-character
+    question, as the online call estimates every request before sending it."""
+    from pipeline.job.calls import request_builder
+    from pipeline.limits.tokens import estimate_tokens
+
+    return estimate_tokens(request_builder(spec).body(SHORTEST_QUESTION).decode())
+
+
+def concurrency_ceiling(open_files: int, lookups: int) -> int:
+    """The most calls in flight one process can hold: a connection each, within its open-file
+    limit (``RLIM_INFINITY`` is negative: no limit), beside ``lookups`` resolver connections
+    and :data:`RESERVED_FILES`; never above :data:`MAX_CONCURRENCY`."""
+    if open_files < 0:
+        return MAX_CONCURRENCY
+    return min(MAX_CONCURRENCY, open_files - lookups - RESERVED_FILES)
 
 
 def _check_allow_hosts(path: Path, resolver: ResolverSection) -> None:
@@ -511,7 +636,10 @@ def _check_connectors(path: Path, g: GroundingSection) -> None:
 
 
 def _check_source(path: Path, source: SourceSection) -> None:
-    if bool(source.file) == bool(source.query):
+    given_file, given_query = bool(source.file.strip()), bool(source.query.strip())
+    if not given_file and not given_query:
+        raise JobSpecError(f"{path}: source: give either file or query (with url); neither is set")
+    if given_file and given_query:
         raise JobSpecError(f"{path}: source: give either file or query (with url), not both")
     if source.query and not source.url:
         raise JobSpecError(f"{path}: source.url: required with source.query")
@@ -539,11 +667,13 @@ def _database_url(path: Path, url: str, base: Path) -> str:
     dialect = scheme.split("+", 1)[0]
     if dialect == "sqlite":
         if rest.startswith("/") and rest != "/:memory:":
-            file = rest[1:]
+            file, _, options = rest[1:].partition("?")
             if not file.strip():  # "sqlite:///" would be an in-memory database, lost at exit
                 raise JobSpecError(f"{path}: job.database: write sqlite:///FILE (no file named)")
-            if file and not file.startswith("/"):
+            if not file.startswith("/"):
                 file = str((base / file).resolve())
+            if options:  # SQLite's URI options, e.g. ?mode=ro (https://www.sqlite.org/uri.html)
+                return f"sqlite+aiosqlite:///file:{quote(file)}?{options}&uri=true"
             return f"sqlite+aiosqlite:///{file}"
         raise JobSpecError(f"{path}: job.database: write sqlite:///FILE")
     if dialect in ("postgresql", "postgres"):

@@ -33,11 +33,22 @@ def add_cite_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", dest="fmt", choices=FORMATS, default="markdown")
     parser.add_argument(
         "--min-confidence",
-        type=float,
+        type=_confidence,
         default=None,
         metavar="X",
         help="drop chunk references scored below X (only where scores were sent)",
     )
+
+
+def _confidence(text: str) -> float:
+    """A confidence score: a finite number from 0 to 1 (the API's scores are in that range)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:  # nan fails both comparisons
+        raise argparse.ArgumentTypeError(f"{text!r}: a confidence is a number from 0 to 1")
+    return value
 
 
 def _fail(path: str, reason: str, err: TextIO) -> int:
@@ -171,10 +182,10 @@ def cite_stored(args: argparse.Namespace, fmt: str, min_confidence: float | None
     """
     import anyio
 
+    from pipeline.commands.common import DatabaseUnavailable, opened
     from pipeline.job.spec import JobSpecError, load_jobspec
     from pipeline.results.export import destinations
     from pipeline.store import queue
-    from pipeline.store.engine import create_engine
     from pipeline.store.records import raw_response, read_one
 
     err = sys.stderr
@@ -189,8 +200,7 @@ def cite_stored(args: argparse.Namespace, fmt: str, min_confidence: float | None
     label = f"{spec.name}/{args.id}"
 
     async def fetch() -> tuple[str | None, dict[int, str]]:
-        engine = create_engine(spec.database_url)
-        try:
+        async with opened(spec, purpose="read") as engine:
             async with engine.connect() as connection:
                 job_id = await queue.find_job(connection, spec.name)
             if job_id is None:
@@ -198,10 +208,12 @@ def cite_stored(args: argparse.Namespace, fmt: str, min_confidence: float | None
             stored = await read_one(engine, job_id, args.id)
             body = await raw_response(engine, job_id, args.id)
             return body, destinations(stored) if stored is not None else {}
-        finally:
-            await engine.dispose()
 
-    body, links = anyio.run(fetch)
+    try:
+        body, links = anyio.run(fetch)
+    except DatabaseUnavailable as exc:
+        print(printable(f"ground cite: {exc}"), file=err)
+        return int(exc.exit_status)
     if body is None:
         return _fail(label, "no stored answer for this question (not answered yet?)", err)
     return _cite_body(label, body.encode(), fmt, min_confidence, links)

@@ -2,9 +2,10 @@
 
 The answer is drawn by :mod:`pipeline.grounding`'s renderers (the same as ``ground cite``), with
 each citation marker linked to the destination the resolver stored, falling back to the
-source's own uri. Everything from the model or the input is untrusted: HTML escapes it,
-Markdown shows it as text (the caller passes the result through
-:func:`pipeline.watch.terminal.printable` before a terminal sees it).
+source's own uri. Everything from the model or the input is untrusted: HTML escapes it, and
+Markdown shows it as text, with no HTML, link or image of its own
+(:func:`pipeline.grounding.markdown_text`); the caller passes the result through
+:func:`pipeline.watch.terminal.printable` before a terminal sees it.
 """
 
 from __future__ import annotations
@@ -40,6 +41,12 @@ def _md_inline(text: str) -> str:
     return "".join("\\" + ch if ch in "\\`*_[]<>#|" else ch for ch in flat)
 
 
+def _md_url(url: str) -> str:
+    """An http(s) URL (:func:`safe_http_url`) as a CommonMark autolink. No backslash escape
+    is read inside one, so the characters that would end it are percent-encoded instead."""
+    return "<" + url.replace("<", "%3C").replace(">", "%3E").replace(" ", "%20") + ">"
+
+
 def render_show_markdown(stored: StoredQuestion) -> str:
     record = to_record(stored)
     answer = grounded_answer(stored)
@@ -64,7 +71,7 @@ def render_show_markdown(stored: StoredQuestion) -> str:
             where = safe_http_url(s["destination"]) or safe_http_url(s["uri"]) or ""
             lines.append(
                 f"{s['index'] + 1}. {label} ({s['resolve_status']})"
-                + (f" <{_md_inline(where)}>" if where else "")
+                + (f" {_md_url(where)}" if where else "")
             )
     queries = record["web_search_queries"] + record["retrieval_queries"]
     if queries:

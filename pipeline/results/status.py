@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.job.states import TERMINAL_STATES
-from pipeline.store import ledger
+from pipeline.store import answer_models, ledger
 from pipeline.store import status as sums
 from pipeline.store.exclusions import excluded_domain_sources
 from pipeline.store.status import ClassStats, source_problems, state_counts
@@ -129,6 +129,52 @@ async def job_status(
         structured_stale_schema=made.stale_schema,
         excluded_domain_sources=await excluded_domain_sources(connection, job_id, exclude_domains),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class OtherModels:
+    """The latest answers (call 1) and structured objects (call 2) made with another model
+    than the job names now, by model: stored under other settings than a rerun would use."""
+
+    ground_model: str
+    structure_model: str
+    ground: dict[str, int]
+    structure: dict[str, int]
+
+    def __bool__(self) -> bool:
+        return bool(self.ground or self.structure)
+
+    def to_dict(self) -> dict[str, dict[str, int]]:
+        return {"ground": self.ground, "structure": self.structure}
+
+
+async def other_models(
+    connection: AsyncConnection, job_id: int, *, ground_model: str, structure_model: str | None
+) -> OtherModels:
+    """Which stored answers (and objects, with the structure step on) another model made."""
+    ground = await answer_models.other_models(connection, job_id, "ground", ground_model)
+    structure = (
+        await answer_models.other_models(connection, job_id, "structure", structure_model)
+        if structure_model is not None
+        else {}
+    )
+    return OtherModels(ground_model, structure_model or ground_model, ground, structure)
+
+
+def render_other_models(found: OtherModels) -> str:
+    """Lines naming the stored answers and objects another model made, and what to do."""
+    lines = []
+    for what, model, counts, redo in (
+        ("answers", found.ground_model, found.ground, "`ground refresh`"),
+        ("structured objects", found.structure_model, found.structure, "`ground restructure`"),
+    ):
+        if counts:
+            made = ", ".join(f"{name} {n}" for name, n in counts.items())
+            lines.append(
+                f"  {what} made with another model than the job's {model}: {made}"
+                f" ({redo} asks them again)"
+            )
+    return "\n".join(lines)
 
 
 def render_status(status: JobStatus) -> str:

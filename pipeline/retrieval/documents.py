@@ -135,7 +135,7 @@ async def read_document_query(query: str, url: str) -> AsyncIterator[SourceDocum
     from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    from pipeline.results.export import async_url
+    from pipeline.store.urls import async_url
 
     try:
         engine = create_async_engine(async_url(url))

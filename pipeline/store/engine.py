@@ -1,21 +1,36 @@
-"""Engine set-up (SQLite pragmas, PostgreSQL pool) and bringing a database to the newest schema."""
+"""Engine set-up (SQLite pragmas, PostgreSQL pool), and the database's schema: read, checked
+against the migrations this ``ground`` knows, and brought to the newest.
+
+A schema this ``ground`` cannot use is a :class:`SchemaError` with one line saying why: a
+revision it does not know (a newer ``ground`` migrated the database), ground's tables without
+the ``alembic_version`` row that says which migrations ran, or a migration needed on a
+database that cannot be written here. A database already at the newest revision is used as it
+is: no lock is taken and nothing is written, so a read-only copy can be read.
+"""
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import functools
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 import anyio
 import orjson
+import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent.parent / "migrations"
 
@@ -34,8 +49,51 @@ MIGRATION_LOCK_KEY = 0x67726F756E64  # "ground"
 SQLITE_MIGRATION_LOCK_SUFFIX = ".migrate-lock"
 
 
+# The table every job's database has from its first migration on: present without a version
+# row, the schema's history is unknown.
+SENTINEL_TABLE = "jobs"
+VERSION_TABLE = "alembic_version"
+
+
+class SchemaError(RuntimeError):
+    """The database's schema cannot be used by this ``ground``; the message says what to do."""
+
+
 def is_sqlite(url: str) -> bool:
     return make_url(url).get_backend_name() == "sqlite"
+
+
+def sqlite_file(url: str) -> str | None:
+    """The file a SQLite URL names (its ``file:`` URI form too); None for memory or not SQLite."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database:
+        return None
+    path = parsed.database
+    if parsed.query.get("uri") == "true" and path.startswith("file:"):
+        path = unquote(path.removeprefix("file:"))
+    return None if path == ":memory:" else path
+
+
+def _read_only_url(url: str) -> str:
+    """``url``, opened read-only where the file or its directory cannot be written (or the URL
+    asks ``mode=ro``): SQLite would otherwise fail to open it, or to write its WAL index.
+
+    In a directory that cannot be written and with no ``-wal`` file beside the database (no
+    writer has it open), SQLite cannot create the shared-memory index a WAL database needs, so
+    it is opened ``immutable``: read as it is on disk (https://www.sqlite.org/uri.html).
+    """
+    path = sqlite_file(url)
+    if path is None or not os.path.exists(path):
+        return url
+    parsed = make_url(url)
+    directory = os.path.dirname(path) or "."
+    directory_writable = os.access(directory, os.W_OK)
+    if parsed.query.get("mode") != "ro" and directory_writable and os.access(path, os.W_OK):
+        return url
+    params = "mode=ro"
+    if not directory_writable and not os.path.exists(f"{path}-wal"):
+        params += "&immutable=1"
+    return f"{parsed.drivername}:///file:{quote(path)}?{params}&uri=true"
 
 
 def _json_dumps(value: Any) -> str:
@@ -46,12 +104,13 @@ def _json_dumps(value: Any) -> str:
 JSON_CODEC: dict[str, Any] = {"json_serializer": _json_dumps, "json_deserializer": orjson.loads}
 
 
-def create_engine(url: str) -> AsyncEngine:
-    """An async engine for ``url`` (already normalised by the job spec)."""
+def create_engine(url: str, *, read_only: bool = False) -> AsyncEngine:
+    """An async engine for ``url`` (already normalised by the job spec). ``read_only``: a
+    SQLite file that cannot be written here is opened read-only (see :func:`_read_only_url`).
+    A SQLite file's directory must exist (see :func:`ensure_directory`)."""
     if is_sqlite(url):
-        path = make_url(url).database
-        if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        if read_only:
+            url = _read_only_url(url)
         engine = create_async_engine(
             url, connect_args={"cached_statements": SQLITE_CACHED_STATEMENTS}, **JSON_CODEC
         )
@@ -87,16 +146,75 @@ def alembic_config(url: str) -> Config:
     return config
 
 
+def ensure_directory(url: str) -> None:
+    """Create the directory of a SQLite URL's file (``ground migrate``, the demo: on purpose)."""
+    path = sqlite_file(url)
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+
+
+@functools.cache
+def _revisions() -> tuple[str, frozenset[str]]:
+    """The newest revision this ``ground`` knows, and every one it knows."""
+    scripts = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    head = scripts.get_current_head()
+    assert head is not None
+    return head, frozenset(r.revision for r in scripts.walk_revisions())
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaState:
+    """What a database says about its schema."""
+
+    revisions: tuple[str, ...]  # the alembic_version rows (one, normally)
+    versioned: bool  # the alembic_version table exists
+    has_tables: bool  # ground's tables exist (SENTINEL_TABLE)
+
+
+async def read_schema(connection: AsyncConnection) -> SchemaState:
+    """The database's revision and whether ground's tables are there (reads only)."""
+
+    def tables(sync: Any) -> set[str]:
+        return set(sa.inspect(sync).get_table_names())
+
+    found = await connection.run_sync(tables)
+    revisions: tuple[str, ...] = ()
+    if VERSION_TABLE in found:
+        rows = await connection.execute(text(f"SELECT version_num FROM {VERSION_TABLE}"))
+        revisions = tuple(str(row[0]) for row in rows)
+    return SchemaState(revisions, VERSION_TABLE in found, SENTINEL_TABLE in found)
+
+
+def is_current(state: SchemaState) -> bool:
+    """Whether ``state`` is the newest schema (True) or needs migrating (False); a schema this
+    ``ground`` cannot use raises :class:`SchemaError`, in one line saying why."""
+    head, known = _revisions()
+    unknown = [r for r in state.revisions if r not in known]
+    if unknown:
+        raise SchemaError(
+            f"the database is at schema revision {unknown[0]!r}, which this ground does not"
+            f" know (the newest it knows is {head!r}): a newer ground migrated it; upgrade"
+            " ground to use this database"
+        )
+    if state.has_tables and not state.revisions:
+        what = "is empty" if state.versioned else "is missing"
+        raise SchemaError(
+            f"the database has ground's tables but its {VERSION_TABLE} table {what}, so which"
+            " migrations ran is unknown (nothing was changed); restore that table from a"
+            " backup, or `alembic stamp` the revision the tables are at"
+        )
+    return state.revisions == (head,)
+
+
 @asynccontextmanager
 async def _sqlite_migration_lock(engine: AsyncEngine) -> AsyncIterator[None]:
     """An exclusive lock file beside a SQLite database, held while it is migrated: two runs
     started together on a new file would both create the tables ("table jobs already
     exists"). The second waits, then finds the schema current."""
-    path = engine.url.database
-    if not path or path == ":memory:":
+    path = sqlite_file(engine.url.render_as_string(hide_password=False))
+    if path is None:
         yield
         return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(f"{path}{SQLITE_MIGRATION_LOCK_SUFFIX}", os.O_CREAT | os.O_RDWR, 0o600)
     try:
         await anyio.to_thread.run_sync(fcntl.flock, fd, fcntl.LOCK_EX)
@@ -106,12 +224,58 @@ async def _sqlite_migration_lock(engine: AsyncEngine) -> AsyncIterator[None]:
 
 
 async def migrate(engine: AsyncEngine) -> None:
-    """Bring the database to the newest migration (idempotent, safe to run concurrently)."""
-    if engine.dialect.name == "sqlite":
-        async with _sqlite_migration_lock(engine):
+    """Bring the database to the newest migration (idempotent, safe to run concurrently).
+
+    A database already at the newest revision is only read: no lock file, no transaction that
+    writes. Raises :class:`SchemaError` for a schema this ``ground`` cannot use, and for a
+    migration needed on a database that cannot be written here (read-only file, directory,
+    mount or ``mode=ro``; a read-only PostgreSQL role or standby).
+    """
+    async with engine.connect() as connection:
+        state = await read_schema(connection)
+    # Seen without the lock, a schema may be half-made by another process migrating it now
+    # (SQLite commits each CREATE TABLE at once): only the look under the lock is final.
+    seen: SchemaError | None = None
+    try:
+        if is_current(state):
+            return
+    except SchemaError as exc:
+        seen = exc
+    try:
+        if engine.dialect.name == "sqlite":
+            async with _sqlite_migration_lock(engine):
+                await _migrate(engine)
+        else:
             await _migrate(engine)
-    else:
-        await _migrate(engine)
+    except (OSError, DBAPIError) as exc:
+        if seen is not None:
+            raise seen from None  # nobody can be migrating what cannot be written
+        if not _is_read_only(exc):
+            raise
+        head, _ = _revisions()
+        at = f"is at schema revision {state.revisions[0]!r}" if state.revisions else "is empty"
+        raise SchemaError(
+            f"the database {at} and needs migrating to {head!r}, but it cannot be written here"
+            f" ({_first_line(exc)}); run `ground migrate` where it can be written"
+        ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def _is_read_only(exc: BaseException) -> bool:
+    """An error that says the database (or the lock file beside it) cannot be written."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM)
+    reason = str(getattr(exc, "orig", None) or exc).lower()
+    return any(
+        words in reason
+        for words in ("readonly", "read-only", "permission denied", "unable to open database")
+    )
 
 
 async def _migrate(engine: AsyncEngine) -> None:
@@ -127,4 +291,8 @@ async def _migrate(engine: AsyncEngine) -> None:
             await connection.execute(
                 text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY}
             )
+        # Checked again under the lock: another process may have migrated it meanwhile (this
+        # look is final: a schema this ground cannot use raises SchemaError here).
+        if is_current(await read_schema(connection)):
+            return
         await connection.run_sync(upgrade)

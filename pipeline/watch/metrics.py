@@ -45,6 +45,8 @@ counters and histograms of label sets already created.
 
 from __future__ import annotations
 
+import errno
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -113,6 +115,30 @@ class _SourceCounts(Collector):
         for status in (*SOURCE_STATUSES, *sorted(set(counts) - set(SOURCE_STATUSES))):
             family.add_metric([self.job, status], counts.get(status, 0))
         yield family
+
+
+def listen_problem(host: str, port: int) -> str | None:
+    """Why ``/metrics`` could not be served on ``host:port`` now, or None when it could.
+
+    Bound and closed at once, the way :func:`RunMetrics.serve` will bind it (its server sets
+    ``SO_REUSEADDR``), so a run is refused before it starts rather than failing half-way.
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return f"{host!r} is not an address this machine can listen on ({exc.strerror})"
+    family, kind, proto, _, address = infos[0]
+    try:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return f"port {port} on {host} is already in use (another run or server holds it)"
+        if exc.errno == errno.EADDRNOTAVAIL:
+            return f"{host} is not an address of this machine"
+        return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+    return None
 
 
 class RunMetrics:

@@ -29,6 +29,7 @@ from pipeline.store import documents as store
 from pipeline.store import queue
 from pipeline.store.ledger import job_totals
 from pipeline.store.tables import calls, chunks, documents
+from pipeline.store.urls import async_url
 from tests.support.databases import fetch_rows, postgres_engine, sqlite_engine
 from tests.support.paths import REPO
 from tests.support.waiting import wait_until
@@ -256,7 +257,7 @@ async def test_sigkill_during_ground_index_then_rerun_leaves_no_duplicate(
             if child.poll() is not None:
                 return True
             try:
-                n = anyio.from_thread.run(fetch_rows, _async_url(sa_url), count)[0][0]
+                n = anyio.from_thread.run(fetch_rows, async_url(sa_url), count)[0][0]
             except Exception:  # the schema may not exist yet
                 return False
             return 0 < n < n_docs
@@ -266,26 +267,26 @@ async def test_sigkill_during_ground_index_then_rerun_leaves_no_duplicate(
         )
         child.send_signal(signal.SIGKILL)
         child.wait()
-        partial = (await fetch_rows(_async_url(sa_url), count))[0][0]
+        partial = (await fetch_rows(async_url(sa_url), count))[0][0]
         assert partial < n_docs, "the load finished before it could be killed"
         rerun = _index_child(job)
         out, err = rerun.communicate(timeout=120)
         assert rerun.returncode == 0, err.decode()
         assert f"indexed {n_docs} documents" in out.decode()
-        assert (await fetch_rows(_async_url(sa_url), count))[0][0] == n_docs
+        assert (await fetch_rows(async_url(sa_url), count))[0][0] == n_docs
         dupes = (
             sa.select(chunks.c.document_id, chunks.c.ordinal)
             .group_by(chunks.c.document_id, chunks.c.ordinal)
             .having(sa.func.count() > 1)
         )
-        assert await fetch_rows(_async_url(sa_url), dupes) == []
+        assert await fetch_rows(async_url(sa_url), dupes) == []
         per_doc = (
             sa.select(documents.c.chunks, sa.func.count(chunks.c.id))
             .join(chunks, chunks.c.document_id == documents.c.id)
             .group_by(documents.c.id, documents.c.chunks)
         )
         assert all(
-            expected == found for expected, found in await fetch_rows(_async_url(sa_url), per_doc)
+            expected == found for expected, found in await fetch_rows(async_url(sa_url), per_doc)
         )
 
     if backend == "sqlite":
@@ -293,12 +294,6 @@ async def test_sigkill_during_ground_index_then_rerun_leaves_no_duplicate(
     else:
         async with postgres_database() as url:
             await run(url.replace("postgresql+asyncpg", "postgresql"))
-
-
-def _async_url(url: str) -> str:
-    if url.startswith("sqlite:///"):
-        return url.replace("sqlite:///", "sqlite+aiosqlite:///")
-    return url.replace("postgresql://", "postgresql+asyncpg://")
 
 
 async def test_the_demo_corpus_answers_the_demo_airport_questions(tmp_path: Path) -> None:

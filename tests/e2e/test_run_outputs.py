@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -50,29 +49,10 @@ def test_an_output_that_cannot_be_written_is_refused_before_anything_is_done(
         calls = generate_calls(emu.stats(), MODEL)
     err = capsys.readouterr().err
     assert status == 2
-    assert err.count("\n") == 1 and err.startswith(f"ground: {argv[-2]} {argv[-1]}: ")
+    assert err.count("\n") == 1 and err.startswith(f"ground {argv[0]}: {argv[-2]} {argv[-1]}: ")
     assert says in err and "Traceback" not in err
     assert calls == 0
     assert not (tmp_path / "job.sqlite").exists()  # not even the database was opened
-
-
-@pytest.mark.usefixtures("emulator_key")
-def test_a_metrics_port_in_use_is_refused_before_any_call(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with running_emulator(EmulatorConfig(seed=1)) as emu, socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        spec = make_job(tmp_path, base_url=emu.base_url, n_questions=5)
-        status = main(["run", str(spec.path), "--metrics-port", str(port)])
-        calls = generate_calls(emu.stats(), MODEL)
-    err = capsys.readouterr().err
-    assert status == 2 and calls == 0
-    where = f"127.0.0.1:{port}"
-    assert (
-        err == f"ground: --metrics-port {port}: cannot listen on {where}: Address already in use\n"
-    )
 
 
 def _ground_run(spec_path: Path, *flags: str) -> subprocess.Popen[bytes]:

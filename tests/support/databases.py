@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
+import anyio
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -63,3 +64,24 @@ async def fetch_rows(url: str, statement: sa.Select) -> list[sa.Row]:
             return list((await connection.execute(statement)).all())
     finally:
         await engine.dispose()
+
+
+@contextmanager
+def postgres_job_database() -> Iterator[str]:
+    """A new, empty PostgreSQL database for a test that drives ``ground`` in-process (no event
+    loop of its own); dropped afterwards. Yields its URL as a job file writes it."""
+    name = f"ground_test_{uuid.uuid4().hex[:12]}"
+
+    async def admin(statement: str) -> None:
+        engine = create_async_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+        try:
+            async with engine.connect() as connection:
+                await connection.execute(sa.text(statement))
+        finally:
+            await engine.dispose()
+
+    anyio.run(admin, f'CREATE DATABASE "{name}"')
+    try:
+        yield POSTGRES_URL.rsplit("/", 1)[0].replace("+asyncpg", "") + f"/{name}"
+    finally:
+        anyio.run(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

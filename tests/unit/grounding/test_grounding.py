@@ -587,9 +587,9 @@ def test_markdown_markers_and_definitions() -> None:
     answer = hostile_answer()
     md = render_markdown(answer, destinations={2: "https://real.example/page"})
     body, defs = md.split("\n\n")
+    # Model text shows as text: its HTML escaped, its link reduced to the link's text.
     assert body == (
-        'Use <script>alert("x")</script> & "quotes" carefully.[1] [2] '
-        "Then [link](javascript:x).[3] End"
+        'Use \\<script>alert("x")\\</script> & "quotes" carefully.[1] [2] Then link.[3] End'
     )
     assert defs.splitlines() == [
         '[1]: <https://ex.com/a?b=1&c="2"%3Cx%3E> "Ti\\"tle <b>\\\\ & co next"',
@@ -606,7 +606,7 @@ def test_markdown_marker_next_to_brackets_and_parens() -> None:
     ]
     answer = ground_answer(candidate([{"text": text}], supports, web(2)))
     body = render_markdown(answer).split("\n\n")[0]
-    assert body == "See [x] [1]. Word[1]\\(note) after[2] [2] end"
+    assert body == "See \\[x\\][1]. Word[1]\\(note) after[2]\\[2\\] end"
 
 
 def test_markdown_marker_after_trailing_whitespace_and_combining_mark() -> None:

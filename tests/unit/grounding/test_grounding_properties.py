@@ -15,6 +15,7 @@ from pipeline.gemini.wire import Candidate, decode_response
 from pipeline.grounding import (
     GroundedAnswer,
     ground_answer,
+    markdown_text,
     marker_groups,
     render_html,
     render_markdown,
@@ -229,14 +230,14 @@ def test_markdown_markers_never_split_characters(spec: Spec) -> None:
     # Definitions follow the last blank line (one per cited source; all have an https uri).
     body = md.rpartition("\n\n")[0] if answer.citations else md
     groups = marker_groups(answer)
-    # Without brackets or parens in the text, the body is the answer with each group inserted
-    # verbatim at its code point position (markers only ever go between whole characters).
+    # Without brackets or parens in the text, the body is the answer (as Markdown text) with
+    # each group inserted at its code point position (markers only go between whole characters).
     expected: list[str] = []
     last = 0
     for pos, indices in groups:
-        expected += [answer.text[last:pos], " ".join(f"[{i + 1}]" for i in indices)]
+        expected += [markdown_text(answer.text[last:pos]), " ".join(f"[{i + 1}]" for i in indices)]
         last = pos
-    expected.append(answer.text[last:])
+    expected.append(markdown_text(answer.text[last:]))
     want = "".join(expected)
     assert body == (want.rstrip("\n") if answer.citations else want)
     for pos, indices in groups:
