@@ -2,9 +2,11 @@
 collection use, whatever serves them.
 
 The Developer API's Batch and Files API (:class:`pipeline.gemini.batch.BatchClient`) is one;
-Vertex AI batch prediction over Cloud Storage is another. Each answers in the same shapes
-(:class:`~pipeline.gemini.batch_wire.BatchJob`, result lines keyed by question), so nothing
-else in batch mode knows which one it talks to.
+Vertex AI batch prediction over Cloud Storage (:class:`pipeline.gemini.vertex_batch.
+VertexBatchClient`) is another. Each writes its own input lines and reads its own result
+lines, and answers in the same shapes (:class:`~pipeline.gemini.batch_wire.BatchJob`,
+:class:`~pipeline.gemini.batch_wire.ResultLine` keyed by question), so nothing else in batch
+mode knows which one it talks to. (BigQuery input and output would be a third.)
 """
 
 from __future__ import annotations
@@ -13,14 +15,23 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Protocol
 
-from pipeline.gemini.batch_wire import BatchJob
+from pipeline.gemini.batch_wire import BatchJob, ResultLine, UploadedFile
 
 
 class BatchApi(Protocol):
     """What batch mode asks of a Batch API (used as an async context manager)."""
 
-    async def upload(self, path: Path, *, display_name: str) -> str:
-        """Upload a JSONL input file; the name ``create`` takes."""
+    def encode_line(self, key: str, body: bytes) -> bytes:
+        """One input line for a request body (a ``GenerateContentRequest``) and its key."""
+        ...
+
+    def parse_line(self, line: bytes) -> ResultLine:
+        """One result line, keyed by the key its request was sent with."""
+        ...
+
+    async def upload(self, path: Path, *, display_name: str) -> UploadedFile:
+        """Upload a JSONL input file (not again when the same content is there); where it
+        went, which ``create`` takes."""
         ...
 
     async def create(self, model: str, file_name: str, *, display_name: str) -> BatchJob:
@@ -35,6 +46,12 @@ class BatchApi(Protocol):
 
     async def cancel(self, name: str) -> None: ...
 
+    async def output_files(self, results: str) -> list[str]:
+        """The result files a finished batch left at ``results`` (its
+        :attr:`~pipeline.gemini.batch_wire.BatchJob.responses_file`), in the order they are
+        read: a resumed download skips the lines already stored across them all."""
+        ...
+
     def download_lines(self, file_name: str) -> AsyncIterator[bytes]:
-        """The result file's lines, streamed."""
+        """A result file's lines, streamed."""
         ...

@@ -22,16 +22,18 @@ batch by its unique display name before creating anything, one that died while p
 the same batch, one that died mid-download skips the ``lines_done`` already stored. So a set
 of questions is never submitted twice.
 
-Failed rows, and every question of a batch that ended ``FAILED`` or ``EXPIRED``, go back to
-the queue under the retry policy (:mod:`pipeline.limits.policy`), exactly as the same failure
-online; they go into the next batch, or online when ``[batch] retries = "online"``. A
-``CANCELLED`` batch (``ground batch cancel``) gives its questions back without spending an
-attempt.
+Failed rows, and every question of a batch that ended ``FAILED`` or ``EXPIRED`` without a
+row for it, go back to the queue under the retry policy (:mod:`pipeline.limits.policy`),
+exactly as the same failure online; they go into the next batch, or online when ``[batch]
+retries = "online"``. A ``CANCELLED`` batch (``ground batch cancel``) gives its questions back
+without spending an attempt. Rows a Vertex job completed before it expired or was cancelled
+are exported, and stored like any others.
 
 The backend seam: everything Google-specific is behind :class:`~pipeline.batch.api.BatchApi`
-(upload, create, find, get, cancel, download): the Developer API's
-:class:`~pipeline.gemini.batch.BatchClient`, or Vertex batch prediction over Cloud Storage
-(``gs://`` input and output); the runner and the store do not change.
+(the input and result lines, upload, create, find, get, cancel, the result files and their
+download): the Developer API's :class:`~pipeline.gemini.batch.BatchClient`, or Vertex batch
+prediction over Cloud Storage (:class:`~pipeline.gemini.vertex_batch.VertexBatchClient`,
+``gs://`` input and output); the runner and the store do not change.
 """
 
 from __future__ import annotations
@@ -228,7 +230,7 @@ async def cancel_batches(db: Database, job_id: int, client: BatchApi) -> list[st
     asked: list[str] = []
     async with client:
         for row in rows:
-            if row.name is None:
+            if row.name is None or row.phase != store.SUBMITTED:  # not created, or ended
                 continue
             await client.cancel(row.name)
             asked.append(row.name)

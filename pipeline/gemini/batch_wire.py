@@ -187,6 +187,16 @@ def write_parts(
     return writer.parts
 
 
+@dataclass(frozen=True, slots=True)
+class UploadedFile:
+    """Where an upload put a batch's input: ``files/{id}`` (the Files API) or
+    ``gs://bucket/object`` (Cloud Storage, for Vertex), with the content's base64 MD5 when the
+    store reports one (Cloud Storage's ``md5Hash``)."""
+
+    name: str
+    md5: str | None = None
+
+
 # --- the batch, as the API describes it -------------------------------------------------------
 
 
@@ -208,6 +218,8 @@ class BatchJob:
     failed_count: int | None = None
     error: str | None = None  # the Operation's (job's) error message, when it failed
     labels: Mapping[str, str] = field(default_factory=dict)  # Vertex job labels
+    # Vertex: outputConfig.gcsDestination.outputUriPrefix (where the job writes, chosen at create)
+    output_uri_prefix: str | None = None
 
     @property
     def finished(self) -> bool:

@@ -43,7 +43,7 @@ import orjson
 
 from pipeline.errors import ErrorClass
 from pipeline.gemini.api_errors import TransientError, Unreachable, classify_http_error
-from pipeline.gemini.batch_wire import BatchJob, BatchProtocolError
+from pipeline.gemini.batch_wire import BatchJob, BatchProtocolError, ResultLine, UploadedFile
 from pipeline.gemini.endpoint import Auth, vertex_base_url
 from pipeline.gemini.storage import StorageClient, StoredObject
 from pipeline.gemini.vertex_batch_wire import (
@@ -51,8 +51,11 @@ from pipeline.gemini.vertex_batch_wire import (
     PREDICTION_FILE,
     GcsPath,
     job_labels,
+    label_value,
     parse_gs_uri,
     parse_prediction_job,
+    parse_prediction_line,
+    request_line,
 )
 
 API_VERSION = "v1"
@@ -60,6 +63,7 @@ CONNECT_TIMEOUT_S = 10.0  # seconds
 REQUEST_TIMEOUT_S = 120.0  # seconds for one create, get, list page or cancel
 LIST_PAGE_SIZE = 100  # jobs per list page
 INPUT_SUFFIX = ".jsonl"  # the input object's name: {gcs_input}/{display name}.jsonl
+NAME_LABEL = "ground-name"  # the job label carrying its display name: a second handle to find it
 JSONL_MIME = "application/jsonl"
 USER_AGENT = "ground/0.1 (+aiohttp; vertex batch)"
 
@@ -121,28 +125,49 @@ class VertexBatchClient:
         directory, so one batch's listing never sees another's files)."""
         return self._output.child(display_name).uri
 
+    # -- the documents -------------------------------------------------------------------------
+
+    def encode_line(self, key: str, body: bytes) -> bytes:
+        """An input line, keyed by a request label (:func:`.vertex_batch_wire.request_line`)."""
+        return request_line(key, body)
+
+    def parse_line(self, line: bytes) -> ResultLine:
+        """An output line (:func:`~pipeline.gemini.vertex_batch_wire.parse_prediction_line`)."""
+        return parse_prediction_line(line)
+
     # -- files ---------------------------------------------------------------------------------
 
-    async def upload(self, path: Path, *, display_name: str) -> str:
-        """``path`` to :meth:`input_uri` (not again when the same bytes are there); the URI."""
+    async def upload(self, path: Path, *, display_name: str) -> UploadedFile:
+        """``path`` to :meth:`input_uri` (not again when the same bytes are there): its URI
+        and MD5."""
         target = parse_gs_uri(self.input_uri(display_name))
-        await self.upload_object(path, target)
-        return target.uri
+        stored = await self.upload_object(path, target)
+        return UploadedFile(target.uri, stored.md5_hash)
 
     async def upload_object(self, path: Path, target: GcsPath) -> StoredObject:
         """The upload itself, with what it found or sent (``uploaded`` says which)."""
         return await self.storage.upload(path, target.bucket, target.name, content_type=JSONL_MIME)
 
-    async def output_files(self, job: BatchJob) -> list[str]:
-        """The job's ``predictions*.jsonl`` (and ``errors*.jsonl``) URIs, in name order."""
-        directory = job.responses_file or self.output_uri_prefix(job.display_name)
-        where = parse_gs_uri(directory)
+    async def output_files(self, results: BatchJob | str) -> list[str]:
+        """The ``predictions*.jsonl`` (and ``errors*.jsonl``) URIs under a finished job's
+        output directory (``results``: the directory, or the job), in name order: the order
+        they are read in, so a resumed download skips the same lines."""
+        if isinstance(results, BatchJob):
+            results = results.responses_file or self.output_uri_prefix(results.display_name)
+        where = parse_gs_uri(results)
         prefix = where.name + "/" if where.name else ""
-        return [
+        found = [
             obj.uri
             async for obj in self.storage.list(where.bucket, prefix)
             if PREDICTION_FILE.search(obj.name) or ERRORS_FILE.search(obj.name)
         ]
+        return sorted(found)
+
+    async def list_objects(self, prefix: str) -> list[str]:
+        """Every object under ``prefix`` (``gs://bucket/dir``, taken as a directory)."""
+        where = parse_gs_uri(prefix)
+        under = where.name + "/" if where.name else ""
+        return [obj.uri async for obj in self.storage.list(where.bucket, under)]
 
     async def download_lines(self, uri: str) -> AsyncIterator[bytes]:
         """The lines of an output file (``gs://...``), one at a time."""
@@ -188,8 +213,8 @@ class VertexBatchClient:
                 "gcsDestination": {"outputUriPrefix": self.output_uri_prefix(display_name)},
             },
         }
-        if labels:
-            body["labels"] = job_labels(labels)
+        handle = {NAME_LABEL: display_name.lower()} if _label_ok(display_name.lower()) else {}
+        body["labels"] = job_labels({**handle, **(labels or {})})
         raw = await self._request("POST", self._jobs_url(), body=orjson.dumps(body))
         return parse_prediction_job(_json(raw))
 
@@ -228,11 +253,14 @@ class VertexBatchClient:
                 return
 
     async def find(self, display_name: str) -> BatchJob | None:
-        """The job called ``display_name``, if there is one (names are unique per batch)."""
+        """The job called ``display_name``, if there is one (names are unique per batch): by
+        display name, else by the label :meth:`create` gave it."""
         async for job in self.list(filter=f'display_name="{_quoted(display_name)}"'):
             if job.display_name == display_name:
                 return job
-        return None
+        label = display_name.lower()
+        found = await self.find_by_label(NAME_LABEL, label) if _label_ok(label) else []
+        return found[0] if found else None
 
     async def find_by_label(self, key: str, value: str) -> list[BatchJob]:
         """The jobs carrying label ``key=value``."""
@@ -275,6 +303,14 @@ def _json(raw: bytes) -> Any:
         return orjson.loads(raw) if raw else {}
     except orjson.JSONDecodeError:
         raise BatchProtocolError("a 2xx answer that is not JSON") from None
+
+
+def _label_ok(value: str) -> bool:
+    try:
+        label_value(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _quoted(value: str) -> str:
