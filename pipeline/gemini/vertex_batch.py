@@ -6,9 +6,10 @@ The verbs are those of the Developer API's :class:`pipeline.gemini.batch.BatchCl
 batch runner drives either one the same way:
 
 1. :meth:`VertexBatchClient.upload`: the JSONL part (lines from
-   :func:`~pipeline.gemini.vertex_batch_wire.request_line`) to ``{gcs_input}/{display
-   name}.jsonl``, skipped when that object already holds the same bytes (MD5): a rerun that
-   died after the upload finds it and does not send it again. Answers the ``gs://`` URI.
+   :meth:`VertexBatchClient.encode_line`, :func:`~pipeline.gemini.vertex_batch_wire.
+   request_line`) to ``{gcs_input}/{display name}.jsonl``, skipped when that object already
+   holds the same bytes (MD5): a rerun that died after the upload finds it and does not send
+   it again. Answers the ``gs://`` URI and the MD5.
 2. :meth:`VertexBatchClient.create`: ``POST /v1/projects/{p}/locations/{l}/batchPredictionJobs``
    with ``{displayName, model: "publishers/google/models/{m}", inputConfig: {instancesFormat:
    "jsonl", gcsSource: {uris}}, outputConfig: {predictionsFormat: "jsonl", gcsDestination:
@@ -17,14 +18,17 @@ batch runner drives either one the same way:
 3. :meth:`VertexBatchClient.get` / :meth:`VertexBatchClient.list` /
    :meth:`VertexBatchClient.cancel`: ``GET /v1/{name}``, ``GET .../batchPredictionJobs?filter=``
    (AIP-160: ``display_name="..."``, ``labels.k="v"``), ``POST /v1/{name}:cancel``.
-   :meth:`VertexBatchClient.find` looks a job up by display name, :meth:`find_by_label` by a
-   label: a create whose answer was lost is found, not made twice.
+   :meth:`VertexBatchClient.find` looks a job up by display name, then by the ``ground-name``
+   label every job gets (:meth:`find_by_label`): a create whose answer was lost is found, not
+   made twice.
 4. :meth:`VertexBatchClient.output_files` and :meth:`VertexBatchClient.download_lines`: the
    ``predictions*.jsonl`` objects under ``outputInfo.gcsOutputDirectory`` (or, before Vertex
-   reports it, under the job's own output prefix), streamed line by line. Each line is parsed
-   by :func:`~pipeline.gemini.vertex_batch_wire.parse_prediction_line`.
-5. :meth:`VertexBatchClient.delete` / :meth:`VertexBatchClient.leftovers`: what a batch left
-   in the bucket (its input object, its output files), listed and removed once stored.
+   reports it, under the job's own output prefix), in name order, streamed line by line. Each
+   line is parsed by :meth:`VertexBatchClient.parse_line`
+   (:func:`~pipeline.gemini.vertex_batch_wire.parse_prediction_line`).
+5. :meth:`VertexBatchClient.list_objects` / :meth:`VertexBatchClient.delete` (and
+   :meth:`VertexBatchClient.leftovers`): what a batch left in the bucket (its input object,
+   its output files), listed and removed once stored (:mod:`pipeline.batch.clean`).
 
 Nothing here retries or sleeps: the runner polls with backoff. Errors are the HTTP tree of
 :mod:`pipeline.gemini.api_errors` plus :class:`~pipeline.gemini.batch_wire.BatchProtocolError`.
