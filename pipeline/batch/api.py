@@ -19,39 +19,41 @@ from pipeline.gemini.batch_wire import BatchJob, ResultLine, UploadedFile
 
 
 class BatchApi(Protocol):
-    """What batch mode asks of a Batch API (used as an async context manager)."""
+    """What batch mode asks of a Batch API (used as an async context manager). Positional
+    arguments are passed by position: each client names them in its own terms (a Files API
+    name, a ``gs://`` URI)."""
 
-    def encode_line(self, key: str, body: bytes) -> bytes:
+    def encode_line(self, key: str, body: bytes, /) -> bytes:
         """One input line for a request body (a ``GenerateContentRequest``) and its key."""
         ...
 
-    def parse_line(self, line: bytes) -> ResultLine:
+    def parse_line(self, line: bytes, /) -> ResultLine:
         """One result line, keyed by the key its request was sent with."""
         ...
 
-    async def upload(self, path: Path, *, display_name: str) -> UploadedFile:
+    async def upload(self, path: Path, /, *, display_name: str) -> UploadedFile:
         """Upload a JSONL input file (not again when the same content is there); where it
         went, which ``create`` takes."""
         ...
 
-    async def create(self, model: str, file_name: str, *, display_name: str) -> BatchJob:
+    async def create(self, model: str, file_name: str, /, *, display_name: str) -> BatchJob:
         """Create a batch over an uploaded file."""
         ...
 
-    async def find(self, display_name: str) -> BatchJob | None:
+    async def find(self, display_name: str, /) -> BatchJob | None:
         """The batch called ``display_name``, if one exists (a create whose answer was lost)."""
         ...
 
-    async def get(self, name: str) -> BatchJob: ...
+    async def get(self, name: str, /) -> BatchJob: ...
 
-    async def cancel(self, name: str) -> None: ...
+    async def cancel(self, name: str, /) -> None: ...
 
-    async def output_files(self, results: str) -> list[str]:
+    async def output_files(self, results: str, /) -> list[str]:
         """The result files a finished batch left at ``results`` (its
         :attr:`~pipeline.gemini.batch_wire.BatchJob.responses_file`), in the order they are
         read: a resumed download skips the lines already stored across them all."""
         ...
 
-    def download_lines(self, file_name: str) -> AsyncIterator[bytes]:
+    def download_lines(self, file_name: str, /) -> AsyncIterator[bytes]:
         """A result file's lines, streamed."""
         ...

@@ -50,7 +50,7 @@ from pipeline.batch.collect import Collector
 from pipeline.batch.submit import Submitter
 from pipeline.clock import utcnow
 from pipeline.errors import RunFatalError
-from pipeline.gemini.api_errors import TransientError
+from pipeline.gemini.api_errors import PermanentError, TransientError
 from pipeline.job.calls import CallPlan
 from pipeline.job.sections import BatchSection
 from pipeline.links.resolver import Lookup, Resolver
@@ -220,18 +220,25 @@ class BatchRunner:
             self.stop(f"{failures} polls failed in a row; run again to resume")
 
 
-async def cancel_batches(db: Database, job_id: int, client: BatchApi) -> list[str]:
-    """Ask the Batch API to cancel every running batch of the job; the names asked. The next
-    run polls them, sees ``CANCELLED`` and gives their questions back without spending
-    attempts."""
+async def cancel_batches(
+    db: Database, job_id: int, client: BatchApi
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """Ask the Batch API to cancel every running batch of the job: the names asked, and those
+    it refused with why (a batch that ended before the request, say). The next run polls
+    them, sees ``CANCELLED`` and gives their questions back without spending attempts."""
     rows = await db.read(
         "reading the open batches", lambda c: store.job_batches(c, job_id, unfinished=True)
     )
     asked: list[str] = []
+    refused: list[tuple[str, str]] = []
     async with client:
         for row in rows:
             if row.name is None or row.phase != store.SUBMITTED:  # not created, or ended
                 continue
-            await client.cancel(row.name)
+            try:
+                await client.cancel(row.name)
+            except PermanentError as exc:  # e.g. 400 FAILED_PRECONDITION: it has ended
+                refused.append((row.name, exc.message))
+                continue
             asked.append(row.name)
-    return asked
+    return asked, refused

@@ -114,12 +114,14 @@ async def batch_cancel_command(spec: JobSpec) -> int:
             complain(str(exc))
             return EXIT_FAILED
         db = Database(engine, outage_s=spec.job.database_outage_s)
-        asked = await cancel_batches(db, job_id, batch_client(spec, plan))
-    if not asked:
+        asked, refused = await cancel_batches(db, job_id, batch_client(spec, plan))
+    if not asked and not refused:
         say("no running batch to cancel")
     for name in asked:
         say(f"cancel requested: {name}; the next `ground run` gives its questions back")
-    return EXIT_OK
+    for name, why in refused:
+        complain(f"{name}: not cancelled: {why}")
+    return EXIT_FAILED if refused else EXIT_OK
 
 
 async def batch_clean_command(spec: JobSpec) -> int:

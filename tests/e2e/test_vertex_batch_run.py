@@ -306,6 +306,10 @@ async def test_status_lists_what_stored_batches_left_and_batch_clean_removes_it(
         assert "nothing to clean" in capsys.readouterr().out
         assert emu.stats()["storage"]["objects"] == 1  # the input
         clock.advance(60)
+        # The job has ended at Google, not yet here: a cancel is refused, and said so.
+        capsys.readouterr()
+        assert await batch_cancel_command(spec) == 1
+        assert "not cancelled" in capsys.readouterr().err
         assert await run_command(spec) == 0
         ((row),) = await fetch_rows(spec.database_url, sa.select(batches))
         (batch,) = (await _status(spec, capsys))["batches"]
