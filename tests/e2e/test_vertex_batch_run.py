@@ -19,15 +19,24 @@ import sqlalchemy as sa
 from pipeline.cli.dispatch import main as ground
 from pipeline.commands import estimate_command, run_command, status_command
 from pipeline.commands.batch import batch_cancel_command
-from pipeline.costs.charges import call_cost
+from pipeline.costs.charges import call_cost, worst_case_cost
 from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.emulator import EmulatorConfig, FakeClock, running_emulator
 from pipeline.gemini.storage import StorageClient
 from pipeline.gemini.vertex_batch_wire import parse_gs_uri
 from pipeline.gemini.wire import decode_response
+from pipeline.job.calls import request_builder
 from pipeline.job.spec import JobSpecError
-from pipeline.limits import Backoff
-from pipeline.store.tables import answers, batches, calls, questions, sources, supports
+from pipeline.limits import Backoff, estimate_tokens
+from pipeline.store.tables import (
+    answers,
+    batches,
+    budget_holds,
+    calls,
+    questions,
+    sources,
+    supports,
+)
 from tests.support.databases import fetch_rows
 from tests.support.jobs import make_job
 from tests.support.ledger import assert_paid_once
@@ -276,6 +285,44 @@ async def test_a_cancelled_job_stores_its_completed_rows_and_spends_no_attempt(
     spent, most, n_calls = await _attempts_and_calls(spec.database_url)
     assert spent == n_calls == n and most == 1
     await assert_paid_once(spec.database_url, n)
+
+
+async def test_a_budget_for_half_the_questions_holds_and_cuts_at_vertex_batch_prices(
+    tmp_path: Path, vertex_credentials: Callable[[str], None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    n = 20
+    probe = make_job(
+        tmp_path / "probe", base_url="http://127.0.0.1:1", overrides=vertex_batch("http://x")
+    )
+    price = _vertex_batch_price()
+    limits = probe.limits
+    body = request_builder(probe).body("What is question number 10 about?")
+    worst = worst_case_cost(
+        price,
+        prompt_tokens_estimate=estimate_tokens(body.decode()),
+        max_output_tokens=limits.max_output_tokens,
+        max_search_queries=limits.max_search_queries,
+        max_tool_use_tokens=limits.max_tool_use_tokens,
+        tool="google_search",
+    ).micro_usd()
+    budget = worst * n // 2 / 1e6
+    with running_emulator(EmulatorConfig(seed=9, batch_delay_s=0.05)) as emu:
+        vertex_credentials(f"{emu.base_url}/token")
+        overrides = [*vertex_batch(emu.base_url), f"limits.budget_usd={budget}"]
+        spec = make_job(tmp_path, base_url=emu.base_url, n_questions=n, overrides=overrides)
+        capsys.readouterr()
+        assert await run_command(spec) == 1
+        err = capsys.readouterr().err
+        stats = emu.stats()["prediction"]
+    assert stats["prediction_jobs_created"] == 1
+    ((requests,),) = await fetch_rows(spec.database_url, sa.select(batches.c.requests))
+    assert n // 2 - 2 <= requests <= n // 2  # what fits, by the worst case at this price
+    assert f"cut to {requests} of {n} questions" in err
+    ((spent,),) = await fetch_rows(
+        spec.database_url, sa.select(sa.func.sum(calls.c.cost_micro_usd))
+    )
+    assert 0 < spent <= budget * 1e6
+    assert await fetch_rows(spec.database_url, sa.select(budget_holds)) == []  # released
 
 
 async def _status(spec: Any, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
