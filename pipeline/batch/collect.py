@@ -14,7 +14,8 @@ stored a group of lines at a time, each group in one transaction.
        questions back to the queue under the retry policy, untouched when CANCELLED
 
 "With results": SUCCEEDED, and for Vertex also PARTIALLY_SUCCEEDED, EXPIRED and CANCELLED,
-which export the rows they completed (docs/vertex-batch.md). Which files, how a line reads and
+which export the rows they completed (docs/vertex-batch.md); FAILED gives every question back
+whatever it wrote. Which files, how a line reads and
 how it is keyed is the Batch API's (:meth:`~pipeline.batch.api.BatchApi.output_files`,
 :meth:`~pipeline.batch.api.BatchApi.parse_line`); the rest is the same for both. A download
 resumed after a crash skips the ``lines_done`` already stored, counted across the files.
@@ -41,6 +42,8 @@ from pipeline.clock import utcnow
 from pipeline.gemini.api_errors import TransientError
 from pipeline.gemini.batch_wire import (
     JOB_STATE_CANCELLED,
+    JOB_STATE_EXPIRED,
+    JOB_STATE_PARTIALLY_SUCCEEDED,
     JOB_STATE_SUCCEEDED,
     BatchJob,
     ResultLine,
@@ -62,6 +65,12 @@ log = logging.getLogger(__name__)
 
 STORE_GROUP = 500  # result lines per transaction
 BATCH_FAILED = "batch_failed"  # error class: the batch ended (FAILED, EXPIRED) without its row
+
+# The end states whose results are stored when the batch names where they are: Vertex exports
+# the rows an expired or cancelled job completed. FAILED (and PAUSED) give every question back.
+WITH_RESULTS = frozenset(
+    {JOB_STATE_SUCCEEDED, JOB_STATE_PARTIALLY_SUCCEEDED, JOB_STATE_EXPIRED, JOB_STATE_CANCELLED}
+)
 
 LineParser = Callable[[bytes], ResultLine]
 
@@ -100,7 +109,7 @@ class Collector:
                     "recording a batch's state", lambda c: store.set_state(c, row.id, job.state)
                 )
             return row
-        if job.responses_file:
+        if job.state in WITH_RESULTS and job.responses_file:
             if job.state != JOB_STATE_SUCCEEDED:
                 log.warning(
                     "batch %s ended %s: storing the rows it completed; the rest go back to"

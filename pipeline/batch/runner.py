@@ -5,7 +5,7 @@
     rounds: submit (batch.submit) -> poll with backoff -> collect (batch.collect)
         claim (lease to the batch) -> JSONL file -> budget hold -> resumable upload
             -> create (name stored at once)
-        -> poll with backoff -> stream the result file -> per group of lines, one transaction:
+        -> poll with backoff -> stream the result files -> per group of lines, one transaction:
            budget, answers, sources, supports, ledger (batch prices), state changes, lines_done
         -> each stored redirect handed to the resolver at once
 

@@ -251,6 +251,41 @@ async def test_failed_rows_and_an_expired_job_go_back_under_the_retry_rules(
     await assert_paid_once(spec.database_url, n)
 
 
+async def test_a_failed_job_gives_every_question_back_under_the_retry_rules(
+    tmp_path: Path, vertex_credentials: Callable[[str], None]
+) -> None:
+    """The input object vanishes between its upload and the job's create: Vertex fails the
+    job; its questions go back (an attempt spent) and the next job answers them."""
+    n = 6
+    with running_emulator(EmulatorConfig(seed=10, batch_delay_s=0.05)) as emu:
+        vertex_credentials(f"{emu.base_url}/token")
+        spec = make_job(
+            tmp_path, base_url=emu.base_url, n_questions=n, overrides=vertex_batch(emu.base_url)
+        )
+        emu.hold_vertex_batch("upload")  # stored, its answer not yet sent
+        run = asyncio.create_task(run_command(spec, backoff=Backoff(cap_s=0.2)))
+        await anyio.to_thread.run_sync(
+            wait_until,
+            lambda: emu.stats()["storage"].get("held_upload", 0) >= 1,
+            "the run uploading its input",
+        )
+        async with StorageClient(_Bearer(emu.bearer_token), endpoint=emu.base_url) as storage:
+            (stored,) = [o async for o in storage.list("ground-test", "in/")]
+            assert await storage.delete(stored.bucket, stored.name)
+        emu.release_vertex_batch("upload")
+        assert await run == 0
+        stats = emu.stats()["prediction"]
+    assert stats["prediction_jobs_created"] >= 2  # the failed job, then its retry
+    failed, *later = await fetch_rows(spec.database_url, sa.select(batches).order_by(batches.c.id))
+    assert failed.state == "JOB_STATE_FAILED" and failed.last_error
+    assert failed.answered == failed.failed_rows == 0 and failed.returned == n
+    assert later and all(r.state == "JOB_STATE_SUCCEEDED" for r in later)
+    assert set(await _finished(spec.database_url)) <= {"done", "ungrounded"}
+    spent, most, n_calls = await _attempts_and_calls(spec.database_url)
+    assert spent == n_calls + n and most == 2  # the failed job's attempt, then the answer
+    await assert_paid_once(spec.database_url, n)
+
+
 async def test_a_cancelled_job_stores_its_completed_rows_and_spends_no_attempt(
     tmp_path: Path, vertex_credentials: Callable[[str], None], capsys: pytest.CaptureFixture[str]
 ) -> None:
