@@ -303,3 +303,20 @@ async def test_answers_lost_after_upload_and_create_are_found_not_redone(tmp_pat
         stats = emu.stats()
         assert stats["storage"]["objects_uploaded"] == 1
         assert stats["prediction"]["prediction_jobs_created"] == 1
+
+
+async def test_find_falls_back_to_the_name_label_when_the_display_name_filter_misses(
+    tmp_path: Path,
+) -> None:
+    with running_emulator(EmulatorConfig(batch_delay_s=60.0)) as emu:
+        part = _parts(tmp_path, 2)[0]
+        async with _client(emu) as client:
+            uri = (await client.upload(part.path, display_name="renamed")).name
+            # A job whose display name no longer matches, but whose label still does.
+            job = await client.create(
+                MODEL, uri, display_name="Renamed Later", labels={"ground-name": "ground-1-x"}
+            )
+            found = await client.find("ground-1-x")
+            assert found is not None and found.name == job.name
+            assert await client.find("ground-1-y") is None
+            assert await client.find("Not A Label!") is None  # no label value: no second look
