@@ -71,8 +71,11 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# `make bench`: the side-by-side table; BENCH_ARGS=--all adds every benchmark in bench/, and
+# BENCH_ARGS=bench_batch.py runs one (batch mode at 100,000 questions, Developer API and Vertex).
+BENCH_ARGS ?=
 bench: $(STAMP)
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache var

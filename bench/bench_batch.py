@@ -1,23 +1,33 @@
-"""Benchmark: CPU and peak RSS of batch mode over 100,000 questions (not a test).
+"""Benchmark: CPU and peak RSS of batch mode over 100,000 questions, the Developer API's Batch
+API and Vertex AI batch prediction side by side (not a test).
 
-Starts ``python -m pipeline.emulator --port 0`` as a child process (its CPU and memory are
-reported apart), loads ``--questions`` questions into a fresh SQLite database, then times in
-this process:
+Each backend runs in its own child process (so each peak RSS is its own), against its own
+``python -m pipeline.emulator --port 0`` (whose CPU and memory are reported apart). The child
+loads ``--questions`` questions into a fresh SQLite database, then times, in its process:
 
-1. prepare + upload: claim and lease every question to a batch, write the JSONL file, upload
-   it with the resumable protocol, create the batch (``ground run --no-wait``'s work);
-2. download + store: poll, stream the result file, store every line (answers, sources,
-   supports, ledger, states) a group at a time. The resolver is off: it is measured by
-   ``bench_pipeline.py``.
+* prepare: claim and lease every question to one batch, write its JSONL file (the Developer
+  API's ``{"key", "request"}`` lines, or Vertex's with the key in the request's labels), hold
+  the budget (none here);
+* upload: the Files API's resumable upload, or Cloud Storage (MD5 of the file, then multipart
+  or resumable upload); and create (one ``batchGenerateContent`` / ``batchPredictionJobs``);
+* poll: every ``get`` until the batch ends;
+* store: list the result files, stream them, store every line (answers, sources, supports,
+  ledger at batch prices, states) a group at a time. The resolver is off: it is measured by
+  ``bench_pipeline.py``.
 
-    .venv/bin/python bench/bench_batch.py [--questions 100000]
+CPU is the process's (every thread, the MD5 worker's included), counted inside each Batch
+API verb by a wrapper; "prepare" and "store" are their phases' CPU less the verbs within.
 
-Target: peak RSS of this process under 200 MB.
+    .venv/bin/python bench/bench_batch.py [--questions 100000] [--backend developer|vertex]
+
+Target: peak RSS of each ``ground`` process under 200 MB.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import re
 import resource
@@ -25,18 +35,32 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from pipeline.batch.api import BatchApi  # noqa: E402
+from pipeline.batch.budget import BatchBudget  # noqa: E402
 from pipeline.batch.runner import BatchRunner  # noqa: E402
 from pipeline.commands import load_job, opened  # noqa: E402
+from pipeline.commands.batch import batch_client  # noqa: E402
+from pipeline.gemini.batch_wire import BatchJob, ResultLine, UploadedFile  # noqa: E402
+from pipeline.job.calls import CallPlan, plan_calls  # noqa: E402
+from pipeline.job.spec import JobSpec  # noqa: E402
+from pipeline.run.context import run_context  # noqa: E402
 from tests.support.jobs import make_job  # noqa: E402
+from tests.support.vertex import service_account_file, vertex_batch  # noqa: E402
 
 TARGET_RSS_MB = 200
+BACKENDS = ("developer", "vertex")
+POLL_S = 0.2  # seconds: the first poll's wait (doubled up to 5 x)
+COLUMNS = ("prepare", "upload", "create", "poll", "store")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -60,47 +84,120 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-async def bench(base_url: str, n: int, directory: Path) -> list[tuple[str, float, float, float]]:
+class Timed:
+    """A :class:`BatchApi` that counts the CPU spent inside each verb (the runner awaits one
+    verb at a time, and the resolver is off, so the process's CPU meanwhile is the verb's)."""
+
+    def __init__(self, inner: BatchApi) -> None:
+        self.inner = inner
+        self.cpu: Counter[str] = Counter()
+
+    @contextlib.contextmanager
+    def _timed(self, verb: str) -> Iterator[None]:
+        start = own_cpu()
+        try:
+            yield
+        finally:
+            self.cpu[verb] += own_cpu() - start
+
+    async def __aenter__(self) -> Timed:
+        await self.inner.__aenter__()  # type: ignore[attr-defined]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.inner.__aexit__(*exc)  # type: ignore[attr-defined]
+
+    def encode_line(self, key: str, body: bytes) -> bytes:
+        return self.inner.encode_line(key, body)
+
+    def parse_line(self, line: bytes) -> ResultLine:
+        return self.inner.parse_line(line)
+
+    async def upload(self, path: Path, *, display_name: str) -> UploadedFile:
+        with self._timed("upload"):
+            return await self.inner.upload(path, display_name=display_name)
+
+    async def create(self, model: str, file_name: str, *, display_name: str) -> BatchJob:
+        with self._timed("create"):
+            return await self.inner.create(model, file_name, display_name=display_name)
+
+    async def find(self, display_name: str) -> BatchJob | None:
+        with self._timed("create"):  # the look-up before a create
+            return await self.inner.find(display_name)
+
+    async def get(self, name: str) -> BatchJob:
+        with self._timed("poll"):
+            return await self.inner.get(name)
+
+    async def cancel(self, name: str) -> None:
+        await self.inner.cancel(name)
+
+    async def output_files(self, results: str) -> list[str]:
+        return await self.inner.output_files(results)
+
+    def download_lines(self, file_name: str) -> AsyncIterator[bytes]:
+        return self.inner.download_lines(file_name)  # interleaved with storing: "store"
+
+
+def runner(spec: JobSpec, engine: Any, job_id: int, plan: CallPlan, client: Timed) -> BatchRunner:
+    ctx = run_context(spec, engine, job_id)
+    budget = BatchBudget(
+        ctx.db,
+        job_id,
+        budget_micro=None,
+        worst_case=ctx.worst_case,
+        tool=plan.ground.tool,
+        hold_s=spec.batch.lease_s,
+    )
+    return BatchRunner(
+        ctx, plan, budget, client, settings=spec.batch, allow_hosts=spec.resolver.allow_hosts
+    )
+
+
+async def bench(backend: str, base_url: str, n: int, directory: Path) -> dict[str, float]:
     overrides = [
         'model.mode="batch"',
         f"batch.max_requests={n}",
-        "batch.poll_initial_s=0.2",
-        "batch.poll_max_s=1.0",
+        f"batch.poll_initial_s={POLL_S}",
+        f"batch.poll_max_s={POLL_S * 5}",
         "resolver.enabled=false",
     ]
-    spec = make_job(directory, base_url=base_url, n_questions=n, overrides=overrides)
-    rows: list[tuple[str, float, float, float]] = []
+    if backend == "vertex":
+        overrides = [*vertex_batch(base_url, poll_s=POLL_S), *overrides[1:]]
+        token_uri = f"{base_url}/token"
+        os.environ["GOOGLE_APPLICATION_CREDENTIALS"] = str(
+            service_account_file(directory, token_uri)
+        )
+    spec = make_job(directory / "job", base_url=base_url, n_questions=n, overrides=overrides)
+    plan = plan_calls(spec)
+    out: dict[str, float] = {}
     async with opened(spec) as engine:
         cpu, wall = own_cpu(), time.perf_counter()
         job_id = await load_job(engine, spec)
         assert job_id is not None
-        rows.append(("load (not batch work)", own_cpu() - cpu, time.perf_counter() - wall, 0))
-        rows[-1] = (*rows[-1][:3], peak_rss_mb())
+        out["load"], out["load_wall"] = own_cpu() - cpu, time.perf_counter() - wall
+
+        client = Timed(batch_client(spec, plan))
         cpu, wall = own_cpu(), time.perf_counter()
-        summary = await BatchRunner(spec, engine, job_id).run(wait=False)
-        assert summary.waiting and summary.created, summary
-        rows.append(
-            (
-                "prepare + upload + create",
-                own_cpu() - cpu,
-                time.perf_counter() - wall,
-                peak_rss_mb(),
-            )
-        )
+        summary = await runner(spec, engine, job_id, plan, client).run(wait=False)
+        assert summary.waiting and summary.batches_created, summary
+        submit_cpu, out["submit_wall"] = own_cpu() - cpu, time.perf_counter() - wall
+        out["prepare"] = submit_cpu - client.cpu["upload"] - client.cpu["create"]
+        out["upload"], out["create"] = client.cpu["upload"], client.cpu["create"]
+        out["rss_submit"] = peak_rss_mb()
+
+        client = Timed(batch_client(spec, plan))
         cpu, wall = own_cpu(), time.perf_counter()
-        summary = await BatchRunner(spec, engine, job_id).run(wait=True)
+        summary = await runner(spec, engine, job_id, plan, client).run(wait=True)
         assert summary.stored_lines == n, summary
-        rows.append(
-            ("poll + download + store", own_cpu() - cpu, time.perf_counter() - wall, peak_rss_mb())
-        )
-    return rows
+        collect_cpu, out["collect_wall"] = own_cpu() - cpu, time.perf_counter() - wall
+        out["poll"] = client.cpu["poll"]
+        out["store"] = collect_cpu - out["poll"]
+        out["rss"] = peak_rss_mb()
+    return out
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--questions", type=int, default=100_000)
-    args = parser.parse_args()
-    os.environ.setdefault("GEMINI_API_KEY", "emulator-key")
+def start_emulator() -> tuple[subprocess.Popen[str], str]:
     child = subprocess.Popen(
         [sys.executable, "-m", "pipeline.emulator", "--port", "0", "--seed", "1"],
         cwd=REPO,
@@ -108,27 +205,69 @@ def main() -> int:
         stderr=subprocess.DEVNULL,
         text=True,
     )
+    assert child.stdout is not None
+    line = child.stdout.readline()
+    match = re.search(r"listening on (\S+)", line)
+    if match is None:
+        child.terminate()
+        raise SystemExit(f"the emulator did not start: {line!r}")
+    return child, match.group(1)
+
+
+def one_backend(backend: str, n: int) -> dict[str, float]:
+    """This process measures one backend against its own emulator."""
+    os.environ.setdefault("GEMINI_API_KEY", "emulator-key")
+    os.environ.pop("STORAGE_EMULATOR_HOST", None)
+    child, base_url = start_emulator()
     try:
-        assert child.stdout is not None
-        line = child.stdout.readline()
-        match = re.search(r"listening on (\S+)", line)
-        if match is None:
-            print(f"the emulator did not start: {line!r}", file=sys.stderr)
-            return 1
         emu_cpu = cpu_seconds(child.pid)
-        with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
-            rows = anyio.run(bench, match.group(1), args.questions, Path(tmp))
-        emu_cpu = cpu_seconds(child.pid) - emu_cpu
-        emu_rss = rss_mb(child.pid)
+        with tempfile.TemporaryDirectory(prefix=f"bench-batch-{backend}-") as tmp:
+            out = anyio.run(bench, backend, base_url, n, Path(tmp))
+        out["emulator_cpu"] = cpu_seconds(child.pid) - emu_cpu
+        out["emulator_rss"] = rss_mb(child.pid)
     finally:
         child.terminate()
         child.wait()
-    print(f"batch mode, {args.questions:,} questions (this process; emulator apart)")
-    print(f"{'phase':<28} {'CPU s':>8} {'wall s':>8} {'peak RSS MB':>12}")
-    for name, cpu, wall, rss in rows:
-        print(f"{name:<28} {cpu:>8.1f} {wall:>8.1f} {rss:>12.1f}")
-    peak = rows[-1][3]
-    print(f"emulator: {emu_cpu:.1f} CPU s, peak RSS {emu_rss:.0f} MB")
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=100_000)
+    parser.add_argument("--backend", choices=BACKENDS, help="one backend, in this process")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.backend:
+        out = one_backend(args.backend, args.questions)
+        print(json.dumps(out) if args.json else out)
+        return 0
+    results: dict[str, dict[str, float]] = {}
+    for backend in BACKENDS:
+        command = [sys.executable, __file__, "--backend", backend, "--json"]
+        done = subprocess.run(
+            [*command, "--questions", str(args.questions)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode:
+            print(f"{backend}: failed\n{done.stderr}", file=sys.stderr)
+            return 1
+        results[backend] = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"batch mode, {args.questions:,} questions: CPU seconds of the ground process by step")
+    print("(the emulator's apart), wall seconds of submit and collect, peak RSS")
+    head = "".join(f"{c:>9}" for c in COLUMNS)
+    print(f"{'backend':<10}{head}{'submit s':>10}{'collect s':>10}{'peak RSS MB':>13}")
+    for backend, out in results.items():
+        cells = "".join(f"{out[c]:>9.2f}" for c in COLUMNS)
+        walls = f"{out['submit_wall']:>10.1f}{out['collect_wall']:>10.1f}"
+        print(f"{backend:<10}{cells}{walls}{out['rss']:>13.1f}")
+    for backend, out in results.items():
+        print(
+            f"{backend}: load {out['load']:.1f} CPU s (not batch work); emulator"
+            f" {out['emulator_cpu']:.1f} CPU s, peak RSS {out['emulator_rss']:.0f} MB"
+        )
+    peak = max(out["rss"] for out in results.values())
     verdict = "OK" if peak < TARGET_RSS_MB else "OVER"
     print(f"peak RSS {peak:.1f} MB against a target of {TARGET_RSS_MB} MB: {verdict}")
     return 0 if peak < TARGET_RSS_MB else 1

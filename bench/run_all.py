@@ -1,5 +1,6 @@
 """``make bench``: the side-by-side table (``BENCHMARKS.md``, within 15 minutes on 2 cores).
-``--all`` then runs every other benchmark in bench/, one after the other."""
+``--all`` then runs every other benchmark in bench/, one after the other; naming benchmarks
+(``make bench BENCH_ARGS=bench_batch.py``) runs just those."""
 
 from __future__ import annotations
 
@@ -14,12 +15,19 @@ BENCHES = (
     "bench_emulator.py",
     "bench_pipeline.py",
     "bench_export.py",
+    "bench_batch.py",  # batch mode at 100,000 questions, Developer API and Vertex (~5 minutes)
 )
 
 
 def main() -> int:
     here = Path(__file__).resolve().parent
-    names = BENCHES if "--all" in sys.argv[1:] else BENCHES[:1]
+    args = sys.argv[1:]
+    named = [name for name in args if name in BENCHES]
+    unknown = [name for name in args if name not in BENCHES and name != "--all"]
+    if unknown:
+        print(f"unknown benchmarks: {', '.join(unknown)} (any of {', '.join(BENCHES)})")
+        return 2
+    names = named or (BENCHES if "--all" in args else BENCHES[:1])
     for name in names:
         print(f"== {name}", flush=True)
         if subprocess.run([sys.executable, str(here / name)], check=False).returncode:

@@ -1,17 +1,24 @@
-"""Batch collection: a finished batch's state recorded, its result file streamed down and
+"""Batch collection: a finished batch's state recorded, its result files streamed down and
 stored a group of lines at a time, each group in one transaction.
 
 ::
 
-    poll says finished -> SUCCEEDED: downloading -> per STORE_GROUP lines, one transaction:
-        budget settled, answers (sources, supports) or structured objects, ledger rows at
-        batch prices, state changes, lines_done (and grounded / ungrounded counts)
+    poll says finished, with results -> downloading -> every result file, in order, as one
+        stream -> per STORE_GROUP lines, one transaction: budget settled, answers (sources,
+        supports) or structured objects, ledger rows at batch prices, state changes,
+        lines_done (and grounded / ungrounded counts)
         -> each stored redirect handed to the resolver at once
-    -> FAILED / EXPIRED: questions back to the queue under the retry policy
-    -> CANCELLED: questions back without spending an attempt
+        -> the keys with no line back to the queue: under the retry policy, or untouched
+           when the batch was CANCELLED
+    -> finished without results (FAILED; an EXPIRED or CANCELLED Developer API batch):
+       questions back to the queue under the retry policy, untouched when CANCELLED
 
-A download resumed after a crash skips the ``lines_done`` already stored. Questions the file
-did not mention come back to the queue too.
+"With results": SUCCEEDED, and for Vertex also PARTIALLY_SUCCEEDED, EXPIRED and CANCELLED,
+which export the rows they completed (docs/vertex-batch.md); FAILED gives every question back
+whatever it wrote. Which files, how a line reads and
+how it is keyed is the Batch API's (:meth:`~pipeline.batch.api.BatchApi.output_files`,
+:meth:`~pipeline.batch.api.BatchApi.parse_line`); the rest is the same for both. A download
+resumed after a crash skips the ``lines_done`` already stored, counted across the files.
 
 Google Search in batch is reported as supported but unconfirmed, so each ground batch counts
 its answers grounded and ungrounded (``ground status`` shows them); a batch whose answers all
@@ -22,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import anyio
 from anyio.abc import ObjectSendStream
@@ -35,10 +42,11 @@ from pipeline.clock import utcnow
 from pipeline.gemini.api_errors import TransientError
 from pipeline.gemini.batch_wire import (
     JOB_STATE_CANCELLED,
+    JOB_STATE_EXPIRED,
+    JOB_STATE_PARTIALLY_SUCCEEDED,
     JOB_STATE_SUCCEEDED,
     BatchJob,
     ResultLine,
-    parse_result_line,
 )
 from pipeline.job.calls import CallPlan
 from pipeline.links.resolver import Lookup
@@ -56,7 +64,15 @@ from pipeline.store.structured import persist_structured
 log = logging.getLogger(__name__)
 
 STORE_GROUP = 500  # result lines per transaction
-BATCH_FAILED = "batch_failed"  # error class: the whole batch ended FAILED or EXPIRED
+BATCH_FAILED = "batch_failed"  # error class: the batch ended (FAILED, EXPIRED) without its row
+
+# The end states whose results are stored when the batch names where they are: Vertex exports
+# the rows an expired or cancelled job completed. FAILED (and PAUSED) give every question back.
+WITH_RESULTS = frozenset(
+    {JOB_STATE_SUCCEEDED, JOB_STATE_PARTIALLY_SUCCEEDED, JOB_STATE_EXPIRED, JOB_STATE_CANCELLED}
+)
+
+LineParser = Callable[[bytes], ResultLine]
 
 
 class Collector:
@@ -93,7 +109,15 @@ class Collector:
                     "recording a batch's state", lambda c: store.set_state(c, row.id, job.state)
                 )
             return row
-        if job.state == JOB_STATE_SUCCEEDED and job.responses_file:
+        if job.state in WITH_RESULTS and job.responses_file:
+            if job.state != JOB_STATE_SUCCEEDED:
+                log.warning(
+                    "batch %s ended %s: storing the rows it completed; the rest go back to"
+                    " the queue",
+                    row.name,
+                    job.state,
+                    extra={"action": "batch_ended", "batch": row.name, "state": job.state},
+                )
 
             async def downloading(connection: AsyncConnection) -> store.BatchRow:
                 await store.set_state(
@@ -103,6 +127,7 @@ class Collector:
                     phase=store.DOWNLOADING,
                     responses_file=job.responses_file,
                     finished_at=job.end_time or utcnow(),
+                    last_error=job.error,
                 )
                 return await store.get(connection, row.id)
 
@@ -135,7 +160,12 @@ class Collector:
         return done
 
     async def _give_back(
-        self, connection: AsyncConnection, row: store.BatchRow, why: str, *, spend_attempt: bool
+        self,
+        connection: AsyncConnection,
+        row: store.BatchRow,
+        why: str,
+        *,
+        spend_attempt: bool,
     ) -> tuple[int, list[StateChange]]:
         """Questions still leased to the batch -> the queue: under the retry policy when the
         batch spent their attempt, untouched otherwise (a cancel). How many, and the state
@@ -172,10 +202,13 @@ class Collector:
     # -- the result file ----------------------------------------------------------------------
 
     async def download(self, client: BatchApi, row: store.BatchRow) -> None:
-        """Stream the result file; store it a group at a time from ``lines_done`` on."""
-        assert row.responses_file is not None
+        """Stream the result files as one; store them a group at a time from ``lines_done``
+        on. The keys without a line go back to the queue: an attempt spent, unless the batch
+        was cancelled."""
+        assert row.results is not None
         db = self.ctx.db
-        lines: AsyncIterator[bytes] = client.download_lines(row.responses_file)
+        files = await client.output_files(row.results)
+        parse: LineParser = client.parse_line
         skip = row.lines_done
         held = await db.read("reading a batch's hold", lambda c: self.budget.held(c, row.id)) or 0
         # Each line releases its share of the hold; the rest goes when the batch is done.
@@ -186,23 +219,30 @@ class Collector:
             async def read() -> None:
                 async with send:
                     index = 0
-                    async for line in lines:
-                        if index >= skip:
-                            await send.send(line)
-                        index += 1
+                    for name in files:
+                        lines: AsyncIterator[bytes] = client.download_lines(name)
+                        async for line in lines:
+                            if index >= skip:
+                                await send.send(line)
+                            index += 1
 
             group.start_soon(read)
             async for chunk in groups(receive, STORE_GROUP):
                 with anyio.CancelScope(shield=True):
-                    await self._store(row, chunk, share)
+                    await self._store(row, chunk, share, parse)
+
+        state = row.state or JOB_STATE_SUCCEEDED
 
         async def stored(connection: AsyncConnection) -> tuple[store.BatchRow, list[StateChange]]:
             await self.budget.release(connection, row.id)
-            # Questions the file did not mention come back too (a row Google dropped).
+            # Questions no line mentioned come back too (rows an ended batch never reached,
+            # or a row Google dropped): a cancel spends no attempt.
             returned, changes = await self._give_back(
-                connection, row, "without their rows", spend_attempt=True
+                connection,
+                row,
+                f"{state} without their rows",
+                spend_attempt=state != JOB_STATE_CANCELLED,
             )
-            await store.set_state(connection, row.id, JOB_STATE_SUCCEEDED)
             await store.finish(connection, row.id, returned=returned)
             return await store.get(connection, row.id), changes
 
@@ -215,11 +255,13 @@ class Collector:
         )
         self._check_grounding(done)
 
-    async def _store(self, row: store.BatchRow, chunk: list[bytes], share: int) -> None:
+    async def _store(
+        self, row: store.BatchRow, chunk: list[bytes], share: int, parse: LineParser
+    ) -> None:
         """One transaction: the budget settled, the group's answers (sources, supports) or
         structured objects, ledger rows, state changes, and the batch's ``lines_done``."""
         now = utcnow()
-        results = [parse_result_line(line) for line in chunk]
+        results = [parse(line) for line in chunk]
         ids = [int(r.key) for r in results if r.key.isdigit()]
         started = row.submitted_at or now
         ctx = LineContext(

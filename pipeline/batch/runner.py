@@ -5,7 +5,7 @@
     rounds: submit (batch.submit) -> poll with backoff -> collect (batch.collect)
         claim (lease to the batch) -> JSONL file -> budget hold -> resumable upload
             -> create (name stored at once)
-        -> poll with backoff -> stream the result file -> per group of lines, one transaction:
+        -> poll with backoff -> stream the result files -> per group of lines, one transaction:
            budget, answers, sources, supports, ledger (batch prices), state changes, lines_done
         -> each stored redirect handed to the resolver at once
 
@@ -22,16 +22,18 @@ batch by its unique display name before creating anything, one that died while p
 the same batch, one that died mid-download skips the ``lines_done`` already stored. So a set
 of questions is never submitted twice.
 
-Failed rows, and every question of a batch that ended ``FAILED`` or ``EXPIRED``, go back to
-the queue under the retry policy (:mod:`pipeline.limits.policy`), exactly as the same failure
-online; they go into the next batch, or online when ``[batch] retries = "online"``. A
-``CANCELLED`` batch (``ground batch cancel``) gives its questions back without spending an
-attempt.
+Failed rows, and every question of a batch that ended ``FAILED`` or ``EXPIRED`` without a
+row for it, go back to the queue under the retry policy (:mod:`pipeline.limits.policy`),
+exactly as the same failure online; they go into the next batch, or online when ``[batch]
+retries = "online"``. A ``CANCELLED`` batch (``ground batch cancel``) gives its questions back
+without spending an attempt. Rows a Vertex job completed before it expired or was cancelled
+are exported, and stored like any others.
 
 The backend seam: everything Google-specific is behind :class:`~pipeline.batch.api.BatchApi`
-(upload, create, find, get, cancel, download): the Developer API's
-:class:`~pipeline.gemini.batch.BatchClient`, or Vertex batch prediction over Cloud Storage
-(``gs://`` input and output); the runner and the store do not change.
+(the input and result lines, upload, create, find, get, cancel, the result files and their
+download): the Developer API's :class:`~pipeline.gemini.batch.BatchClient`, or Vertex batch
+prediction over Cloud Storage (:class:`~pipeline.gemini.vertex_batch.VertexBatchClient`,
+``gs://`` input and output); the runner and the store do not change.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from pipeline.batch.collect import Collector
 from pipeline.batch.submit import Submitter
 from pipeline.clock import utcnow
 from pipeline.errors import RunFatalError
-from pipeline.gemini.api_errors import TransientError
+from pipeline.gemini.api_errors import PermanentError, TransientError
 from pipeline.job.calls import CallPlan
 from pipeline.job.sections import BatchSection
 from pipeline.links.resolver import Lookup, Resolver
@@ -218,18 +220,25 @@ class BatchRunner:
             self.stop(f"{failures} polls failed in a row; run again to resume")
 
 
-async def cancel_batches(db: Database, job_id: int, client: BatchApi) -> list[str]:
-    """Ask the Batch API to cancel every running batch of the job; the names asked. The next
-    run polls them, sees ``CANCELLED`` and gives their questions back without spending
-    attempts."""
+async def cancel_batches(
+    db: Database, job_id: int, client: BatchApi
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """Ask the Batch API to cancel every running batch of the job: the names asked, and those
+    it refused with why (a batch that ended before the request, say). The next run polls
+    them, sees ``CANCELLED`` and gives their questions back without spending attempts."""
     rows = await db.read(
         "reading the open batches", lambda c: store.job_batches(c, job_id, unfinished=True)
     )
     asked: list[str] = []
+    refused: list[tuple[str, str]] = []
     async with client:
         for row in rows:
-            if row.name is None:
+            if row.name is None or row.phase != store.SUBMITTED:  # not created, or ended
                 continue
-            await client.cancel(row.name)
+            try:
+                await client.cancel(row.name)
+            except PermanentError as exc:  # e.g. 400 FAILED_PRECONDITION: it has ended
+                refused.append((row.name, exc.message))
+                continue
             asked.append(row.name)
-    return asked
+    return asked, refused

@@ -4,7 +4,12 @@ hold the budget, create the batch and store its name at once.
 ::
 
     claim (lease to the batch) -> JSONL file (cut to the byte limit and to the budget)
-        -> budget hold -> resumable upload -> find-or-create -> name stored
+        -> budget hold -> resumable upload (where it went stored) -> find-or-create
+        -> name stored
+
+The input lines are the Batch API's own (:meth:`~pipeline.batch.api.BatchApi.encode_line`:
+``{"key", "request"}`` for the Developer API, the key in the request's labels for Vertex);
+everything else here is the same for both.
 
 Two kinds of batch (``batches.step``): ``ground`` (call 1 of questions without an answer) and,
 with ``[batch] structure = true`` and the structure step on, ``structure`` (call 2 built from
@@ -12,8 +17,9 @@ each question's stored grounded answer by :func:`pipeline.structure.build_struct
 the repair of an invalid output carries its validation errors, :mod:`pipeline.batch.verdicts`).
 
 Every step resumes from the database: a batch still ``preparing`` is written and uploaded
-again (uploads are free; a budget hold already taken is not taken twice), one ``uploaded``
-is looked up by its unique display name before anything is created.
+again (uploads are free, and Cloud Storage keeps content it already holds: same MD5, no
+second upload; a budget hold already taken is not taken twice), one ``uploaded`` is looked up
+by its unique display name before anything is created.
 """
 
 from __future__ import annotations
@@ -106,15 +112,22 @@ class Submitter:
                 return False
             row = uploaded
         if row.phase == store.UPLOADED:
-            assert row.file_name is not None
+            assert row.input_name is not None
             # A create whose answer was lost (the run died) left the batch at Google: find it.
             job = await client.find(row.display_name)
             if job is None:
-                job = await client.create(row.model, row.file_name, display_name=row.display_name)
+                job = await client.create(row.model, row.input_name, display_name=row.display_name)
                 self.ctx.summary.batches_created.append(job.name)
             await self.ctx.db.transaction(
                 "recording a created batch",
-                lambda c: store.set_submitted(c, row.id, job.name, job.state, job.create_time),
+                lambda c: store.set_submitted(
+                    c,
+                    row.id,
+                    job.name,
+                    job.state,
+                    job.create_time,
+                    output_uri_prefix=job.output_uri_prefix,
+                ),
             )
             log.info(
                 "%s batch %s created for %d questions",
@@ -141,6 +154,7 @@ class Submitter:
                 stem=row.display_name,
                 max_bytes=self._settings.max_bytes,
                 max_requests=self._settings.max_requests,
+                encode=client.encode_line,
             )
             seen: list[int] = []
             costs: dict[int, int] = {}  # worst cases, with a budget to hold
@@ -164,10 +178,10 @@ class Submitter:
                 return None
             if over_budget:
                 budget.cut(row, len(kept), len(seen) - len(kept), left)
-            file_name = await client.upload(parts[0].path, display_name=row.display_name)
+            sent = await client.upload(parts[0].path, display_name=row.display_name)
 
         async def uploaded(connection: AsyncConnection) -> store.BatchRow:
-            await store.set_uploaded(connection, row.id, file_name)
+            await store.set_uploaded(connection, row.id, sent.name, sent.md5)
             return await store.get(connection, row.id)
 
         return await db.transaction("recording an uploaded batch", uploaded)

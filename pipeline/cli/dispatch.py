@@ -201,9 +201,10 @@ def _run_command(args: argparse.Namespace, log_format: str) -> int:
                 args, lambda spec: commands.run_command(spec, watch, no_wait=args.no_wait)
             )
         case "batch":
-            from pipeline.commands.batch import batch_cancel_command
+            from pipeline.commands.batch import batch_cancel_command, batch_clean_command
 
-            return _job_command(args, batch_cancel_command)
+            action = batch_clean_command if args.batch_command == "clean" else batch_cancel_command
+            return _job_command(args, action)
         case "worker":
             from pipeline.commands.worker import worker_command
 

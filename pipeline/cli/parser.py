@@ -112,6 +112,11 @@ def _add_run_commands(commands: Commands, job: argparse.ArgumentParser) -> None:
     batch_commands.add_parser(
         "cancel", parents=[job], help="cancel the job's running batches at Google"
     )
+    batch_commands.add_parser(
+        "clean",
+        parents=[job],
+        help="remove the files stored Vertex batches left in Cloud Storage (inputs, outputs)",
+    )
     worker = commands.add_parser(
         "worker", parents=[job], help="run the job in N processes under one supervisor"
     )

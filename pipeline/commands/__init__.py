@@ -7,8 +7,8 @@ problems to stderr; they never print a credential. By module:
 * ``maintain``: ``migrate``, ``load``, ``resolve``, ``retry``, ``estimate``;
 * ``index``: ``index`` (the job's own retrieval index; imported only by that command);
 * ``results``: ``status``, ``export``, ``show``, ``report``;
-* ``batch``: batch mode's side of ``run`` and of ``status``, and ``batch cancel`` (imported
-  only by the commands that meet a batch job);
+* ``batch``: batch mode's side of ``run`` and of ``status``, ``batch cancel`` and
+  ``batch clean`` (imported only by the commands that meet a batch job);
 * ``common``: messages, the job's database opened and migrated, loading the questions.
 """
 

@@ -1,9 +1,14 @@
-"""The batch-mode side of ``ground run``, ``ground batch cancel`` and the status lines.
+"""The batch-mode side of ``ground run``, ``ground batch cancel``, ``ground batch clean`` and
+the status lines.
 
 ``ground run`` on a job with ``[model] mode = "batch"`` first drives its batches here
 (:class:`~pipeline.batch.runner.BatchRunner`), then goes on as an online run, which finds
 only what batch mode leaves to it: call 2 when ``[batch] structure = false``, and retries
 when ``[batch] retries = "online"``.
+
+The Batch API is the job's backend's: the Developer API's Batch and Files API, or Vertex AI
+batch prediction over Cloud Storage (``[batch] gcs_input``, ``gcs_output``), chosen once here
+(:func:`batch_client`); the runner only knows :class:`~pipeline.batch.api.BatchApi`.
 """
 
 from __future__ import annotations
@@ -12,12 +17,14 @@ from typing import Any
 
 from pipeline.batch.api import BatchApi
 from pipeline.batch.budget import BatchBudget
+from pipeline.batch.clean import clean_batches, left_behind
 from pipeline.batch.runner import BatchRunner, cancel_batches
 from pipeline.commands.common import complain, find_job_id, opened, say
 from pipeline.exit_codes import EXIT_FAILED, EXIT_OK, ExitStatus, run_status
 from pipeline.gemini.batch import BatchClient
 from pipeline.gemini.batch_wire import JOB_STATE_SUCCEEDED
-from pipeline.gemini.endpoint import ConfigurationError
+from pipeline.gemini.endpoint import ConfigurationError, vertex_place
+from pipeline.gemini.vertex_batch import VertexBatchClient
 from pipeline.job.calls import CallPlan, plan_calls
 from pipeline.job.spec import JobSpec
 from pipeline.links.resolver import Resolver
@@ -27,8 +34,28 @@ from pipeline.store.reconnect import Database
 
 
 def batch_client(spec: JobSpec, plan: CallPlan) -> BatchApi:
-    """The job's Batch API client (the Developer API's Batch and Files API)."""
+    """The job's Batch API client: Vertex batch prediction for a Vertex job, else the
+    Developer API's Batch and Files API. Raises
+    :class:`~pipeline.gemini.endpoint.ConfigurationError` without a Vertex project."""
+    if plan.backend == "vertex":
+        return vertex_batch_client(spec, plan)
     return BatchClient(plan.ground_endpoint.auth, base_url=spec.model.base_url or None)
+
+
+def vertex_batch_client(spec: JobSpec, plan: CallPlan) -> VertexBatchClient:
+    """Vertex batch prediction in the job's project and location, its files under ``[batch]
+    gcs_input`` / ``gcs_output``, Cloud Storage at ``gcs_endpoint`` (else
+    ``STORAGE_EMULATOR_HOST``, else Google's), with the credentials of the job's calls."""
+    project, location = vertex_place(spec.model.project or None, spec.model.location or None)
+    return VertexBatchClient(
+        plan.ground_endpoint.auth,
+        project=project,
+        location=location,
+        gcs_input=spec.batch.gcs_input,
+        gcs_output=spec.batch.gcs_output,
+        base_url=spec.model.base_url or None,
+        storage_endpoint=spec.batch.gcs_endpoint or None,
+    )
 
 
 async def run_batches(
@@ -87,11 +114,46 @@ async def batch_cancel_command(spec: JobSpec) -> int:
             complain(str(exc))
             return EXIT_FAILED
         db = Database(engine, outage_s=spec.job.database_outage_s)
-        asked = await cancel_batches(db, job_id, batch_client(spec, plan))
-    if not asked:
+        asked, refused = await cancel_batches(db, job_id, batch_client(spec, plan))
+    if not asked and not refused:
         say("no running batch to cancel")
     for name in asked:
         say(f"cancel requested: {name}; the next `ground run` gives its questions back")
+    for name, why in refused:
+        complain(f"{name}: not cancelled: {why}")
+    return EXIT_FAILED if refused else EXIT_OK
+
+
+async def batch_clean_command(spec: JobSpec) -> int:
+    """``ground batch clean JOB``: remove what the job's stored batches left in Cloud Storage
+    (their input objects and output files)."""
+    async with opened(spec) as engine:
+        job_id = await find_job_id(engine, spec)
+        if job_id is None:
+            return EXIT_FAILED
+        db = Database(engine, outage_s=spec.job.database_outage_s)
+        left = await db.read(
+            "reading the stored batches", lambda c: store.left_in_bucket(c, job_id)
+        )
+        if not left:
+            say("nothing to clean: no stored batch has files left in Cloud Storage")
+            return EXIT_OK
+        if spec.model.backend != "vertex":
+            complain(
+                f"{spec.path}: model.backend: the job's batches left files in Cloud Storage;"
+                ' cleaning them needs model.backend = "vertex" with its [batch] gcs_input and'
+                " gcs_output"
+            )
+            return EXIT_FAILED
+        try:
+            client = vertex_batch_client(spec, plan_calls(spec))
+        except ConfigurationError as exc:
+            complain(str(exc))
+            return EXIT_FAILED
+        async with client:
+            cleaned = await clean_batches(db, job_id, client)
+    removed = sum(len(c.removed) for c in cleaned)
+    say(f"cleaned {len(cleaned)} batches: {removed} objects removed from Cloud Storage")
     return EXIT_OK
 
 
@@ -123,6 +185,8 @@ async def batch_status(connection: Any, job_id: int) -> list[dict[str, Any]]:
                 "links_expired_share": links.expired_share,
                 "link_age_mean_s": links.mean_age_s,
                 "link_age_max_s": links.max_age_s,
+                # what a stored batch left in Cloud Storage (`ground batch clean` removes it)
+                "left_in_bucket": list(left_behind(row)) if row.phase == store.DONE else [],
             }
         )
     return out
@@ -150,6 +214,13 @@ def render_batch_status(rows: list[dict[str, Any]]) -> str:
                 f" {b['links_expired_share']:.1%} already expired"
             )
         lines.append(line)
+    left = [uri for b in rows for uri in b.get("left_in_bucket") or ()]
+    if left:
+        lines.append(
+            "left in Cloud Storage by stored batches (inputs; output directories with their"
+            " predictions*.jsonl), removed by `ground batch clean`:"
+        )
+        lines.extend(f"  {uri}" for uri in left)
     return "\n".join(lines)
 
 

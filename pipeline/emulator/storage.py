@@ -27,7 +27,8 @@ size. ``crc32c`` is not sent (no checksum library here).
 Faults: ``storage_chunk_503_share`` of resumable chunks keep half of what they carried and
 answer 503, so a client has to ask how much arrived and go on from there. Tests can hold a
 step (:meth:`StorageService.hold`): ``upload`` (the object stored, its answer not sent) and
-``download`` (half the lines sent); ``arrived`` counts the held requests.
+``download`` (half the lines sent; optionally only from the n-th output file on); ``arrived``
+counts the held requests.
 """
 
 from __future__ import annotations
@@ -185,10 +186,14 @@ class StorageService:
         self._gates = {stage: asyncio.Event() for stage in STAGES}
         for gate in self._gates.values():
             gate.set()
+        self._passes: Counter[str] = Counter()
 
     # --- test control -----------------------------------------------------------------
 
-    def hold(self, stage: str) -> None:
+    def hold(self, stage: str, *, after: int = 0) -> None:
+        """Hold ``stage``, letting the first ``after`` arrivals through (``download`` with
+        ``after=1``: the second output file stops at its half)."""
+        self._passes[stage] = after
         self._gates[stage].clear()
 
     def release(self, stage: str) -> None:
@@ -197,6 +202,9 @@ class StorageService:
     async def _gate(self, stage: str) -> None:
         gate = self._gates[stage]
         if not gate.is_set():
+            if self._passes[stage] > 0:
+                self._passes[stage] -= 1
+                return
             self.arrived[stage] += 1
             await gate.wait()
 

@@ -93,12 +93,17 @@ class RunningEmulator:
     def release_batch(self, stage: str) -> None:
         self._call(lambda: self._app[EMULATOR].batch.release(stage))
 
-    def hold_vertex_batch(self, stage: str) -> None:
+    def hold_vertex_batch(self, stage: str, *, after: int = 0) -> None:
         """Stop Vertex batch prediction at ``stage``: ``upload`` or ``download`` (Cloud
         Storage, see :mod:`pipeline.emulator.storage`), ``create`` or ``poll`` (the jobs, see
         :mod:`pipeline.emulator.prediction`). ``stats()["storage"|"prediction"]["held_<stage>"]``
-        counts arrivals."""
-        self._call(lambda: self._vertex_service(stage).hold(stage))
+        counts arrivals. ``after`` (Cloud Storage): let that many through first, e.g. hold
+        ``download`` in the second output file with ``after=1``."""
+        service = self._vertex_service(stage)
+        if after:
+            self._call(lambda: service.hold(stage, after=after))
+        else:
+            self._call(lambda: service.hold(stage))
 
     def release_vertex_batch(self, stage: str) -> None:
         self._call(lambda: self._vertex_service(stage).release(stage))

@@ -51,7 +51,15 @@ import orjson
 
 from pipeline.errors import ErrorClass
 from pipeline.gemini.api_errors import TransientError, Unreachable, classify_http_error
-from pipeline.gemini.batch_wire import BatchJob, BatchProtocolError, parse_batch
+from pipeline.gemini.batch_wire import (
+    BatchJob,
+    BatchProtocolError,
+    ResultLine,
+    UploadedFile,
+    parse_batch,
+    parse_result_line,
+    request_line,
+)
 from pipeline.gemini.endpoint import DEVELOPER_API_BASE, Auth
 from pipeline.gemini.session import SessionOwner
 
@@ -80,10 +88,20 @@ class BatchClient(SessionOwner):
             timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
         )
 
+    # -- the documents -------------------------------------------------------------------------
+
+    def encode_line(self, key: str, body: bytes) -> bytes:
+        """An input line, ``{"key", "request"}`` (:func:`.batch_wire.request_line`)."""
+        return request_line(key, body)
+
+    def parse_line(self, line: bytes) -> ResultLine:
+        """A result line (:func:`~pipeline.gemini.batch_wire.parse_result_line`)."""
+        return parse_result_line(line)
+
     # -- files ---------------------------------------------------------------------------------
 
-    async def upload(self, path: Path, *, display_name: str) -> str:
-        """Upload ``path`` with the resumable protocol; the file's name (``files/...``)."""
+    async def upload(self, path: Path, *, display_name: str) -> UploadedFile:
+        """Upload ``path`` with the resumable protocol; the file (``files/...``)."""
         size = (await anyio.Path(path).stat()).st_size
         headers = {
             "content-type": "application/json",
@@ -126,7 +144,11 @@ class BatchClient(SessionOwner):
         name = file.get("name") if isinstance(file, dict) else None
         if not isinstance(name, str) or not name.startswith("files/"):
             raise BatchProtocolError("the finalized upload names no file")
-        return name
+        return UploadedFile(name)
+
+    async def output_files(self, results: str) -> list[str]:
+        """A finished batch's result files: its one ``responsesFile``."""
+        return [results]
 
     async def download_lines(self, file_name: str) -> AsyncIterator[bytes]:
         """The lines of a result file (``files/...``), one at a time, without the newline."""

@@ -37,6 +37,7 @@ JOB_STATE_SUCCEEDED = "JOB_STATE_SUCCEEDED"
 JOB_STATE_FAILED = "JOB_STATE_FAILED"
 JOB_STATE_CANCELLED = "JOB_STATE_CANCELLED"
 JOB_STATE_EXPIRED = "JOB_STATE_EXPIRED"
+JOB_STATE_PARTIALLY_SUCCEEDED = "JOB_STATE_PARTIALLY_SUCCEEDED"  # Vertex: some rows failed
 JOB_STATE_UNSPECIFIED = "JOB_STATE_UNSPECIFIED"
 # The SDK's poll loop also stops on PAUSED; treated as finished
 # (``docs/batch-and-limits.md`` "Batch states").
@@ -47,7 +48,7 @@ TERMINAL_JOB_STATES = frozenset(
         JOB_STATE_CANCELLED,
         JOB_STATE_EXPIRED,
         "JOB_STATE_PAUSED",
-        "JOB_STATE_PARTIALLY_SUCCEEDED",
+        JOB_STATE_PARTIALLY_SUCCEEDED,
     }
 )
 
@@ -188,6 +189,16 @@ def write_parts(
     return writer.parts
 
 
+@dataclass(frozen=True, slots=True)
+class UploadedFile:
+    """Where an upload put a batch's input: ``files/{id}`` (the Files API) or
+    ``gs://bucket/object`` (Cloud Storage, for Vertex), with the content's base64 MD5 when the
+    store reports one (Cloud Storage's ``md5Hash``)."""
+
+    name: str
+    md5: str | None = None
+
+
 # --- the batch, as the API describes it -------------------------------------------------------
 
 
@@ -209,6 +220,8 @@ class BatchJob:
     failed_count: int | None = None
     error: str | None = None  # the Operation's (job's) error message, when it failed
     labels: Mapping[str, str] = field(default_factory=dict)  # Vertex job labels
+    # Vertex: outputConfig.gcsDestination.outputUriPrefix (where the job writes, chosen at create)
+    output_uri_prefix: str | None = None
 
     @property
     def finished(self) -> bool:

@@ -124,15 +124,26 @@ def endpoint_for(
             )
         base = (base_url or DEVELOPER_API_BASE).rstrip("/")
         return Endpoint(f"{base}/v1beta/models/{model}:generateContent", auth or ApiKeyAuth(key))
+    project, location = vertex_place(project, location, env)
+    base = (base_url or vertex_base_url(location)).rstrip("/")
+    path = f"/v1/projects/{project}/locations/{location}/publishers/google/models/{model}"
+    return Endpoint(f"{base}{path}:generateContent", auth or GoogleAuth(_google_credentials()))
+
+
+def vertex_place(
+    project: str | None, location: str | None, env: Mapping[str, str] | None = None
+) -> tuple[str, str]:
+    """The Vertex project and location: as given, else ``GOOGLE_CLOUD_PROJECT`` and
+    ``GOOGLE_CLOUD_LOCATION``, the location then ``global`` (as the SDK). Raises
+    :class:`ConfigurationError` without a project."""
+    env = os.environ if env is None else env
     project = project or env.get("GOOGLE_CLOUD_PROJECT", "")
     location = location or env.get("GOOGLE_CLOUD_LOCATION", "") or DEFAULT_VERTEX_LOCATION
     if not project:
         raise ConfigurationError(
             "Vertex AI needs a project: set model.project or GOOGLE_CLOUD_PROJECT"
         )
-    base = (base_url or vertex_base_url(location)).rstrip("/")
-    path = f"/v1/projects/{project}/locations/{location}/publishers/google/models/{model}"
-    return Endpoint(f"{base}{path}:generateContent", auth or GoogleAuth(_google_credentials()))
+    return project, location
 
 
 def vertex_base_url(location: str) -> str:

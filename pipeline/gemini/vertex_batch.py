@@ -6,9 +6,10 @@ The verbs are those of the Developer API's :class:`pipeline.gemini.batch.BatchCl
 batch runner drives either one the same way:
 
 1. :meth:`VertexBatchClient.upload`: the JSONL part (lines from
-   :func:`~pipeline.gemini.vertex_batch_wire.request_line`) to ``{gcs_input}/{display
-   name}.jsonl``, skipped when that object already holds the same bytes (MD5): a rerun that
-   died after the upload finds it and does not send it again. Answers the ``gs://`` URI.
+   :meth:`VertexBatchClient.encode_line`, :func:`~pipeline.gemini.vertex_batch_wire.
+   request_line`) to ``{gcs_input}/{display name}.jsonl``, skipped when that object already
+   holds the same bytes (MD5): a rerun that died after the upload finds it and does not send
+   it again. Answers the ``gs://`` URI and the MD5.
 2. :meth:`VertexBatchClient.create`: ``POST /v1/projects/{p}/locations/{l}/batchPredictionJobs``
    with ``{displayName, model: "publishers/google/models/{m}", inputConfig: {instancesFormat:
    "jsonl", gcsSource: {uris}}, outputConfig: {predictionsFormat: "jsonl", gcsDestination:
@@ -17,14 +18,17 @@ batch runner drives either one the same way:
 3. :meth:`VertexBatchClient.get` / :meth:`VertexBatchClient.list` /
    :meth:`VertexBatchClient.cancel`: ``GET /v1/{name}``, ``GET .../batchPredictionJobs?filter=``
    (AIP-160: ``display_name="..."``, ``labels.k="v"``), ``POST /v1/{name}:cancel``.
-   :meth:`VertexBatchClient.find` looks a job up by display name, :meth:`find_by_label` by a
-   label: a create whose answer was lost is found, not made twice.
+   :meth:`VertexBatchClient.find` looks a job up by display name, then by the ``ground-name``
+   label every job gets (:meth:`find_by_label`): a create whose answer was lost is found, not
+   made twice.
 4. :meth:`VertexBatchClient.output_files` and :meth:`VertexBatchClient.download_lines`: the
    ``predictions*.jsonl`` objects under ``outputInfo.gcsOutputDirectory`` (or, before Vertex
-   reports it, under the job's own output prefix), streamed line by line. Each line is parsed
-   by :func:`~pipeline.gemini.vertex_batch_wire.parse_prediction_line`.
-5. :meth:`VertexBatchClient.delete` / :meth:`VertexBatchClient.leftovers`: what a batch left
-   in the bucket (its input object, its output files), listed and removed once stored.
+   reports it, under the job's own output prefix), in name order, streamed line by line. Each
+   line is parsed by :meth:`VertexBatchClient.parse_line`
+   (:func:`~pipeline.gemini.vertex_batch_wire.parse_prediction_line`).
+5. :meth:`VertexBatchClient.list_objects` / :meth:`VertexBatchClient.delete` (and
+   :meth:`VertexBatchClient.leftovers`): what a batch left in the bucket (its input object,
+   its output files), listed and removed once stored (:mod:`pipeline.batch.clean`).
 
 Nothing here retries or sleeps: the runner polls with backoff. Errors are the HTTP tree of
 :mod:`pipeline.gemini.api_errors` plus :class:`~pipeline.gemini.batch_wire.BatchProtocolError`.
@@ -43,7 +47,7 @@ import orjson
 
 from pipeline.errors import ErrorClass
 from pipeline.gemini.api_errors import TransientError, Unreachable, classify_http_error
-from pipeline.gemini.batch_wire import BatchJob, BatchProtocolError
+from pipeline.gemini.batch_wire import BatchJob, BatchProtocolError, ResultLine, UploadedFile
 from pipeline.gemini.endpoint import Auth, vertex_base_url
 from pipeline.gemini.storage import StorageClient, StoredObject
 from pipeline.gemini.vertex_batch_wire import (
@@ -51,8 +55,11 @@ from pipeline.gemini.vertex_batch_wire import (
     PREDICTION_FILE,
     GcsPath,
     job_labels,
+    label_value,
     parse_gs_uri,
     parse_prediction_job,
+    parse_prediction_line,
+    request_line,
 )
 
 API_VERSION = "v1"
@@ -60,6 +67,7 @@ CONNECT_TIMEOUT_S = 10.0  # seconds
 REQUEST_TIMEOUT_S = 120.0  # seconds for one create, get, list page or cancel
 LIST_PAGE_SIZE = 100  # jobs per list page
 INPUT_SUFFIX = ".jsonl"  # the input object's name: {gcs_input}/{display name}.jsonl
+NAME_LABEL = "ground-name"  # the job label carrying its display name: a second handle to find it
 JSONL_MIME = "application/jsonl"
 USER_AGENT = "ground/0.1 (+aiohttp; vertex batch)"
 
@@ -121,28 +129,49 @@ class VertexBatchClient:
         directory, so one batch's listing never sees another's files)."""
         return self._output.child(display_name).uri
 
+    # -- the documents -------------------------------------------------------------------------
+
+    def encode_line(self, key: str, body: bytes) -> bytes:
+        """An input line, keyed by a request label (:func:`.vertex_batch_wire.request_line`)."""
+        return request_line(key, body)
+
+    def parse_line(self, line: bytes) -> ResultLine:
+        """An output line (:func:`~pipeline.gemini.vertex_batch_wire.parse_prediction_line`)."""
+        return parse_prediction_line(line)
+
     # -- files ---------------------------------------------------------------------------------
 
-    async def upload(self, path: Path, *, display_name: str) -> str:
-        """``path`` to :meth:`input_uri` (not again when the same bytes are there); the URI."""
+    async def upload(self, path: Path, *, display_name: str) -> UploadedFile:
+        """``path`` to :meth:`input_uri` (not again when the same bytes are there): its URI
+        and MD5."""
         target = parse_gs_uri(self.input_uri(display_name))
-        await self.upload_object(path, target)
-        return target.uri
+        stored = await self.upload_object(path, target)
+        return UploadedFile(target.uri, stored.md5_hash)
 
     async def upload_object(self, path: Path, target: GcsPath) -> StoredObject:
         """The upload itself, with what it found or sent (``uploaded`` says which)."""
         return await self.storage.upload(path, target.bucket, target.name, content_type=JSONL_MIME)
 
-    async def output_files(self, job: BatchJob) -> list[str]:
-        """The job's ``predictions*.jsonl`` (and ``errors*.jsonl``) URIs, in name order."""
-        directory = job.responses_file or self.output_uri_prefix(job.display_name)
-        where = parse_gs_uri(directory)
+    async def output_files(self, results: BatchJob | str) -> list[str]:
+        """The ``predictions*.jsonl`` (and ``errors*.jsonl``) URIs under a finished job's
+        output directory (``results``: the directory, or the job), in name order: the order
+        they are read in, so a resumed download skips the same lines."""
+        if isinstance(results, BatchJob):
+            results = results.responses_file or self.output_uri_prefix(results.display_name)
+        where = parse_gs_uri(results)
         prefix = where.name + "/" if where.name else ""
-        return [
+        found = [
             obj.uri
             async for obj in self.storage.list(where.bucket, prefix)
             if PREDICTION_FILE.search(obj.name) or ERRORS_FILE.search(obj.name)
         ]
+        return sorted(found)
+
+    async def list_objects(self, prefix: str) -> list[str]:
+        """Every object under ``prefix`` (``gs://bucket/dir``, taken as a directory)."""
+        where = parse_gs_uri(prefix)
+        under = where.name + "/" if where.name else ""
+        return [obj.uri async for obj in self.storage.list(where.bucket, under)]
 
     async def download_lines(self, uri: str) -> AsyncIterator[bytes]:
         """The lines of an output file (``gs://...``), one at a time."""
@@ -188,8 +217,8 @@ class VertexBatchClient:
                 "gcsDestination": {"outputUriPrefix": self.output_uri_prefix(display_name)},
             },
         }
-        if labels:
-            body["labels"] = job_labels(labels)
+        handle = {NAME_LABEL: display_name.lower()} if _label_ok(display_name.lower()) else {}
+        body["labels"] = job_labels({**handle, **(labels or {})})
         raw = await self._request("POST", self._jobs_url(), body=orjson.dumps(body))
         return parse_prediction_job(_json(raw))
 
@@ -228,11 +257,14 @@ class VertexBatchClient:
                 return
 
     async def find(self, display_name: str) -> BatchJob | None:
-        """The job called ``display_name``, if there is one (names are unique per batch)."""
+        """The job called ``display_name``, if there is one (names are unique per batch): by
+        display name, else by the label :meth:`create` gave it."""
         async for job in self.list(filter=f'display_name="{_quoted(display_name)}"'):
             if job.display_name == display_name:
                 return job
-        return None
+        label = display_name.lower()
+        found = await self.find_by_label(NAME_LABEL, label) if _label_ok(label) else []
+        return found[0] if found else None
 
     async def find_by_label(self, key: str, value: str) -> list[BatchJob]:
         """The jobs carrying label ``key=value``."""
@@ -275,6 +307,14 @@ def _json(raw: bytes) -> Any:
         return orjson.loads(raw) if raw else {}
     except orjson.JSONDecodeError:
         raise BatchProtocolError("a 2xx answer that is not JSON") from None
+
+
+def _label_ok(value: str) -> bool:
+    try:
+        label_value(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _quoted(value: str) -> str:

@@ -202,6 +202,7 @@ def parse_prediction_job(document: Any) -> BatchJob:
         failed_count=counts[1],
         error=str(error.get("message") or error) if isinstance(error, dict) and error else None,
         labels={str(k): str(v) for k, v in labels.items()},
+        output_uri_prefix=output_prefix(document),
     )
 
 

@@ -94,8 +94,9 @@ class ModelSection(_Section):
     # Vertex only: defaults come from GOOGLE_CLOUD_PROJECT / GOOGLE_CLOUD_LOCATION (then global).
     project: str = ""
     location: str = ""
-    # "online": one generateContent per question. "batch": the Gemini Batch API (Developer API
-    # only, half the token price, results within 24 h; see [batch] and pipeline.batch.runner).
+    # "online": one generateContent per question. "batch": the Gemini Batch API, or Vertex
+    # batch prediction through Cloud Storage ([batch] gcs_input, gcs_output): half the token
+    # price, results within 24 h; see [batch] and pipeline.batch.runner.
     mode: Literal["online", "batch"] = "online"
 
 
@@ -284,8 +285,9 @@ class BatchSection(_Section):
     # Seconds a question stays leased to a submitted batch (Google's target is 24 h).
     lease_s: Annotated[float, msgspec.Meta(ge=60, le=MAX_SECONDS)] = 72 * 3600.0
     # Vertex batch prediction (model.backend = "vertex"): where the input JSONL goes and where
-    # Vertex writes its output (gs://BUCKET/PREFIX), and the Cloud Storage JSON API endpoint
-    # ("" = STORAGE_EMULATOR_HOST if set, else https://storage.googleapis.com).
+    # Vertex writes its output (gs://BUCKET/PREFIX; both required in batch mode), and the
+    # Cloud Storage JSON API endpoint ("" = STORAGE_EMULATOR_HOST if set, else
+    # https://storage.googleapis.com).
     gcs_input: str = ""
     gcs_output: str = ""
     gcs_endpoint: str = ""

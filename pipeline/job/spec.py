@@ -337,12 +337,14 @@ def _check_calls(path: Path, parsed: RawJob) -> None:
     if "{question}" not in model.prompt_template:
         raise JobSpecError(f"{path}: model.prompt_template: must contain {{question}}")
     _check_grounding(path, parsed)
-    if model.mode == "batch" and model.backend != "developer":
-        raise JobSpecError(
-            f"{path}: model.mode: batch mode is Developer-API only for now (Vertex batch"
-            " prediction reads its input from Cloud Storage or BigQuery); use"
-            ' model.backend = "developer" or model.mode = "online"'
-        )
+    if model.mode == "batch" and model.backend == "vertex":
+        # Vertex batch prediction reads its input from and writes its output to Cloud Storage.
+        for key in ("gcs_input", "gcs_output"):
+            if not getattr(parsed.batch, key):
+                raise JobSpecError(
+                    f"{path}: batch.{key}: required for Vertex batch prediction"
+                    ' (model.backend = "vertex", model.mode = "batch"): gs://BUCKET/PREFIX'
+                )
     if model.base_url and not model.base_url.startswith(("http://", "https://")):
         raise JobSpecError(f"{path}: model.base_url: must start with http:// or https://")
 

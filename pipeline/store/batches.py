@@ -4,8 +4,12 @@ A batch row goes through its *phase* (ours) while Google's *state* (``JOB_STATE_
 copied from each poll::
 
     preparing --file uploaded--> uploaded --create answered--> submitted
-        --SUCCEEDED--> downloading --every line stored--> done
-        --FAILED / SourceState.EXPIRED / CANCELLED--> done (its questions back in the queue)
+        --ended with results--> downloading --every line stored--> done
+        --ended without (FAILED; EXPIRED / CANCELLED with nothing exported)--> done
+                                                        (its questions back in the queue)
+
+A batch ends with results when it SUCCEEDED, or (Vertex) PARTIALLY_SUCCEEDED, EXPIRED or
+CANCELLED with the rows it completed exported; the keys without a line go back to the queue.
 
 The rules that make a batch paid for once:
 
@@ -16,6 +20,10 @@ The rules that make a batch paid for once:
   died before that finds it by its unique ``display_name`` before creating anything;
 * ``lines_done`` counts the result lines stored and is written in the same transaction as the
   rows they produced (:func:`advance`), so a download resumed after a crash skips exactly them.
+
+A Vertex batch keeps its Cloud Storage files in ``input_uri`` (with ``input_md5``),
+``output_uri_prefix`` (chosen at create) and ``output_dir`` (Vertex's, once it ends); its
+results stay in the bucket until ``ground batch clean`` removes them (``cleaned_at``).
 
 A batch's ``step`` is ``ground`` (call 1: due questions without an answer) or ``structure``
 (call 2: due questions whose grounded answer is stored; ``[batch] structure = true``).
@@ -57,6 +65,7 @@ STRUCTURE = "structure"
 READ_PAGE = 2_000  # questions read per query when writing a batch's input file
 OWNER_PREFIX = "batch:"
 ERRORS_SEPARATOR = "; "  # how an invalid output's errors are joined into ``last_error``
+GCS_SCHEME = "gs://"
 
 
 def lease_owner(batch_id: int) -> str:
@@ -88,6 +97,22 @@ class BatchRow:
     created_at: dt.datetime
     submitted_at: dt.datetime | None
     finished_at: dt.datetime | None
+    # A Vertex batch's Cloud Storage files (0012_vertex_batch; None for Developer API batches)
+    input_uri: str | None
+    input_md5: str | None
+    output_uri_prefix: str | None
+    output_dir: str | None
+    cleaned_at: dt.datetime | None
+
+    @property
+    def input_name(self) -> str | None:
+        """The uploaded input ``create`` takes: ``files/{id}``, or ``gs://...``."""
+        return self.file_name or self.input_uri
+
+    @property
+    def results(self) -> str | None:
+        """Where a finished batch's results are: ``files/{id}``, or a ``gs://`` directory."""
+        return self.responses_file or self.output_dir
 
 
 def _row(row: Any) -> BatchRow:
@@ -297,8 +322,18 @@ async def _update(connection: AsyncConnection, batch_id: int, **values: Any) -> 
     )
 
 
-async def set_uploaded(connection: AsyncConnection, batch_id: int, file_name: str) -> None:
-    await _update(connection, batch_id, phase=UPLOADED, file_name=file_name)
+def _is_gcs(location: str) -> bool:
+    """A Cloud Storage location goes in the text columns 0012 added, not ``file_name`` /
+    ``responses_file`` (a Files API name, 200 characters at most)."""
+    return location.startswith(GCS_SCHEME)
+
+
+async def set_uploaded(
+    connection: AsyncConnection, batch_id: int, name: str, md5: str | None = None
+) -> None:
+    """The input is uploaded: ``name`` is ``files/{id}`` or ``gs://...`` (with its MD5)."""
+    where = {"input_uri": name, "input_md5": md5} if _is_gcs(name) else {"file_name": name}
+    await _update(connection, batch_id, phase=UPLOADED, **where)
 
 
 async def set_submitted(
@@ -307,6 +342,8 @@ async def set_submitted(
     name: str,
     state: str,
     submitted_at: dt.datetime | None,
+    *,
+    output_uri_prefix: str | None = None,
 ) -> None:
     await _update(
         connection,
@@ -315,6 +352,7 @@ async def set_submitted(
         name=name,
         state=state,
         submitted_at=submitted_at or utcnow(),
+        output_uri_prefix=output_uri_prefix,
     )
 
 
@@ -332,7 +370,7 @@ async def set_state(
     if phase is not None:
         values["phase"] = phase
     if responses_file is not None:
-        values["responses_file"] = responses_file
+        values["output_dir" if _is_gcs(responses_file) else "responses_file"] = responses_file
     if finished_at is not None:
         values["finished_at"] = finished_at
     if last_error is not None:
@@ -365,6 +403,32 @@ async def advance(
 
 async def finish(connection: AsyncConnection, batch_id: int, *, returned: int) -> None:
     await _update(connection, batch_id, phase=DONE, returned=batches.c.returned + returned)
+
+
+async def set_cleaned(connection: AsyncConnection, batch_id: int) -> None:
+    """What the batch left in Cloud Storage is removed."""
+    await _update(connection, batch_id, cleaned_at=utcnow())
+
+
+async def left_in_bucket(connection: AsyncConnection, job_id: int) -> list[BatchRow]:
+    """The job's batches that are done (their results stored) and may still have files in
+    Cloud Storage: not cleaned yet, with an input or output location."""
+    c = batches.c
+    query = (
+        sa.select(batches)
+        .where(
+            c.job_id == job_id,
+            c.phase == DONE,
+            c.cleaned_at.is_(None),
+            sa.or_(
+                c.input_uri.is_not(None),
+                c.output_uri_prefix.is_not(None),
+                c.output_dir.is_not(None),
+            ),
+        )
+        .order_by(c.id)
+    )
+    return [_row(r) for r in await connection.execute(query)]
 
 
 async def next_call_1_wakeup(

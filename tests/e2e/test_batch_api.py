@@ -68,7 +68,7 @@ async def test_upload_create_poll_download_on_the_emulator(tmp_path: Path) -> No
     with running_emulator(config, clock=clock) as emu:
         parts = gw.write_parts(_lines(40), tmp_path)
         async with gb.BatchClient(ApiKeyAuth(emu.api_key), base_url=emu.base_url) as client:
-            file_name = await client.upload(parts[0].path, display_name="t-0")
+            file_name = (await client.upload(parts[0].path, display_name="t-0")).name
             assert file_name.startswith("files/")
             job = await client.create(MODEL, file_name, display_name="ground-test-0")
             assert job.name.startswith("batches/") and job.state == gw.JOB_STATE_PENDING
@@ -102,7 +102,7 @@ async def test_cancel_expire_and_503_polls(tmp_path: Path) -> None:
     with running_emulator(config, clock=clock) as emu:
         parts = gw.write_parts(_lines(3), tmp_path)
         async with gb.BatchClient(ApiKeyAuth(emu.api_key), base_url=emu.base_url) as client:
-            file_name = await client.upload(parts[0].path, display_name="t")
+            file_name = (await client.upload(parts[0].path, display_name="t")).name
             first = await client.create(MODEL, file_name, display_name="a")
             second = await client.create(MODEL, file_name, display_name="b")
             clock.advance(5)

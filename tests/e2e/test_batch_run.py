@@ -19,7 +19,6 @@ from pipeline.costs.charges import call_cost
 from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.emulator import EmulatorConfig, FakeClock, running_emulator
 from pipeline.gemini.wire import decode_response
-from pipeline.job.spec import JobSpecError
 from pipeline.limits import Backoff
 from pipeline.store.engine import create_engine
 from pipeline.store.tables import answers, batches, calls, questions, sources
@@ -197,15 +196,6 @@ async def test_batch_cancel_stops_the_batch_and_the_next_run_asks_again(
         capsys.readouterr()
         assert await batch_cancel_command(spec) == 0
         assert "no running batch to cancel" in capsys.readouterr().out
-
-
-def test_vertex_is_refused_at_load(tmp_path: Path) -> None:
-    with pytest.raises(JobSpecError, match="Developer-API only"):
-        make_job(
-            tmp_path,
-            base_url="http://127.0.0.1:1",
-            overrides=[*BATCH, 'model.backend="vertex"'],
-        )
 
 
 async def test_links_older_than_their_lifetime_lose_their_destinations(

@@ -79,13 +79,17 @@ async def test_upload_create_poll_download(tmp_path: Path) -> None:
     with running_emulator(config, clock=clock) as emu:
         part = _parts(tmp_path, 40)[0]
         async with _client(emu) as client:
-            uri = await client.upload(part.path, display_name="ground-1-1-a")
+            uploaded = await client.upload(part.path, display_name="ground-1-1-a")
+            uri = uploaded.name
             assert uri == f"{GCS_IN}/ground-1-1-a.jsonl"
+            assert uploaded.md5 == file_md5(part.path)
             labels = {"ground-job": "1", "ground-batch": "1"}
             job = await client.create(MODEL, uri, display_name="ground-1-1-a", labels=labels)
             assert job.name.startswith(f"projects/{PROJECT}/locations/{LOCATION}/")
             assert job.state == "JOB_STATE_PENDING" and not job.finished
-            assert job.labels == labels and job.display_name == "ground-1-1-a"
+            # The display name rides along as a label: a second handle to find the job by.
+            assert job.labels == {**labels, "ground-name": "ground-1-1-a"}
+            assert job.display_name == "ground-1-1-a"
             assert (await client.find("ground-1-1-a")) == job
             assert await client.find("nobody") is None
             assert [j.name for j in await client.find_by_label("ground-batch", "1")] == [job.name]
@@ -117,7 +121,7 @@ async def test_an_output_line_is_vertex_shaped_and_echoes_the_request(tmp_path: 
     with running_emulator(EmulatorConfig(seed=1)) as emu:
         part = _parts(tmp_path, 2)[0]
         async with _client(emu) as client:
-            uri = await client.upload(part.path, display_name="shape")
+            uri = (await client.upload(part.path, display_name="shape")).name
             job = await client.get((await client.create(MODEL, uri, display_name="shape")).name)
             [file] = await client.output_files(job)
             raw = [line async for line in client.download_lines(file)]
@@ -172,7 +176,7 @@ async def test_cancel_expiry_and_a_missing_input(tmp_path: Path) -> None:
     with running_emulator(config, clock=clock) as emu:
         part = _parts(tmp_path, 10)[0]
         async with _client(emu) as client:
-            uri = await client.upload(part.path, display_name="x")
+            uri = (await client.upload(part.path, display_name="x")).name
             expiring = await client.create(MODEL, uri, display_name="expiring")
             cancelled = await client.create(MODEL, uri, display_name="cancelled")
             missing = await client.create(MODEL, f"{GCS_IN}/none.jsonl", display_name="missing")
@@ -201,7 +205,7 @@ async def test_sharded_output_listing_and_cleanup(tmp_path: Path) -> None:
     with running_emulator(config) as emu:
         part = _parts(tmp_path, 10)[0]
         async with _client(emu) as client:
-            uri = await client.upload(part.path, display_name="shard")
+            uri = (await client.upload(part.path, display_name="shard")).name
             job = await client.get((await client.create(MODEL, uri, display_name="shard")).name)
             files = await client.output_files(job)
             assert [f.rsplit("/", 1)[1] for f in files] == [
@@ -259,7 +263,7 @@ async def test_a_service_account_whose_token_uri_is_the_emulator(tmp_path: Path)
             base_url=emu.base_url,
             storage=storage,
         ) as client:
-            uri = await client.upload(part.path, display_name="sa")
+            uri = (await client.upload(part.path, display_name="sa")).name
             job = await client.get((await client.create(MODEL, uri, display_name="sa")).name)
             assert len(await _results(client, job)) == 3
         assert emu.stats()["tokens_issued"] == 1
@@ -284,7 +288,7 @@ async def test_answers_lost_after_upload_and_create_are_found_not_redone(tmp_pat
                 await _held(emu, "storage", "upload")
                 tg.cancel_scope.cancel()
             emu.release_vertex_batch("upload")
-            uri = await client.upload(part.path, display_name="lost")  # found: same MD5
+            uri = (await client.upload(part.path, display_name="lost")).name  # found: same MD5
             emu.hold_vertex_batch("create")  # the job exists, its name never comes
             labels = {"ground-job": "3", "ground-batch": "7"}
             async with anyio.create_task_group() as tg:
@@ -293,9 +297,26 @@ async def test_answers_lost_after_upload_and_create_are_found_not_redone(tmp_pat
                 tg.cancel_scope.cancel()
             emu.release_vertex_batch("create")
             found = await client.find("lost")
-            assert found is not None and found.labels == labels
+            assert found is not None and found.labels == {**labels, "ground-name": "lost"}
             assert [j.name for j in await client.find_by_label("ground-batch", "7")] == [found.name]
             assert await client.find_by_label("ground-batch", "8") == []
         stats = emu.stats()
         assert stats["storage"]["objects_uploaded"] == 1
         assert stats["prediction"]["prediction_jobs_created"] == 1
+
+
+async def test_find_falls_back_to_the_name_label_when_the_display_name_filter_misses(
+    tmp_path: Path,
+) -> None:
+    with running_emulator(EmulatorConfig(batch_delay_s=60.0)) as emu:
+        part = _parts(tmp_path, 2)[0]
+        async with _client(emu) as client:
+            uri = (await client.upload(part.path, display_name="renamed")).name
+            # A job whose display name no longer matches, but whose label still does.
+            job = await client.create(
+                MODEL, uri, display_name="Renamed Later", labels={"ground-name": "ground-1-x"}
+            )
+            found = await client.find("ground-1-x")
+            assert found is not None and found.name == job.name
+            assert await client.find("ground-1-y") is None
+            assert await client.find("Not A Label!") is None  # no label value: no second look
