@@ -209,3 +209,11 @@ def _quota_details(status: ErrorStatus) -> tuple[list[str], bool]:
                 if k in ("quota_limit", "quota_metric") and isinstance(v, str) and v
             )
     return names, has_retry_info
+
+
+class ProtocolError(PermanentError):
+    """The server answered 2xx with something its API does not send (no upload URL, a batch
+    without a name, a result line that is not JSON, a line longer than any can be)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, error_class=ErrorClass.MALFORMED_RESPONSE)

@@ -34,7 +34,7 @@ steps, each one HTTP exchange here:
 
 Inline mode is not offered: inline responses come back out of order and without their keys
 (python-genai #1909, #1886). Errors are the HTTP tree of :mod:`pipeline.gemini.api_errors` plus
-:class:`~pipeline.gemini.batch_wire.BatchProtocolError`. Credentials stay in headers: never in
+:class:`~pipeline.gemini.batch_wire.ProtocolError`. Credentials stay in headers: never in
 a URL, a message or a log.
 """
 
@@ -42,18 +42,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 import anyio
 import orjson
 
-from pipeline.errors import ErrorClass
-from pipeline.gemini.api_errors import TransientError, Unreachable, classify_http_error
 from pipeline.gemini.batch_wire import (
     BatchJob,
-    BatchProtocolError,
+    ProtocolError,
     ResultLine,
     UploadedFile,
     parse_batch,
@@ -61,12 +58,10 @@ from pipeline.gemini.batch_wire import (
     request_line,
 )
 from pipeline.gemini.endpoint import DEVELOPER_API_BASE, Auth
-from pipeline.gemini.session import SessionOwner
+from pipeline.gemini.session import Exchange, SessionOwner, resource_path
 
 API_VERSION = "v1beta"
 UPLOAD_CHUNK_BYTES = 8 * 1024 * 1024  # bytes per resumable-upload request
-DOWNLOAD_READ_BYTES = 1024 * 1024  # bytes read from the result stream at a time
-MAX_LINE_BYTES = 64 * 1024 * 1024  # a result line longer than this is refused as hostile
 CONNECT_TIMEOUT_S = 10.0  # seconds
 REQUEST_TIMEOUT_S = 300.0  # seconds for one upload chunk, create, get, list or cancel
 JSONL_MIME = "application/jsonl"
@@ -85,7 +80,8 @@ class BatchClient(SessionOwner):
         self._auth = auth
         self._base = (base_url or DEVELOPER_API_BASE).rstrip("/")
         super().__init__(
-            timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+            timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
+            service="the Batch API",
         )
 
     # -- the documents -------------------------------------------------------------------------
@@ -112,17 +108,17 @@ class BatchClient(SessionOwner):
         }
         body = orjson.dumps({"file": {"displayName": display_name}})
         url = f"{self._base}/upload/{API_VERSION}/files"
-        _, raw, answer = await self._request("POST", url, body=body, headers=headers)
-        upload_url = answer.get("x-goog-upload-url")
+        exchange = await self._request("POST", url, body=body, headers=headers)
+        upload_url = exchange.headers.get("x-goog-upload-url")
         if not upload_url:
-            raise BatchProtocolError("the upload start answered without X-Goog-Upload-URL")
+            raise ProtocolError("the upload start answered without X-Goog-Upload-URL")
         offset = 0
         async with await anyio.open_file(path, "rb") as handle:
             while True:
                 chunk = await handle.read(UPLOAD_CHUNK_BYTES)
                 last = offset + len(chunk) >= size
                 command = "upload, finalize" if last else "upload"
-                _, raw, answer = await self._request(
+                exchange = await self._request(
                     "POST",
                     upload_url,
                     body=chunk,
@@ -135,15 +131,15 @@ class BatchClient(SessionOwner):
                 offset += len(chunk)
                 if last:
                     break
-                if answer.get("x-goog-upload-status") != "active":
-                    raise BatchProtocolError("the upload was interrupted by the server")
-        if answer.get("x-goog-upload-status") != "final":
-            raise BatchProtocolError("the upload did not end with X-Goog-Upload-Status: final")
-        document = _json(raw)
+                if exchange.headers.get("x-goog-upload-status") != "active":
+                    raise ProtocolError("the upload was interrupted by the server")
+        if exchange.headers.get("x-goog-upload-status") != "final":
+            raise ProtocolError("the upload did not end with X-Goog-Upload-Status: final")
+        document = exchange.json()
         file = document.get("file") if isinstance(document, dict) else None
         name = file.get("name") if isinstance(file, dict) else None
         if not isinstance(name, str) or not name.startswith("files/"):
-            raise BatchProtocolError("the finalized upload names no file")
+            raise ProtocolError("the finalized upload names no file")
         return UploadedFile(name)
 
     async def output_files(self, results: str) -> list[str]:
@@ -152,34 +148,9 @@ class BatchClient(SessionOwner):
 
     async def download_lines(self, file_name: str) -> AsyncIterator[bytes]:
         """The lines of a result file (``files/...``), one at a time, without the newline."""
-        url = f"{self._base}/download/{API_VERSION}/{_path(file_name)}:download?alt=media"
-        headers = dict(await self._auth.headers())
-        try:
-            async with self._session.get(url, headers=headers) as resp:
-                if not 200 <= resp.status < 300:
-                    raise classify_http_error(resp.status, await resp.content.read(16 * 1024))
-                pending = b""
-                async for chunk in resp.content.iter_chunked(DOWNLOAD_READ_BYTES):
-                    pending += chunk
-                    *complete, pending = pending.split(b"\n")
-                    for line in complete:
-                        if line.strip():
-                            yield line
-                    if len(pending) > MAX_LINE_BYTES:
-                        raise BatchProtocolError(f"a result line over {MAX_LINE_BYTES} bytes")
-                if pending.strip():
-                    yield pending
-        except aiohttp.ClientConnectorError as exc:
-            raise Unreachable(f"cannot connect to the Files API: {exc.os_error}") from None
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
-            raise TransientError(
-                f"the result download broke off: {type(exc).__name__}",
-                error_class=ErrorClass.TRUNCATED,
-            ) from None
-        except TimeoutError:
-            raise TransientError(
-                "the result download timed out", error_class=ErrorClass.TIMEOUT
-            ) from None
+        url = f"{self._base}/download/{API_VERSION}/{resource_path(file_name)}:download?alt=media"
+        async for line in self._lines(url, await self._auth.headers()):
+            yield line
 
     # -- batches -------------------------------------------------------------------------------
 
@@ -189,17 +160,18 @@ class BatchClient(SessionOwner):
         body = orjson.dumps(
             {"batch": {"displayName": display_name, "inputConfig": {"fileName": file_name}}}
         )
-        _, raw, _ = await self._request(
+        exchange = await self._request(
             "POST", url, body=body, headers={"content-type": "application/json"}
         )
-        return parse_batch(_json(raw))
+        return parse_batch(exchange.json())
 
     async def get(self, name: str) -> BatchJob:
-        _, raw, _ = await self._request("GET", f"{self._base}/{API_VERSION}/{_path(name)}")
-        return parse_batch(_json(raw))
+        url = f"{self._base}/{API_VERSION}/{resource_path(name)}"
+        exchange = await self._request("GET", url)
+        return parse_batch(exchange.json())
 
     async def cancel(self, name: str) -> None:
-        url = f"{self._base}/{API_VERSION}/{_path(name)}:cancel"
+        url = f"{self._base}/{API_VERSION}/{resource_path(name)}:cancel"
         await self._request("POST", url, body=b"{}", headers={"content-type": "application/json"})
 
     async def list(self, *, page_size: int = 100) -> AsyncIterator[BatchJob]:
@@ -209,8 +181,7 @@ class BatchClient(SessionOwner):
             url = f"{self._base}/{API_VERSION}/batches?pageSize={page_size}"
             if token:
                 url += f"&pageToken={quote(token)}"
-            _, raw, _ = await self._request("GET", url)
-            document = _json(raw)
+            document = (await self._request("GET", url)).json()
             for operation in document.get("operations") or ():
                 yield parse_batch(operation)
             token = document.get("nextPageToken") or ""
@@ -234,36 +205,7 @@ class BatchClient(SessionOwner):
         *,
         body: bytes | None = None,
         headers: dict[str, str] | None = None,
-    ) -> tuple[int, bytes, dict[str, str]]:
-        merged = dict(await self._auth.headers())
-        merged.update(headers or {})
-        try:
-            async with self._session.request(method, url, data=body, headers=merged) as resp:
-                raw = await resp.read()
-                status = resp.status
-                answer = {k.lower(): v for k, v in resp.headers.items()}
-        except aiohttp.ClientConnectorError as exc:
-            raise Unreachable(f"cannot connect to the Batch API: {exc.os_error}") from None
-        except TimeoutError:
-            raise TransientError(
-                f"no answer within {REQUEST_TIMEOUT_S:g} s", error_class=ErrorClass.TIMEOUT
-            ) from None
-        except aiohttp.ClientError as exc:
-            raise TransientError(
-                f"connection failed: {type(exc).__name__}", error_class=ErrorClass.CONNECTION
-            ) from None
-        if not 200 <= status < 300:
-            raise classify_http_error(status, raw)
-        return status, raw, answer
-
-
-def _json(raw: bytes) -> Any:
-    try:
-        return orjson.loads(raw) if raw else {}
-    except orjson.JSONDecodeError:
-        raise BatchProtocolError("a 2xx answer that is not JSON") from None
-
-
-def _path(name: str) -> str:
-    """``batches/x`` / ``files/x`` as a URL path (each segment quoted)."""
-    return "/".join(quote(segment, safe="-_.") for segment in name.split("/"))
+    ) -> Exchange:
+        return await self._exchange(
+            method, url, body=body, headers={**(await self._auth.headers()), **(headers or {})}
+        )

@@ -24,8 +24,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from pipeline.errors import ErrorClass
-from pipeline.gemini.api_errors import GeminiError, PermanentError, classify_http_error
+from pipeline.gemini.api_errors import GeminiError, ProtocolError, classify_http_error
 
 MAX_PART_BYTES = 1_000_000_000  # bytes per JSONL part: half the 2 GB file limit
 MAX_PART_REQUESTS = 50_000  # requests per part (one batch each): keeps a lost batch small
@@ -71,14 +70,6 @@ _GRPC_TO_HTTP = {
     15: 500,
     16: 401,
 }
-
-
-class BatchProtocolError(PermanentError):
-    """The server answered 2xx with something the Batch API does not send (no upload URL, a
-    batch without a name, a result line that is not JSON)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, error_class=ErrorClass.MALFORMED_RESPONSE)
 
 
 def job_state(state: str | None) -> str:
@@ -251,14 +242,14 @@ def _int(value: Any) -> int | None:
 
 def parse_batch(document: Any) -> BatchJob:
     """An Operation (``{"name", "metadata": {...}, "done", "error"}``) or a bare batch -> a
-    :class:`BatchJob`. Raises :class:`BatchProtocolError` when it names no batch."""
+    :class:`BatchJob`. Raises :class:`ProtocolError` when it names no batch."""
     if not isinstance(document, dict):
-        raise BatchProtocolError("a batch answer that is not a JSON object")
+        raise ProtocolError("a batch answer that is not a JSON object")
     meta = document.get("metadata")
     batch = meta if isinstance(meta, dict) else document
     name = document.get("name") or batch.get("name")
     if not isinstance(name, str) or not name:
-        raise BatchProtocolError("a batch answer without a name")
+        raise ProtocolError("a batch answer without a name")
     output = batch.get("output") if isinstance(batch.get("output"), dict) else {}
     response = document.get("response") if isinstance(document.get("response"), dict) else {}
     stats = batch.get("batchStats") if isinstance(batch.get("batchStats"), dict) else {}
@@ -294,14 +285,14 @@ class ResultLine:
 
 
 def parse_result_line(line: bytes) -> ResultLine:
-    """Decode one result line. Raises :class:`BatchProtocolError` for a line that is not a
+    """Decode one result line. Raises :class:`ProtocolError` for a line that is not a
     JSON object with a key."""
     try:
         document = orjson.loads(line)
     except orjson.JSONDecodeError:
-        raise BatchProtocolError("a result line that is not JSON") from None
+        raise ProtocolError("a result line that is not JSON") from None
     if not isinstance(document, dict) or "key" not in document:
-        raise BatchProtocolError("a result line without a key")
+        raise ProtocolError("a result line without a key")
     key = str(document["key"])
     response = document.get("response")
     if isinstance(response, dict):

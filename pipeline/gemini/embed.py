@@ -1,5 +1,5 @@
 """Gemini embeddings (Developer API): ``embedContent`` / ``batchEmbedContents`` bodies and
-responses, pure. The HTTP call is :func:`post_embeddings` (one POST, typed errors out).
+responses, pure. The HTTP call is :meth:`EmbeddingClient.embed` (one POST, typed errors out).
 
 Shapes, from Google's ``google/ai/generativelanguage/v1beta/generative_service.proto``
 (``EmbedContentRequest {model, content, taskType, title, outputDimensionality}``,
@@ -20,8 +20,9 @@ import msgspec
 import orjson
 
 from pipeline.errors import ErrorClass
-from pipeline.gemini.api_errors import TransientError, Unreachable, classify_http_error
+from pipeline.gemini.api_errors import TransientError
 from pipeline.gemini.endpoint import Endpoint
+from pipeline.gemini.session import SessionOwner
 
 EMBED_BATCH_MAX = 100  # requests in one batchEmbedContents (the API's limit)
 BYTES_PER_TOKEN = 4  # the token estimate of a text with no usage reported: ceil(bytes / 4)
@@ -97,34 +98,28 @@ class Embedded:
     latency_ms: float
 
 
-async def post_embeddings(
-    session: aiohttp.ClientSession, endpoint: Endpoint, body: bytes, expected: int
-) -> Embedded:
-    """POST one batch; the vectors, or a :class:`pipeline.gemini.api_errors.GeminiError`."""
-    headers = {**(await endpoint.auth.headers()), "content-type": "application/json"}
-    url = batch_embed_url(endpoint)
-    started = time.perf_counter()
-    try:
-        async with session.post(url, data=body, headers=headers) as resp:
-            raw = await resp.read()
-            status = resp.status
-    except aiohttp.ClientConnectorError as exc:
-        raise Unreachable(f"cannot connect to the embeddings endpoint: {exc.os_error}") from None
-    except TimeoutError:
-        raise TransientError(
-            "no complete embeddings response in time", error_class=ErrorClass.TIMEOUT
-        ) from None
-    except aiohttp.ClientError as exc:
-        raise TransientError(
-            f"connection failed: {type(exc).__name__}", error_class=ErrorClass.CONNECTION
-        ) from None
-    latency_ms = (time.perf_counter() - started) * 1000.0
-    if not 200 <= status < 300:
-        raise classify_http_error(status, raw)
-    try:
-        vectors = decode_embeddings(raw, expected)
-    except MalformedEmbeddings as exc:
-        raise TransientError(
-            str(exc), error_class=ErrorClass.MALFORMED_RESPONSE, http_status=status
-        ) from None
-    return Embedded(vectors, latency_ms)
+class EmbeddingClient(SessionOwner):
+    """``batchEmbedContents`` over its own session; use it as an async context manager."""
+
+    __slots__ = ()
+
+    def __init__(self, *, timeout_s: float) -> None:
+        super().__init__(
+            timeout=aiohttp.ClientTimeout(total=timeout_s), service="the embeddings endpoint"
+        )
+
+    async def embed(self, endpoint: Endpoint, body: bytes, expected: int) -> Embedded:
+        """POST one batch; the vectors, or a :class:`pipeline.gemini.api_errors.GeminiError`."""
+        headers = {**(await endpoint.auth.headers()), "content-type": "application/json"}
+        started = time.perf_counter()
+        exchange = await self._exchange(
+            "POST", batch_embed_url(endpoint), body=body, headers=headers
+        )
+        latency_ms = (time.perf_counter() - started) * 1000.0
+        try:
+            vectors = decode_embeddings(exchange.body, expected)
+        except MalformedEmbeddings as exc:
+            raise TransientError(
+                str(exc), error_class=ErrorClass.MALFORMED_RESPONSE, http_status=exchange.status
+            ) from None
+        return Embedded(vectors, latency_ms)

@@ -1,6 +1,11 @@
-"""The one owner of an aiohttp session: every HTTP client of ``ground`` (the model calls, the
-Batch and Files API, the redirect resolver) holds its session through :class:`SessionOwner`,
-created with the client and closed when the client's ``async with`` ends.
+"""The one owner of an aiohttp session, and the one exchange over it.
+
+Every HTTP client of ``ground`` (the model calls, the Batch and Files API, Cloud Storage,
+Vertex batch prediction, the redirect resolver) holds its session through
+:class:`SessionOwner`, created with the client and closed when the client's ``async with``
+ends. The API clients exchange through :meth:`SessionOwner._exchange` (one request, its
+answer, the transport's failures typed as the API edge's errors) and stream files through
+:meth:`SessionOwner._lines`.
 
 Every request says who sent it with one user agent, ``ground/<version> (+aiohttp)``, the
 version read from the installed package's metadata.
@@ -8,16 +13,58 @@ version read from the installed package's metadata.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
 from importlib import metadata
-from typing import Self
+from typing import Any, Self
+from urllib.parse import quote
 
 import aiohttp
+import orjson
+
+from pipeline.errors import ErrorClass
+from pipeline.gemini.api_errors import (
+    ProtocolError,
+    TransientError,
+    Unreachable,
+    classify_http_error,
+)
 
 try:
     VERSION = metadata.version("ground")
 except metadata.PackageNotFoundError:  # run from a source tree that was never installed
     VERSION = "0+unknown"
 USER_AGENT = f"ground/{VERSION} (+aiohttp)"
+DOWNLOAD_READ_BYTES = 1024 * 1024  # bytes read from a download stream at a time
+MAX_LINE_BYTES = 64 * 1024 * 1024  # a downloaded line longer than this is refused as hostile
+ERROR_BODY_BYTES = 16 * 1024  # of a failed download, what is read to classify the error
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """An answered request: its status, body and headers (names lower-cased)."""
+
+    status: int
+    body: bytes
+    headers: dict[str, str]
+
+    def json(self) -> Any:
+        """The body as JSON (``{}`` when empty); a body that is not JSON is a ProtocolError."""
+        return json_body(self.body)
+
+
+def json_body(raw: bytes) -> Any:
+    """``raw`` as JSON (``{}`` when empty); a :class:`ProtocolError` when it is not JSON."""
+    try:
+        return orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError:
+        raise ProtocolError("a 2xx answer that is not JSON") from None
+
+
+def resource_path(name: str) -> str:
+    """A resource name (``batches/x``, ``projects/p/.../batchPredictionJobs/id``) as a URL
+    path, each segment quoted."""
+    return "/".join(quote(segment, safe="-_.") for segment in name.split("/"))
 
 
 class SessionOwner:
@@ -25,10 +72,11 @@ class SessionOwner:
 
     ``timeout``: the session's default; ``limit``: connections at most (0: aiohttp's 100);
     ``headers``: sent with every request, after the user agent; ``cookies``: off unless asked
-    (nothing here needs them, and a redirect host must not be able to set any).
+    (nothing here needs them, and a redirect host must not be able to set any); ``service``:
+    how failures name what could not be reached.
     """
 
-    __slots__ = ("_session",)
+    __slots__ = ("_service", "_session")
 
     def __init__(
         self,
@@ -37,8 +85,10 @@ class SessionOwner:
         limit: int = 0,
         headers: dict[str, str] | None = None,
         cookies: bool = False,
+        service: str = "the API",
     ) -> None:
         connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit) if limit else None
+        self._service = service
         self._session = aiohttp.ClientSession(
             connector=connector,
             timeout=timeout,
@@ -52,3 +102,71 @@ class SessionOwner:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self._session.close()
+
+    async def _exchange(
+        self,
+        method: str,
+        url: str,
+        *,
+        body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        ok: tuple[int, ...] = (),
+        redirects: bool = True,
+    ) -> Exchange:
+        """One request. A status outside 2xx and ``ok`` raises the API edge's error for it
+        (:func:`~pipeline.gemini.api_errors.classify_http_error`); a connection that could
+        not be made is :class:`Unreachable`, one that broke or timed out a
+        :class:`TransientError`."""
+        try:
+            async with self._session.request(
+                method, url, data=body, headers=headers, allow_redirects=redirects
+            ) as resp:
+                exchange = Exchange(
+                    resp.status,
+                    await resp.read(),
+                    {k.lower(): v for k, v in resp.headers.items()},
+                )
+        except aiohttp.ClientConnectorError as exc:
+            raise Unreachable(f"cannot connect to {self._service}: {exc.os_error}") from None
+        except TimeoutError:
+            raise TransientError(
+                f"no answer from {self._service} in time", error_class=ErrorClass.TIMEOUT
+            ) from None
+        except aiohttp.ClientError as exc:
+            raise TransientError(
+                f"connection failed: {type(exc).__name__}", error_class=ErrorClass.CONNECTION
+            ) from None
+        if not (200 <= exchange.status < 300 or exchange.status in ok):
+            raise classify_http_error(exchange.status, exchange.body)
+        return exchange
+
+    async def _lines(
+        self, url: str, headers: Mapping[str, str] | None = None
+    ) -> AsyncIterator[bytes]:
+        """A file's lines, streamed one at a time without the newline (blank ones skipped);
+        a line longer than :data:`MAX_LINE_BYTES` is a :class:`ProtocolError`."""
+        try:
+            async with self._session.get(url, headers=headers) as resp:
+                if not 200 <= resp.status < 300:
+                    raise classify_http_error(
+                        resp.status, await resp.content.read(ERROR_BODY_BYTES)
+                    )
+                pending = b""
+                async for chunk in resp.content.iter_chunked(DOWNLOAD_READ_BYTES):
+                    pending += chunk
+                    *complete, pending = pending.split(b"\n")
+                    for line in complete:
+                        if line.strip():
+                            yield line
+                    if len(pending) > MAX_LINE_BYTES:
+                        raise ProtocolError(f"a line over {MAX_LINE_BYTES} bytes")
+                if pending.strip():
+                    yield pending
+        except aiohttp.ClientConnectorError as exc:
+            raise Unreachable(f"cannot connect to {self._service}: {exc.os_error}") from None
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
+            raise TransientError(
+                f"the download broke off: {type(exc).__name__}", error_class=ErrorClass.TRUNCATED
+            ) from None
+        except TimeoutError:
+            raise TransientError("the download timed out", error_class=ErrorClass.TIMEOUT) from None

@@ -40,8 +40,7 @@ import secrets
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 from urllib.parse import quote
 
 import aiohttp
@@ -49,15 +48,9 @@ import anyio
 import anyio.to_thread
 import orjson
 
-from pipeline.errors import ErrorClass
-from pipeline.gemini.api_errors import (
-    GeminiError,
-    TransientError,
-    Unreachable,
-    classify_http_error,
-)
-from pipeline.gemini.batch_wire import BatchProtocolError
+from pipeline.gemini.api_errors import ProtocolError, TransientError, Unreachable
 from pipeline.gemini.endpoint import Auth
+from pipeline.gemini.session import Exchange, SessionOwner
 
 STORAGE_API = "https://storage.googleapis.com"
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
@@ -65,13 +58,10 @@ CHUNK_GRANULARITY = 256 * 1024  # bytes: resumable chunks are multiples of this
 UPLOAD_CHUNK_BYTES = 32 * CHUNK_GRANULARITY  # bytes per resumable PUT (8 MiB)
 MULTIPART_MAX_BYTES = 5 * 1024 * 1024  # bytes: smaller files go in one multipart request
 HASH_READ_BYTES = 1024 * 1024  # bytes read at a time to hash a file
-DOWNLOAD_READ_BYTES = 1024 * 1024  # bytes read from a download stream at a time
-MAX_LINE_BYTES = 64 * 1024 * 1024  # a line longer than this is refused as hostile
 MAX_STALLS = 3  # chunks in a row that move the upload no further before it gives up
 CONNECT_TIMEOUT_S = 10.0  # seconds
 REQUEST_TIMEOUT_S = 300.0  # seconds for one request (one chunk, one page)
 LIST_PAGE_SIZE = 1000  # objects per objects.list page
-USER_AGENT = "ground/0.1 (+aiohttp; storage)"
 _RANGE = re.compile(r"bytes=0-(\d+)")
 
 
@@ -114,7 +104,7 @@ class StoredObject:
 
 def _object(document: Any, *, uploaded: bool = False) -> StoredObject:
     if not isinstance(document, dict) or not document.get("name") or not document.get("bucket"):
-        raise BatchProtocolError("an object resource without a bucket or a name")
+        raise ProtocolError("an object resource without a bucket or a name")
     meta = document.get("metadata") if isinstance(document.get("metadata"), dict) else {}
     try:
         size = int(document.get("size") or 0)
@@ -131,10 +121,10 @@ def _object(document: Any, *, uploaded: bool = False) -> StoredObject:
     )
 
 
-class StorageClient:
+class StorageClient(SessionOwner):
     """The JSON API of one endpoint, over its own aiohttp session. An async context manager."""
 
-    __slots__ = ("_auth", "_base", "_session", "chunk_bytes", "multipart_max_bytes")
+    __slots__ = ("_auth", "_base", "chunk_bytes", "multipart_max_bytes")
 
     def __init__(
         self,
@@ -150,29 +140,17 @@ class StorageClient:
         self._base = (endpoint or storage_endpoint()).rstrip("/")
         self.chunk_bytes = chunk_bytes
         self.multipart_max_bytes = multipart_max_bytes
-        self._session = aiohttp.ClientSession(
+        super().__init__(
             timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
-            headers={"user-agent": USER_AGENT},
-            raise_for_status=False,
+            service="Cloud Storage",
         )
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._session.close()
 
     # -- metadata, list, delete ----------------------------------------------------------------
 
     async def stat(self, bucket: str, name: str) -> StoredObject | None:
         """The object's metadata, or None when there is no such object."""
-        status, raw, _ = await self._request("GET", self._object_url(bucket, name), ok=(404,))
-        return None if status == 404 else _object(_json(raw))
+        exchange = await self._request("GET", self._object_url(bucket, name), ok=(404,))
+        return None if exchange.status == 404 else _object(exchange.json())
 
     async def list(self, bucket: str, prefix: str = "") -> AsyncIterator[StoredObject]:
         """Every object whose name starts with ``prefix``, in name order (the API's)."""
@@ -183,8 +161,7 @@ class StorageClient:
                 url += f"&prefix={quote(prefix, safe='')}"
             if token:
                 url += f"&pageToken={quote(token, safe='')}"
-            _, raw, _ = await self._request("GET", url)
-            document = _json(raw)
+            document = (await self._request("GET", url)).json()
             for item in document.get("items") or ():
                 yield _object(item)
             token = document.get("nextPageToken") or ""
@@ -193,38 +170,16 @@ class StorageClient:
 
     async def delete(self, bucket: str, name: str) -> bool:
         """Remove the object; False when it was not there."""
-        status, _, _ = await self._request("DELETE", self._object_url(bucket, name), ok=(404,))
-        return status != 404
+        exchange = await self._request("DELETE", self._object_url(bucket, name), ok=(404,))
+        return exchange.status != 404
 
     # -- download ------------------------------------------------------------------------------
 
     async def download_lines(self, bucket: str, name: str) -> AsyncIterator[bytes]:
         """The object's lines, one at a time, without the newline; blank lines skipped."""
         url = self._object_url(bucket, name) + "?alt=media"
-        headers = dict(await self._auth.headers())
-        try:
-            async with self._session.get(url, headers=headers) as resp:
-                if not 200 <= resp.status < 300:
-                    raise classify_http_error(resp.status, await resp.content.read(16 * 1024))
-                pending = b""
-                async for chunk in resp.content.iter_chunked(DOWNLOAD_READ_BYTES):
-                    pending += chunk
-                    *complete, pending = pending.split(b"\n")
-                    for line in complete:
-                        if line.strip():
-                            yield line
-                    if len(pending) > MAX_LINE_BYTES:
-                        raise BatchProtocolError(f"a line over {MAX_LINE_BYTES} bytes")
-                if pending.strip():
-                    yield pending
-        except aiohttp.ClientConnectorError as exc:
-            raise Unreachable(f"cannot connect to Cloud Storage: {exc.os_error}") from None
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
-            raise TransientError(
-                f"the download broke off: {type(exc).__name__}", error_class=ErrorClass.TRUNCATED
-            ) from None
-        except TimeoutError:
-            raise TransientError("the download timed out", error_class=ErrorClass.TIMEOUT) from None
+        async for line in self._lines(url, await self._auth.headers()):
+            yield line
 
     # -- upload --------------------------------------------------------------------------------
 
@@ -268,8 +223,8 @@ class StorageClient:
         )
         url = f"{self._base}/upload/storage/v1/b/{quote(bucket, safe='')}/o?uploadType=multipart"
         headers = {"content-type": f"multipart/related; boundary={boundary}"}
-        _, raw, _ = await self._request("POST", url, body=body, headers=headers)
-        return _object(_json(raw), uploaded=True)
+        exchange = await self._request("POST", url, body=body, headers=headers)
+        return _object(exchange.json(), uploaded=True)
 
     async def _upload_resumable(
         self, path: Path, bucket: str, resource: dict[str, Any], size: int, content_type: str
@@ -284,10 +239,10 @@ class StorageClient:
             "x-upload-content-length": str(size),
         }
         body = orjson.dumps(resource)
-        _, _, answer = await self._request("POST", url, body=body, headers=headers)
-        session = answer.get("location")
+        started = await self._request("POST", url, body=body, headers=headers)
+        session = started.headers.get("location")
         if not session:
-            raise BatchProtocolError("the resumable upload start answered without Location")
+            raise ProtocolError("the resumable upload start answered without Location")
         offset, stalls = 0, 0
         async with await anyio.open_file(path, "rb") as handle:
             while True:
@@ -296,24 +251,24 @@ class StorageClient:
                 end = offset + len(chunk) - 1
                 span = f"bytes {offset}-{end}/{size}" if chunk else f"bytes */{size}"
                 try:
-                    status, raw, answer = await self._request(
+                    exchange = await self._request(
                         "PUT", session, body=chunk, headers={"content-range": span}, ok=(308,)
                     )
                 except (TransientError, Unreachable):
                     if stalls >= MAX_STALLS:
                         raise
-                    status, raw, answer = await self._upload_status(session, size)
-                if status in (200, 201):
-                    return _object(_json(raw), uploaded=True)
-                received = _received(answer)
+                    exchange = await self._upload_status(session, size)
+                if exchange.status in (200, 201):
+                    return _object(exchange.json(), uploaded=True)
+                received = _received(exchange.headers)
                 if received > size:
-                    raise BatchProtocolError("the server reports more bytes than were sent")
+                    raise ProtocolError("the server reports more bytes than were sent")
                 stalls = stalls + 1 if received <= offset else 0
                 if stalls > MAX_STALLS:
-                    raise BatchProtocolError("the upload makes no progress")
+                    raise ProtocolError("the upload makes no progress")
                 offset = received
 
-    async def _upload_status(self, session: str, size: int) -> tuple[int, bytes, dict[str, str]]:
+    async def _upload_status(self, session: str, size: int) -> Exchange:
         """How much of the upload the server has (``308`` + ``Range``) or the finished object."""
         return await self._request(
             "PUT", session, body=b"", headers={"content-range": f"bytes */{size}"}, ok=(308,)
@@ -335,44 +290,12 @@ class StorageClient:
         body: bytes | None = None,
         headers: dict[str, str] | None = None,
         ok: tuple[int, ...] = (),
-    ) -> tuple[int, bytes, dict[str, str]]:
-        merged = dict(await self._auth.headers())
-        merged.update(headers or {})
-        try:
-            async with self._session.request(
-                method, url, data=body, headers=merged, allow_redirects=False
-            ) as resp:
-                raw = await resp.read()
-                status = resp.status
-                answer = {k.lower(): v for k, v in resp.headers.items()}
-        except aiohttp.ClientConnectorError as exc:
-            raise Unreachable(f"cannot connect to Cloud Storage: {exc.os_error}") from None
-        except TimeoutError:
-            raise TransientError(
-                f"no answer within {REQUEST_TIMEOUT_S:g} s", error_class=ErrorClass.TIMEOUT
-            ) from None
-        except aiohttp.ClientError as exc:
-            raise TransientError(
-                f"connection failed: {type(exc).__name__}", error_class=ErrorClass.CONNECTION
-            ) from None
-        if not (200 <= status < 300 or status in ok):
-            raise _storage_error(status, raw)
-        return status, raw, answer
+    ) -> Exchange:
+        merged = {**(await self._auth.headers()), **(headers or {})}
+        return await self._exchange(method, url, body=body, headers=merged, ok=ok, redirects=False)
 
 
 def _received(answer: Mapping[str, str]) -> int:
     """The next offset a ``308`` names: one past ``Range: bytes=0-n``, 0 without ``Range``."""
     found = _RANGE.match(answer.get("range", ""))
     return int(found.group(1)) + 1 if found else 0
-
-
-def _storage_error(status: int, raw: bytes) -> GeminiError:
-    """A JSON API error (``{"error": {"code", "message", "errors"}}``) as the API-edge error."""
-    return classify_http_error(status, raw)
-
-
-def _json(raw: bytes) -> Any:
-    try:
-        return orjson.loads(raw) if raw else {}
-    except orjson.JSONDecodeError:
-        raise BatchProtocolError("a 2xx answer that is not JSON") from None

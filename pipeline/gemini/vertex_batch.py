@@ -31,24 +31,22 @@ batch runner drives either one the same way:
    its output files), listed and removed once stored (:mod:`pipeline.batch.clean`).
 
 Nothing here retries or sleeps: the runner polls with backoff. Errors are the HTTP tree of
-:mod:`pipeline.gemini.api_errors` plus :class:`~pipeline.gemini.batch_wire.BatchProtocolError`.
+:mod:`pipeline.gemini.api_errors` plus :class:`~pipeline.gemini.batch_wire.ProtocolError`.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 import orjson
 
-from pipeline.errors import ErrorClass
-from pipeline.gemini.api_errors import TransientError, Unreachable, classify_http_error
-from pipeline.gemini.batch_wire import BatchJob, BatchProtocolError, ResultLine, UploadedFile
+from pipeline.gemini.batch_wire import BatchJob, ResultLine, UploadedFile
 from pipeline.gemini.endpoint import Auth, vertex_base_url
+from pipeline.gemini.session import Exchange, SessionOwner, resource_path
 from pipeline.gemini.storage import StorageClient, StoredObject
 from pipeline.gemini.vertex_batch_wire import (
     ERRORS_FILE,
@@ -69,14 +67,13 @@ LIST_PAGE_SIZE = 100  # jobs per list page
 INPUT_SUFFIX = ".jsonl"  # the input object's name: {gcs_input}/{display name}.jsonl
 NAME_LABEL = "ground-name"  # the job label carrying its display name: a second handle to find it
 JSONL_MIME = "application/jsonl"
-USER_AGENT = "ground/0.1 (+aiohttp; vertex batch)"
 
 
-class VertexBatchClient:
+class VertexBatchClient(SessionOwner):
     """Batch prediction in one project and location, reading and writing under two
     ``gs://`` prefixes. Use as an async context manager (it owns two sessions)."""
 
-    __slots__ = ("_auth", "_base", "_input", "_output", "_parent", "_session", "storage")
+    __slots__ = ("_auth", "_base", "_input", "_output", "_parent", "storage")
 
     def __init__(
         self,
@@ -98,25 +95,16 @@ class VertexBatchClient:
         self._input = parse_gs_uri(gcs_input)
         self._output = parse_gs_uri(gcs_output)
         self.storage = storage or StorageClient(auth, endpoint=storage_endpoint)
-        self._session = aiohttp.ClientSession(
+        super().__init__(
             timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S),
-            headers={"user-agent": USER_AGENT},
-            raise_for_status=False,
+            service="Vertex AI",
         )
 
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         try:
-            await self._session.close()
+            await super().__aexit__(*exc_info)
         finally:
-            await self.storage.__aexit__(exc_type, exc, tb)
+            await self.storage.__aexit__(*exc_info)
 
     # -- where things go ---------------------------------------------------------------------
 
@@ -219,8 +207,8 @@ class VertexBatchClient:
         }
         handle = {NAME_LABEL: display_name.lower()} if _label_ok(display_name.lower()) else {}
         body["labels"] = job_labels({**handle, **(labels or {})})
-        raw = await self._request("POST", self._jobs_url(), body=orjson.dumps(body))
-        return parse_prediction_job(_json(raw))
+        answer = await self._request("POST", self._jobs_url(), body=orjson.dumps(body))
+        return parse_prediction_job(answer.json())
 
     async def get(self, name: str) -> BatchJob:
         job, _ = await self.get_document(name)
@@ -228,14 +216,14 @@ class VertexBatchClient:
 
     async def get_document(self, name: str) -> tuple[BatchJob, dict[str, Any]]:
         """The job and its resource as sent (for fields :class:`BatchJob` does not keep)."""
-        raw = await self._request("GET", f"{self._base}/{API_VERSION}/{_path(name)}")
-        document = _json(raw)
+        answer = await self._request("GET", f"{self._base}/{API_VERSION}/{resource_path(name)}")
+        document = answer.json()
         return parse_prediction_job(document), document
 
     async def cancel(self, name: str) -> None:
         """Ask for cancellation (best effort: the job goes CANCELLING, then CANCELLED, unless
         it finished first; files already written stay)."""
-        url = f"{self._base}/{API_VERSION}/{_path(name)}:cancel"
+        url = f"{self._base}/{API_VERSION}/{resource_path(name)}:cancel"
         await self._request("POST", url, body=b"{}")
 
     async def list(
@@ -249,7 +237,7 @@ class VertexBatchClient:
                 url += f"&filter={quote(filter, safe='')}"
             if token:
                 url += f"&pageToken={quote(token, safe='')}"
-            document = _json(await self._request("GET", url))
+            document = (await self._request("GET", url)).json()
             for item in document.get("batchPredictionJobs") or ():
                 yield parse_prediction_job(item)
             token = document.get("nextPageToken") or ""
@@ -279,34 +267,11 @@ class VertexBatchClient:
     def _jobs_url(self) -> str:
         return f"{self._base}/{API_VERSION}/{self._parent}/batchPredictionJobs"
 
-    async def _request(self, method: str, url: str, *, body: bytes | None = None) -> bytes:
+    async def _request(self, method: str, url: str, *, body: bytes | None = None) -> Exchange:
         headers = dict(await self._auth.headers())
         if body is not None:
             headers["content-type"] = "application/json"
-        try:
-            async with self._session.request(method, url, data=body, headers=headers) as resp:
-                raw = await resp.read()
-                status = resp.status
-        except aiohttp.ClientConnectorError as exc:
-            raise Unreachable(f"cannot connect to Vertex AI: {exc.os_error}") from None
-        except TimeoutError:
-            raise TransientError(
-                f"no answer within {REQUEST_TIMEOUT_S:g} s", error_class=ErrorClass.TIMEOUT
-            ) from None
-        except aiohttp.ClientError as exc:
-            raise TransientError(
-                f"connection failed: {type(exc).__name__}", error_class=ErrorClass.CONNECTION
-            ) from None
-        if not 200 <= status < 300:
-            raise classify_http_error(status, raw)
-        return raw
-
-
-def _json(raw: bytes) -> Any:
-    try:
-        return orjson.loads(raw) if raw else {}
-    except orjson.JSONDecodeError:
-        raise BatchProtocolError("a 2xx answer that is not JSON") from None
+        return await self._exchange(method, url, body=body, headers=headers)
 
 
 def _label_ok(value: str) -> bool:
@@ -320,8 +285,3 @@ def _label_ok(value: str) -> bool:
 def _quoted(value: str) -> str:
     """A value inside a double-quoted AIP-160 string."""
     return value.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def _path(name: str) -> str:
-    """``projects/p/locations/l/batchPredictionJobs/id`` as a URL path (segments quoted)."""
-    return "/".join(quote(segment, safe="-_.") for segment in name.split("/"))

@@ -30,11 +30,10 @@ from typing import Any
 
 import orjson
 
-from pipeline.gemini.api_errors import GeminiError, classify_http_error
+from pipeline.gemini.api_errors import GeminiError, ProtocolError, classify_http_error
 from pipeline.gemini.batch_wire import (
     JOB_STATE_UNSPECIFIED,
     BatchJob,
-    BatchProtocolError,
     ResultLine,
     _int,
     _timestamp,
@@ -176,13 +175,13 @@ def parse_gs_uri(uri: str) -> GcsPath:
 
 
 def parse_prediction_job(document: Any) -> BatchJob:
-    """A ``BatchPredictionJob`` resource -> :class:`BatchJob`; :class:`BatchProtocolError`
+    """A ``BatchPredictionJob`` resource -> :class:`BatchJob`; :class:`ProtocolError`
     when it names no job."""
     if not isinstance(document, dict):
-        raise BatchProtocolError("a prediction job answer that is not a JSON object")
+        raise ProtocolError("a prediction job answer that is not a JSON object")
     name = document.get("name")
     if not isinstance(name, str) or "/batchPredictionJobs/" not in name:
-        raise BatchProtocolError("a prediction job answer without a name")
+        raise ProtocolError("a prediction job answer without a name")
     info = document.get("outputInfo") if isinstance(document.get("outputInfo"), dict) else {}
     stats = document.get("completionStats")
     stats = stats if isinstance(stats, dict) else {}
@@ -219,17 +218,17 @@ def output_prefix(document: Any) -> str | None:
 
 def parse_prediction_line(line: bytes) -> ResultLine:
     """Decode one output line. The key is the line's own ``key`` when it has one, else the
-    echoed request's ``labels.ground_key``; :class:`BatchProtocolError` for a line that is not
+    echoed request's ``labels.ground_key``; :class:`ProtocolError` for a line that is not
     a JSON object or carries neither."""
     try:
         document = orjson.loads(line)
     except orjson.JSONDecodeError:
-        raise BatchProtocolError("a prediction line that is not JSON") from None
+        raise ProtocolError("a prediction line that is not JSON") from None
     if not isinstance(document, dict):
-        raise BatchProtocolError("a prediction line that is not a JSON object")
+        raise ProtocolError("a prediction line that is not a JSON object")
     key = _line_key(document)
     if key is None:
-        raise BatchProtocolError(f"a prediction line without a {KEY_LABEL} label")
+        raise ProtocolError(f"a prediction line without a {KEY_LABEL} label")
     status = document.get("status")
     response = document.get("response")
     if isinstance(status, str) and status.strip():

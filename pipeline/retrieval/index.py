@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
-import aiohttp
 import anyio
 import anyio.abc
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -36,9 +35,9 @@ from pipeline.errors import CallError, RetryableError
 from pipeline.gemini.embed import (
     DOCUMENT_TASK,
     EMBED_BATCH_MAX,
+    EmbeddingClient,
     batch_embed_body,
     estimated_tokens,
-    post_embeddings,
 )
 from pipeline.gemini.endpoint import Endpoint
 from pipeline.gemini.wire import UsageMetadata
@@ -220,7 +219,7 @@ def _ledger_row(
 
 async def _embed_batch(
     engine: AsyncEngine,
-    session: aiohttp.ClientSession,
+    client: EmbeddingClient,
     job_id: int,
     embedding: Embedding,
     batch: list[store.ChunkToEmbed],
@@ -239,7 +238,7 @@ async def _embed_batch(
         started = utcnow()
         clock = anyio.current_time()
         try:
-            embedded = await post_embeddings(session, embedding.endpoint, body, len(batch))
+            embedded = await client.embed(embedding.endpoint, body, len(batch))
         except CallError as exc:
             latency = (anyio.current_time() - clock) * 1000.0
             async with engine.begin() as connection:
@@ -271,24 +270,23 @@ async def embed_pending(
     """Embed every chunk of the job that has no embedding yet; stops at the first batch that
     still fails after its tries (what was stored stays)."""
     result = EmbedResult()
-    timeout = aiohttp.ClientTimeout(total=embedding.timeout_s)
     send, receive = anyio.create_memory_object_stream[list[store.ChunkToEmbed]](EMBED_CONCURRENCY)
 
     async def worker(
-        session: aiohttp.ClientSession,
+        client: EmbeddingClient,
         batches: anyio.abc.ObjectReceiveStream[list[store.ChunkToEmbed]],
     ) -> None:
         async with batches:
             async for batch in batches:
                 if not result.errors:
-                    await _embed_batch(engine, session, job_id, embedding, batch, result)
+                    await _embed_batch(engine, client, job_id, embedding, batch, result)
 
     async with (
-        aiohttp.ClientSession(timeout=timeout) as session,
+        EmbeddingClient(timeout_s=embedding.timeout_s) as client,
         anyio.create_task_group() as group,
     ):
         for _ in range(EMBED_CONCURRENCY):
-            group.start_soon(worker, session, receive.clone())
+            group.start_soon(worker, client, receive.clone())
         receive.close()
         async with send:
             after = 0

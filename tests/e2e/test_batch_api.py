@@ -58,7 +58,7 @@ def test_states_and_status_lines() -> None:
     assert failed.error.http_status == 500
     bad = gw.parse_result_line(b'{"key":"5","status":{"code":3,"message":"bad request"}}')
     assert isinstance(bad.error, PermanentError) and bad.error.http_status == 400
-    with pytest.raises(gw.BatchProtocolError):
+    with pytest.raises(gw.ProtocolError):
         gw.parse_result_line(b"not json")
 
 

@@ -98,7 +98,7 @@ def test_a_prediction_job_resource_becomes_a_batch_job() -> None:
     assert not vw.parse_prediction_job(
         {"name": "projects/p/locations/l/batchPredictionJobs/2", "state": "JOB_STATE_CANCELLING"}
     ).finished
-    with pytest.raises(gw.BatchProtocolError):
+    with pytest.raises(gw.ProtocolError):
         vw.parse_prediction_job({"name": "batches/1"})
 
 
@@ -120,9 +120,9 @@ def test_output_lines_join_by_the_echoed_label() -> None:
     assert ok.key == "41" and ok.error is None and orjson.loads(ok.response or b"") == response
     own_key = vw.parse_prediction_line(_line(key="9", request={}, status="", response=response))
     assert own_key.key == "9"
-    with pytest.raises(gw.BatchProtocolError, match="ground_key"):
+    with pytest.raises(gw.ProtocolError, match="ground_key"):
         vw.parse_prediction_line(_line(request={"contents": []}, status="", response=response))
-    with pytest.raises(gw.BatchProtocolError):
+    with pytest.raises(gw.ProtocolError):
         vw.parse_prediction_line(b"[1]")
 
 
