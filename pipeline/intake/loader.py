@@ -34,13 +34,12 @@ from typing import Any
 
 import anyio
 import orjson
-import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from pipeline.intake.query import query_records
 from pipeline.job.sections import SourceSection
 from pipeline.store import queue
 from pipeline.store.loads import Fingerprint, save_fingerprint, stored_fingerprint
-from pipeline.store.urls import async_url
 
 CHUNK_ROWS = 1_000  # rows per insert; bounds memory and statement size
 MAX_ID_LENGTH = 512  # characters, the column's width
@@ -222,43 +221,20 @@ async def _async(rows: Iterator[Row]) -> AsyncIterator[Row]:
 
 async def read_query_rows(source: SourceSection) -> AsyncIterator[Row]:
     """Yield validated rows from ``source.query`` on ``source.url``, streamed in partitions."""
-    from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
-    from sqlalchemy.ext.asyncio import create_async_engine
-
-    try:
-        engine = create_async_engine(async_url(source.url))
-    except (ArgumentError, NoSuchModuleError, ValueError) as exc:
-        raise LoadError(f"[source] url: cannot use this database URL ({exc})") from None
-    try:
-        async with engine.connect() as connection:
-            try:
-                result = await connection.stream(
-                    sa.text(source.query).execution_options(yield_per=CHUNK_ROWS)
-                )
-                columns = list(result.keys())
-                for field in (source.id_field, source.text_field):
-                    if field not in columns:
-                        raise LoadError(
-                            f"[source] query: the result has no column {field!r}"
-                            f" (it has {', '.join(columns) or 'none'})"
-                        )
-                number = 0
-                async for partition in result.mappings().partitions():
-                    for record in partition:
-                        number += 1
-                        try:
-                            row = _row(QUERY_LABEL, number, dict(record), source)
-                        except LoadError as exc:
-                            qid = record.get(source.id_field)
-                            raise LoadError(f"{exc} (id {qid!r})" if qid else str(exc)) from None
-                        yield row
-            except DBAPIError as exc:
-                reason = str(exc.orig or exc).strip().splitlines()[0]
-                raise LoadError(f"[source] query failed: {reason}") from None
-    except OSError as exc:
-        raise LoadError(f"[source] url: cannot connect ({exc.strerror or exc})") from None
-    finally:
-        await engine.dispose()
+    records = query_records(
+        source.query,
+        source.url,
+        section="source",
+        required=(source.id_field, source.text_field),
+        error=LoadError,
+    )
+    async for number, record in records:
+        try:
+            row = _row(QUERY_LABEL, number, record, source)
+        except LoadError as exc:
+            qid = record.get(source.id_field)
+            raise LoadError(f"{exc} (id {qid!r})" if qid else str(exc)) from None
+        yield row
 
 
 def _check_length(path: Path | str, row: Row, max_chars: int | None) -> None:

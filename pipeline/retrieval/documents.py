@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import sqlalchemy as sa
+
+from pipeline.intake.query import query_records
 
 __all__ = [
     "DocumentError",
@@ -28,7 +29,6 @@ __all__ = [
 ]
 
 MAX_DOC_ID_CHARS = 512  # the column's width
-QUERY_PARTITION_ROWS = 500  # rows fetched at a time through the server-side cursor
 _KNOWN = ("id", "title", "uri", "text")
 
 
@@ -132,37 +132,8 @@ def _read_csv(path: Path) -> Iterator[SourceDocument]:
 
 async def read_document_query(query: str, url: str) -> AsyncIterator[SourceDocument]:
     """Yield the documents a SELECT returns, streamed through a server-side cursor."""
-    from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
-    from sqlalchemy.ext.asyncio import create_async_engine
-
-    from pipeline.store.urls import async_url
-
-    try:
-        engine = create_async_engine(async_url(url))
-    except (ArgumentError, NoSuchModuleError, ValueError) as exc:
-        raise DocumentError(f"[retrieval] url: cannot use this database URL ({exc})") from None
-    try:
-        async with engine.connect() as connection:
-            try:
-                result = await connection.stream(
-                    sa.text(query).execution_options(yield_per=QUERY_PARTITION_ROWS)
-                )
-                columns = list(result.keys())
-                for field in ("id", "text"):
-                    if field not in columns:
-                        raise DocumentError(
-                            f"[retrieval] query: the result has no column {field!r}"
-                            f" (it has {', '.join(columns) or 'none'})"
-                        )
-                number = 0
-                async for partition in result.mappings().partitions():
-                    for record in partition:
-                        number += 1
-                        yield _document(f"[retrieval] query row {number}", number, dict(record))
-            except DBAPIError as exc:
-                reason = str(exc.orig or exc).strip().splitlines()[0]
-                raise DocumentError(f"[retrieval] query failed: {reason}") from None
-    except OSError as exc:
-        raise DocumentError(f"[retrieval] url: cannot connect ({exc.strerror or exc})") from None
-    finally:
-        await engine.dispose()
+    records = query_records(
+        query, url, section="retrieval", required=("id", "text"), error=DocumentError
+    )
+    async for number, record in records:
+        yield _document(f"[retrieval] query row {number}", number, record)
