@@ -139,6 +139,28 @@ class GroundedAnswer:
     url_statuses: tuple[tuple[str | None, str | None], ...] = ()
     tool_parts: int = 0  # toolCall/toolResponse/code/function parts (kept in the raw body)
 
+    @classmethod
+    def ungrounded(
+        cls,
+        text: str,
+        *,
+        retrieval_queries: tuple[str, ...] = (),
+        warnings: tuple[str, ...] = (),
+    ) -> GroundedAnswer:
+        """An answer with no grounding: nothing cited, all of it unsupported."""
+        return cls(
+            grounded=False,
+            text=text,
+            citations=(),
+            sources=(),
+            coverage=0.0,
+            unsupported_spans=((0, len(text)),) if text else (),
+            web_search_queries=(),
+            retrieval_queries=retrieval_queries,
+            search_entry_point_html=None,
+            warnings=warnings,
+        )
+
 
 # --------------------------------------------------------------------------------------------
 # Mapping
@@ -250,22 +272,6 @@ def _url_statuses(candidate: Candidate) -> tuple[tuple[str | None, str | None], 
     return tuple((u.retrieved_url, u.url_retrieval_status) for u in ucm.url_metadata)
 
 
-def _ungrounded(text: str) -> GroundedAnswer:
-    """The answer of a candidate without ``groundingMetadata``: nothing cited, all unsupported."""
-    return GroundedAnswer(
-        grounded=False,
-        text=text,
-        citations=(),
-        sources=(),
-        coverage=0.0,
-        unsupported_spans=((0, len(text)),) if text else (),
-        web_search_queries=(),
-        retrieval_queries=(),
-        search_entry_point_html=None,
-        warnings=(),
-    )
-
-
 def _settle_spans(gm: GroundingMetadata, layout: Layout, warnings: list[str]) -> list[_Span]:
     """Rules 1-3 for every support, in wire order: the supports that survive, byte spans set."""
     n_chunks = len(gm.grounding_chunks)
@@ -328,7 +334,7 @@ def ground_answer(candidate: Candidate, *, min_confidence: float | None = None) 
     gm = candidate.grounding_metadata
     if gm is None:
         return replace(
-            _ungrounded(text),
+            GroundedAnswer.ungrounded(text),
             url_statuses=_url_statuses(candidate),
             tool_parts=tool_part_count(candidate),
         )

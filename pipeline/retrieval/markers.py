@@ -367,18 +367,7 @@ def cite_passages(
         warnings = marked.warnings + (
             ("no valid citation marker: the answer is ungrounded",) if marked.markers else ()
         )
-        return GroundedAnswer(
-            grounded=False,
-            text=text,
-            citations=(),
-            sources=(),
-            coverage=0.0,
-            unsupported_spans=((0, len(text)),) if text else (),
-            web_search_queries=(),
-            retrieval_queries=queries,
-            search_entry_point_html=None,
-            warnings=warnings,
-        )
+        return GroundedAnswer.ungrounded(text, retrieval_queries=queries, warnings=warnings)
     offsets = _byte_offsets(text, [p for s, e, _ in spans for p in (s, e)])
     citations = [
         Citation(
