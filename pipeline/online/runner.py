@@ -13,8 +13,9 @@
   answers trickle in one at a time, as they do under real latency.
 * Each caller hands its question to the :class:`~pipeline.online.answering.Answerer` (call 1, then
   call 2 when the structure step is on) and sends the outcomes to the writer; it never writes to
-  the database (own retrieval reads the job's index). Between call 1 and call 2 it waits until call 1's answer is committed: from
-  then on the grounded call is never paid for again, whatever happens to the run.
+  the database (own retrieval reads the job's index). Between call 1 and call 2 it waits until
+  call 1's answer is committed: from then on the grounded call is never paid for again,
+  whatever happens to the run.
 * Own retrieval (``[grounding] fallback``, :mod:`pipeline.online.own`) answers call 1 for the
   questions routed to it: those of a fallback class, and those handed over
   (``questions.next_route``). With ``fallback_when = "ungrounded"`` a managed answer still

@@ -44,9 +44,9 @@ async def clear_next_route(connection: AsyncConnection, question_ids: Iterable[i
     if ids:
         q = questions.c
         await connection.execute(
-            questions.update().where(q.id.in_(ids), q.next_route.is_not(None)).values(
-                next_route=None
-            )
+            questions.update()
+            .where(q.id.in_(ids), q.next_route.is_not(None))
+            .values(next_route=None)
         )
 
 
