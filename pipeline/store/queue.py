@@ -400,7 +400,11 @@ async def requeue(
         .values(
             state=QuestionState.PENDING,
             reask=sa.or_(q.reask, q.state == QuestionState.UNGROUNDED),
-            next_route=None,  # asked again the job's way (retry --via own_retrieval: routes)
+            # An ungrounded one is asked again the job's way (retry --via own_retrieval is
+            # pipeline.store.routes'); a failed own call is tried again through own retrieval.
+            next_route=sa.case(
+                (q.state == QuestionState.UNGROUNDED, sa.null()), else_=q.next_route
+            ),
             attempts=0,
             structure_attempts=0,
             next_attempt_at=None,

@@ -14,6 +14,7 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
+from pipeline.clock import utcnow
 from pipeline.commands import (
     ExportOptions,
     export_command,
@@ -25,8 +26,9 @@ from pipeline.commands.index import index_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.job.spec import JobSpec
+from pipeline.store import queue, routes
 from pipeline.store.tables import answers, calls, questions, sources
-from tests.support.databases import fetch_rows, postgres_database
+from tests.support.databases import fetch_rows, postgres_database, sqlite_engine
 from tests.support.fallback import AIRPORTS, CITIES_CLASS, corpus, fallback_job
 
 pytestmark = pytest.mark.anyio
@@ -303,3 +305,36 @@ async def test_nothing_relevant_ends_ungrounded_without_a_call(
     assert all("found nothing relevant" in m and "airport" in m for _, _, m in rows)
     assert await fetch_rows(spec.database_url, sa.select(answers.c.id)) == []
     assert await fetch_rows(spec.database_url, sa.select(sources.c.id)) == []
+
+
+async def test_a_plain_retry_keeps_a_failed_own_call_on_own_retrieval(tmp_path: Path) -> None:
+    async with sqlite_engine(tmp_path) as engine:
+        async with engine.begin() as connection:
+            job_id = await queue.ensure_job(connection, "j")
+            now = utcnow()
+            rows = [
+                {"qid": "failed-own", "state": "failed", "next_route": "own"},
+                {"qid": "ungrounded-own", "state": "ungrounded", "next_route": "own"},
+                {"qid": "ungrounded", "state": "ungrounded", "next_route": None},
+            ]
+            await connection.execute(
+                questions.insert(),
+                [
+                    {**r, "job_id": job_id, "text": "?", "created_at": now, "updated_at": now}
+                    for r in rows
+                ],
+            )
+            assert await queue.requeue(connection, job_id, ["failed", "ungrounded"]) == 3
+        async with engine.connect() as connection:
+            got = dict(
+                (await connection.execute(sa.select(questions.c.qid, questions.c.next_route))).all()
+            )
+        # A failed own call is tried again through own retrieval; an ungrounded question is
+        # asked the job's way again (--via own_retrieval is the way to ask it of the index).
+        assert got == {"failed-own": "own", "ungrounded-own": None, "ungrounded": None}
+        async with engine.begin() as connection:
+            await connection.execute(questions.update().values(state="ungrounded"))
+            assert await routes.requeue_via_own(connection, job_id) == 3
+        async with engine.connect() as connection:
+            after = (await connection.execute(sa.select(questions.c.next_route))).scalars()
+            assert set(after) == {"own"}
