@@ -43,6 +43,17 @@ async def empty_index(
     )
 
 
+def dense_note(spec: JobSpec, plan: CallPlan) -> str | None:
+    """What a run with ``[retrieval] dense`` should know: questions are searched lexically
+    (embedding each question is not done at run time), the chunks' vectors unused."""
+    if not spec.retrieval.dense or plan.own is None:
+        return None
+    return (
+        "retrieval.dense: own retrieval searches the questions lexically during a run"
+        " (questions are not embedded); the chunks' vectors are not used yet"
+    )
+
+
 async def route_auto(engine: AsyncEngine, spec: JobSpec, job_id: int, plan: CallPlan) -> CallPlan:
     """``plan`` with the classes under ``fallback_below`` routed to own retrieval."""
     own = plan.own

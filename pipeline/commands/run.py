@@ -133,6 +133,8 @@ async def _run(
             if (empty := await fallback.empty_index(engine, spec, job_id, plan)) is not None:
                 complain(empty)
                 return EXIT_FAILED
+            if (note := fallback.dense_note(spec, plan)) is not None:
+                say(f"note: {note}")
             if spec.model.mode == "batch":
                 from pipeline.commands.batch import run_batches
 
