@@ -1,5 +1,6 @@
-"""Own retrieval's side of ``ground run``: the index it needs, and ``--fallback-auto`` (the
-classes ``status --by class`` says are under ``fallback_below``, routed for this run)."""
+"""Own retrieval's side of ``ground run``: the index it needs (loaded first when empty), and
+``--fallback-auto`` (the classes ``status --by class`` says are under ``fallback_below``,
+routed for this run)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from pipeline.commands.common import say
 from pipeline.job.calls import CallPlan
 from pipeline.job.spec import JobSpec
 from pipeline.results.fallback import MIN_FINISHED, fallback_candidates
+from pipeline.retrieval.documents import DocumentError
+from pipeline.retrieval.index import load_index
 from pipeline.store import documents
 from pipeline.store.status import class_routes
 
@@ -25,11 +28,13 @@ def fallback_auto_refused(spec: JobSpec) -> str | None:
     return None
 
 
-async def empty_index(
+async def ensure_index(
     engine: AsyncEngine, spec: JobSpec, job_id: int, plan: CallPlan
 ) -> str | None:
-    """Why the run must not start (one line) when questions are routed to own retrieval but
-    the job's index holds no document; None when it may."""
+    """Load ``[retrieval]``'s documents (lexically: no embedding) when questions are routed to
+    own retrieval and the job's index holds none, so that they do not all end "nothing
+    relevant found"; why the run cannot go on (one line), or None. ``ground index`` is still
+    how a changed corpus is loaded again, and how chunks are embedded."""
     own = plan.own
     if own is None or not (own.classes or own.when_ungrounded):
         return None
@@ -37,10 +42,15 @@ async def empty_index(
         counts = await documents.index_counts(connection, job_id)
     if counts.chunks:
         return None
-    return (
-        f"{spec.path}: grounding.fallback: the job's own index is empty;"
-        f" run `ground index {spec.path}` first"
+    try:
+        result = await load_index(engine, job_id, spec.retrieval)
+    except DocumentError as exc:
+        return f"{exc} (the job's own index is empty; nothing after that row was read)"
+    say(
+        f"the job's own index was empty: indexed {result.documents} documents"
+        f" ({result.chunks} chunks) first (`ground index` loads it again after a change)"
     )
+    return None
 
 
 def dense_note(spec: JobSpec, plan: CallPlan) -> str | None:

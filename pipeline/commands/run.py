@@ -130,8 +130,8 @@ async def _run(
         else:
             if fallback_auto:
                 plan = await fallback.route_auto(engine, spec, job_id, plan)
-            if (empty := await fallback.empty_index(engine, spec, job_id, plan)) is not None:
-                complain(empty)
+            if (unusable := await fallback.ensure_index(engine, spec, job_id, plan)) is not None:
+                complain(unusable)
                 return EXIT_FAILED
             if (note := fallback.dense_note(spec, plan)) is not None:
                 say(f"note: {note}")

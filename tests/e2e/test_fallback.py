@@ -27,7 +27,7 @@ from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.job.spec import JobSpec
 from pipeline.store import queue, routes
-from pipeline.store.tables import answers, calls, questions, sources
+from pipeline.store.tables import answers, calls, documents, questions, sources
 from tests.support.databases import fetch_rows, postgres_database, sqlite_engine
 from tests.support.fallback import AIRPORTS, CITIES_CLASS, corpus, fallback_job
 
@@ -270,24 +270,13 @@ async def test_retry_via_own_retrieval_and_fallback_auto(
     assert all(routes[f"a{i:04d}"] == ["own"] for i in range(25, 30))
 
 
-async def test_nothing_relevant_ends_ungrounded_without_a_call(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+async def test_an_empty_index_is_loaded_first_and_nothing_relevant_makes_no_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with running_emulator(EmulatorConfig(seed=2)) as emu:
         monkeypatch.setenv("GEMINI_API_KEY", emu.api_key)
+        # No `ground index` before the run, and a score no chunk reaches.
         spec = fallback_job(
-            tmp_path,
-            base_url=emu.base_url,
-            n_airports=3,
-            n_cities=0,
-            grounding='fallback = "own_retrieval"\nfallback_classes = ["airports"]',
-        )
-        # Before `ground index`, the run refuses: the routed questions would find nothing.
-        assert await run_command(spec) == 1
-        assert emu.stats()["requests"]["by_kind"].get("developer", 0) == 0
-        assert await index_command(spec) == 0
-        # A score no chunk reaches: nothing relevant, no call.
-        strict = fallback_job(
             tmp_path,
             base_url=emu.base_url,
             n_airports=3,
@@ -295,8 +284,11 @@ async def test_nothing_relevant_ends_ungrounded_without_a_call(
             grounding='fallback = "own_retrieval"\nfallback_classes = ["airports"]',
             retrieval="min_score = 0.99",
         )
-        assert await run_command(strict) == 0
+        assert await run_command(spec) == 0
         assert emu.stats()["requests"]["by_kind"].get("developer", 0) == 0
+    assert "the job's own index was empty: indexed 50 documents" in capsys.readouterr().out
+    indexed = await fetch_rows(spec.database_url, sa.select(sa.func.count(documents.c.id)))
+    assert indexed[0][0] == len(corpus())
     rows = await fetch_rows(
         spec.database_url,
         sa.select(questions.c.state, questions.c.error_class, questions.c.last_error),
