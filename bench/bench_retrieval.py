@@ -1,10 +1,21 @@
 """Own retrieval at scale: indexing throughput (chunks/s) and search latency p50/p99, on SQLite
-and on PostgreSQL, over a generated corpus of ``--chunks`` chunks (100,000 by default).
+and on PostgreSQL, over a generated corpus of ``--chunks`` chunks (100,000 by default); with
+``--answers N``, the pipeline's CPU per question of an own-retrieval answer beside a managed
+one instead.
 
 Not part of ``make bench`` (yet). Run it with::
 
     .venv/bin/python bench/bench_retrieval.py                  # both backends, 100k chunks
     .venv/bin/python bench/bench_retrieval.py --backend sqlite --chunks 20000 --queries 200
+    .venv/bin/python bench/bench_retrieval.py --answers 2000 --chunks 10000 --backend sqlite
+
+``--answers``: ``ground run``'s online runner over N questions, the emulator in a child process
+(no added latency, no quota), so the pipeline process is the one measured (CPU seconds per
+question, ``time.process_time``, indexing and loading left out). Three variants, alternated
+over ``--rounds`` so machine noise hits them alike: *managed* (one grounded call), *own* (a
+fallback class: the index searched, one call with the passages, the markers made into
+citations) and *fallback* (the managed answer misses, is stored and handed over, then own
+retrieval answers: two calls, two stored versions).
 
 PostgreSQL is the server at ``GROUND_BENCH_POSTGRES`` (default the test server,
 postgresql+asyncpg://postgres@127.0.0.1:5432/test); a fresh database is created and dropped.
@@ -117,12 +128,162 @@ async def run_postgres(corpus: Path, n_queries: int) -> dict[str, float]:
         await admin.dispose()
 
 
+# --answers: the job each variant runs (the emulator misses every prompt holding MISS_WORD).
+MISS_WORD = "zzmiss"
+ANSWER_JOB = """
+[job]
+name = "bench"
+database = "{database}"
+[source]
+file = "questions.jsonl"
+class_field = "topic"
+[model]
+base_url = "{base_url}"
+[grounding]
+required = true
+ungrounded_retries = 0
+{grounding}
+[retrieval]
+docs = "{corpus}"
+chunk_chars = 2000
+chunk_overlap = 0
+[limits]
+requests_per_minute = 6000000
+concurrency = 64
+[resolver]
+enabled = false
+"""
+VARIANTS = {
+    # variant: (the questions' class, whether they hold the miss word, [grounding] lines)
+    "managed": ("web", False, ""),
+    "own": ("kb", False, 'fallback = "own_retrieval"\nfallback_classes = ["kb"]'),
+    "fallback": ("web", True, 'fallback = "own_retrieval"\nfallback_when = "ungrounded"'),
+}
+
+
+def write_questions(path: Path, n: int, qclass: str, miss: bool) -> None:
+    rng = random.Random(SEED + 2)
+    with path.open("w", encoding="utf-8") as handle:
+        for i in range(n):
+            words = " ".join(_word(rng, COMMON_RANKS) for _ in range(QUERY_WORDS))
+            text = f"{words} {MISS_WORD}?" if miss else f"{words}?"
+            handle.write(json.dumps({"id": f"q{i}", "question": text, "topic": qclass}) + "\n")
+
+
+async def one_answer_run(
+    directory: Path, database: str, corpus: Path, base_url: str, n: int, variant: str
+) -> float:
+    """CPU milliseconds per question of the pipeline process, for one variant."""
+    from pipeline.commands.run import online_runner
+    from pipeline.intake.loader import load_questions
+    from pipeline.job.calls import plan_calls
+    from pipeline.job.spec import load_jobspec
+    from pipeline.run.context import run_context
+
+    qclass, miss, grounding = VARIANTS[variant]
+    write_questions(directory / "questions.jsonl", n, qclass, miss)
+    job = directory / "job.toml"
+    job.write_text(
+        ANSWER_JOB.format(database=database, base_url=base_url, grounding=grounding, corpus=corpus),
+        encoding="utf-8",
+    )
+    spec = load_jobspec(job)
+    engine = create_engine(spec.database_url)
+    try:
+        await migrate(engine)
+        async with engine.begin() as connection:
+            job_id = await queue.ensure_job(connection, spec.name)
+        await load_index(engine, job_id, spec.retrieval)
+        await load_questions(engine, job_id, spec.source_path, spec.source)
+        runner = online_runner(spec, run_context(spec, engine, job_id), plan_calls(spec))
+        cpu = time.process_time()
+        summary = await runner.run()
+        cpu = time.process_time() - cpu
+        calls = {"managed": n, "own": n, "fallback": 2 * n}[variant]
+        assert summary.calls == calls and summary.outcomes.get("done") == n, summary
+        return cpu / n * 1000.0
+    finally:
+        await engine.dispose()
+
+
+async def answers_database(backend: str, directory: Path, run: int) -> tuple[str, str | None]:
+    """The job's database URL for one run, and the PostgreSQL database to drop after."""
+    if backend == "sqlite":
+        return f"sqlite:///{directory / f'answers{run}.sqlite'}", None
+    name = f"ground_bench_{uuid.uuid4().hex[:8]}"
+    admin = create_async_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    try:
+        async with admin.connect() as connection:
+            await connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    finally:
+        await admin.dispose()
+    url = POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}"
+    return url.replace("postgresql+asyncpg://", "postgresql://"), name
+
+
+async def drop_database(name: str | None) -> None:
+    if name is None:
+        return
+    admin = create_async_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    try:
+        async with admin.connect() as connection:
+            await connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        await admin.dispose()
+
+
+async def bench_answers(args: argparse.Namespace, directory: Path, corpus: Path) -> None:
+    from pipeline.demo import emulator_process
+
+    os.environ["GEMINI_API_KEY"] = "emulator-key"
+    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    misses = ("ungrounded_share=0", f"miss_words={MISS_WORD}", "miss_ungrounded_share=1.0")
+    print(
+        f"CPU per question, {args.answers:,} questions x {args.rounds} rounds,"
+        f" index of {args.chunks:,} chunks, top_k 5"
+    )
+    with emulator_process(realistic_latency=False, settings=misses) as base_url:
+        for backend in backends:
+            cpu: dict[str, list[float]] = {v: [] for v in VARIANTS}
+            run = 0
+            for _ in range(args.rounds):
+                for variant in VARIANTS:
+                    run += 1
+                    here = directory / f"{backend}{run}"
+                    here.mkdir()
+                    database, name = await answers_database(backend, here, run)
+                    try:
+                        cpu[variant].append(
+                            await one_answer_run(
+                                here, database, corpus, base_url, args.answers, variant
+                            )
+                        )
+                    finally:
+                        await drop_database(name)
+            medians = {v: statistics.median(values) for v, values in cpu.items()}
+            print(f"  {backend}:")
+            for variant, ms in medians.items():
+                ratio = ms / medians["managed"]
+                print(f"    {variant:9s} {ms:6.3f} CPU ms/question  ({ratio:.2f}x managed)")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=1_000)
     parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default="both")
+    parser.add_argument(
+        "--answers", type=int, default=0, help="CPU per question over N questions instead"
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="with --answers")
     args = parser.parse_args()
+    if args.answers:
+        with tempfile.TemporaryDirectory() as tmp:
+            directory = Path(tmp)
+            corpus = directory / "corpus.jsonl"
+            write_corpus(corpus, args.chunks)
+            await bench_answers(args, directory, corpus)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         corpus = directory / "corpus.jsonl"

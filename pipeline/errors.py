@@ -56,6 +56,8 @@ class ErrorClass(StrEnum):
     GROUNDING_PAUSED = "grounding_paused"  # the daily grounding bucket is empty
     INTERNAL_ERROR = "internal_error"  # a bug of ours, confined to one question
     MALFORMED_RESPONSE = "malformed_response"
+    # own retrieval: no chunk of the job's index scored min_score; no call was made
+    NOTHING_RELEVANT = "nothing_relevant"
     OVERSIZED_RESPONSE = "oversized_response"
     RATE_LIMITED = "rate_limited"
     RESOLVE_TRANSIENT = "resolve_transient"  # a redirect lookup to try again

@@ -198,7 +198,10 @@ def _run_command(args: argparse.Namespace, log_format: str) -> int:
     match args.command:
         case "run":
             return _job_command(
-                args, lambda spec: commands.run_command(spec, watch, no_wait=args.no_wait)
+                args,
+                lambda spec: commands.run_command(
+                    spec, watch, no_wait=args.no_wait, fallback_auto=args.fallback_auto
+                ),
             )
         case "batch":
             from pipeline.commands.batch import batch_cancel_command, batch_clean_command
@@ -252,7 +255,10 @@ def _queue_or_results_action(args: argparse.Namespace) -> JobAction:
             return lambda spec: commands.resolve_command(spec, again=args.again or ())
         case "retry":
             return lambda spec: commands.retry_command(
-                spec, states=args.states or ["failed"], error_class=args.error_class
+                spec,
+                states=args.states or ["failed"],
+                error_class=args.error_class,
+                via=args.via,
             )
         case "status":
             return lambda spec: commands.status_command(spec, as_json=args.json, by=args.by)

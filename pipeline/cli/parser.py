@@ -74,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--by",
         choices=("class",),
         help="break the job down: per question class, the grounded rate, the share of"
-        " grounded answers with no chunks, and the mean coverage",
+        " grounded answers with no chunks, the mean coverage, and managed grounding beside"
+        " own retrieval (with the classes under [grounding] fallback_below)",
     )
 
     _add_results_commands(commands, job)
@@ -106,6 +107,12 @@ def _add_run_commands(commands: Commands, job: argparse.ArgumentParser) -> None:
         "--no-wait",
         action="store_true",
         help="batch mode: return once the batches are submitted ([batch] wait = false)",
+    )
+    run.add_argument(
+        "--fallback-auto",
+        action="store_true",
+        help="route to own retrieval the classes `status --by class` names under"
+        " [grounding] fallback_below, for this run",
     )
     batch = commands.add_parser("batch", help="batch mode: act on the job's batches")
     batch_commands = batch.add_subparsers(dest="batch_command", required=True, metavar="ACTION")
@@ -193,6 +200,12 @@ def _add_queue_commands(commands: Commands, job: argparse.ArgumentParser) -> Non
         help="which dead letters (repeatable; default: failed)",
     )
     retry.add_argument("--class", dest="error_class", metavar="C", help="only this error class")
+    retry.add_argument(
+        "--via",
+        choices=("own_retrieval",),
+        help="with --state ungrounded: ask them again through the job's own index"
+        " ([retrieval], `ground index`), whatever their class",
+    )
 
 
 def _add_watch_arguments(run: argparse.ArgumentParser) -> None:

@@ -6,6 +6,7 @@ problems to stderr; they never print a credential. By module:
 * ``run``: ``run`` and the commands that are runs (``refresh``, ``restructure``);
 * ``maintain``: ``migrate``, ``load``, ``resolve``, ``retry``, ``estimate``;
 * ``index``: ``index`` (the job's own retrieval index; imported only by that command);
+* ``fallback``: own retrieval's side of ``run`` (the index it needs, ``--fallback-auto``);
 * ``results``: ``status``, ``export``, ``show``, ``report``;
 * ``batch``: batch mode's side of ``run`` and of ``status``, ``batch cancel`` and
   ``batch clean`` (imported only by the commands that meet a batch job);

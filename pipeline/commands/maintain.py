@@ -14,13 +14,15 @@ from pipeline.costs.prices import PriceTable, UnconfirmedPriceWarning, load_pric
 from pipeline.exit_codes import (
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_USAGE,
 )
 from pipeline.job.calls import grounded_call, structure_call, worst_case
 from pipeline.job.spec import JobSpec
+from pipeline.job.states import QuestionState
 from pipeline.links.resolver import Lookup, Resolver, pending_lookups
 from pipeline.links.rules import AllowList, initial_verdict
 from pipeline.results.estimate import JobPrices, estimate_remaining, job_prices
-from pipeline.store import ledger, queue, resolution
+from pipeline.store import ledger, queue, resolution, routes
 from pipeline.store.reconnect import Database
 
 
@@ -76,16 +78,33 @@ async def resolve_pending(engine: AsyncEngine, spec: JobSpec, job_id: int) -> di
     return resolver.counts
 
 
-async def retry_command(spec: JobSpec, *, states: list[str], error_class: str | None) -> int:
-    """Requeue dead letters (``ground retry``)."""
+async def retry_command(
+    spec: JobSpec, *, states: list[str], error_class: str | None, via: str | None = None
+) -> int:
+    """Requeue dead letters (``ground retry``); ``via = "own_retrieval"``: the ungrounded ones
+    are asked again through the job's own index, whatever their class."""
+    if via is not None:
+        if list(states) != [QuestionState.UNGROUNDED]:
+            complain("retry --via own_retrieval: only with --state ungrounded")
+            return EXIT_USAGE
+        if not spec.retrieval.configured:
+            complain(
+                f"{spec.path}: retry --via own_retrieval needs a [retrieval] section"
+                " (docs or query, indexed by `ground index`)"
+            )
+            return EXIT_USAGE
     async with opened(spec) as engine, engine.begin() as connection:
         job_id = await queue.find_job(connection, spec.name)
         if job_id is None:
             complain(f"job {spec.name!r} has not been loaded or run yet")
             return EXIT_FAILED
-        count = await queue.requeue(connection, job_id, states, error_class)
+        if via is not None:
+            count = await routes.requeue_via_own(connection, job_id, error_class)
+        else:
+            count = await queue.requeue(connection, job_id, states, error_class)
     which = "/".join(states) + (f" with error class {error_class}" if error_class else "")
-    say(f"requeued {count} questions ({which}); `ground run` will ask them again")
+    how = " through own retrieval" if via is not None else ""
+    say(f"requeued {count} questions ({which}); `ground run` will ask them again{how}")
     return EXIT_OK
 
 

@@ -16,6 +16,12 @@ from pipeline.exit_codes import (
     EXIT_OK,
 )
 from pipeline.job.spec import JobSpec
+from pipeline.results.fallback import (
+    MIN_FINISHED,
+    fallback_candidates,
+    render_routes,
+    routes_dict,
+)
 from pipeline.results.status import (
     class_stats_dict,
     job_status,
@@ -26,7 +32,7 @@ from pipeline.results.status import (
 )
 from pipeline.store import queue
 from pipeline.store.engine import create_engine
-from pipeline.store.status import class_stats
+from pipeline.store.status import class_routes, class_stats
 from pipeline.store.urls import async_url
 from pipeline.watch.terminal import printable
 
@@ -52,6 +58,7 @@ async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None)
             return EXIT_FAILED
         if by == "class":
             stats = await class_stats(connection, job_id)
+            routes = await class_routes(connection, job_id)
         else:
             status = await job_status(
                 connection,
@@ -72,10 +79,23 @@ async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None)
 
             batch_rows = await batch_status(connection, job_id)
     if by == "class":
+        below = spec.grounding.fallback_below
+        routed = spec.grounding.fallback_classes
         if as_json:
-            write_json({"job": spec.name, "by_class": class_stats_dict(stats)})
+            compared = routes_dict(routes, below, routed)
+            classes = [{**c, **compared.get(c["class"], {})} for c in class_stats_dict(stats)]
+            write_json(
+                {
+                    "job": spec.name,
+                    "by_class": classes,
+                    "fallback_below": below,
+                    "fallback_min_finished": MIN_FINISHED,
+                    "would_fall_back": fallback_candidates(routes, below),
+                }
+            )
         else:
             say(render_class_stats(spec.name, stats))
+            say(render_routes(routes, below, routed))
         return EXIT_OK
     if as_json:
         document = status.to_dict()

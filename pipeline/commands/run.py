@@ -19,6 +19,7 @@ import orjson
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.clock import utcnow
+from pipeline.commands import fallback
 from pipeline.commands.common import (
     complain,
     display_url,
@@ -33,6 +34,7 @@ from pipeline.commands.common import (
 from pipeline.commands.maintain import resolve_pending
 from pipeline.exit_codes import (
     EXIT_FAILED,
+    EXIT_USAGE,
     ExitStatus,
     describe_failures,
     failures,
@@ -69,15 +71,23 @@ async def run_command(
     *,
     no_wait: bool = False,
     backoff: Backoff | None = None,
+    fallback_auto: bool = False,
 ) -> int:
     """Load, then ground every question not yet finished; the exit status is the contract in
     :mod:`pipeline.exit_codes`. In batch mode the batches go first (``no_wait``: return once
     they are submitted), then an online run does what they leave (call 2, online retries).
-    ``backoff``: the retry delays (None: the default; tests pass shorter ones)."""
+    ``backoff``: the retry delays (None: the default; tests pass shorter ones).
+    ``fallback_auto``: route the classes under ``[grounding] fallback_below`` to own
+    retrieval for this run (:mod:`pipeline.commands.fallback`)."""
     watch = watch or WatchOptions()
+    if fallback_auto and (refused := fallback.fallback_auto_refused(spec)) is not None:
+        complain(refused)
+        return EXIT_USAGE
     # The metrics are served from here, before the first call, until the exit status is known.
     async with exporting(spec.name, _run_settings(spec, watch), watch) as exporter:
-        status = await _run(spec, watch, exporter, no_wait=no_wait, backoff=backoff)
+        status = await _run(
+            spec, watch, exporter, no_wait=no_wait, backoff=backoff, fallback_auto=fallback_auto
+        )
         exporter.exited(status)
     return status
 
@@ -101,6 +111,7 @@ async def _run(
     *,
     no_wait: bool,
     backoff: Backoff | None,
+    fallback_auto: bool,
 ) -> int:
     async with opened(spec) as engine:
         job_id = await load_job(engine, spec)
@@ -117,6 +128,13 @@ async def _run(
         except ConfigurationError as exc:
             ctx.stop(str(exc))
         else:
+            if fallback_auto:
+                plan = await fallback.route_auto(engine, spec, job_id, plan)
+            if (unusable := await fallback.ensure_index(engine, spec, job_id, plan)) is not None:
+                complain(unusable)
+                return EXIT_FAILED
+            if (note := fallback.dense_note(spec, plan)) is not None:
+                say(f"note: {note}")
             if spec.model.mode == "batch":
                 from pipeline.commands.batch import run_batches
 

@@ -279,6 +279,8 @@ def _html_sources(answer: GroundedAnswer, destinations: Mapping[int, str] | None
         )
         if src.domain and src.domain != src.title:
             item += f' <span class="domain">{_esc(src.domain)}</span>'
+        if src.kind == "own":  # own retrieval: a document of the job's own index
+            item += f' <span class="own">own index: {_esc(src.doc_id or "?")}</span>'
         cls = "source cited" if src.index in cited else "source"
         out.append(f'<li value="{n}" id="source-{n}" class="{cls}">{item}</li>')
     out.append("</ol>")

@@ -1,13 +1,16 @@
-"""The two calls a job makes, as the plain values ``gemini/`` takes: endpoints, request
-builders and what each call's step needs to know.
+"""The calls a job makes, as the plain values ``gemini/`` takes: endpoints, request builders
+and what each call's step needs to know.
 
 ``gemini/`` knows nothing of job files: :func:`plan_calls` is the one place that reads
-``[model]``, ``[grounding]``, ``[limits]`` and ``[structure]`` to build them. The online run and
-batch mode both take a :class:`CallPlan`, so a question is asked the same way in both.
+``[model]``, ``[grounding]``, ``[limits]``, ``[structure]`` and ``[retrieval]`` to build them.
+The online run and batch mode both take a :class:`CallPlan`, so a question is asked the same
+way in both. Call 1 is the grounded call (:class:`GroundedCall`) or, for the classes routed
+to it, own retrieval's (:class:`OwnRetrievalCall`); call 2 is :class:`StructureCall`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +21,7 @@ from pipeline.gemini.endpoint import ConfigurationError, Endpoint, endpoint_for
 from pipeline.gemini.request import (
     ElasticsearchTool,
     GroundedRequestBuilder,
+    PassagesRequestBuilder,
     RagStoreTool,
     grounding_tool,
     maps_tool_config,
@@ -105,15 +109,49 @@ class StructureCall:
         )
 
 
+# The ledger's step of an own-retrieval call: not a grounded prompt (no tool, no grounding
+# fee, not counted in the day's grounded prompts).
+OWN_STEP = "own"
+
+
+@dataclass(frozen=True, slots=True)
+class OwnRetrievalCall:
+    """Call 1 through own retrieval: the job's index searched for the question, the passages
+    numbered in the prompt, no tool declared (``docs/retrieval.md``).
+
+    ``classes``: the question classes that go straight to it (no managed call);
+    ``when_ungrounded``: a managed answer still ungrounded, or grounded with no chunks, after
+    its own retries is asked again through it. ``top_k`` passages at most, none scoring under
+    ``min_score`` (none left: nothing relevant found, no call).
+    """
+
+    model: str
+    builder: PassagesRequestBuilder
+    top_k: int
+    min_score: float
+    classes: frozenset[str] = frozenset()
+    when_ungrounded: bool = False
+
+    def routes(self, qclass: str | None) -> bool:
+        """Whether a question of ``qclass`` goes straight to own retrieval."""
+        return qclass is not None and qclass in self.classes
+
+    def with_classes(self, classes: Sequence[str]) -> OwnRetrievalCall:
+        """The same call, with ``classes`` routed to it as well (``run --fallback-auto``)."""
+        return dataclasses.replace(self, classes=self.classes | frozenset(classes))
+
+
 @dataclass(frozen=True, slots=True)
 class CallPlan:
-    """Both calls of a job, with their endpoints (sharing one set of credentials)."""
+    """The calls of a job, with their endpoints (sharing one set of credentials)."""
 
     backend: str
     ground_endpoint: Endpoint
     structure_endpoint: Endpoint
     ground: GroundedCall
     structure: StructureCall | None  # None: the structure step is off
+    # Own retrieval (on the ground endpoint, no tool); None: the job has no [retrieval] index.
+    own: OwnRetrievalCall | None = None
 
 
 def plan_calls(spec: JobSpec, env: Mapping[str, str] | None = None) -> CallPlan:
@@ -136,7 +174,14 @@ def plan_calls(spec: JobSpec, env: Mapping[str, str] | None = None) -> CallPlan:
         auth=ground_endpoint.auth,
         **where,
     )
-    return CallPlan(model.backend, ground_endpoint, structure_endpoint, ground, structure)
+    return CallPlan(
+        model.backend,
+        ground_endpoint,
+        structure_endpoint,
+        ground,
+        structure,
+        own=own_retrieval_call(spec),
+    )
 
 
 def grounded_call(spec: JobSpec) -> GroundedCall:
@@ -152,6 +197,31 @@ def grounded_call(spec: JobSpec) -> GroundedCall:
         required=g.required,
         ungrounded_retries=g.ungrounded_retries,
         url_field=g.url_field,
+    )
+
+
+def own_retrieval_call(spec: JobSpec) -> OwnRetrievalCall | None:
+    """Own retrieval as the job asks for it; None when ``[retrieval]`` names no documents.
+
+    The call exists whenever the job has an index (``ground retry --via own_retrieval`` uses
+    it); ``[grounding] fallback`` decides which questions it answers by itself.
+    """
+    r, g = spec.retrieval, spec.grounding
+    if not r.configured:
+        return None
+    routing = g.fallback == "own_retrieval"
+    return OwnRetrievalCall(
+        model=spec.model.name,
+        builder=PassagesRequestBuilder(
+            prompt_template=spec.model.prompt_template,
+            temperature=spec.model.temperature,
+            max_output_tokens=spec.limits.max_output_tokens,
+            system_instruction=spec.model.system_instruction,
+        ),
+        top_k=r.top_k,
+        min_score=r.min_score,
+        classes=frozenset(g.fallback_classes) if routing else frozenset(),
+        when_ungrounded=routing and g.fallback_when == "ungrounded",
     )
 
 

@@ -568,6 +568,11 @@ def _check_retrieval(path: Path, parsed: RawJob) -> None:
             f"{path}: grounding.fallback: own_retrieval needs a [retrieval] section with docs"
             " or query (the documents `ground index` loads)"
         )
+    if parsed.model.mode == "batch":
+        raise JobSpecError(
+            f"{path}: grounding.fallback: own retrieval is routed by online runs only;"
+            ' use model.mode = "online"'
+        )
     if (g.fallback_classes or g.fallback_below) and not parsed.source.class_field:
         key = "fallback_classes" if g.fallback_classes else "fallback_below"
         raise JobSpecError(

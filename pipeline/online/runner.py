@@ -12,9 +12,16 @@
   refills only once a batch's worth has gone (a low-water mark), so claims stay batched when
   answers trickle in one at a time, as they do under real latency.
 * Each caller hands its question to the :class:`~pipeline.online.answering.Answerer` (call 1, then
-  call 2 when the structure step is on) and sends the outcomes to the writer; it never touches
-  the database. Between call 1 and call 2 it waits until call 1's answer is committed: from
-  then on the grounded call is never paid for again, whatever happens to the run.
+  call 2 when the structure step is on) and sends the outcomes to the writer; it never writes to
+  the database (own retrieval reads the job's index). Between call 1 and call 2 it waits until
+  call 1's answer is committed: from then on the grounded call is never paid for again,
+  whatever happens to the run.
+* Own retrieval (``[grounding] fallback``, :mod:`pipeline.online.own`) answers call 1 for the
+  questions routed to it: those of a fallback class, and those handed over
+  (``questions.next_route``). With ``fallback_when = "ungrounded"`` a managed answer still
+  ungrounded (or grounded with no chunks) after its retries is stored, handed over in the
+  same transaction, and asked again through own retrieval at once; both answers are kept,
+  the own one the latest. A run that dies in between resumes at the own call.
 * The writer (:mod:`pipeline.online.writer`) commits outcomes in groups, within a commit window
   that closes early when no caller is in a call; commits run shielded from cancellation: an
   answer that was paid for is stored even when the run is being stopped.
@@ -34,6 +41,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import time
@@ -47,6 +55,7 @@ from pipeline.clock import utcnow
 from pipeline.costs.charges import WorstCase
 from pipeline.errors import ErrorClass
 from pipeline.gemini.client import GeminiClient
+from pipeline.grounding import GroundedAnswer
 from pipeline.job.calls import CallPlan
 from pipeline.job.states import QuestionState
 from pipeline.limits import JobLimits, Strikes
@@ -55,6 +64,7 @@ from pipeline.links.rules import AllowList, initial_verdict
 from pipeline.online import leases
 from pipeline.online.answering import Answerer
 from pipeline.online.call import MeteredCaller
+from pipeline.online.own import OwnAnswerer, missed, stored_own_answer
 from pipeline.online.writer import GroupCommitWriter
 from pipeline.run.context import RunContext
 from pipeline.run.summary import RunSummary
@@ -62,6 +72,7 @@ from pipeline.run.verdicts import Outcome, stored_answer
 from pipeline.store import queue
 from pipeline.store.queue import ClaimedQuestion, StateChange
 from pipeline.store.reconnect import DatabaseOutage
+from pipeline.store.routes import ROUTE_OWN
 
 if TYPE_CHECKING:
     from pipeline.watch.metrics import RunMetrics
@@ -79,6 +90,13 @@ IN_FLIGHT_PER_SLOT = 2  # questions held per unit of concurrency (one calling, o
 REFILL_SHARE = 0.5
 IDLE_POLL_S = 2.0  # longest sleep when nothing is claimable but work may become due
 RESOLVER_FEED_BUFFER = 10_000  # lookups queued for the resolver; beyond, the final sweep has them
+
+
+def _missed(outcome: Outcome) -> bool:
+    """A managed call-1 outcome whose answer own retrieval takes over (``fallback_when``)."""
+    return (
+        outcome.answer is not None and outcome.change is not None and missed(outcome.answer.answer)
+    )
 
 
 def refill_batch(concurrency: int) -> int:
@@ -123,6 +141,7 @@ class OnlineRunner:
         self._worst_case = worst_case
         self._adaptive = adaptive
         self._answerer: Answerer | None = None
+        self._own: OwnAnswerer | None = None  # own retrieval, when the job has an index
         self.caller: MeteredCaller | None = None
         self._in_flight: set[int] = set()
         self._calling = 0  # callers inside a call right now (their outcome is still to come)
@@ -205,6 +224,16 @@ class OnlineRunner:
                 backend=self._plan.backend,
             )
             self._answerer = Answerer(self.caller, self._plan, self.ctx.policy)
+            if self._plan.own is not None:
+                self._own = OwnAnswerer(
+                    self.caller,
+                    self._plan.own,
+                    self._plan.ground_endpoint,
+                    self.ctx.db,
+                    self.ctx.job_id,
+                    self.ctx.policy,
+                    structuring=self._plan.structure is not None,
+                )
             try:
                 await self._run_pipeline()
             finally:
@@ -315,11 +344,37 @@ class OnlineRunner:
                     await outcomes.send(Outcome(change))
 
     async def _handle(self, question: ClaimedQuestion, outcomes: ObjectSendStream[Outcome]) -> None:
-        """Call 1 unless its answer is stored, then call 2 when the structure step is on."""
+        """Call 1 unless its answer is stored, then call 2 when the structure step is on.
+
+        Call 1 is the grounded call, or own retrieval for a question routed to it (its class
+        is a fallback class, or it was handed over); a managed answer that missed is handed
+        over when ``fallback_when`` says so (:meth:`_fall_back`).
+        """
         answerer = self._answerer
         assert answerer is not None
-        if question.answer_raw is None:
-            first = await self._calling_out(answerer.ground(question))
+        own = self._own
+        if own is not None and question.next_route == ROUTE_OWN:
+            first: Outcome | None = await self._calling_out(
+                own.answer(
+                    question, attempts=question.attempts, version=question.answer_version + 1
+                )
+            )
+        elif question.answer_raw is None:
+            if own is not None and own.call.routes(question.qclass):
+                first = await self._calling_out(
+                    own.answer(
+                        question, attempts=question.attempts, version=question.answer_version + 1
+                    )
+                )
+            else:
+                first = await self._calling_out(answerer.ground(question))
+                if own is not None and own.call.when_ungrounded and _missed(first):
+                    first = await self._fall_back(question, first, outcomes)
+                    if first is None:  # stopped after the hand-over was stored
+                        return
+        else:
+            first = None
+        if first is not None:
             await self._send(question, first, outcomes)
             if first.change is None or not first.change.keep_lease or first.answer is None:
                 return
@@ -332,7 +387,8 @@ class OnlineRunner:
             answer, attempts = first.answer.answer, first.change.attempts
             answer_version = first.answer.version
         elif answerer.structuring:
-            answer, attempts = stored_answer(question.answer_raw), question.attempts
+            answer = await self._stored_answer(question)
+            attempts = question.attempts
             answer_version = question.answer_version
         else:  # answered by an earlier run that had the structure step on; now it is off
             await outcomes.send(
@@ -349,6 +405,47 @@ class OnlineRunner:
             )
         )
         await self._send(question, second, outcomes)
+
+    async def _fall_back(
+        self, question: ClaimedQuestion, managed: Outcome, outcomes: ObjectSendStream[Outcome]
+    ) -> Outcome | None:
+        """Store the managed answer that missed, handed over (its question's next call 1 is
+        own retrieval's, should the run die here), then ask own retrieval; None when the run
+        stopped in between (the question is released, and resumes at the own call)."""
+        own = self._own
+        assert own is not None and managed.answer is not None
+        record = dataclasses.replace(managed.answer, hand_over=True)
+        # The managed step is over: own retrieval's tries are counted afresh.
+        change = StateChange(question.id, QuestionState.RUNNING, 0, keep_lease=True)
+        handed = Outcome(change, record, managed.structured, managed.calls, managed.decision)
+        await self._send(question, handed, outcomes)
+        assert handed.committed is not None
+        await handed.committed.wait()
+        if self._stopping:
+            self._unstarted.append(question.id)
+            return None
+        log.debug(
+            "question %s: the managed answer missed; asking own retrieval",
+            question.qid,
+            extra={"action": "fallback", "grounded": record.answer.grounded},
+        )
+        after = dataclasses.replace(
+            question,
+            attempts=0,
+            answer_version=record.version,
+            structured_version=question.structured_version + (managed.structured is not None),
+        )
+        return await self._calling_out(own.answer(after, attempts=0, version=record.version + 1))
+
+    async def _stored_answer(self, question: ClaimedQuestion) -> GroundedAnswer:
+        """The latest stored answer of a question that only needs call 2: an own answer's
+        citations rebuilt from its passages, a managed one's from its response."""
+        assert question.answer_raw is not None
+        if question.answer_route == ROUTE_OWN:
+            rebuilt = await stored_own_answer(self.ctx.db, question)
+            if rebuilt is not None:
+                return rebuilt
+        return stored_answer(question.answer_raw)
 
     async def _calling_out(self, call: Awaitable[Outcome]) -> Outcome:
         """Await one call, counted in ``_calling`` until its outcome is in hand (before it is

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import orjson
 
@@ -19,6 +19,9 @@ from pipeline.grounding import (
     to_json_dict,
 )
 from pipeline.watch.terminal import printable
+
+if TYPE_CHECKING:
+    from pipeline.store.records import StoredQuestion
 
 FORMATS = ("markdown", "html", "json")
 
@@ -176,15 +179,31 @@ def _cite_body(
     return 0
 
 
+def _cite_answer(label: str, answer: GroundedAnswer, fmt: str, links: Mapping[int, str]) -> int:
+    """Render an answer rebuilt from stored rows (own retrieval's: its citations were made
+    from the model's markers, not read from the response)."""
+    err = sys.stderr
+    if fmt != "json":
+        print(printable(f"ground cite: {label}: note: answered by own retrieval"), file=err)
+        for warning in answer.warnings:
+            print(printable(f"ground cite: {label}: warning: {warning}"), file=err)
+    rendered = render(answer, fmt, links)
+    sys.stdout.write(rendered if fmt == "json" else printable(rendered))
+    sys.stdout.flush()
+    return 0
+
+
 def cite_stored(args: argparse.Namespace, fmt: str, min_confidence: float | None) -> int:
     """``ground cite --job JOB --id ID``: the stored response, markers linked to the stored
     destinations (the redirect links in the response expire; the resolver kept where they led).
+    An answer of own retrieval is rendered from its stored citations and sources (nothing in
+    its response says what it cites but the markers, already read when it was stored).
     """
     import anyio
 
     from pipeline.commands.common import DatabaseUnavailable, opened
     from pipeline.job.spec import JobSpecError, load_jobspec
-    from pipeline.results.export import destinations
+    from pipeline.results.export import destinations, grounded_answer
     from pipeline.store import queue
     from pipeline.store.records import raw_response, read_one
 
@@ -199,21 +218,26 @@ def cite_stored(args: argparse.Namespace, fmt: str, min_confidence: float | None
         return 2
     label = f"{spec.name}/{args.id}"
 
-    async def fetch() -> tuple[str | None, dict[int, str]]:
+    async def fetch() -> tuple[str | None, StoredQuestion | None]:
         async with opened(spec, purpose="read") as engine:
             async with engine.connect() as connection:
                 job_id = await queue.find_job(connection, spec.name)
             if job_id is None:
-                return None, {}
+                return None, None
             stored = await read_one(engine, job_id, args.id)
             body = await raw_response(engine, job_id, args.id)
-            return body, destinations(stored) if stored is not None else {}
+            return body, stored
 
     try:
-        body, links = anyio.run(fetch)
+        body, stored = anyio.run(fetch)
     except DatabaseUnavailable as exc:
         print(printable(f"ground cite: {exc}"), file=err)
         return int(exc.exit_status)
     if body is None:
         return _fail(label, "no stored answer for this question (not answered yet?)", err)
+    links = destinations(stored) if stored is not None else {}
+    if stored is not None and stored.row["a_route"] == "own":
+        answer = grounded_answer(stored)
+        assert answer is not None  # a stored body means a stored answer
+        return _cite_answer(label, answer, fmt, links)
     return _cite_body(label, body.encode(), fmt, min_confidence, links)

@@ -55,6 +55,8 @@ def render_show_markdown(stored: StoredQuestion) -> str:
     if answer is not None:
         state += f" · grounded: {'yes' if answer.grounded else 'no'}"
         state += f" · coverage {answer.coverage:.0%}"
+        if record["route"] == "own":
+            state += " · answered by own retrieval (the job's index)"
     state += f" · cost ${record['cost_usd']:.6f}"
     lines += ["", state]
     if record["error_class"] or record["last_error"]:
@@ -69,9 +71,11 @@ def render_show_markdown(stored: StoredQuestion) -> str:
         for s in record["sources"]:
             label = _md_inline(s["title"] or s["domain"] or s["uri"] or f"source {s['index'] + 1}")
             where = safe_http_url(s["destination"]) or safe_http_url(s["uri"]) or ""
+            status = s["resolve_status"]
+            if s["kind"] == "own":
+                status = f"own index: {_md_inline(s['doc_id'] or '?')}"
             lines.append(
-                f"{s['index'] + 1}. {label} ({s['resolve_status']})"
-                + (f" {_md_url(where)}" if where else "")
+                f"{s['index'] + 1}. {label} ({status})" + (f" {_md_url(where)}" if where else "")
             )
     queries = record["web_search_queries"] + record["retrieval_queries"]
     if queries:
@@ -97,7 +101,9 @@ def render_show_html(stored: StoredQuestion) -> str:
     body = [
         f"<h1>{esc(record['id'])}</h1>",
         f'<p class="question"><strong>Question:</strong> {esc(record["question"])}</p>',
-        f"<p><strong>State:</strong> {esc(record['state'])}</p>",
+        f"<p><strong>State:</strong> {esc(record['state'])}"
+        + (" · answered by own retrieval (the job's index)" if record["route"] == "own" else "")
+        + "</p>",
     ]
     if record["last_error"]:
         body.append(

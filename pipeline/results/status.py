@@ -294,7 +294,8 @@ def render_class_stats(job: str, stats: list[ClassStats]) -> str:
         for c in stats
     )
     lines.append(
-        "  grounded: answers with groundingMetadata; no chunks: grounded answers citing no"
-        " source; mean coverage: the share of a grounded answer's text its supports cover"
+        "  grounded: answers with groundingMetadata (own retrieval's: with a valid [n] marker);"
+        " no chunks: grounded answers citing no source; mean coverage: the share of a grounded"
+        " answer's text its supports cover (latest answers)"
     )
     return "\n".join(lines)

@@ -15,6 +15,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.store.tables import answers, calls, questions, structured
 
 STEPS = {"ground": answers, "structure": structured}
+# The ledger steps whose calls make each: an answer comes from the grounded call or from own
+# retrieval's (pipeline.job.calls.OWN_STEP).
+CALL_STEPS = {"ground": ("ground", "own"), "structure": ("structure",)}
 
 
 async def models_used(connection: AsyncConnection, job_id: int, step: str) -> set[str]:
@@ -22,7 +25,11 @@ async def models_used(connection: AsyncConnection, job_id: int, step: str) -> se
     rows = await connection.execute(
         sa.select(calls.c.model)
         .join(questions, questions.c.id == calls.c.question_id)
-        .where(questions.c.job_id == job_id, calls.c.step == step, calls.c.outcome == "ok")
+        .where(
+            questions.c.job_id == job_id,
+            calls.c.step.in_(CALL_STEPS[step]),
+            calls.c.outcome == "ok",
+        )
         .group_by(calls.c.model)
     )
     return {row[0] for row in rows}
@@ -37,7 +44,7 @@ async def latest_by_model(connection: AsyncConnection, job_id: int, step: str) -
         sa.select(calls.c.model)
         .where(
             calls.c.question_id == table.c.question_id,
-            calls.c.step == step,
+            calls.c.step.in_(CALL_STEPS[step]),
             calls.c.outcome == "ok",
             calls.c.started_at <= table.c.created_at,
         )

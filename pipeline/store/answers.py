@@ -6,7 +6,9 @@ three multi-row inserts instead of a transaction per row. Answers are versioned
 version n (``changed``), which it then supersedes; nothing is deleted. The unique key on
 ``(question_id, version)`` guarantees one stored answer per question and version; an answer
 that arrives for a version already stored (a lease lost to another worker) is dropped, never
-duplicated.
+duplicated. Each answer says which path gave it (``route``, :mod:`pipeline.store.routes`); a
+managed answer handed over to own retrieval marks its question's next call 1 in the same
+transaction, and an own answer clears that mark.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pipeline.gemini.wire import GenerateContentResponse
 from pipeline.grounding import GroundedAnswer, Source
 from pipeline.grounding.version_diff import SourceFacts, compare
 from pipeline.job.states import SourceState, Verdict
+from pipeline.store.routes import ROUTE_MANAGED, ROUTE_OWN, clear_next_route, hand_over
 from pipeline.store.tables import answers, sources, supports
 from pipeline.store.upsert import insert_ignoring_conflicts
 from pipeline.store.versions import clear_reask, latest_answers, supersede
@@ -40,6 +43,10 @@ class AnswerRecord:
     raw_response: bytes
     latency_ms: float
     version: int = 1  # 1 + the version of the answer stored when the question was claimed
+    route: str = ROUTE_MANAGED  # or ROUTE_OWN: which path answered (pipeline.store.routes)
+    # A managed answer that missed, handed over to own retrieval: the question's next call 1
+    # goes through it (stored with the answer, so a restart resumes at the own call).
+    hand_over: bool = False
 
 
 @dataclass(slots=True)
@@ -90,6 +97,8 @@ async def persist_answers(
     fresh = [r for r in records if r.question_id in stored.answer_ids]
     await supersede(connection, answers, [(r.question_id, r.version) for r in fresh], now)
     await clear_reask(connection, [r.question_id for r in fresh])
+    await hand_over(connection, [r.question_id for r in fresh if r.hand_over])
+    await clear_next_route(connection, [r.question_id for r in fresh if r.route == ROUTE_OWN])
     source_rows: list[dict[str, Any]] = []
     support_rows: list[dict[str, Any]] = []
     for record in fresh:
@@ -144,6 +153,7 @@ def _answer_row(record: AnswerRecord, now: dt.datetime) -> dict[str, Any]:
             else None
         ),
         "tool_parts": answer.tool_parts,
+        "route": record.route,
         "coverage": answer.coverage,
         "warnings": list(answer.warnings),
         "latency_ms": record.latency_ms,

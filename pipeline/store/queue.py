@@ -64,6 +64,12 @@ class ClaimedQuestion:
     # The latest stored versions (0: none): what is stored next is the version after.
     answer_version: int = 0
     structured_version: int = 0
+    # Own retrieval's routing: the question's class, and which path gave its latest stored
+    # answer (pipeline.store.routes.ROUTE_MANAGED / ROUTE_OWN; None: no answer stored).
+    qclass: str | None = None
+    answer_route: str | None = None
+    # "own": call 1 goes through own retrieval whatever the class (``questions.next_route``).
+    next_route: str | None = None
 
 
 async def ensure_job(connection: AsyncConnection, name: str) -> int:
@@ -140,7 +146,15 @@ async def claim(
     q = questions.c
     result = await connection.execute(
         lease_due(_claimable(job_id, now), owner, limit, lease, now).returning(
-            q.id, q.qid, q.text, q.attempts, q.structure_attempts, q.meta, q.reask
+            q.id,
+            q.qid,
+            q.text,
+            q.attempts,
+            q.structure_attempts,
+            q.meta,
+            q.reask,
+            q.qclass,
+            q.next_route,
         )
     )
     rows = sorted(result.all(), key=lambda row: row.id)
@@ -150,7 +164,7 @@ async def claim(
     stored, structured_versions = await _latest_versions(connection, ids)
     claimed = []
     for row in rows:
-        raw, version = stored.get(row.id, (None, 0))
+        raw, version, route = stored.get(row.id, (None, 0, None))
         claimed.append(
             ClaimedQuestion(
                 row.id,
@@ -162,6 +176,9 @@ async def claim(
                 row.meta,
                 answer_version=version,
                 structured_version=structured_versions.get(row.id, 0),
+                qclass=row.qclass,
+                answer_route=route,
+                next_route=row.next_route,
             )
         )
     return claimed
@@ -169,14 +186,14 @@ async def claim(
 
 async def _latest_versions(
     connection: AsyncConnection, ids: list[int]
-) -> tuple[dict[int, tuple[str, int]], dict[int, int]]:
-    """The questions' latest stored answer (its raw response and version) and latest
+) -> tuple[dict[int, tuple[str, int, str]], dict[int, int]]:
+    """The questions' latest stored answer (its raw response, version and route) and latest
     structured version, by question id; a question with none is left out."""
     a, st = answers.c, structured.c
     stored = {
-        r.question_id: (r.raw_response, r.version)
+        r.question_id: (r.raw_response, r.version, r.route)
         for r in await connection.execute(
-            sa.select(a.question_id, a.raw_response, a.version).where(
+            sa.select(a.question_id, a.raw_response, a.version, a.route).where(
                 a.question_id.in_(ids), LATEST_ANSWER
             )
         )
@@ -383,6 +400,11 @@ async def requeue(
         .values(
             state=QuestionState.PENDING,
             reask=sa.or_(q.reask, q.state == QuestionState.UNGROUNDED),
+            # An ungrounded one is asked again the job's way (retry --via own_retrieval is
+            # pipeline.store.routes'); a failed own call is tried again through own retrieval.
+            next_route=sa.case(
+                (q.state == QuestionState.UNGROUNDED, sa.null()), else_=q.next_route
+            ),
             attempts=0,
             structure_attempts=0,
             next_attempt_at=None,

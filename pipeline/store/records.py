@@ -26,6 +26,8 @@ from pipeline.store.tables import answers, calls, questions, sources, structured
 from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
 
 BATCH_QUESTIONS = 500  # questions per batch: bounds memory and the IN lists' length
+# The ledger steps of call 1: the grounded call, and own retrieval's (pipeline.job.calls).
+CALL_1_STEPS = ("ground", "own")
 
 Row = Mapping[str, Any]
 
@@ -73,7 +75,8 @@ def _ledger(question_ids: list[int]) -> sa.Select[Any]:
             sa.func.sum(c.grounding_units).label("l_grounding_units"),
             sa.func.sum(c.cost_micro_usd).label("l_cost_micro_usd"),
             sa.func.min(sa.case((c.cost_complete, 1), else_=0)).label("l_cost_complete"),
-            sa.func.max(sa.case((c.step == "ground", c.model), else_=None)).label("l_model"),
+            # call 1's model: the grounded call's, or own retrieval's
+            sa.func.max(sa.case((c.step.in_(CALL_1_STEPS), c.model), else_=None)).label("l_model"),
         )
         .where(c.question_id.in_(question_ids))
         .group_by(c.question_id)
@@ -98,6 +101,7 @@ def _question_select(job_id: int, filters: Filters) -> sa.Select[Any]:
             a.id.label("a_id"),
             a.text.label("a_text"),
             a.grounded.label("a_grounded"),
+            a.route.label("a_route"),
             a.finish_reason.label("a_finish_reason"),
             a.model_version.label("a_model_version"),
             a.web_search_queries.label("a_web_search_queries"),

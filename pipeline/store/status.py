@@ -4,7 +4,8 @@ progress and the report.
 * questions by state (:func:`state_counts`), and the dead letters by error class;
 * the latest answers, structured objects and sources in totals, with percentiles computed by
   one ordered probe each (:func:`percentile`);
-* per question class, where grounding misses (:func:`class_stats`), and why sources were not
+* per question class, where grounding misses (:func:`class_stats`), managed grounding beside
+  own retrieval over every answer version (:func:`class_routes`), and why sources were not
   resolved (:func:`source_problems`);
 * the report's latency histogram and mean coverage.
 
@@ -20,7 +21,8 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.job.states import QuestionState, SourceState
+from pipeline.job.states import TERMINAL_STATES, QuestionState, SourceState
+from pipeline.store.routes import ROUTE_MANAGED, ROUTE_OWN
 from pipeline.store.tables import answers, questions, sources, structured
 from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
 
@@ -93,6 +95,90 @@ async def class_stats(connection: AsyncConnection, job_id: int) -> list[ClassSta
     ]
     stats.sort(key=lambda c: (c.grounded_rate if c.grounded_rate is not None else 2.0, c.qclass))
     return stats
+
+
+@dataclass(frozen=True, slots=True)
+class RouteStats:
+    """One path's answers for one question class, every stored version counted."""
+
+    answers: int = 0
+    grounded: int = 0
+    grounded_without_chunks: int = 0  # grounded answers that cite no source at all
+    mean_coverage: float | None = None  # of the grounded answers
+
+    @property
+    def grounded_rate(self) -> float | None:
+        return self.grounded / self.answers if self.answers else None
+
+    @property
+    def cited_rate(self) -> float | None:
+        """The share of answers grounded *and* citing a source: what the fallback counts as
+        served (an ungrounded answer and a grounded one with no chunks are both misses)."""
+        if not self.answers:
+            return None
+        return (self.grounded - self.grounded_without_chunks) / self.answers
+
+
+@dataclass(frozen=True, slots=True)
+class ClassRoutes:
+    """Managed grounding beside own retrieval, for one question class."""
+
+    qclass: str
+    questions: int
+    finished: int  # questions in a terminal state
+    managed: RouteStats
+    own: RouteStats
+
+
+async def class_routes(connection: AsyncConnection, job_id: int) -> list[ClassRoutes]:
+    """Per question class, its questions (and those finished), and each path's answers over
+    every stored version: a managed answer the fallback superseded still counts for the
+    managed path, so the comparison keeps the miss that made it. Sorted by class."""
+    q, a, s = questions.c, answers.c, sources.c
+    qclass = sa.func.coalesce(q.qclass, NO_CLASS).label("qclass")
+    counts = await connection.execute(
+        sa.select(
+            qclass,
+            sa.func.count(),
+            sa.func.count().filter(q.state.in_(sorted(TERMINAL_STATES))),
+        )
+        .where(q.job_id == job_id)
+        .group_by(qclass)
+    )
+    has_chunks = sa.exists().where(s.answer_id == a.id)
+    grounded = a.grounded.is_(True)
+    by_route = await connection.execute(
+        sa.select(
+            qclass,
+            a.route,
+            sa.func.count(),
+            sa.func.count().filter(grounded),
+            sa.func.count().filter(sa.and_(grounded, ~has_chunks)),
+            sa.func.avg(a.coverage).filter(grounded),
+        )
+        .select_from(questions.join(answers, a.question_id == q.id))
+        .where(q.job_id == job_id)
+        .group_by(qclass, a.route)
+    )
+    routes: dict[tuple[str, str], RouteStats] = {
+        (str(name), str(route)): RouteStats(
+            int(n), int(n_g), int(n_nc), None if cov is None else float(cov)
+        )
+        for name, route, n, n_g, n_nc, cov in by_route
+    }
+    return sorted(
+        (
+            ClassRoutes(
+                str(name),
+                int(n_q),
+                int(n_done),
+                routes.get((str(name), ROUTE_MANAGED), RouteStats()),
+                routes.get((str(name), ROUTE_OWN), RouteStats()),
+            )
+            for name, n_q, n_done in counts
+        ),
+        key=lambda c: c.qclass,
+    )
 
 
 async def source_problems(connection: AsyncConnection, job_id: int) -> dict[str, dict[str, int]]:

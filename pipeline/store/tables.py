@@ -106,6 +106,10 @@ questions = Table(
     # 0006_answer_versions: call 1 is to be made again although an answer is stored (retry of
     # an ungrounded answer, refresh); the stored answer stays the latest until a new one is.
     Column("reask", Boolean, nullable=False, server_default=false()),
+    # 0013_answer_route: "own" = the next call 1 goes through own retrieval whatever the class
+    # (a managed answer that missed was handed over; retry --via own_retrieval); null: the
+    # job's routing. Cleared when an own answer is stored (pipeline.store.routes).
+    Column("next_route", String(10)),
     UniqueConstraint("job_id", "qid"),
     Index("ix_questions_claim", "job_id", "state", "next_attempt_at"),
     Index(
@@ -155,6 +159,8 @@ answers = Table(
     Column("url_context_statuses", JSON),  # [{url, status}] from urlContextMetadata; null: none
     # toolCall/toolResponse/executableCode/codeExecutionResult/function parts (in raw_response)
     Column("tool_parts", Integer, nullable=False, server_default="0"),
+    # 0013_answer_route: "managed" (the grounded call) or "own" (own retrieval's passages)
+    Column("route", String(10), nullable=False, server_default="managed"),
     UniqueConstraint("question_id", "version", name="uq_answers_question_version"),
 )
 
@@ -238,7 +244,7 @@ calls = Table(
     # Null for a call made for no question (ground index's embeddings), which names its job.
     Column("question_id", Id, ForeignKey("questions.id", ondelete="CASCADE")),
     Column("job_id", Id, ForeignKey("jobs.id", ondelete="CASCADE")),
-    Column("step", String(20), nullable=False),  # ground | structure | embed
+    Column("step", String(20), nullable=False),  # ground | own | structure | embed
     Column("model", String(100), nullable=False),
     Column("started_at", UtcDateTime(), nullable=False),
     Column("latency_ms", Float, nullable=False),

@@ -49,6 +49,8 @@ SCALAR_FIELDS: tuple[str, ...] = (
     "last_error",
     # googleMapsWidgetContextToken ([grounding] maps_widget): renders the Places widget
     "maps_widget_token",
+    # which path answered: "managed" (the grounded call) or "own" (own retrieval's passages)
+    "route",
 )
 # The record's list / object columns (JSON text in CSV and tables, nested in Parquet).
 NESTED_FIELDS: tuple[str, ...] = (
@@ -300,6 +302,7 @@ def _record(stored: StoredQuestion) -> dict[str, Any]:
         "error_class": r["error_class"],
         "last_error": r["last_error"],
         "maps_widget_token": r["a_maps_widget_token"],
+        "route": r["a_route"],
         "metadata": r["meta"],
         "web_search_queries": list(r["a_web_search_queries"] or []),
         "retrieval_queries": list(r["a_retrieval_queries"] or []),

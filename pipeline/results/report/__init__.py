@@ -16,7 +16,7 @@ from pipeline.job.states import QuestionState
 from pipeline.results.report import page
 from pipeline.results.status import job_status
 from pipeline.store.records import read_batches
-from pipeline.store.status import class_stats, coverage_mean, latency_histogram
+from pipeline.store.status import class_routes, class_stats, coverage_mean, latency_histogram
 
 __all__ = ["write_report"]
 
@@ -32,11 +32,13 @@ async def write_report(
         coverage = await coverage_mean(connection, job_id)
         latency = await latency_histogram(connection, job_id)
         classes = await class_stats(connection, job_id)
+        routes = await class_routes(connection, job_id)
     sample = min(max(limit, 0), status.total)
     async with await anyio.open_file(out, "w", encoding="utf-8") as handle:
         await handle.write(page.head(f"ground report: {job_name}"))
         await handle.write(f"<h1>Job {page.esc(job_name)}</h1>\n")
         await handle.write(page.summary(status, coverage, latency, classes))
+        await handle.write(page.routes(routes))
         states = [str(s) for s in QuestionState if status.states.get(s)]
         await handle.write(page.table_start(states, sample, status.total))
         written = 0

@@ -22,7 +22,7 @@ from pipeline.results.export import destinations, grounded_answer, to_record
 from pipeline.results.report.svg import bar_chart
 from pipeline.results.status import JobStatus
 from pipeline.store.records import StoredQuestion
-from pipeline.store.status import ClassStats
+from pipeline.store.status import ClassRoutes, ClassStats
 
 esc = html.escape
 
@@ -84,6 +84,8 @@ iframe.search-entry-point { width: 100%; height: 5.5rem; border: 0; }
 pre { white-space: pre-wrap; font-size: 0.85em; background: #f6f6f6; padding: 0.4rem; }
 .controls { display: flex; gap: 0.75rem; align-items: center; margin-top: 1.5rem; }
 .state { font-family: monospace; }
+.route { color: #555; font-size: 0.85em; }
+.sources .own { color: #555; font-size: 0.85em; }
 """
 
 
@@ -144,6 +146,30 @@ def summary(
     )
 
 
+def routes(classes: Sequence[ClassRoutes]) -> str:
+    """Managed grounding beside own retrieval, per class (every answer version counted);
+    nothing when no answer came from own retrieval."""
+    if not any(c.own.answers for c in classes):
+        return ""
+    rows = "".join(
+        f"<tr><td>{esc(c.qclass)}</td><td>{c.finished:,}</td>"
+        f"<td>{c.managed.answers:,}</td><td>{_percent(c.managed.cited_rate)}</td>"
+        f"<td>{c.own.answers:,}</td><td>{_percent(c.own.cited_rate)}</td>"
+        f"<td>{_percent(c.own.mean_coverage)}</td></tr>"
+        for c in classes
+    )
+    return (
+        '<section id="routes">\n<h2>Managed grounding beside own retrieval, by class</h2>\n'
+        '<p class="note">Every answer version: a managed answer that missed and was asked'
+        " again through the job's own index counts for both. Cited: grounded and citing at"
+        " least one source.</p>\n"
+        '<table class="routes"><thead><tr><th>class</th><th>finished</th>'
+        "<th>managed answers</th><th>managed cited</th><th>own answers</th>"
+        "<th>own cited</th><th>own mean coverage</th></tr></thead>\n"
+        f"<tbody>{rows}</tbody></table>\n</section>\n"
+    )
+
+
 def table_start(states: Sequence[str], sample: int, total: int) -> str:
     options = "".join(f'<option value="{esc(s)}">{esc(s)}</option>' for s in states)
     return (
@@ -182,6 +208,11 @@ def row(stored: StoredQuestion) -> str:
         valid = "valid" if record["structured_valid"] else "invalid"
         structured = f"<details><summary>{valid}</summary>{_pre(record['structured'])}</details>"
     grounded = {True: "grounded", False: "ungrounded", None: ""}[record["grounded"]]
+    if record["route"] == "own":
+        grounded += '<br><span class="route">own retrieval</span>'
+    elif record["route"] == "managed":
+        grounded += '<br><span class="route">managed</span>'
+    haystack += f" {record['route'] or ''}"
     return (
         f'<tr data-state="{esc(record["state"])}" data-text="{esc(haystack)}">'
         f"<td>{esc(record['id'])}</td>"

@@ -69,6 +69,11 @@ embedding_model = "gemini-embedding-001"
             '[retrieval]\ndocs = "d.jsonl"\n',
             "grounding.fallback_classes: a class is listed twice",
         ),
+        (
+            '[model]\nmode = "batch"\n[grounding]\nfallback = "own_retrieval"\n'
+            'fallback_when = "ungrounded"\n[retrieval]\ndocs = "d.jsonl"\n',
+            "grounding.fallback: own retrieval is routed by online runs only",
+        ),
         ('[grounding]\nfallback = "sometimes"\n', "grounding.fallback"),
         ("[grounding]\nfallback_below = 1.5\n", "grounding.fallback_below"),
         (

@@ -1,0 +1,83 @@
+"""Own retrieval's side of ``ground run``: the index it needs (loaded first when empty), and
+``--fallback-auto`` (the classes ``status --by class`` says are under ``fallback_below``,
+routed for this run)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pipeline.commands.common import say
+from pipeline.job.calls import CallPlan
+from pipeline.job.spec import JobSpec
+from pipeline.results.fallback import MIN_FINISHED, fallback_candidates
+from pipeline.retrieval.documents import DocumentError
+from pipeline.retrieval.index import load_index
+from pipeline.store import documents
+from pipeline.store.status import class_routes
+
+
+def fallback_auto_refused(spec: JobSpec) -> str | None:
+    """Why ``--fallback-auto`` cannot run for ``spec`` (one line), or None."""
+    g = spec.grounding
+    if g.fallback != "own_retrieval":
+        return f'{spec.path}: --fallback-auto needs [grounding] fallback = "own_retrieval"'
+    if not g.fallback_below:
+        return f"{spec.path}: --fallback-auto needs [grounding] fallback_below (a cited rate)"
+    return None
+
+
+async def ensure_index(
+    engine: AsyncEngine, spec: JobSpec, job_id: int, plan: CallPlan
+) -> str | None:
+    """Load ``[retrieval]``'s documents (lexically: no embedding) when questions are routed to
+    own retrieval and the job's index holds none, so that they do not all end "nothing
+    relevant found"; why the run cannot go on (one line), or None. ``ground index`` is still
+    how a changed corpus is loaded again, and how chunks are embedded."""
+    own = plan.own
+    if own is None or not (own.classes or own.when_ungrounded):
+        return None
+    async with engine.connect() as connection:
+        counts = await documents.index_counts(connection, job_id)
+    if counts.chunks:
+        return None
+    try:
+        result = await load_index(engine, job_id, spec.retrieval)
+    except DocumentError as exc:
+        return f"{exc} (the job's own index is empty; nothing after that row was read)"
+    say(
+        f"the job's own index was empty: indexed {result.documents} documents"
+        f" ({result.chunks} chunks) first (`ground index` loads it again after a change)"
+    )
+    return None
+
+
+def dense_note(spec: JobSpec, plan: CallPlan) -> str | None:
+    """What a run with ``[retrieval] dense`` should know: questions are searched lexically
+    (embedding each question is not done at run time), the chunks' vectors unused."""
+    if not spec.retrieval.dense or plan.own is None:
+        return None
+    return (
+        "retrieval.dense: own retrieval searches the questions lexically during a run"
+        " (questions are not embedded); the chunks' vectors are not used yet"
+    )
+
+
+async def route_auto(engine: AsyncEngine, spec: JobSpec, job_id: int, plan: CallPlan) -> CallPlan:
+    """``plan`` with the classes under ``fallback_below`` routed to own retrieval."""
+    own = plan.own
+    if own is None:
+        return plan
+    async with engine.connect() as connection:
+        routes = await class_routes(connection, job_id)
+    below = spec.grounding.fallback_below
+    chosen = fallback_candidates(routes, below, routed=own.classes)
+    if not chosen:
+        say(
+            f"fallback-auto: no class under fallback_below {below:.0%} (judged once"
+            f" {MIN_FINISHED} of a class's questions have finished)"
+        )
+        return plan
+    say(f"fallback-auto: routing {', '.join(chosen)} to own retrieval for this run")
+    return dataclasses.replace(plan, own=own.with_classes(chosen))

@@ -1,0 +1,174 @@
+"""Call 1 through own retrieval: the job's index searched for the question, the passages
+numbered in the prompt, the answer's citations constructed from the model's ``[n]`` markers
+(``docs/retrieval.md``).
+
+One question, one :class:`~pipeline.run.verdicts.Outcome`, as :mod:`pipeline.online.answering`
+makes for the grounded call, with these differences:
+
+* the search is a read of the job's own database (the index, :mod:`pipeline.retrieval`);
+  nothing at or above ``min_score``: the question ends ``ungrounded`` with error class
+  ``nothing_relevant``, and no call is made (there is nothing to cite);
+* the call declares no tool: the ledger's step is ``own``, with no grounding fee, and it is
+  not counted in the day's grounded prompts (:class:`~pipeline.online.call.MeteredCaller`);
+  the job's rate, budget and token limits apply as to any call;
+* an answer with no valid marker is ``ungrounded`` at once (no recency nudge: the passages
+  are what they are); a grounded one goes on to call 2 like a managed one, its sources of
+  kind ``own`` (the documents' ``doc_id``, ``title``, ``uri``);
+* a failed call is decided by the retry policy as call 1 is; its tries are the question's
+  ``attempts``.
+
+The answer is stored with ``route = "own"``; a question asked again later (call 2 after a
+restart) has its citations rebuilt from the stored response and passages
+(:func:`stored_own_answer`), exactly as they were made.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from pipeline.errors import CallError, ErrorClass
+from pipeline.gemini.api_errors import TransientError
+from pipeline.gemini.endpoint import Endpoint
+from pipeline.gemini.wire import decode_response, visible_text
+from pipeline.grounding import GroundedAnswer
+from pipeline.job.calls import OWN_STEP, OwnRetrievalCall
+from pipeline.job.states import QuestionState
+from pipeline.limits import RetryPolicy
+from pipeline.online.call import MeteredCaller
+from pipeline.retrieval import NOTHING_FOUND, OwnRequest, Passage, cite_passages, own_answer
+from pipeline.retrieval.answer import own_request
+from pipeline.retrieval.search import query_terms
+from pipeline.run.verdicts import Outcome, block_reason, blocked_outcome, failure_verdict
+from pipeline.store.answers import AnswerRecord
+from pipeline.store.queue import ClaimedQuestion, StateChange
+from pipeline.store.reconnect import Database
+from pipeline.store.routes import ROUTE_OWN, own_passages
+
+log = logging.getLogger(__name__)
+
+MAX_QUERY_IN_ERROR = 200  # characters of the search terms quoted in a "nothing found" error
+
+
+@dataclass(frozen=True, slots=True)
+class OwnAnswerer:
+    """Answers questions through own retrieval, making the call through a MeteredCaller.
+
+    ``endpoint``: the model's generateContent endpoint (the grounded call's); ``structuring``:
+    call 2 follows a grounded answer (the caller keeps the lease for it).
+    """
+
+    caller: MeteredCaller
+    call: OwnRetrievalCall
+    endpoint: Endpoint
+    db: Database
+    job_id: int
+    policy: RetryPolicy
+    structuring: bool
+
+    async def answer(self, question: ClaimedQuestion, *, attempts: int, version: int) -> Outcome:
+        """Search, then call (unless nothing relevant was found); ``attempts``: the tries
+        already spent on this step, ``version``: the answer version to store."""
+        request = await self.db.read(
+            "searching the job's index", lambda c: self._search(c, question)
+        )
+        if request is None:
+            return _nothing_found(question, attempts)
+        attempts += 1
+        try:
+            return await self._call(question, request, attempts, version)
+        except CallError as error:
+            calls = [error.record] if error.record is not None else []
+            return failure_verdict(question.id, attempts, error, self.policy, calls=calls)
+
+    async def _search(
+        self, connection: AsyncConnection, question: ClaimedQuestion
+    ) -> OwnRequest | None:
+        call = self.call
+        return await own_request(
+            connection,
+            self.job_id,
+            question.text,
+            call.builder,
+            top_k=call.top_k,
+            min_score=call.min_score,
+        )
+
+    async def _call(
+        self, question: ClaimedQuestion, request: OwnRequest, attempts: int, version: int
+    ) -> Outcome:
+        metered = await self.caller.call(
+            self.endpoint,
+            request.body,
+            model=self.call.model,
+            question_id=question.id,
+            step=OWN_STEP,
+            tool=None,
+        )
+        calls = [metered.record]
+        response = metered.result.response
+        blocked = block_reason(response)
+        if blocked is not None:
+            return blocked_outcome(question.id, attempts, blocked, calls)
+        answer = own_answer(response, request)
+        if not answer.text.strip():
+            error = TransientError(
+                "the response has no answer text", error_class=ErrorClass.EMPTY_ANSWER
+            )
+            return failure_verdict(question.id, attempts, error, self.policy, calls=calls)
+        record = AnswerRecord(
+            question_id=question.id,
+            answer=answer,
+            response=response,
+            finish_reason=response.candidates[0].finish_reason,
+            raw_response=metered.result.raw,
+            latency_ms=metered.result.latency_ms,
+            version=version,
+            route=ROUTE_OWN,
+        )
+        if not answer.grounded:
+            state, keep = QuestionState.UNGROUNDED, False
+        elif self.structuring:  # call 2 follows at once, in the same caller, under our lease
+            state, keep = QuestionState.RUNNING, True
+        else:
+            state, keep = QuestionState.DONE, False
+        change = StateChange(question.id, state, attempts, keep_lease=keep)
+        return Outcome(change, answer=record, calls=calls)
+
+
+def _nothing_found(question: ClaimedQuestion, attempts: int) -> Outcome:
+    """No chunk scored ``min_score``: ``ungrounded``, no call, no answer stored."""
+    terms = " ".join(query_terms(question.text))[:MAX_QUERY_IN_ERROR]
+    change = StateChange(
+        question.id,
+        QuestionState.UNGROUNDED,
+        attempts,
+        error_class=ErrorClass.NOTHING_RELEVANT,
+        last_error=f"{NOTHING_FOUND} (searched for: {terms or 'no searchable words'})",
+    )
+    return Outcome(change)
+
+
+def missed(answer: GroundedAnswer) -> bool:
+    """A managed answer the fallback takes over (``fallback_when = "ungrounded"``): still
+    ungrounded after its retries, or grounded with no chunk to cite."""
+    return not answer.grounded or not answer.sources
+
+
+async def stored_own_answer(db: Database, question: ClaimedQuestion) -> GroundedAnswer | None:
+    """The question's latest stored answer, an own one, with its citations rebuilt from the
+    stored response and passages; None when that answer is not an own one."""
+    if question.answer_raw is None:
+        return None
+    stored = await db.read(
+        "reading an own answer's passages",
+        lambda c: own_passages(c, question.id, question.answer_version),
+    )
+    if stored is None:
+        return None
+    response = decode_response(question.answer_raw)
+    text = visible_text(response.candidates[0]) if response.candidates else ""
+    passages = [Passage(p.doc_id, p.title, p.uri, p.text) for p in stored.passages]
+    return cite_passages(text, passages, stored.query)
