@@ -18,7 +18,7 @@ Public surface:
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Sequence
 from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -80,7 +80,7 @@ async def records(
     filters: Filters | None = None,
     *,
     batch_size: int = BATCH_QUESTIONS,
-) -> AsyncIterator[list[dict[str, Any]]]:
+) -> AsyncGenerator[list[dict[str, Any]], None]:
     """The job's matching records, a batch at a time (the stream every export and the Python
     API read): one per question, or with ``filters.all_versions`` one per stored answer
     version, with :data:`VERSION_FIELDS`. Only one batch of rows and records is held."""

@@ -9,7 +9,8 @@ Each field of :data:`pipeline.results.export.records.RECORD` maps to one Arrow t
   ``float`` (``double``); ``timestamp`` -> ``timestamp[us, tz=UTC]``;
 * lists and structs nested as such (``sources`` is a list of structs);
 * ``json`` (the input's metadata, a provenance leaf's value, File Search metadata: no declared
-  type) -> JSON text, the field named ``NAME_json`` so that nobody takes it for a string value;
+  type) -> JSON text (a list of them for a list), the field named ``NAME_json`` so that
+  nobody takes it for a string value;
 * ``structured`` -> the type derived from the job's JSON Schema
   (:mod:`pipeline.results.export.structured`), plus ``structured_json``: the JSON text of an
   object that does not fit it (an invalid output, another schema's object), null otherwise.
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 
 MISSING = "Parquet and Arrow need pyarrow: pip install 'ground[parquet]'"
 JSON_SUFFIX = "_json"  # the name of a field holding JSON text instead of a typed value
+LIST_ITEM = "element"  # a list's item field
 
 
 class ParquetUnavailable(RuntimeError):
@@ -64,8 +66,12 @@ def pyarrow_modules() -> tuple[Any, Any]:
 
 
 def arrow_name(field: Field, structured: FieldType | None = None) -> str:
-    """The Arrow name of ``field``: ``NAME_json`` where it holds JSON text."""
-    if field.type is Kind.JSON or (field.type is Kind.STRUCTURED and structured is None):
+    """The Arrow name of ``field``: ``NAME_json`` where it holds JSON text (or a list of
+    JSON texts)."""
+    kind = field.type
+    if isinstance(kind, ListOf):
+        kind = kind.item
+    if kind is Kind.JSON or (kind is Kind.STRUCTURED and structured is None):
         return field.name + JSON_SUFFIX
     return field.name
 
@@ -79,7 +85,9 @@ def arrow_type(
     outputs"); the Parquet file still dictionary-encodes it on disk."""
     pa, _ = pyarrow_modules()
     if isinstance(kind, ListOf):
-        item = pa.field("item", arrow_type(kind.item, nested=True), nullable=kind.items_nullable)
+        # "element": the name the Parquet format gives a list's items (a file read back
+        # has it), so the Arrow stream and the file have one schema.
+        item = pa.field(LIST_ITEM, arrow_type(kind.item, nested=True), nullable=kind.items_nullable)
         return pa.list_(item)
     if isinstance(kind, Struct):
         return pa.struct([_arrow_field(f, nested=True) for f in kind.fields])
