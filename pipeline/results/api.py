@@ -311,8 +311,8 @@ class Job:
         """The records as a pandas DataFrame, one row per record (``pip install
         'ground[pandas]'``). Dtypes: ``str`` for text, ``category`` for the enums,
         ``Int64``/``Int32``, ``boolean`` and ``Float64`` (nullable: a missing value is
-        ``<NA>``), ``datetime64[us, UTC]``, ``object`` for lists and structs (Python lists and
-        dicts)."""
+        ``<NA>``), ``datetime64[us, UTC]``, ``object`` for lists and structs (a list is a NumPy
+        array, a struct a dict: pyarrow's conversion)."""
         pd = _optional("pandas")
         pa, _ = pyarrow_modules()
         mapping = dict(

@@ -84,9 +84,9 @@ SOURCE = Struct(
         Field(
             "kind",
             Kind.ENUM,
-            "which grounding produced it: web (Google Search), retrievedContext (Vertex AI"
-            " Search, RAG Engine, File Search), maps (Google Maps), own (the job's own index),"
-            " other (an empty chunk)",
+            "which grounding produced it: Google Search (web); Vertex AI Search, RAG Engine"
+            " or File Search (retrievedContext); Google Maps (maps); the job's own index"
+            " (own); an empty chunk (other)",
             required=True,
             values=SOURCE_KINDS,
         ),
@@ -149,7 +149,7 @@ CITATION = Struct(
 )
 URL_STATUS = Struct(
     (
-        Field("url", Kind.STRING, "the URL URL context read (retrievedUrl)"),
+        Field("url", Kind.STRING, "the URL that URL context read (retrievedUrl)"),
         Field("status", Kind.ENUM, "urlRetrievalStatus, e.g. URL_RETRIEVAL_STATUS_SUCCESS"),
     )
 )
