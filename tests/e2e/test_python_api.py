@@ -201,12 +201,13 @@ PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
 def test_the_documented_example_runs(
     checkout: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    blocks = PYTHON_BLOCK.findall((REPO / "docs" / "python-api.md").read_text(encoding="utf-8"))
+    example = REPO / "docs" / "python-api.md"
+    blocks = PYTHON_BLOCK.findall(example.read_text(encoding="utf-8"))
     assert len(blocks) >= 5
     monkeypatch.chdir(checkout)  # where the example runs: the checkout, after `make demo`
     namespace: dict[str, object] = {}
     for block in blocks:
-        exec(compile(block, "docs/python-api.md", "exec"), namespace)
+        exec(compile(block, str(example), "exec"), namespace)
     out = capsys.readouterr().out
     assert f"demo {N} questions" in out
     assert isinstance(namespace["frame"], pd.DataFrame)
