@@ -373,3 +373,20 @@ def _sets(spec: JobSpec) -> list[str]:
     """--set lines that reach ``spec``'s job (its name and database) from jobs/demo.toml."""
     database = spec.database_url.replace("sqlite+aiosqlite:", "sqlite:")
     return ["--set", f'job.name="{spec.name}"', "--set", f'job.database="{database}"']
+
+
+def test_the_schema_is_printed_without_opening_the_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nowhere = f'job.database="sqlite:///{tmp_path / "never" / "made.sqlite"}"'
+    job = [str(DEMO_JOB), "--set", nowhere]
+    assert main(["export", *job, "--schema"]) == 0
+    assert json.loads(capsys.readouterr().out)["title"] == "ground export record"
+    target = ["--to", "postgresql://kb@db/kb", "--table", "answers"]
+    assert main(["export", *job, "--schema", *target]) == 0
+    ddl = capsys.readouterr().out
+    assert "CREATE TABLE answers" in ddl and "PRIMARY KEY (job, id)" in ddl
+    assert "answered_at TIMESTAMP WITH TIME ZONE" in ddl and "sources JSONB" in ddl
+    assert main(["export", *job, "--schema", "--out", str(tmp_path / "s.json")]) == 2
+    assert "--schema prints to stdout" in capsys.readouterr().err
+    assert not (tmp_path / "never").exists()
