@@ -3,6 +3,7 @@ read-only; and docs/python-api.md, run as the notebook it is."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import re
@@ -123,6 +124,13 @@ def test_to_arrow_streams_record_batches(
     assert frame.shape[0] == N
     assert frame.schema["answered_at"] == pl.Datetime("us", "UTC")
     assert frame.schema["state"] == pl.Categorical()
+
+
+def test_it_works_where_an_event_loop_is_already_running(job: pipeline.Job) -> None:
+    async def cell() -> int:  # a Jupyter cell runs inside the kernel's running loop
+        return len(list(job.records())) + len(job.to_pandas())
+
+    assert asyncio.run(cell()) == 2 * N
 
 
 def test_status_is_ground_status_json(job: pipeline.Job) -> None:
