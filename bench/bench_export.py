@@ -15,8 +15,8 @@ gathered as Arrow batches of 500). Of Parquet's peak, importing pyarrow itself i
 samples its own resident set every tenth of the way (/proc/self/statm): flat memory means the
 last sample is about the first, whatever N. Measured (2-core machine, shared, load average
 about 8), at 100,000 questions: 1,947 records/s, peak RSS 84.0 MB, resident 83.4 MB at the
-first tenth and 84.3 MB at the end (x1.01; JSONL export in the same run 96.0 MB, Parquet
-203.8 MB). Not yet measured at 1,000,000 here.
+first tenth and 84.3 MB at the end (x1.01; ``ground export`` of the same job: JSONL 96.0 MB,
+Parquet 203.8 MB). Not yet measured at 1,000,000 here.
 
 Usage: ``python bench/bench_export.py [--questions N] [--keep DIR] [--formats F,...]``, F one of
 jsonl, parquet, records (default 1,000,000 questions and all three; generating them takes a few

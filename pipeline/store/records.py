@@ -9,8 +9,8 @@ Answers and structured objects are versioned (:mod:`pipeline.store.versions`): a
 row carries its latest versions. With ``Filters.all_versions`` a question gives one row per
 stored answer version (oldest first), each with the latest structured object made from that
 answer and the ledger totals of that version's own calls (:mod:`pipeline.store.version_ledger`
-says which calls those are); a question never answered still gives one row. Rows come back as plain mappings;
-assembling them into records is :mod:`pipeline.results.export.records` (pure).
+says which calls those are); a question never answered still gives one row. Rows come back as
+plain mappings; assembling them into records is :mod:`pipeline.results.export.records` (pure).
 """
 
 from __future__ import annotations
