@@ -225,7 +225,7 @@ class Job:
     def _batches(self, filters: Filters) -> Iterator[list[dict[str, Any]]]:
         """The records, a batch at a time, read on the session's event loop."""
         with self._session() as opened:
-            stream = export.records(
+            stream = export.record_batches(
                 opened.engine, opened.job_id, filters, batch_size=BATCH_QUESTIONS
             )
 

@@ -64,7 +64,7 @@ async def read_records(spec: JobSpec, *, all_versions: bool = False) -> list[dic
             job_id = await queue.find_job(connection, spec.name)
         assert job_id is not None
         filters = export.Filters(all_versions=all_versions)
-        return [r async for batch in export.records(engine, job_id, filters) for r in batch]
+        return [r async for batch in export.record_batches(engine, job_id, filters) for r in batch]
     finally:
         await engine.dispose()
 

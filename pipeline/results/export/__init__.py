@@ -2,7 +2,8 @@
 
 Public surface:
 
-* :func:`export_job` -- stream a job's records, batch by batch, into a writer;
+* :func:`record_batches` -- a job's records, batch by batch (the stream every export and the
+  Python API read); :func:`export_job` -- the same, into a writer;
 * :func:`to_record`, :func:`grounded_answer`, :func:`destinations` -- a stored question as an
   export record, as a :class:`pipeline.grounding.GroundedAnswer`, and its resolved links;
 * :data:`RECORD` -- the record's fields with their types, the one source of the schemas:
@@ -63,7 +64,7 @@ __all__ = [
     "export_job",
     "grounded_answer",
     "json_schema",
-    "records",
+    "record_batches",
     "results_table",
     "structured_shape",
     "to_record",
@@ -74,7 +75,7 @@ class Writer(Protocol):
     def write(self, records: Sequence[dict[str, Any]]) -> Awaitable[None] | None: ...
 
 
-async def records(
+async def record_batches(
     engine: AsyncEngine,
     job_id: int,
     filters: Filters | None = None,
@@ -105,7 +106,7 @@ async def export_job(
     Only one batch of rows and records is held at a time. The caller closes the writer.
     """
     count = 0
-    async for batch in records(engine, job_id, filters, batch_size=batch_size):
+    async for batch in record_batches(engine, job_id, filters, batch_size=batch_size):
         done = writer.write(batch)
         if inspect.isawaitable(done):
             await done
