@@ -67,8 +67,11 @@ def _export(args: argparse.Namespace) -> int:
     if args.csv_raw and (fmt != "csv" or args.to is not None):
         print("ground export: --csv-raw is for --format csv", file=sys.stderr)
         return EXIT_USAGE
-    if args.all_versions and (args.to is not None or args.long or fmt == "parquet"):
-        print("ground export: --all-versions is for JSONL or CSV files", file=sys.stderr)
+    if args.all_versions and (args.to is not None or args.long):
+        print("ground export: --all-versions is for files, not --to or --long", file=sys.stderr)
+        return EXIT_USAGE
+    if args.schema and args.out != "-":
+        print("ground export: --schema prints to stdout, without --out", file=sys.stderr)
         return EXIT_USAGE
     if args.to is None and (problem := output_problem("--out", args.out, replaced=False)):
         return _refused("export", problem)
@@ -84,6 +87,7 @@ def _export(args: argparse.Namespace) -> int:
         table=args.table,
         all_versions=args.all_versions,
         csv_raw=args.csv_raw,
+        schema=args.schema,
     )
     return _job_command(args, lambda spec: commands.export_command(spec, options))
 

@@ -318,7 +318,15 @@ def _add_results_commands(
         "--all-versions",
         action="store_true",
         help="one record per stored answer version (history kept by retry, refresh,"
-        " restructure), with its version fields; JSONL or CSV",
+        " restructure), with its version fields and each version's own calls and cost;"
+        " files only",
+    )
+    export.add_argument(
+        "--schema",
+        action="store_true",
+        help="print the schema of what this export writes, instead of exporting: JSON Schema"
+        " (jsonl), CSV on the Web metadata (csv), the Arrow schema (parquet), the CREATE"
+        " TABLE (--to)",
     )
     export.add_argument("--to", metavar="DATABASE_URL", help="upsert into a table there instead")
     export.add_argument("--table", metavar="NAME", help="the table for --to")

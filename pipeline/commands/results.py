@@ -125,14 +125,77 @@ class ExportOptions:
     long: str | None = None  # "sources" | "citations": one CSV row per source / citation
     to: str | None = None  # a database URL: upsert into --table there instead of a file
     table: str | None = None
-    all_versions: bool = False  # one record per stored answer version (JSONL, CSV)
+    all_versions: bool = False  # one record per stored answer version (files)
     csv_raw: bool = False  # CSV text cells as stored, formula-leading ones included
+    schema: bool = False  # print the format's schema instead of exporting
+
+
+def structured_type(spec: JobSpec) -> Any:
+    """The Arrow-able type of the job's structured objects (None: JSON text)."""
+    from pipeline.results.export import structured_shape
+
+    if spec.schema is None:
+        return None
+    return structured_shape(spec.schema.validation_schema)
+
+
+def export_schema_command(spec: JobSpec, options: ExportOptions) -> int:
+    """``ground export --schema``: the schema of what the same command would export, printed
+    (JSON Schema for JSONL, CSV on the Web metadata for CSV, the Arrow schema for Parquet, the
+    CREATE TABLE for ``--to``); the database is not opened."""
+    from pipeline.results import export
+
+    if options.to is not None:
+        return _print_table_schema(options)
+    if options.fmt == "parquet":
+        try:
+            schema = export.arrow_schema(structured_type(spec), versions=options.all_versions)
+        except export.ParquetUnavailable as exc:
+            complain(str(exc))
+            return EXIT_FAILED
+        text = schema.to_string(show_field_metadata=False, show_schema_metadata=False)
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+        return EXIT_OK
+    if options.fmt == "csv":
+        write_json(export.csv_schema(options.long, versions=options.all_versions))
+        return EXIT_OK
+    document = export.json_schema(
+        spec.schema.validation_schema if spec.schema is not None else None,
+        schema_hash=schema_hash_of(spec),
+        versions=options.all_versions,
+    )
+    write_json(document)
+    return EXIT_OK
+
+
+def _print_table_schema(options: ExportOptions) -> int:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+    from sqlalchemy.schema import CreateTable
+
+    from pipeline.results import export
+
+    assert options.to is not None
+    try:
+        table = export.results_table(options.table or "")
+        dialect = make_url(async_url(options.to)).get_dialect()()
+    except export.TargetError as exc:
+        complain(str(exc))
+        return EXIT_FAILED
+    except (ValueError, ArgumentError, NoSuchModuleError) as exc:
+        complain(f"--to: {exc}")
+        return EXIT_FAILED
+    say(str(CreateTable(table).compile(dialect=dialect)).strip() + ";")
+    return EXIT_OK
 
 
 async def export_command(spec: JobSpec, options: ExportOptions) -> int:
     """``ground export``: stream the job's records to a file, stdout, or a database table."""
     from pipeline.results import export
 
+    if options.schema:
+        return export_schema_command(spec, options)
     try:
         ids = read_ids(options.ids_file) if options.ids_file else None
     except OSError as exc:
@@ -150,9 +213,9 @@ async def export_command(spec: JobSpec, options: ExportOptions) -> int:
         if job_id is None:
             return EXIT_FAILED
         if options.to is not None:
-            return await _export_to_table(engine, job_id, filters, options)
+            return await _export_to_table(engine, job_id, filters, options, spec.name)
         try:
-            count = await _export_to_file(engine, job_id, filters, options)
+            count = await _export_to_file(engine, job_id, filters, options, structured_type(spec))
         except export.ParquetUnavailable as exc:
             complain(str(exc))
             return EXIT_FAILED
@@ -165,7 +228,7 @@ async def export_command(spec: JobSpec, options: ExportOptions) -> int:
 
 
 async def _export_to_file(
-    engine: AsyncEngine, job_id: int, filters: Any, options: ExportOptions
+    engine: AsyncEngine, job_id: int, filters: Any, options: ExportOptions, structured: Any
 ) -> int:
     from pipeline.results import export
 
@@ -178,7 +241,7 @@ async def _export_to_file(
     try:
         writer: Any
         if options.fmt == "parquet":
-            writer = export.ParquetWriter(stream)
+            writer = export.ParquetWriter(stream, structured, versions=options.all_versions)
         elif options.fmt == "csv":
             writer = export.CsvWriter(
                 stream, options.long, versions=options.all_versions, raw=options.csv_raw
@@ -207,7 +270,7 @@ class _Threaded:
 
 
 async def _export_to_table(
-    engine: AsyncEngine, job_id: int, filters: Any, options: ExportOptions
+    engine: AsyncEngine, job_id: int, filters: Any, options: ExportOptions, job: str
 ) -> int:
     from pipeline.results import export
 
@@ -220,9 +283,14 @@ async def _export_to_table(
         return EXIT_FAILED
     target = create_engine(url)
     try:
-        writer = export.TableWriter(target, table)
+        writer = export.TableWriter(target, table, job)
         await writer.prepare()
+        if writer.added_columns:
+            say(f"added to table {table.name!r}: {', '.join(writer.added_columns)}")
         count = await export.export_job(engine, job_id, writer, filters)
+    except export.TargetError as exc:
+        complain(str(exc))
+        return EXIT_FAILED
     except Exception as exc:  # any driver's error: say which, never with the password
         from sqlalchemy.engine import make_url
 
@@ -234,7 +302,7 @@ async def _export_to_table(
         return EXIT_FAILED
     finally:
         await target.dispose()
-    say(f"upserted {count} questions into table {table.name!r}")
+    say(f"upserted {count} questions of job {job!r} into table {table.name!r}")
     return EXIT_OK
 
 

@@ -59,6 +59,22 @@ class Part(_Wire):
             or self.function_response is not None
         )
 
+    @property
+    def tool_kind(self) -> str | None:
+        """The wire key of a tool, code or function part (``toolCall``, ``executableCode``
+        ...); None for a text or thought part."""
+        for kind, value in (
+            ("toolCall", self.tool_call),
+            ("toolResponse", self.tool_response),
+            ("executableCode", self.executable_code),
+            ("codeExecutionResult", self.code_execution_result),
+            ("functionCall", self.function_call),
+            ("functionResponse", self.function_response),
+        ):
+            if value is not None:
+                return kind
+        return None
+
 
 class Content(_Wire):
     parts: tuple[Part, ...] = ()

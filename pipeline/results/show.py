@@ -148,7 +148,8 @@ def _version_heading(stored: StoredQuestion) -> str:
     v = version_fields(stored)
     if v["answer_version"] is None:
         return "no answer stored"
-    when = "latest" if v["answer_latest"] else f"superseded {v['answer_superseded_at']}"
+    superseded = v["answer_superseded_at"]
+    when = "latest" if superseded is None else f"superseded {superseded.isoformat()}"
     line = f"answer version {v['answer_version']} ({when})"
     if v["answer_changed"] is not None:
         moved = ", ".join(v["answer_changes"] or []) or "nothing"

@@ -162,6 +162,11 @@ def _revisions() -> tuple[str, frozenset[str]]:
     return head, frozenset(r.revision for r in scripts.walk_revisions())
 
 
+def head_revision() -> str:
+    """The newest schema revision this ``ground`` knows (and reads)."""
+    return _revisions()[0]
+
+
 @dataclass(frozen=True, slots=True)
 class SchemaState:
     """What a database says about its schema."""

@@ -8,8 +8,9 @@ transaction is held open between batches.
 Answers and structured objects are versioned (:mod:`pipeline.store.versions`): a question's
 row carries its latest versions. With ``Filters.all_versions`` a question gives one row per
 stored answer version (oldest first), each with the latest structured object made from that
-answer; a question never answered still gives one row. Rows come back as plain mappings;
-assembling them into records is :mod:`pipeline.results.export.records` (pure).
+answer and the ledger totals of that version's own calls (:mod:`pipeline.store.version_ledger`
+says which calls those are); a question never answered still gives one row. Rows come back as
+plain mappings; assembling them into records is :mod:`pipeline.results.export.records` (pure).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.store.tables import answers, calls, questions, sources, structured, supports
+from pipeline.store.version_ledger import LEDGER_COLUMNS, read_calls, with_version_ledger
 from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
 
 BATCH_QUESTIONS = 500  # questions per batch: bounds memory and the IN lists' length
@@ -50,17 +52,6 @@ class StoredQuestion:
     row: Row  # question columns, answer (a_*), structured (s_*) and ledger (l_*) columns
     sources: Sequence[Row] = field(default_factory=tuple)
     supports: Sequence[Row] = field(default_factory=tuple)
-
-
-_LEDGER_COLUMNS = (
-    "l_calls",
-    "l_input_tokens",
-    "l_output_tokens",
-    "l_grounding_units",
-    "l_cost_micro_usd",
-    "l_cost_complete",
-    "l_model",
-)
 
 
 def _ledger(question_ids: list[int]) -> sa.Select[Any]:
@@ -108,6 +99,11 @@ def _question_select(job_id: int, filters: Filters) -> sa.Select[Any]:
             a.retrieval_queries.label("a_retrieval_queries"),
             a.search_entry_point_html.label("a_search_entry_point_html"),
             a.maps_widget_token.label("a_maps_widget_token"),
+            a.dynamic_retrieval_score.label("a_dynamic_retrieval_score"),
+            a.url_context_statuses.label("a_url_statuses"),
+            a.tool_parts.label("a_tool_parts"),
+            # The body only where it holds tool or code parts: their kinds are read from it.
+            sa.case((a.tool_parts > 0, a.raw_response), else_=None).label("a_tool_body"),
             a.prompt_tokens.label("a_prompt_tokens"),
             a.candidates_tokens.label("a_candidates_tokens"),
             a.tool_use_prompt_tokens.label("a_tool_use_prompt_tokens"),
@@ -170,17 +166,23 @@ def _joined(all_versions: bool) -> sa.FromClause:
     )
 
 
-async def _with_ledger(connection: AsyncConnection, rows: list[Row]) -> list[Row]:
-    """The question rows with their ledger totals (``l_*``; None where no call was made)."""
+async def _with_ledger(
+    connection: AsyncConnection, rows: list[Row], *, per_version: bool = False
+) -> list[Row]:
+    """The question rows with their ledger totals (``l_*``; None where no call was made).
+    ``per_version`` (one row per answer version): each row with its own version's calls
+    (:mod:`pipeline.store.version_ledger`), not the question's running totals."""
+    question_ids = list(dict.fromkeys(r["id"] for r in rows))
+    if per_version:
+        return with_version_ledger(rows, await read_calls(connection, question_ids))
     totals = {
-        r["question_id"]: r
-        for r in (await connection.execute(_ledger([r["id"] for r in rows]))).mappings()
+        r["question_id"]: r for r in (await connection.execute(_ledger(question_ids))).mappings()
     }
-    empty = dict.fromkeys(_LEDGER_COLUMNS)
+    empty = dict.fromkeys(LEDGER_COLUMNS)
     out: list[Row] = []
     for row in rows:
         found = totals.get(row["id"])
-        ledger = {k: found[k] for k in _LEDGER_COLUMNS} if found is not None else empty
+        ledger = {k: found[k] for k in LEDGER_COLUMNS} if found is not None else empty
         out.append({**row, **ledger})
     return out
 
@@ -234,7 +236,7 @@ async def read_batches(
                 rows = [r for r in rows if r["qid"] in filters.ids]
             if not rows:
                 continue
-            rows = await _with_ledger(connection, rows)
+            rows = await _with_ledger(connection, rows, per_version=filters.all_versions)
             answer_ids = [r["a_id"] for r in rows if r["a_id"] is not None]
             by_source, by_support = await _children(connection, answer_ids)
         yield [
@@ -295,7 +297,7 @@ async def read_versions(
         found = list((await connection.execute(statement)).mappings().all())
         if not found:
             return []
-        rows = await _with_ledger(connection, found)
+        rows = await _with_ledger(connection, found, per_version=all_versions)
         ids = [row["a_id"] for row in rows if row["a_id"] is not None]
         by_source, by_support = await _children(connection, ids)
     return [

@@ -31,6 +31,7 @@ from pipeline.store.engine import create_engine, migrate
 from pipeline.store.structured import CallRecord, persist_calls
 from pipeline.store.tables import answers, questions, sources
 from tests.support.databases import POSTGRES_URL, fetch_rows
+from tests.support.exports import as_json
 from tests.support.results import run_results_job
 
 N = 10_000
@@ -147,7 +148,7 @@ async def test_every_format_round_trips_10000_questions(large_job: JobSpec, tmp_
     assert table.num_rows == N
     assert table.column("question").to_pylist() == [r["question"] for r in records]
     for i in (0, 1, 2, 3, N - 1):
-        row = table.slice(i, 1).to_pylist()[0]
+        row = as_json(table.slice(i, 1).to_pylist()[0])
         assert row["sources"] == records[i]["sources"]
         assert row["citations"] == records[i]["citations"]
 

@@ -2,11 +2,16 @@
 
 Public surface:
 
-* :func:`export_job` -- stream a job's records, batch by batch, into a writer;
+* :func:`record_batches` -- a job's records, batch by batch (the stream every export and the
+  Python API read); :func:`export_job` -- the same, into a writer;
 * :func:`to_record`, :func:`grounded_answer`, :func:`destinations` -- a stored question as an
   export record, as a :class:`pipeline.grounding.GroundedAnswer`, and its resolved links;
+* :data:`RECORD` -- the record's fields with their types, the one source of the schemas:
+  :func:`json_schema` and :func:`csv_schema` (:mod:`.schema`), :func:`arrow_schema`
+  (:mod:`.arrow`), :func:`results_table` (:mod:`.table`); :func:`structured_shape` types call
+  2's object from the job's JSON Schema;
 * the writers: :class:`JsonlWriter`, :class:`CsvWriter`, :class:`ParquetWriter`,
-  :class:`TableWriter` (with :func:`results_table`);
+  :class:`TableWriter`;
 * :data:`FORMATS`, :data:`LONG_KINDS`, :data:`FIELDS`; :class:`ParquetUnavailable`,
   :class:`TargetError`.
 """
@@ -14,19 +19,24 @@ Public surface:
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Sequence
 from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipeline.results.export.parquet import ParquetUnavailable, ParquetWriter
+from pipeline.results.export.arrow import ArrowBatches, ParquetUnavailable, arrow_schema
+from pipeline.results.export.parquet import ParquetWriter
 from pipeline.results.export.records import (
     FIELDS,
+    RECORD,
     VERSION_FIELDS,
+    VERSION_RECORD,
     destinations,
     grounded_answer,
     to_record,
 )
+from pipeline.results.export.schema import csv_schema, json_schema
+from pipeline.results.export.structured import structured_shape
 from pipeline.results.export.table import TableWriter, TargetError, results_table
 from pipeline.results.export.writers import LONG_KINDS, CsvWriter, JsonlWriter
 from pipeline.store.records import BATCH_QUESTIONS, Filters, read_batches
@@ -37,7 +47,10 @@ __all__ = [
     "FIELDS",
     "FORMATS",
     "LONG_KINDS",
+    "RECORD",
     "VERSION_FIELDS",
+    "VERSION_RECORD",
+    "ArrowBatches",
     "CsvWriter",
     "Filters",
     "JsonlWriter",
@@ -45,16 +58,37 @@ __all__ = [
     "ParquetWriter",
     "TableWriter",
     "TargetError",
+    "arrow_schema",
+    "csv_schema",
     "destinations",
     "export_job",
     "grounded_answer",
+    "json_schema",
+    "record_batches",
     "results_table",
+    "structured_shape",
     "to_record",
 ]
 
 
 class Writer(Protocol):
     def write(self, records: Sequence[dict[str, Any]]) -> Awaitable[None] | None: ...
+
+
+async def record_batches(
+    engine: AsyncEngine,
+    job_id: int,
+    filters: Filters | None = None,
+    *,
+    batch_size: int = BATCH_QUESTIONS,
+) -> AsyncGenerator[list[dict[str, Any]], None]:
+    """The job's matching records, a batch at a time (the stream every export and the Python
+    API read): one per question, or with ``filters.all_versions`` one per stored answer
+    version, with :data:`VERSION_FIELDS`. Only one batch of rows and records is held."""
+    filters = filters or Filters()
+    versions = filters.all_versions
+    async for batch in read_batches(engine, job_id, filters, batch_size=batch_size):
+        yield [to_record(stored, versions=versions) for stored in batch]
 
 
 async def export_job(
@@ -71,13 +105,10 @@ async def export_job(
 
     Only one batch of rows and records is held at a time. The caller closes the writer.
     """
-    filters = filters or Filters()
-    versions = filters.all_versions
     count = 0
-    async for batch in read_batches(engine, job_id, filters, batch_size=batch_size):
-        records = [to_record(stored, versions=versions) for stored in batch]
-        done = writer.write(records)
+    async for batch in record_batches(engine, job_id, filters, batch_size=batch_size):
+        done = writer.write(batch)
         if inspect.isawaitable(done):
             await done
-        count += len(records)
+        count += len(batch)
     return count

@@ -1,126 +1,292 @@
-"""One record per question, assembled from its stored rows: pure functions, no IO.
+"""One record per question, assembled from its stored rows, and the one table of its fields.
 
-A record is a plain dict of JSON-ready values (str, int, float, bool, None, lists, dicts), the
-same for every export format. Citations carry the meaning ``ground cite --format json`` gives
-them (character offsets into the answer, chunk indices into ``sources``), plus ``links``: for
-each chunk index, the stored resolved destination when there is one, else the source's uri.
+:data:`RECORD` (with :data:`VERSION_RECORD` for ``--all-versions``) names every field of a
+record, in order, with its type, whether it can be null, and what it means. Everything else is
+derived from it: the JSON Schema and the CSV columns (:mod:`.schema`), the Arrow schema
+(:mod:`.arrow`), a ``--to`` table's columns (:mod:`.table`), ``ground export --schema`` and the
+field list in ``docs/exports.md`` (a test keeps that list in step).
+
+A record is a plain dict in :data:`RECORD` order whose values are str, int, float, bool, None,
+aware UTC :class:`datetime.datetime` (the timestamps), lists and dicts. Citations carry the
+meaning ``ground cite --format json`` gives them (character offsets into the answer, chunk
+indices into ``sources``), plus ``links``: for each chunk index, the stored resolved
+destination when there is one, else the source's uri. Building a record is pure: no IO.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
+from pipeline.gemini.wire import MalformedResponse, decode_response
 from pipeline.grounding import Citation, GroundedAnswer, Source, safe_http_url
+from pipeline.job.states import QuestionState, SourceState
 from pipeline.store.records import Row, StoredQuestion
 
-# The record's scalar columns, in order (CSV header, table columns, Parquet schema).
-SCALAR_FIELDS: tuple[str, ...] = (
-    "id",
-    "question",
-    "class",
-    "state",
-    "grounded",
-    "answer",
-    "answered_at",
-    "updated_at",
-    "model",
-    "model_version",
-    "finish_reason",
-    "coverage",
-    "structured_valid",
-    "supported_fraction",
-    "structured_flagged",
-    "prompt_tokens",
-    "candidates_tokens",
-    "tool_use_prompt_tokens",
-    "thoughts_tokens",
-    "total_tokens",
-    "input_tokens",
-    "output_tokens",
-    "grounding_units",
-    "calls",
-    "cost_usd",
-    "cost_complete",
-    "latency_ms",
-    "attempts",
-    "error_class",
-    "last_error",
-    # googleMapsWidgetContextToken ([grounding] maps_widget): renders the Places widget
-    "maps_widget_token",
-    # which path answered: "managed" (the grounded call) or "own" (own retrieval's passages)
-    "route",
+
+class Kind(StrEnum):
+    """A field's type, where it is not a list or a struct."""
+
+    STRING = "string"  # short text (ids, names, URLs)
+    TEXT = "text"  # long free text (questions, answers, HTML): no statistics kept
+    ENUM = "enum"  # text with few distinct values: dictionary-encoded in Parquet
+    BOOLEAN = "boolean"
+    INT32 = "int32"  # offsets, indices, pages
+    INT64 = "int64"  # counts and tokens
+    FLOAT = "float"  # 64-bit
+    TIMESTAMP = "timestamp"  # an instant, UTC, microseconds
+    JSON = "json"  # any JSON value the input made, with no declared type: JSON text in
+    # Parquet (the column or struct field is then named NAME_json)
+    STRUCTURED = "structured"  # call 2's object: typed by the job's JSON Schema where it can be
+
+
+@dataclass(frozen=True, slots=True)
+class ListOf:
+    item: FieldType
+    items_nullable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Struct:
+    fields: tuple[Field, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+
+FieldType = Kind | ListOf | Struct
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One field of a record: its name, type and meaning. ``required``: never null (a list is
+    then at least empty). ``values``: an enum's complete list of values, where it is closed."""
+
+    name: str
+    type: FieldType
+    doc: str
+    required: bool = False
+    values: tuple[str, ...] = ()
+
+
+def _list(item: FieldType, *, items_nullable: bool = False) -> ListOf:
+    return ListOf(item, items_nullable)
+
+
+SOURCE_KINDS = ("web", "retrievedContext", "maps", "own", "other")
+SOURCE = Struct(
+    (
+        Field("index", Kind.INT32, "position in groundingChunks", required=True),
+        Field(
+            "kind",
+            Kind.ENUM,
+            "which grounding produced it: Google Search (web); Vertex AI Search, RAG Engine"
+            " or File Search (retrievedContext); Google Maps (maps); the job's own index"
+            " (own); an empty chunk (other)",
+            required=True,
+            values=SOURCE_KINDS,
+        ),
+        Field("title", Kind.STRING, "the source's title"),
+        Field("uri", Kind.STRING, "as sent: for web sources a redirect that expires"),
+        Field("domain", Kind.STRING, "web sources: the site's domain"),
+        Field("text", Kind.TEXT, "retrieved and maps sources: the passage sent"),
+        Field("place_id", Kind.STRING, "maps sources: the place's id"),
+        Field("document_name", Kind.STRING, "retrieved sources: the data store's document"),
+        Field("file_search_store", Kind.STRING, "File Search: the store it came from"),
+        Field(
+            "custom_metadata",
+            _list(Kind.JSON),
+            "File Search: the document's metadata entries, as sent",
+            required=True,
+        ),
+        Field("first_page", Kind.INT32, "RAG Engine: the chunk's first page (1-indexed)"),
+        Field("last_page", Kind.INT32, "RAG Engine: the chunk's last page (inclusive)"),
+        Field("doc_id", Kind.STRING, "own retrieval: the document's id in the job's index"),
+        Field("destination", Kind.STRING, "where the redirect led, once resolved"),
+        Field(
+            "resolve_status",
+            Kind.ENUM,
+            "where resolving the redirect stands",
+            required=True,
+            values=tuple(SourceState),
+        ),
+        Field("resolved_at", Kind.TIMESTAMP, "when the destination was stored"),
+    )
 )
-# The record's list / object columns (JSON text in CSV and tables, nested in Parquet).
-NESTED_FIELDS: tuple[str, ...] = (
-    "metadata",
-    "web_search_queries",
-    "retrieval_queries",
-    "sources",
-    "citations",
-    "structured",
-    "structured_errors",
-    "provenance",
-    "warnings",
+CITATION = Struct(
+    (
+        Field("start", Kind.INT32, "code point offset into the answer", required=True),
+        Field("end", Kind.INT32, "code point offset into the answer, exclusive", required=True),
+        Field("text", Kind.TEXT, "answer[start:end]", required=True),
+        Field("chunk_indices", _list(Kind.INT32), "the sources' index values", required=True),
+        Field(
+            "confidence_scores",
+            _list(Kind.FLOAT),
+            "parallel to chunk_indices; null when the API sent none (Gemini 2.5 on)",
+        ),
+        Field(
+            "links",
+            _list(Kind.STRING, items_nullable=True),
+            "per chunk index: the resolved destination, else the source's http(s) uri",
+            required=True,
+        ),
+        Field("part_index", Kind.INT32, "the answer part the span lies in", required=True),
+        Field("byte_start", Kind.INT32, "UTF-8 byte offset within that part", required=True),
+        Field("byte_end", Kind.INT32, "UTF-8 byte offset within that part", required=True),
+        Field(
+            "offsets_over",
+            Kind.ENUM,
+            "part: the API's offsets were read in segment.partIndex; answer: over the"
+            " visible text (no partIndex sent)",
+            required=True,
+            values=("part", "answer"),
+        ),
+    )
 )
-FIELDS = SCALAR_FIELDS + NESTED_FIELDS
-# The scalar fields' types, for the writers that declare them (Parquet, a database table);
-# every other scalar field is text.
-BOOLEAN_FIELDS = frozenset({"grounded", "structured_valid", "structured_flagged", "cost_complete"})
-FLOAT_FIELDS = frozenset({"coverage", "supported_fraction", "cost_usd", "latency_ms"})
-INTEGER_FIELDS = frozenset(
-    {
-        "prompt_tokens",
-        "candidates_tokens",
-        "tool_use_prompt_tokens",
-        "thoughts_tokens",
-        "total_tokens",
-        "input_tokens",
-        "output_tokens",
+URL_STATUS = Struct(
+    (
+        Field("url", Kind.STRING, "the URL that URL context read (retrievedUrl)"),
+        Field("status", Kind.ENUM, "urlRetrievalStatus, e.g. URL_RETRIEVAL_STATUS_SUCCESS"),
+    )
+)
+PROVENANCE = Struct(
+    (
+        Field("path", Kind.STRING, "JSON pointer into structured", required=True),
+        Field("value", Kind.JSON, "the leaf's value (a string or a number)", required=True),
+        Field("supported", Kind.BOOLEAN, "found inside a cited span", required=True),
+        Field(
+            "sources",
+            _list(Kind.INT32),
+            "index values of the sources whose cited spans hold it",
+            required=True,
+        ),
+        Field("in_answer", Kind.BOOLEAN, "found anywhere in the answer", required=True),
+    )
+)
+
+_TOKENS = "from the answer's usageMetadata"
+RECORD: tuple[Field, ...] = (
+    Field("id", Kind.STRING, "the question's id in the input", required=True),
+    Field("question", Kind.TEXT, "the question as loaded", required=True),
+    Field("class", Kind.ENUM, "the question's class ([source] class_field)"),
+    Field(
+        "state", Kind.ENUM, "where the question stands", required=True, values=tuple(QuestionState)
+    ),
+    Field("grounded", Kind.BOOLEAN, "the answer came with groundingMetadata; null: no answer"),
+    Field("answer", Kind.TEXT, "the answer's visible text"),
+    Field("answered_at", Kind.TIMESTAMP, "when the answer was stored"),
+    Field("updated_at", Kind.TIMESTAMP, "when the question's row last changed", required=True),
+    Field("model", Kind.ENUM, "the model call 1 asked"),
+    Field("model_version", Kind.ENUM, "the model version that answered (modelVersion)"),
+    Field("finish_reason", Kind.ENUM, "the candidate's finishReason"),
+    Field(
+        "route",
+        Kind.ENUM,
+        "which path answered: the grounded call (managed) or own retrieval's passages (own)",
+        values=("managed", "own"),
+    ),
+    Field("coverage", Kind.FLOAT, "share of the answer's characters inside a citation"),
+    Field("structured_valid", Kind.BOOLEAN, "call 2's output passed the job's schema"),
+    Field("supported_fraction", Kind.FLOAT, "share of structured leaves found in cited spans"),
+    Field("structured_flagged", Kind.BOOLEAN, "require_supported and a leaf unsupported"),
+    Field("schema_hash", Kind.STRING, "SHA-256 of the schema that made structured"),
+    Field("prompt_tokens", Kind.INT64, _TOKENS),
+    Field("candidates_tokens", Kind.INT64, _TOKENS),
+    Field("tool_use_prompt_tokens", Kind.INT64, _TOKENS),
+    Field("thoughts_tokens", Kind.INT64, _TOKENS),
+    Field("total_tokens", Kind.INT64, _TOKENS),
+    Field("input_tokens", Kind.INT64, "billed input tokens, every call (ledger)", required=True),
+    Field("output_tokens", Kind.INT64, "billed output tokens, every call (ledger)", required=True),
+    Field(
         "grounding_units",
+        Kind.INT64,
+        "billed grounded prompts or search queries (ledger)",
+        required=True,
+    ),
+    Field(
         "calls",
-        "attempts",
-    }
+        Kind.INT64,
+        "requests made (failed ones included); on a version row: those made for that version",
+        required=True,
+    ),
+    Field(
+        "cost_usd",
+        Kind.FLOAT,
+        "what the calls cost at list prices; on a version row: that version's calls",
+        required=True,
+    ),
+    Field("cost_complete", Kind.BOOLEAN, "every call had a known price", required=True),
+    Field("latency_ms", Kind.FLOAT, "call 1's latency"),
+    Field("attempts", Kind.INT64, "call 1 attempts made", required=True),
+    Field("error_class", Kind.ENUM, "why the last attempt failed"),
+    Field("last_error", Kind.TEXT, "the last failure's message"),
+    Field(
+        "search_entry_point_html",
+        Kind.TEXT,
+        "the Search suggestions (searchEntryPoint.renderedContent), byte for byte as"
+        " received: Google requires it to be shown, unmodified, with grounded results",
+    ),
+    Field("maps_widget_token", Kind.STRING, "googleMapsWidgetContextToken: renders the widget"),
+    Field(
+        "dynamic_retrieval_score",
+        Kind.FLOAT,
+        "Gemini 1.5's googleSearchDynamicRetrievalScore",
+    ),
+    Field(
+        "url_context_statuses",
+        _list(URL_STATUS),
+        "URL context: each URL read and its retrieval status",
+        required=True,
+    ),
+    Field(
+        "tool_part_kinds",
+        _list(Kind.ENUM),
+        "the tool, code and function parts the answer carried, in order (toolCall,"
+        " toolResponse, executableCode, codeExecutionResult, functionCall, functionResponse)",
+        required=True,
+    ),
+    Field("metadata", Kind.JSON, "the input's [source] metadata_fields"),
+    Field("web_search_queries", _list(Kind.STRING), "queries Google Search ran", required=True),
+    Field("retrieval_queries", _list(Kind.STRING), "queries retrieval ran", required=True),
+    Field("sources", _list(SOURCE), "groundingChunks, with their destinations", required=True),
+    Field("citations", _list(CITATION), "groundingSupports, mapped", required=True),
+    Field("structured", Kind.STRUCTURED, "call 2's object (see schema_hash)"),
+    Field(
+        "structured_errors",
+        _list(Kind.STRING),
+        "why call 2's output failed the schema",
+        required=True,
+    ),
+    Field("provenance", _list(PROVENANCE), "each structured leaf's support", required=True),
+    Field("warnings", _list(Kind.STRING), "what mapping the citations corrected", required=True),
 )
-# With --all-versions (one record per stored answer version), after FIELDS.
-VERSION_FIELDS: tuple[str, ...] = (
-    "answer_version",
-    "answer_latest",
-    "answer_superseded_at",
-    "answer_changed",
-    "answer_changes",
-    "structured_version",
-    "schema_hash",
-)
-SOURCE_FIELDS = (
-    "index",
-    "kind",
-    "title",
-    "uri",
-    "domain",
-    "destination",
-    "resolve_status",
-    "resolved_at",
-    "doc_id",
-    "first_page",
-    "last_page",
-)
-CITATION_FIELDS = (
-    "start",
-    "end",
-    "text",
-    "chunk_indices",
-    "confidence_scores",
-    "links",
-    "part_index",
-    "byte_start",
-    "byte_end",
+# With --all-versions (one record per stored answer version), after RECORD.
+VERSION_RECORD: tuple[Field, ...] = (
+    Field("answer_version", Kind.INT32, "1, 2, ...; null: never answered"),
+    Field("answer_latest", Kind.BOOLEAN, "this version is the question's current answer"),
+    Field("answer_superseded_at", Kind.TIMESTAMP, "when a newer version replaced it"),
+    Field("answer_changed", Kind.BOOLEAN, "it differs from the version before"),
+    Field(
+        "answer_changes",
+        _list(Kind.ENUM),
+        "what differs: text, sources, destinations",
+    ),
+    Field("structured_version", Kind.INT32, "the structured object's version"),
 )
 
+FIELDS: tuple[str, ...] = tuple(f.name for f in RECORD)
+VERSION_FIELDS: tuple[str, ...] = tuple(f.name for f in VERSION_RECORD)
+SOURCE_FIELDS = SOURCE.names
+CITATION_FIELDS = CITATION.names
 
-def iso(value: dt.datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
+
+def record_fields(*, versions: bool = False) -> tuple[Field, ...]:
+    """The fields of a record, with the version fields for ``--all-versions``."""
+    return RECORD + VERSION_RECORD if versions else RECORD
 
 
 def destinations(stored: StoredQuestion) -> dict[int, str]:
@@ -167,6 +333,8 @@ def _source(row: Row) -> Source:
         text=row["text"],
         place_id=row["place_id"],
         document_name=row["document_name"],
+        file_search_store=row["file_search_store"],
+        custom_metadata=tuple(row["custom_metadata"] or ()),
         first_page=row["first_page"],
         last_page=row["last_page"],
         doc_id=row["doc_id"],
@@ -191,6 +359,10 @@ def grounded_answer(stored: StoredQuestion) -> GroundedAnswer | None:
         retrieval_queries=tuple(r["a_retrieval_queries"] or ()),
         search_entry_point_html=r["a_search_entry_point_html"],
         warnings=tuple(r["a_warnings"] or ()),
+        maps_widget_token=r["a_maps_widget_token"],
+        dynamic_retrieval_score=r["a_dynamic_retrieval_score"],
+        url_statuses=tuple((u.get("url"), u.get("status")) for u in r["a_url_statuses"] or ()),
+        tool_parts=r["a_tool_parts"] or 0,
     )
 
 
@@ -202,16 +374,17 @@ def _link(source: Row | None) -> str | None:
 
 
 def source_dicts(stored: StoredQuestion) -> list[dict[str, Any]]:
-    """Each source as exported: :data:`SOURCE_FIELDS`, where its redirect led included."""
+    """Each source as exported (:data:`SOURCE`): :meth:`Source.to_dict`, then where its
+    redirect led."""
     out = []
     for row in stored.sources:
         fields = _source(row).to_dict()
         fields.update(
             destination=row["destination"],
             resolve_status=row["resolve_status"],
-            resolved_at=iso(row["resolved_at"]),
+            resolved_at=row["resolved_at"],
         )
-        out.append({key: fields[key] for key in SOURCE_FIELDS})
+        out.append(fields)
     return out
 
 
@@ -232,37 +405,60 @@ def citation_dicts(stored: StoredQuestion) -> list[dict[str, Any]]:
                 "part_index": c["part_index"],
                 "byte_start": c["byte_start"],
                 "byte_end": c["byte_end"],
+                "offsets_over": c["offsets_over"],
             }
         )
     return out
+
+
+def tool_part_kinds(raw_response: str | None) -> list[str]:
+    """The kinds of the tool, code and function parts of a stored response body, in order
+    (the body is read only for answers that counted such parts)."""
+    if not raw_response:
+        return []
+    try:
+        response = decode_response(raw_response.encode())
+    except MalformedResponse:  # it decoded when it was stored; never fail an export on it
+        return []
+    if not response.candidates:
+        return []
+    return [k for p in response.candidates[0].content.parts if (k := p.tool_kind) is not None]
 
 
 def _int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+def _bool(value: Any) -> bool | None:
+    return None if value is None else bool(value)
+
+
 def version_fields(stored: StoredQuestion) -> dict[str, Any]:
-    """Which answer and structured versions a record shows (:data:`VERSION_FIELDS`)."""
+    """Which answer and structured versions a record shows (:data:`VERSION_RECORD`)."""
     r = stored.row
     answered = r["a_id"] is not None
     return {
         "answer_version": r["a_version"],
         "answer_latest": r["a_superseded_at"] is None if answered else None,
-        "answer_superseded_at": iso(r["a_superseded_at"]),
-        "answer_changed": None if r["a_changed"] is None else bool(r["a_changed"]),
+        "answer_superseded_at": r["a_superseded_at"],
+        "answer_changed": _bool(r["a_changed"]),
         "answer_changes": r["a_changes"],
         "structured_version": r["s_version"],
-        "schema_hash": r["s_schema_hash"],
     }
 
 
 def to_record(stored: StoredQuestion, *, versions: bool = False) -> dict[str, Any]:
     """The export record of one question (see the module docstring); ``versions``: with the
-    :data:`VERSION_FIELDS` too."""
+    :data:`VERSION_RECORD` fields too (and the ledger columns of that version alone, as
+    :mod:`pipeline.store.records` reads them)."""
     record = _record(stored)
     if versions:
         record.update(version_fields(stored))
     return record
+
+
+def _utc(value: dt.datetime | None) -> dt.datetime | None:
+    return None if value is None else value.astimezone(dt.UTC)
 
 
 def _record(stored: StoredQuestion) -> dict[str, Any]:
@@ -270,6 +466,7 @@ def _record(stored: StoredQuestion) -> dict[str, Any]:
     answered = r["a_id"] is not None
     micro = r["l_cost_micro_usd"]
     complete = r["l_cost_complete"]
+    statuses = r["a_url_statuses"] or ()
     return {
         "id": r["qid"],
         "question": r["text"],
@@ -277,15 +474,16 @@ def _record(stored: StoredQuestion) -> dict[str, Any]:
         "state": r["state"],
         "grounded": bool(r["a_grounded"]) if answered else None,
         "answer": r["a_text"],
-        "answered_at": iso(r["a_created_at"]),
-        "updated_at": iso(r["updated_at"]),
+        "answered_at": _utc(r["a_created_at"]),
+        "updated_at": _utc(r["updated_at"]),
         "model": r["l_model"],
         "model_version": r["a_model_version"],
         "finish_reason": r["a_finish_reason"],
         "coverage": r["a_coverage"],
-        "structured_valid": None if r["s_valid"] is None else bool(r["s_valid"]),
+        "structured_valid": _bool(r["s_valid"]),
         "supported_fraction": r["s_supported_fraction"],
-        "structured_flagged": None if r["s_flagged"] is None else bool(r["s_flagged"]),
+        "structured_flagged": _bool(r["s_flagged"]),
+        "schema_hash": r["s_schema_hash"],
         "prompt_tokens": r["a_prompt_tokens"],
         "candidates_tokens": r["a_candidates_tokens"],
         "tool_use_prompt_tokens": r["a_tool_use_prompt_tokens"],
@@ -301,8 +499,14 @@ def _record(stored: StoredQuestion) -> dict[str, Any]:
         "attempts": r["attempts"],
         "error_class": r["error_class"],
         "last_error": r["last_error"],
+        "search_entry_point_html": r["a_search_entry_point_html"],
         "maps_widget_token": r["a_maps_widget_token"],
         "route": r["a_route"],
+        "dynamic_retrieval_score": r["a_dynamic_retrieval_score"],
+        "url_context_statuses": [
+            {"url": u.get("url"), "status": u.get("status")} for u in statuses
+        ],
+        "tool_part_kinds": tool_part_kinds(r["a_tool_body"]),
         "metadata": r["meta"],
         "web_search_queries": list(r["a_web_search_queries"] or []),
         "retrieval_queries": list(r["a_retrieval_queries"] or []),

@@ -1,10 +1,20 @@
-"""Export into a table of any SQLAlchemy database, upserted by question id (the backfill case).
+"""Export into a table of any SQLAlchemy database, upserted by (job, question id).
 
-The table is created when missing: the record's scalar fields as typed columns, its lists and
-objects as JSON columns, ``id`` (the input's own id) the primary key. Each batch is one
-statement: ``INSERT ... ON CONFLICT (id) DO UPDATE`` on PostgreSQL and SQLite, a delete of the
-batch's ids then an insert elsewhere, in one transaction per batch. A second export therefore
+The table is created when missing, its columns derived from
+:data:`pipeline.results.export.records.RECORD`: ``job`` (the job's name) and ``id`` (the
+input's own id) the primary key, so two jobs exported into one table never overwrite each
+other's rows; timestamps ``timestamptz`` on PostgreSQL (UTC text on SQLite); lists, objects
+and ``structured`` ``jsonb`` on PostgreSQL (JSON text on SQLite). Each batch is one statement:
+``INSERT ... ON CONFLICT (job, id) DO UPDATE`` on PostgreSQL and SQLite, a delete of the
+batch's keys then an insert elsewhere, in one transaction per batch. A second export therefore
 updates the rows that changed and adds no duplicate.
+
+An existing table is checked first (:meth:`TableWriter.prepare`). One made by an older ground
+(keyed by ``id`` alone, no ``job`` column) is refused, with nothing changed: its rows cannot be
+given a job (two jobs exported into it overwrote each other's rows, so a job column filled in
+now would be a guess), and it is derived data that one export rebuilds, into a new ``--table``
+or after it is dropped. A table with the right key that lacks a newer field gets that column
+added (nullable, as every added column must be); columns of the user's own are left alone.
 """
 
 from __future__ import annotations
@@ -14,78 +24,128 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from pipeline.results.export.records import (
-    BOOLEAN_FIELDS,
-    FLOAT_FIELDS,
-    INTEGER_FIELDS,
-    NESTED_FIELDS,
-    SCALAR_FIELDS,
-)
+from pipeline.results.export.records import RECORD, Field, Kind
+from pipeline.store.tables import UtcDateTime
 
-_LONG_TEXT = {"question", "answer", "last_error"}
+JOB_COLUMN = "job"
+KEY = (JOB_COLUMN, "id")
+MAX_NAME = 63  # characters in a table name (PostgreSQL's identifier limit)
+
+JSONB = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 
 
 class TargetError(ValueError):
-    """A ``--to`` URL or ``--table`` name that cannot be used."""
+    """A ``--to`` URL or ``--table`` name that cannot be used, or a table of another shape."""
 
 
-def _column(name: str) -> sa.Column[Any]:
-    if name == "id":
-        return sa.Column("id", sa.String(512), primary_key=True)
-    if name in BOOLEAN_FIELDS:
-        kind: Any = sa.Boolean()
-    elif name in FLOAT_FIELDS:
-        kind = sa.Float()
-    elif name in INTEGER_FIELDS:
-        kind = sa.BigInteger()
-    elif name in _LONG_TEXT:
-        kind = sa.Text()
-    else:
-        kind = sa.String(512) if name in ("class", "model", "model_version") else sa.Text()
-    return sa.Column(name, kind)
+def _sql_type(field: Field) -> Any:
+    kind = field.type
+    if not isinstance(kind, Kind) or kind in (Kind.JSON, Kind.STRUCTURED):
+        return JSONB
+    types: dict[Kind, Any] = {
+        Kind.STRING: sa.Text(),
+        Kind.TEXT: sa.Text(),
+        Kind.ENUM: sa.String(512),
+        Kind.BOOLEAN: sa.Boolean(),
+        Kind.INT32: sa.Integer(),
+        Kind.INT64: sa.BigInteger(),
+        Kind.FLOAT: sa.Float(),
+        Kind.TIMESTAMP: UtcDateTime(),
+    }
+    return types[kind]
 
 
 def results_table(name: str) -> sa.Table:
     """The target table's shape (a fresh MetaData each time: the name is the user's)."""
-    if not name or len(name) > 63:
+    if not name or len(name) > MAX_NAME:
         raise TargetError(f"--table: {name!r} is not a usable table name")
-    meta = sa.MetaData()
-    return sa.Table(
-        name,
-        meta,
-        *(_column(f) for f in SCALAR_FIELDS),
-        *(sa.Column(f, sa.JSON()) for f in NESTED_FIELDS),
-    )
+    columns = [
+        sa.Column(JOB_COLUMN, sa.String(200), primary_key=True),
+        sa.Column("id", sa.String(512), primary_key=True),
+        *(sa.Column(f.name, _sql_type(f)) for f in RECORD if f.name != "id"),
+    ]
+    return sa.Table(name, sa.MetaData(), *columns)
+
+
+def _existing(sync: Any, name: str) -> tuple[list[str], list[str]] | None:
+    """(column names, primary key columns) of the table ``name``; None when there is none."""
+    inspector = sa.inspect(sync)
+    if not inspector.has_table(name):
+        return None
+    columns = [c["name"] for c in inspector.get_columns(name)]
+    key = list(inspector.get_pk_constraint(name).get("constrained_columns") or [])
+    return columns, key
+
+
+def _add_columns(sync: Any, table: sa.Table, names: Sequence[str]) -> None:
+    from alembic.migration import MigrationContext
+    from alembic.operations import Operations
+
+    operations = Operations(MigrationContext.configure(sync))
+    for name in names:
+        column = table.c[name]
+        operations.add_column(table.name, sa.Column(column.name, column.type))
 
 
 class TableWriter:
-    """Upserts batches of records into ``table`` on ``engine``; call :meth:`prepare` first."""
+    """Upserts batches of records of job ``job`` into ``table`` on ``engine``; call
+    :meth:`prepare` first."""
 
-    def __init__(self, engine: AsyncEngine, table: sa.Table) -> None:
+    def __init__(self, engine: AsyncEngine, table: sa.Table, job: str) -> None:
         self._engine = engine
         self._table = table
+        self._job = job
+        self.added_columns: list[str] = []  # by prepare(), to a table made by an older ground
 
     async def prepare(self) -> None:
+        """Create the table, or check an existing one (see the module docstring); raises
+        :class:`TargetError` for a table of another shape."""
+        table = self._table
         async with self._engine.begin() as connection:
-            await connection.run_sync(self._table.metadata.create_all)
+            found = await connection.run_sync(_existing, table.name)
+            if found is None:
+                await connection.run_sync(table.metadata.create_all)
+                return
+            await self._check(connection, *found)
+
+    async def _check(self, connection: AsyncConnection, columns: list[str], key: list[str]) -> None:
+        name = self._table.name
+        if sorted(key) != sorted(KEY):
+            shape = f"keyed by {', '.join(key) or 'nothing'}"
+            if JOB_COLUMN not in columns:
+                shape += f", no {JOB_COLUMN} column"
+            raise TargetError(
+                f"--table {name!r}: the table exists with another shape ({shape}; an older"
+                f" ground made it, keyed by id alone, so two jobs overwrote each other's rows"
+                f" there). Nothing was changed. Export into a new --table, or drop {name!r}"
+                " and export again: the table is rebuilt from the job"
+            )
+        missing = [c.name for c in self._table.columns if c.name not in columns]
+        if missing:
+            await connection.run_sync(_add_columns, self._table, missing)
+            self.added_columns = missing
 
     async def write(self, records: Sequence[dict[str, Any]]) -> None:
         if not records:
             return
         table = self._table
-        rows = [{c.name: r[c.name] for c in table.columns} for r in records]
+        job = self._job
+        names = [c.name for c in table.columns if c.name != JOB_COLUMN]
+        rows = [{JOB_COLUMN: job, **{n: r[n] for n in names}} for r in records]
         async with self._engine.begin() as connection:
             dialect = connection.dialect.name
             if dialect in ("postgresql", "sqlite"):
                 insert = (postgresql if dialect == "postgresql" else sqlite).insert(table)
                 statement = insert.on_conflict_do_update(
-                    index_elements=[table.c.id],
-                    set_={c.name: insert.excluded[c.name] for c in table.columns if c.name != "id"},
+                    index_elements=[table.c[k] for k in KEY],
+                    set_={n: insert.excluded[n] for n in names if n != "id"},
                 )
                 await connection.execute(statement, rows)
             else:
                 ids = [r["id"] for r in rows]
-                await connection.execute(table.delete().where(table.c.id.in_(ids)))
+                await connection.execute(
+                    table.delete().where(table.c[JOB_COLUMN] == job, table.c.id.in_(ids))
+                )
                 await connection.execute(table.insert(), rows)

@@ -2,8 +2,13 @@
 
 CSV follows the stdlib ``csv`` module's dialect (``excel``: comma, double quotes, CRLF),
 UTF-8 without a byte-order mark. Lists and objects are JSON text in their own column, booleans
-are ``true``/``false`` and a missing value is an empty field, so a spreadsheet and
-``csv.DictReader`` + ``json.loads`` both read it back.
+are ``true``/``false``, timestamps ISO 8601 in UTC (``2025-01-31T09:30:00.123456+00:00``) and a
+missing value is an empty field, so a spreadsheet and ``csv.DictReader`` + ``json.loads`` both
+read it back. The columns are :data:`pipeline.results.export.records.RECORD`'s, in order
+(``ground export --schema --format csv`` describes them).
+
+JSONL is one JSON object per line, the record's fields in order; timestamps are the same ISO
+8601 text (orjson's, which is :meth:`datetime.isoformat`'s).
 
 A text cell is model output or input the job did not write (ids, questions, answers, queries,
 titles), and a spreadsheet runs a cell that starts with ``=``, ``+``, ``-``, ``@``, a tab or a
@@ -17,6 +22,7 @@ text never start with one of those characters in a record, so only text cells ch
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import io
 from collections.abc import Sequence
 from typing import Any, BinaryIO
@@ -26,7 +32,6 @@ import orjson
 from pipeline.results.export.records import (
     CITATION_FIELDS,
     FIELDS,
-    NESTED_FIELDS,
     SOURCE_FIELDS,
     VERSION_FIELDS,
 )
@@ -52,12 +57,15 @@ class JsonlWriter:
 
 
 def csv_cell(value: Any, *, raw: bool = False) -> str:
-    """One value as CSV text: JSON for lists and objects, ``true``/``false``, '' for None;
-    text that a spreadsheet would run as a formula gets a leading ``'`` unless ``raw``."""
+    """One value as CSV text: JSON for lists and objects, ``true``/``false``, ISO 8601 for a
+    timestamp, '' for None; text that a spreadsheet would run as a formula gets a leading
+    ``'`` unless ``raw``."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
     if isinstance(value, list | dict | tuple):
         return orjson.dumps(value).decode()
     if isinstance(value, str):
@@ -68,6 +76,16 @@ def csv_cell(value: Any, *, raw: bool = False) -> str:
 def neutralised(text: str) -> str:
     """``text``, with a leading ``'`` when it starts like a formula (:data:`FORMULA_LEADS`)."""
     return FORMULA_GUARD + text if text.startswith(FORMULA_LEADS) else text
+
+
+def csv_columns(long: str | None = None, *, versions: bool = False) -> tuple[str, ...]:
+    """The CSV header: the record's fields, or (``long``) a source's / a citation's keyed by
+    the question's id (and the citation's ordinal)."""
+    if long == "sources":
+        return ("id", *SOURCE_FIELDS)
+    if long == "citations":
+        return ("id", "ordinal", *CITATION_FIELDS)
+    return FIELDS + VERSION_FIELDS if versions else FIELDS
 
 
 class CsvWriter:
@@ -90,12 +108,7 @@ class CsvWriter:
         self._raw = raw
         self._text = io.TextIOWrapper(out, encoding="utf-8", newline="", write_through=True)
         self._csv = csv.writer(self._text)
-        if long == "sources":
-            self._fields: tuple[str, ...] = ("id", *SOURCE_FIELDS)
-        elif long == "citations":
-            self._fields = ("id", "ordinal", *CITATION_FIELDS)
-        else:
-            self._fields = FIELDS + VERSION_FIELDS if versions else FIELDS
+        self._fields = csv_columns(long, versions=versions)
         self._csv.writerow(self._fields)
 
     def write(self, records: Sequence[Record]) -> None:
@@ -118,9 +131,9 @@ class CsvWriter:
 __all__ = [
     "FORMULA_LEADS",
     "LONG_KINDS",
-    "NESTED_FIELDS",
     "CsvWriter",
     "JsonlWriter",
     "csv_cell",
+    "csv_columns",
     "neutralised",
 ]
