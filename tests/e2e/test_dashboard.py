@@ -13,8 +13,9 @@ from pathlib import Path
 
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
+from tests.support.demo import DEMO_JOB, demo_overrides
 from tests.support.metrics import free_port, names, read_textfile, scrape
-from tests.support.paths import JOBS, REPO
+from tests.support.paths import REPO
 from tests.support.promtool import run_promtool
 from tests.support.waiting import process_exited, wait_until
 
@@ -31,6 +32,7 @@ SERIES = re.compile(r"\bground_[a-z0-9_]+\b")
 LABELS = {"ground_job"}  # the one label named like a series
 # Set once the exit status is known: in the textfile written then, never on a live /metrics.
 AT_EXIT = {"ground_last_exit_status", "ground_run_finished_timestamp_seconds"}
+DEMO_QUESTIONS = 40  # of the demo's questions: a run of a few seconds
 
 
 def _panels(panels: list[dict]) -> list[dict]:
@@ -86,18 +88,13 @@ def test_every_series_the_dashboard_names_is_exported_by_a_demo_run(tmp_path: Pa
     port = free_port()
     textfile = tmp_path / "ground.prom"
     with running_emulator(EmulatorConfig(seed=7, latency_p50_ms=100)) as emu:
-        host = emu.base_url.split("://", 1)[1]
+        overrides = demo_overrides(tmp_path, emu.base_url, DEMO_QUESTIONS)
         run = subprocess.Popen(
             [
                 str(GROUND),
                 "run",
-                str(JOBS / "demo.toml"),
-                "--set",
-                f'job.database="sqlite:///{tmp_path / "demo.sqlite"}"',
-                "--set",
-                f'model.base_url="{emu.base_url}"',
-                "--set",
-                f'resolver.allow_hosts=["{host}"]',
+                str(DEMO_JOB),
+                *(arg for override in overrides for arg in ("--set", override)),
                 "--progress-interval",
                 "0.2",
                 "--metrics-port",
