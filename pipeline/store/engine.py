@@ -14,23 +14,24 @@ import errno
 import fcntl
 import functools
 import os
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 import anyio
 import orjson
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.script import ScriptDirectory
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent.parent / "migrations"
 
@@ -48,6 +49,9 @@ MIGRATION_LOCK_KEY = 0x67726F756E64  # "ground"
 # On SQLite, an flock()ed file beside the database plays the advisory lock's part.
 SQLITE_MIGRATION_LOCK_SUFFIX = ".migrate-lock"
 
+
+_REVISION = re.compile(r'^revision = "([^"]+)"', re.M)
+_DOWN_REVISION = re.compile(r'^down_revision = "([^"]+)"', re.M)
 
 # The table every job's database has from its first migration on: present without a version
 # row, the schema's history is unknown.
@@ -138,6 +142,8 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 
 def alembic_config(url: str) -> Config:
+    from alembic.config import Config  # alembic is imported by a migration only
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     # A URL may hold a password: alembic's ini parser would choke on '%', and it must never be
@@ -155,11 +161,19 @@ def ensure_directory(url: str) -> None:
 
 @functools.cache
 def _revisions() -> tuple[str, frozenset[str]]:
-    """The newest revision this ``ground`` knows, and every one it knows."""
-    scripts = ScriptDirectory.from_config(alembic_config("sqlite://"))
-    head = scripts.get_current_head()
-    assert head is not None
-    return head, frozenset(r.revision for r in scripts.walk_revisions())
+    """The newest revision this ``ground`` knows, and every one it knows: read from the
+    migration scripts' ``revision`` / ``down_revision`` lines, without importing alembic or the
+    scripts (every command checks the schema; only a migration needs alembic)."""
+    known: dict[str, str | None] = {}
+    for script in (MIGRATIONS_DIR / "versions").glob("*.py"):
+        text_ = script.read_text(encoding="utf-8")
+        revision = _REVISION.search(text_)
+        down = _DOWN_REVISION.search(text_)
+        if revision is not None:
+            known[revision.group(1)] = down.group(1) if down is not None else None
+    heads = set(known) - {down for down in known.values() if down is not None}
+    assert len(heads) == 1, f"the migrations have {len(heads)} heads: {sorted(heads)}"
+    return heads.pop(), frozenset(known)
 
 
 def head_revision() -> str:
@@ -285,6 +299,8 @@ def _is_read_only(exc: BaseException) -> bool:
 
 async def _migrate(engine: AsyncEngine) -> None:
     url = engine.url.render_as_string(hide_password=False)
+    from alembic import command
+
     config = alembic_config(url)
 
     def upgrade(connection: Any) -> None:

@@ -1,4 +1,5 @@
-"""The product path never imports the emulator: only ``ground emulator`` (and the tests) do."""
+"""The product path never imports the emulator (only ``ground emulator`` and the tests do), and a
+command on a database at the newest schema never imports alembic (only a migration does)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 from pipeline import cli
 from tests.support.jobs import make_job
 
-# A fresh interpreter runs one command in-process, then names every emulator module it holds.
+# A fresh interpreter runs one command in-process, then names every emulator or alembic module it
+# holds.
 PROBE = """
 import sys
 from pipeline import cli
@@ -19,13 +21,15 @@ try:
     status = cli.main(sys.argv[1:])
 except SystemExit as stop:  # argparse's --help
     status = stop.code
-held = sorted(name for name in sys.modules if name.startswith("pipeline.emulator"))
+held = sorted(
+    name for name in sys.modules if name.startswith(("pipeline.emulator", "alembic"))
+)
 print(status, held, file=sys.stderr)
 """
 
 
 @pytest.mark.parametrize("command", [["status"], ["export", "--out", "answers.jsonl"]])
-def test_a_command_on_a_job_does_not_import_the_emulator(
+def test_a_command_on_a_job_imports_neither_the_emulator_nor_alembic(
     tmp_path: Path, command: list[str]
 ) -> None:
     make_job(tmp_path, base_url="http://127.0.0.1:9", n_questions=3)
