@@ -15,15 +15,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import orjson
-from jsonschema import exceptions as js_exceptions
-from jsonschema.protocols import Validator
-from jsonschema.validators import Draft202012Validator, validator_for
 
 from pipeline.structure.convert import _convert
 from pipeline.structure.schema_error import SchemaError, _clip, _esc, _json_kind
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 __all__ = [
     "PreparedSchema",
@@ -88,6 +88,8 @@ class PreparedSchema:
     validator: Validator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        from jsonschema.validators import Draft202012Validator, validator_for
+
         cls = validator_for(self.validation_schema, default=Draft202012Validator)
         object.__setattr__(self, "validator", cls(self.validation_schema))
 
@@ -109,6 +111,9 @@ def prepare_schema(
     """
     if wire_field not in _WIRE_FIELDS:
         raise ValueError(f"wire_field must be one of {', '.join(_WIRE_FIELDS)}, got {wire_field!r}")
+    from jsonschema import exceptions as js_exceptions
+    from jsonschema.validators import Draft202012Validator, validator_for
+
     _require_object_root(schema, source)
     cls = validator_for(schema, default=_UNKNOWN_DIALECT)
     if cls is _UNKNOWN_DIALECT and "$schema" not in schema:

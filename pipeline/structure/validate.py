@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from jsonschema import exceptions as js_exceptions
 
 from pipeline.structure.schema import PreparedSchema
 from pipeline.structure.schema_error import _clip
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
 __all__ = ["MAX_ERRORS", "REPAIR_RETRIES", "ValidationResult", "parse_and_validate"]
 
@@ -36,16 +38,18 @@ class ValidationResult:
 _FENCE = re.compile(r"\A\s*```[ \t]*(?:json)?[ \t]*\r?\n(.*?)\r?\n?[ \t]*```\s*\Z", re.S | re.I)
 
 
-def _describe(error: js_exceptions.ValidationError) -> str:
+def _describe(error: ValidationError) -> str:
     line = f"{error.json_path}: {error.message}"
     if error.context:  # anyOf / oneOf: say which branch came closest
-        best = js_exceptions.best_match(error.context)
+        from jsonschema.exceptions import best_match
+
+        best = best_match(error.context)
         if best is not None:
             line += f" (closest branch: {best.json_path}: {best.message})"
     return _clip(line)
 
 
-def _error_order(error: js_exceptions.ValidationError) -> tuple[list[tuple[int, str, int]], str]:
+def _error_order(error: ValidationError) -> tuple[list[tuple[int, str, int]], str]:
     """Outer places first, then by key or index (numerically), then by message."""
     place = [(1, p, 0) if isinstance(p, str) else (0, "", p) for p in error.absolute_path]
     return place, error.message
