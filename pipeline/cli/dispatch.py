@@ -163,11 +163,9 @@ def _main(argv: Sequence[str] | None) -> int:
         case "export":
             return _export(args)
         case "cite":
-            from pipeline.results.cite import cite_main, cite_stored
+            from pipeline.commands.cite import cite_command
 
-            if args.job is not None or args.id is not None:
-                return cite_stored(args, args.fmt, args.min_confidence)
-            return cite_main(args.response, args.fmt, args.min_confidence)
+            return cite_command(args)
     if args.command == "report" and (problem := output_problem("--out", args.out, replaced=False)):
         return _refused("report", problem)
     return _job_command(args, _queue_or_results_action(args))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, NoReturn, TypeAlias
 from pipeline.exit_codes import EPILOG, EXIT_USAGE
 from pipeline.job.sections import MAX_SECONDS
 from pipeline.job.states import QuestionState
+from pipeline.results.cite import FORMATS as CITE_FORMATS
 from pipeline.watch.logs import LOG_FORMATS
 
 if TYPE_CHECKING:
@@ -80,9 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_results_commands(commands, job)
 
-    from pipeline.results.cite import add_cite_arguments
-
-    add_cite_arguments(
+    _add_cite_arguments(
         commands.add_parser("cite", help="render a saved generateContent response's citations")
     )
 
@@ -349,3 +348,31 @@ def _add_results_commands(
     report.add_argument(
         "--limit", type=int, default=2000, metavar="N", help="answers in the table (default 2000)"
     )
+
+
+def _add_cite_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``cite`` subcommand's arguments (read by ``commands.cite``)."""
+    parser.add_argument(
+        "response", metavar="RESPONSE.json", nargs="?", help="saved generateContent body"
+    )
+    parser.add_argument("--job", metavar="JOB", help="read the stored response from this job...")
+    parser.add_argument("--id", metavar="ID", help="...of this question (with --job)")
+    parser.add_argument("--format", dest="fmt", choices=CITE_FORMATS, default="markdown")
+    parser.add_argument(
+        "--min-confidence",
+        type=_confidence,
+        default=None,
+        metavar="X",
+        help="drop chunk references scored below X (only where scores were sent)",
+    )
+
+
+def _confidence(text: str) -> float:
+    """A confidence score: a finite number from 0 to 1 (the API's scores are in that range)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:  # nan fails both comparisons
+        raise argparse.ArgumentTypeError(f"{text!r}: a confidence is a number from 0 to 1")
+    return value

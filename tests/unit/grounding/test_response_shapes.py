@@ -248,7 +248,7 @@ def test_real_recordings_parse_and_place_every_findable_support(real_fixtures: P
 def test_cite_shows_file_search_maps_url_context_and_tool_parts(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from pipeline.results.cite import cite_main
+    from pipeline.commands.cite import cite_main
 
     assert cite_main(str(SHAPES / "file-search.json"), "json", None) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -1,14 +1,14 @@
-"""``ground cite``: pipeline.results.cite.cite_main on saved responses."""
+"""``ground cite``: pipeline.commands.cite.cite_main on saved responses."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import pytest
 
-from pipeline.results.cite import add_cite_arguments, cite_main
+from pipeline.cli.parser import build_parser
+from pipeline.commands.cite import cite_main
 
 SEARCH = "vertexai-sdk-test-data/googleai/unary-success-google-search-grounding.json"
 VERTEX = "vertexai-sdk-test-data/vertexai"
@@ -150,12 +150,11 @@ def test_bad_arguments(real_fixtures: Path, capsys: pytest.CaptureFixture[str]) 
     assert "NaN" in err
 
 
-def test_add_cite_arguments() -> None:
-    parser = argparse.ArgumentParser()
-    add_cite_arguments(parser)
-    args = parser.parse_args(["r.json", "--format", "html", "--min-confidence", "0.5"])
+def test_cite_arguments() -> None:
+    parser = build_parser()
+    args = parser.parse_args(["cite", "r.json", "--format", "html", "--min-confidence", "0.5"])
     assert (args.response, args.fmt, args.min_confidence) == ("r.json", "html", 0.5)
-    args = parser.parse_args(["r.json"])
+    args = parser.parse_args(["cite", "r.json"])
     assert (args.fmt, args.min_confidence) == ("markdown", None)
 
 
