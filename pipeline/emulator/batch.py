@@ -29,7 +29,6 @@ request is counted in ``arrived``, so a test waits on that rather than on a time
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import hashlib
 import secrets
@@ -44,6 +43,7 @@ from aiohttp import web
 from pipeline.emulator import draws, error_bodies, models, responses
 from pipeline.emulator.clock import Clock
 from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.gates import StageGates
 from pipeline.emulator.request import DEVELOPER, parse
 
 _JSON = error_bodies.JSON_CONTENT_TYPE
@@ -103,7 +103,7 @@ class _Batch:
     failed_rows: int = 0
 
 
-class BatchService:
+class BatchService(StageGates):
     """The emulator's files and batches (one per :class:`~pipeline.emulator.server.Emulator`).
 
     ``next_seq`` hands out response sequence numbers (shared with generateContent, so
@@ -118,6 +118,7 @@ class BatchService:
         redirect_key: bytes,
         next_seq: Callable[[int], int],
     ) -> None:
+        super().__init__(STAGES)
         self.config = config
         self.clock = clock
         self.seed_key = seed_key
@@ -127,28 +128,12 @@ class BatchService:
         self.files: dict[str, _File] = {}
         self.batches: dict[str, _Batch] = {}
         self.counts: Counter[str] = Counter()
-        self.arrived: Counter[str] = Counter()
-        self._gates = {stage: asyncio.Event() for stage in STAGES}
-        for gate in self._gates.values():
-            gate.set()
         self._polls = 0
 
     # --- test control -----------------------------------------------------------------
 
-    def hold(self, stage: str) -> None:
-        self._gates[stage].clear()
-
-    def release(self, stage: str) -> None:
-        self._gates[stage].set()
-
-    async def _gate(self, stage: str) -> None:
-        gate = self._gates[stage]
-        if not gate.is_set():
-            self.arrived[stage] += 1
-            await gate.wait()
-
     def snapshot(self) -> dict[str, int]:
-        return {**self.counts, **{f"held_{k}": v for k, v in self.arrived.items()}}
+        return {**self.counts, **self.held()}
 
     # --- state --------------------------------------------------------------------------
 

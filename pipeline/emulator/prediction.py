@@ -35,7 +35,6 @@ Tests can hold ``create`` (the job exists, its name not yet sent) and ``poll`` (
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import hashlib
 import re
@@ -50,6 +49,7 @@ from aiohttp import web
 from pipeline.emulator import draws, error_bodies, models, responses
 from pipeline.emulator.clock import Clock
 from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.gates import StageGates
 from pipeline.emulator.request import VERTEX, parse
 from pipeline.emulator.storage import StorageService
 
@@ -98,7 +98,7 @@ class _Job:
     failed_rows: int = 0  # failed rows among those exported, counted when published
 
 
-class PredictionService:
+class PredictionService(StageGates):
     """The emulator's prediction jobs (one per :class:`~pipeline.emulator.server.Emulator`),
     reading inputs from and writing outputs to ``storage``."""
 
@@ -111,6 +111,7 @@ class PredictionService:
         next_seq: Callable[[int], int],
         storage: StorageService,
     ) -> None:
+        super().__init__(STAGES)
         self.config = config
         self.clock = clock
         self.seed_key = seed_key
@@ -119,30 +120,14 @@ class PredictionService:
         self.storage = storage
         self.jobs: dict[str, _Job] = {}
         self.counts: Counter[str] = Counter()
-        self.arrived: Counter[str] = Counter()
         self.base_url = ""  # scheme://host of the last request: where answers' links point
-        self._gates = {stage: asyncio.Event() for stage in STAGES}
-        for gate in self._gates.values():
-            gate.set()
         storage.before_read = self.publish_due
 
     # --- test control -----------------------------------------------------------------
 
-    def hold(self, stage: str) -> None:
-        self._gates[stage].clear()
-
-    def release(self, stage: str) -> None:
-        self._gates[stage].set()
-
-    async def _gate(self, stage: str) -> None:
-        gate = self._gates[stage]
-        if not gate.is_set():
-            self.arrived[stage] += 1
-            await gate.wait()
-
     def snapshot(self) -> dict[str, int]:
         base = dict.fromkeys(("prediction_jobs_created", "prediction_jobs_cancelled"), 0)
-        return {**base, **self.counts, **{f"held_{k}": v for k, v in self.arrived.items()}}
+        return {**base, **self.counts, **self.held()}
 
     # --- state --------------------------------------------------------------------------
 

@@ -33,7 +33,6 @@ counts the held requests.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import datetime as dt
 import hashlib
@@ -51,6 +50,7 @@ from aiohttp import web
 from pipeline.emulator import draws
 from pipeline.emulator.clock import Clock
 from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.gates import StageGates
 
 STAGES = ("upload", "download")
 GRANULARITY = 256 * 1024  # bytes: a non-final resumable chunk keeps a multiple of this
@@ -167,46 +167,22 @@ class _Session:
     chunks: int = 0  # chunks received (a fault draw is keyed by it, so a resend can pass)
 
 
-class StorageService:
+class StorageService(StageGates):
     """The emulator's buckets (one per :class:`~pipeline.emulator.server.Emulator`).
 
     ``before_read`` runs before any read (the prediction jobs publish the outputs that are
     due, so a listing always sees what the clock says exists)."""
 
     def __init__(self, config: EmulatorConfig, clock: Clock, seed_key: bytes) -> None:
+        super().__init__(STAGES)
         self.config = config
         self.clock = clock
         self.seed_key = seed_key
         self.objects: dict[tuple[str, str], _Object] = {}
         self.sessions: dict[str, _Session] = {}
         self.counts: Counter[str] = Counter()
-        self.arrived: Counter[str] = Counter()
         self.before_read: Callable[[], None] = lambda: None
         self._generation = int(clock.time() * 1_000_000)
-        self._gates = {stage: asyncio.Event() for stage in STAGES}
-        for gate in self._gates.values():
-            gate.set()
-        self._passes: Counter[str] = Counter()
-
-    # --- test control -----------------------------------------------------------------
-
-    def hold(self, stage: str, *, after: int = 0) -> None:
-        """Hold ``stage``, letting the first ``after`` arrivals through (``download`` with
-        ``after=1``: the second output file stops at its half)."""
-        self._passes[stage] = after
-        self._gates[stage].clear()
-
-    def release(self, stage: str) -> None:
-        self._gates[stage].set()
-
-    async def _gate(self, stage: str) -> None:
-        gate = self._gates[stage]
-        if not gate.is_set():
-            if self._passes[stage] > 0:
-                self._passes[stage] -= 1
-                return
-            self.arrived[stage] += 1
-            await gate.wait()
 
     def snapshot(self) -> dict[str, int]:
         base = dict.fromkeys(("objects_uploaded", "uploads_started", "objects_deleted"), 0)
@@ -214,7 +190,7 @@ class StorageService:
             **base,
             **self.counts,
             "objects": len(self.objects),
-            **{f"held_{k}": v for k, v in self.arrived.items()},
+            **self.held(),
         }
 
     # --- the store, for the prediction jobs -------------------------------------------
