@@ -18,10 +18,10 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from pipeline.intake.files import UTF8_BOM
 from pipeline.job.sections import SourceSection
 
 FIELD_SAMPLE_ROWS = 1_000  # JSONL lines whose fields are looked at
-UTF8_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,6 @@ errors name the row (its number and id) and the column, like a file's name ``fil
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import os
 import stat as stat_module
@@ -36,6 +35,7 @@ import anyio
 import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from pipeline.intake.files import file_records
 from pipeline.intake.query import query_records
 from pipeline.job.sections import SourceSection
 from pipeline.store import queue
@@ -47,7 +47,6 @@ MAX_ID_LENGTH = 512  # characters, the column's width
 # row, on every backend: PostgreSQL would refuse it mid-load, SQLite would keep it whole, and
 # cutting it short could merge two classes and break `--class` filters.
 MAX_CLASS_LENGTH = 200
-UTF8_BOM = b"\xef\xbb\xbf"  # a byte-order mark some editors put before UTF-8 text
 
 
 class LoadError(ValueError):
@@ -78,53 +77,12 @@ class LoadResult:
 
 def read_rows(path: Path, source: SourceSection) -> Iterator[Row]:
     """Yield validated rows from a CSV or JSONL file, one at a time."""
-    fmt = source.format
-    if fmt == "auto":
-        fmt = "csv" if path.suffix.lower() == ".csv" else "jsonl"
-    try:
-        if fmt == "csv":
-            yield from _read_csv(path, source)
-        else:
-            yield from _read_jsonl(path, source)
-    except FileNotFoundError:
-        raise LoadError(f"{path}: no such question file") from None
-    except IsADirectoryError:
-        raise LoadError(f"{path}: is a directory, not a question file") from None
-    except UnicodeDecodeError as exc:
-        raise LoadError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-
-
-def _read_jsonl(path: Path, source: SourceSection) -> Iterator[Row]:
-    with path.open("rb") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if line_no == 1:
-                line = line.removeprefix(UTF8_BOM)  # as the CSV reader's utf-8-sig does
-            if not line.strip():
-                continue
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise LoadError(f"{path}:{line_no}: not valid JSON: {exc}") from None
-            if not isinstance(record, dict):
-                raise LoadError(f"{path}:{line_no}: expected a JSON object per line")
-            yield _row(path, line_no, record, source)
-
-
-def _read_csv(path: Path, source: SourceSection) -> Iterator[Row]:
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        reader = csv.DictReader(handle)
-        if reader.fieldnames is None:
-            return
-        for field in (source.id_field, source.text_field):
-            if field not in reader.fieldnames:
-                raise LoadError(f"{path}:1: the header has no column {field!r}")
-        try:
-            for record in reader:
-                if None in record:
-                    raise LoadError(f"{path}:{reader.line_num}: more fields than the header")
-                yield _row(path, reader.line_num, record, source)
-        except csv.Error as exc:
-            raise LoadError(f"{path}:{reader.line_num}: malformed CSV: {exc}") from None
+    required = (source.id_field, source.text_field)
+    records = file_records(
+        path, source.format, required=required, error=LoadError, what="question file"
+    )
+    for line, record in records:
+        yield _row(path, line, record, source)
 
 
 def _row(path: Path | str, line: int, record: dict[str, Any], source: SourceSection) -> Row:

@@ -9,7 +9,6 @@ document is chunked again and an unchanged one is left alone.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from pipeline.intake.files import file_records
 from pipeline.intake.query import query_records
 
 __all__ = [
@@ -84,50 +84,11 @@ def _document(where: str, line: int, record: dict[str, Any]) -> SourceDocument:
 
 def read_document_file(path: Path, fmt: str = "auto") -> Iterator[SourceDocument]:
     """Yield the file's documents one at a time (JSONL, or CSV with a header row)."""
-    if fmt == "auto":
-        fmt = "csv" if path.suffix.lower() == ".csv" else "jsonl"
-    try:
-        if fmt == "csv":
-            yield from _read_csv(path)
-        else:
-            yield from _read_jsonl(path)
-    except FileNotFoundError:
-        raise DocumentError(f"{path}: no such documents file") from None
-    except IsADirectoryError:
-        raise DocumentError(f"{path}: is a directory, not a documents file") from None
-    except UnicodeDecodeError as exc:
-        raise DocumentError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-
-
-def _read_jsonl(path: Path) -> Iterator[SourceDocument]:
-    with path.open("rb") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise DocumentError(f"{path}:{line_no}: not valid JSON: {exc}") from None
-            if not isinstance(record, dict):
-                raise DocumentError(f"{path}:{line_no}: expected a JSON object per line")
-            yield _document(f"{path}:{line_no}", line_no, record)
-
-
-def _read_csv(path: Path) -> Iterator[SourceDocument]:
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        reader = csv.DictReader(handle)
-        if reader.fieldnames is None:
-            return
-        for field in ("id", "text"):
-            if field not in reader.fieldnames:
-                raise DocumentError(f"{path}:1: the header has no column {field!r}")
-        try:
-            for record in reader:
-                if None in record:
-                    raise DocumentError(f"{path}:{reader.line_num}: more fields than the header")
-                yield _document(f"{path}:{reader.line_num}", reader.line_num, dict(record))
-        except csv.Error as exc:
-            raise DocumentError(f"{path}:{reader.line_num}: malformed CSV: {exc}") from None
+    records = file_records(
+        path, fmt, required=("id", "text"), error=DocumentError, what="documents file"
+    )
+    for line, record in records:
+        yield _document(f"{path}:{line}", line, record)
 
 
 async def read_document_query(query: str, url: str) -> AsyncIterator[SourceDocument]:
