@@ -41,6 +41,7 @@ a URL, a message or a log.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
 from urllib.parse import quote
 
@@ -58,7 +59,7 @@ from pipeline.gemini.batch_wire import (
     request_line,
 )
 from pipeline.gemini.endpoint import DEVELOPER_API_BASE, Auth
-from pipeline.gemini.session import Exchange, SessionOwner, resource_path
+from pipeline.gemini.session import Exchange, SessionOwner, listed, resource_path
 
 API_VERSION = "v1beta"
 UPLOAD_CHUNK_BYTES = 8 * 1024 * 1024  # bytes per resumable-upload request
@@ -176,17 +177,9 @@ class BatchClient(SessionOwner):
 
     async def list(self, *, page_size: int = 100) -> AsyncIterator[BatchJob]:
         """Every batch of the project, page by page (newest first, as the server orders)."""
-        token = ""
-        while True:
-            url = f"{self._base}/{API_VERSION}/batches?pageSize={page_size}"
-            if token:
-                url += f"&pageToken={quote(token)}"
-            document = (await self._request("GET", url)).json()
-            for operation in document.get("operations") or ():
-                yield parse_batch(operation)
-            token = document.get("nextPageToken") or ""
-            if not token:
-                return
+        url = f"{self._base}/{API_VERSION}/batches?pageSize={page_size}"
+        async for operation in listed(partial(self._request, "GET"), url, "operations"):
+            yield parse_batch(operation)
 
     async def find(self, display_name: str) -> BatchJob | None:
         """The batch called ``display_name``, if the server has one (a create whose answer

@@ -13,7 +13,7 @@ version read from the installed package's metadata.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Self
@@ -59,6 +59,23 @@ def json_body(raw: bytes) -> Any:
         return orjson.loads(raw) if raw else {}
     except orjson.JSONDecodeError:
         raise ProtocolError("a 2xx answer that is not JSON") from None
+
+
+async def listed(
+    get: Callable[[str], Awaitable[Exchange]], url: str, items: str
+) -> AsyncIterator[dict[str, Any]]:
+    """Each entry under ``items`` of a paged list, page after page: ``url`` (which has a query
+    already), then ``url&pageToken=...`` for as long as a page names a ``nextPageToken``
+    (https://google.aip.dev/158)."""
+    token = ""
+    while True:
+        page = await get(f"{url}&pageToken={quote(token, safe='')}" if token else url)
+        document = page.json()
+        for item in document.get(items) or ():
+            yield item
+        token = document.get("nextPageToken") or ""
+        if not token:
+            return
 
 
 def resource_path(name: str) -> str:

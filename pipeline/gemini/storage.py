@@ -39,6 +39,7 @@ import re
 import secrets
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -50,7 +51,7 @@ import orjson
 
 from pipeline.gemini.api_errors import ProtocolError, TransientError, Unreachable
 from pipeline.gemini.endpoint import Auth
-from pipeline.gemini.session import Exchange, SessionOwner
+from pipeline.gemini.session import Exchange, SessionOwner, listed
 
 STORAGE_API = "https://storage.googleapis.com"
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
@@ -154,19 +155,11 @@ class StorageClient(SessionOwner):
 
     async def list(self, bucket: str, prefix: str = "") -> AsyncIterator[StoredObject]:
         """Every object whose name starts with ``prefix``, in name order (the API's)."""
-        token = ""
-        while True:
-            url = f"{self._bucket_url(bucket)}/o?maxResults={LIST_PAGE_SIZE}"
-            if prefix:
-                url += f"&prefix={quote(prefix, safe='')}"
-            if token:
-                url += f"&pageToken={quote(token, safe='')}"
-            document = (await self._request("GET", url)).json()
-            for item in document.get("items") or ():
-                yield _object(item)
-            token = document.get("nextPageToken") or ""
-            if not token:
-                return
+        url = f"{self._bucket_url(bucket)}/o?maxResults={LIST_PAGE_SIZE}"
+        if prefix:
+            url += f"&prefix={quote(prefix, safe='')}"
+        async for item in listed(partial(self._request, "GET"), url, "items"):
+            yield _object(item)
 
     async def delete(self, bucket: str, name: str) -> bool:
         """Remove the object; False when it was not there."""

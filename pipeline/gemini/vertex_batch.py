@@ -37,6 +37,7 @@ Nothing here retries or sleeps: the runner polls with backoff. Errors are the HT
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -46,7 +47,7 @@ import orjson
 
 from pipeline.gemini.batch_wire import BatchJob, ResultLine, UploadedFile
 from pipeline.gemini.endpoint import Auth, vertex_base_url
-from pipeline.gemini.session import Exchange, SessionOwner, resource_path
+from pipeline.gemini.session import Exchange, SessionOwner, listed, resource_path
 from pipeline.gemini.storage import StorageClient, StoredObject
 from pipeline.gemini.vertex_batch_wire import (
     ERRORS_FILE,
@@ -230,19 +231,11 @@ class VertexBatchClient(SessionOwner):
         self, *, filter: str = "", page_size: int = LIST_PAGE_SIZE
     ) -> AsyncIterator[BatchJob]:
         """The location's jobs matching ``filter`` (AIP-160), page by page."""
-        token = ""
-        while True:
-            url = f"{self._jobs_url()}?pageSize={page_size}"
-            if filter:
-                url += f"&filter={quote(filter, safe='')}"
-            if token:
-                url += f"&pageToken={quote(token, safe='')}"
-            document = (await self._request("GET", url)).json()
-            for item in document.get("batchPredictionJobs") or ():
-                yield parse_prediction_job(item)
-            token = document.get("nextPageToken") or ""
-            if not token:
-                return
+        url = f"{self._jobs_url()}?pageSize={page_size}"
+        if filter:
+            url += f"&filter={quote(filter, safe='')}"
+        async for item in listed(partial(self._request, "GET"), url, "batchPredictionJobs"):
+            yield parse_prediction_job(item)
 
     async def find(self, display_name: str) -> BatchJob | None:
         """The job called ``display_name``, if there is one (names are unique per batch): by
