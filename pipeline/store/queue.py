@@ -38,7 +38,7 @@ from pipeline.clock import utcnow
 from pipeline.job.states import TERMINAL_STATES, WAITING_STATES, QuestionState
 from pipeline.store.tables import CLAIMABLE_SQL, answers, jobs, questions, structured
 from pipeline.store.upsert import insert_ignoring_conflicts
-from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
+from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED, requeued
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,18 +398,15 @@ async def requeue(
         questions.update()
         .where(condition)
         .values(
-            state=QuestionState.PENDING,
-            reask=sa.or_(q.reask, q.state == QuestionState.UNGROUNDED),
-            # An ungrounded one is asked again the job's way (retry --via own_retrieval is
-            # pipeline.store.routes'); a failed own call is tried again through own retrieval.
-            next_route=sa.case(
-                (q.state == QuestionState.UNGROUNDED, sa.null()), else_=q.next_route
-            ),
-            attempts=0,
-            structure_attempts=0,
-            next_attempt_at=None,
-            error_class=None,
-            updated_at=utcnow(),
+            requeued(
+                reask=sa.or_(q.reask, q.state == QuestionState.UNGROUNDED),
+                # An ungrounded one is asked again the job's way (retry --via own_retrieval is
+                # pipeline.store.routes'); a failed own call is tried again through own
+                # retrieval.
+                next_route=sa.case(
+                    (q.state == QuestionState.UNGROUNDED, sa.null()), else_=q.next_route
+                ),
+            )
         )
     )
     return result.rowcount

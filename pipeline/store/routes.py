@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.clock import utcnow
 from pipeline.job.states import QuestionState
 from pipeline.store.tables import answers, questions, sources
+from pipeline.store.versions import requeued
 
 ROUTE_MANAGED = "managed"  # the grounded call: the platform retrieved
 ROUTE_OWN = "own"  # own retrieval: the job's index searched, the passages in the prompt
@@ -63,17 +63,7 @@ async def requeue_via_own(
     result = await connection.execute(
         questions.update()
         .where(condition)
-        .values(
-            state=QuestionState.PENDING,
-            next_route=ROUTE_OWN,
-            reask=False,
-            attempts=0,
-            structure_attempts=0,
-            next_attempt_at=None,
-            error_class=None,
-            last_error=None,
-            updated_at=utcnow(),
-        )
+        .values(requeued(next_route=ROUTE_OWN, reask=False, last_error=None))
     )
     return result.rowcount
 

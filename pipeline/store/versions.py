@@ -186,6 +186,20 @@ async def mark_restructure(
     return await _requeue_where(connection, condition, None, reask=False)
 
 
+def requeued(**changes: Any) -> dict[str, Any]:
+    """The values that send questions back to ``pending`` with a fresh attempt budget
+    (``ground retry``, ``refresh``, ``restructure``), with ``changes`` on top."""
+    return {
+        "state": QuestionState.PENDING,
+        "attempts": 0,
+        "structure_attempts": 0,
+        "next_attempt_at": None,
+        "error_class": None,
+        "updated_at": utcnow(),
+        **changes,
+    }
+
+
 async def _requeue_where(
     connection: AsyncConnection,
     condition: sa.ColumnElement[bool],
@@ -204,18 +218,7 @@ async def _requeue_where(
             return 0
         condition = q.id.in_(chosen)
     result = await connection.execute(
-        questions.update()
-        .where(condition)
-        .values(
-            state=QuestionState.PENDING,
-            reask=reask,
-            attempts=0,
-            structure_attempts=0,
-            next_attempt_at=None,
-            error_class=None,
-            last_error=None,
-            updated_at=utcnow(),
-        )
+        questions.update().where(condition).values(requeued(reask=reask, last_error=None))
     )
     return result.rowcount
 
