@@ -546,14 +546,7 @@ def _check_grounding_keys(path: Path, parsed: RawJob) -> None:
 def _check_retrieval(path: Path, parsed: RawJob) -> None:
     """``[retrieval]`` and the own-retrieval fallback of ``[grounding]``."""
     r, g = parsed.retrieval, parsed.grounding
-    if r.docs and r.query:
-        raise JobSpecError(f"{path}: retrieval: give either docs or query (with url), not both")
-    if r.query and not r.url:
-        raise JobSpecError(f"{path}: retrieval.url: required with retrieval.query")
-    if r.url and not r.query:
-        raise JobSpecError(f"{path}: retrieval.url: only used with retrieval.query")
-    if r.query and "://" not in r.url:
-        raise JobSpecError(f"{path}: retrieval.url: {r.url!r} is not a database URL")
+    _check_file_or_query(path, "retrieval", "docs", bool(r.docs), r.query, r.url)
     if r.chunk_overlap >= r.chunk_chars:
         raise JobSpecError(f"{path}: retrieval.chunk_overlap: must be less than chunk_chars")
     if r.dense and not r.embedding_model:
@@ -643,17 +636,27 @@ def _check_connectors(path: Path, g: GroundingSection) -> None:
 
 
 def _check_source(path: Path, source: SourceSection) -> None:
-    given_file, given_query = bool(source.file.strip()), bool(source.query.strip())
-    if not given_file and not given_query:
+    if not source.file.strip() and not source.query.strip():
         raise JobSpecError(f"{path}: source: give either file or query (with url); neither is set")
-    if given_file and given_query:
-        raise JobSpecError(f"{path}: source: give either file or query (with url), not both")
-    if source.query and not source.url:
-        raise JobSpecError(f"{path}: source.url: required with source.query")
-    if source.url and not source.query:
-        raise JobSpecError(f"{path}: source.url: only used with source.query")
-    if source.query and "://" not in source.url:
-        raise JobSpecError(f"{path}: source.url: {source.url!r} is not a database URL")
+    _check_file_or_query(
+        path, "source", "file", bool(source.file.strip()), source.query, source.url
+    )
+
+
+def _check_file_or_query(
+    path: Path, section: str, file_key: str, file_given: bool, query: str, url: str
+) -> None:
+    """A section read from a file (``file_key``) or from ``query`` on the database at ``url``."""
+    if file_given and query.strip():
+        raise JobSpecError(
+            f"{path}: {section}: give either {file_key} or query (with url), not both"
+        )
+    if query and not url:
+        raise JobSpecError(f"{path}: {section}.url: required with {section}.query")
+    if url and not query:
+        raise JobSpecError(f"{path}: {section}.url: only used with {section}.query")
+    if query and "://" not in url:
+        raise JobSpecError(f"{path}: {section}.url: {url!r} is not a database URL")
 
 
 def _with_source_url(source: SourceSection, base: Path) -> SourceSection:
