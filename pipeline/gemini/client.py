@@ -16,11 +16,10 @@ from pipeline.errors import ErrorClass
 from pipeline.gemini.api_errors import (
     PermanentError,
     TransientError,
-    Unreachable,
     classify_http_error,
 )
 from pipeline.gemini.endpoint import Endpoint
-from pipeline.gemini.session import SessionOwner
+from pipeline.gemini.session import SessionOwner, TransportErrors
 from pipeline.gemini.wire import GenerateContentResponse, MalformedResponse, decode_response
 
 CONNECT_TIMEOUT_S = 10.0  # establishing a TCP/TLS connection
@@ -50,25 +49,10 @@ class GeminiClient(SessionOwner):
     async def generate(self, endpoint: Endpoint, body: bytes) -> CallResult:
         headers = await endpoint.auth.headers()
         started = time.perf_counter()
-        try:
+        with TransportErrors(_where(endpoint.url), self._timeout.total):
             async with self._session.post(endpoint.url, data=body, headers=headers) as resp:
                 raw = await _read_body(resp)
                 status = resp.status
-        except aiohttp.ClientConnectorError as exc:
-            raise Unreachable(f"cannot connect to {_where(endpoint.url)}: {exc.os_error}") from None
-        except TimeoutError:
-            raise TransientError(
-                f"no complete response within {self._timeout.total:g} s",
-                error_class=ErrorClass.TIMEOUT,
-            ) from None
-        except aiohttp.ClientPayloadError as exc:
-            raise TransientError(
-                f"truncated response body: {exc}", error_class=ErrorClass.TRUNCATED
-            ) from None
-        except aiohttp.ClientError as exc:
-            raise TransientError(
-                f"connection failed: {type(exc).__name__}: {exc}", error_class=ErrorClass.CONNECTION
-            ) from None
         latency_ms = (time.perf_counter() - started) * 1000.0
         if not 200 <= status < 300:
             raise classify_http_error(status, raw)

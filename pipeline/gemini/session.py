@@ -84,6 +84,45 @@ def resource_path(name: str) -> str:
     return "/".join(quote(segment, safe="-_.") for segment in name.split("/"))
 
 
+class TransportErrors:
+    """Within it, aiohttp's failures become the API edge's errors, naming ``where``: no
+    connection made is :class:`Unreachable`; a body cut short is a ``truncated``
+    :class:`TransientError`, a timeout a ``timeout`` one (within ``timeout_s``, when given),
+    any other broken connection a ``connection`` one."""
+
+    __slots__ = ("_timeout_s", "_where")
+
+    def __init__(self, where: str, timeout_s: float | None = None) -> None:
+        self._where = where
+        self._timeout_s = timeout_s
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, _: object
+    ) -> None:
+        if exc is None:
+            return
+        where = self._where
+        if isinstance(exc, aiohttp.ClientConnectorError):
+            raise Unreachable(f"cannot connect to {where}: {exc.os_error}") from None
+        if isinstance(exc, TimeoutError):
+            within = f" within {self._timeout_s:g} s" if self._timeout_s is not None else " in time"
+            raise TransientError(
+                f"no complete answer from {where}{within}", error_class=ErrorClass.TIMEOUT
+            ) from None
+        if isinstance(exc, aiohttp.ClientPayloadError):
+            raise TransientError(
+                f"the answer from {where} broke off: {exc}", error_class=ErrorClass.TRUNCATED
+            ) from None
+        if isinstance(exc, aiohttp.ClientError):
+            raise TransientError(
+                f"connection to {where} failed: {type(exc).__name__}: {exc}",
+                error_class=ErrorClass.CONNECTION,
+            ) from None
+
+
 class SessionOwner:
     """A client that owns one aiohttp session; use the client as an async context manager.
 
@@ -134,7 +173,7 @@ class SessionOwner:
         (:func:`~pipeline.gemini.api_errors.classify_http_error`); a connection that could
         not be made is :class:`Unreachable`, one that broke or timed out a
         :class:`TransientError`."""
-        try:
+        with TransportErrors(self._service):
             async with self._session.request(
                 method, url, data=body, headers=headers, allow_redirects=redirects
             ) as resp:
@@ -143,16 +182,6 @@ class SessionOwner:
                     await resp.read(),
                     {k.lower(): v for k, v in resp.headers.items()},
                 )
-        except aiohttp.ClientConnectorError as exc:
-            raise Unreachable(f"cannot connect to {self._service}: {exc.os_error}") from None
-        except TimeoutError:
-            raise TransientError(
-                f"no answer from {self._service} in time", error_class=ErrorClass.TIMEOUT
-            ) from None
-        except aiohttp.ClientError as exc:
-            raise TransientError(
-                f"connection failed: {type(exc).__name__}", error_class=ErrorClass.CONNECTION
-            ) from None
         if not (200 <= exchange.status < 300 or exchange.status in ok):
             raise classify_http_error(exchange.status, exchange.body)
         return exchange
@@ -162,7 +191,7 @@ class SessionOwner:
     ) -> AsyncIterator[bytes]:
         """A file's lines, streamed one at a time without the newline (blank ones skipped);
         a line longer than :data:`MAX_LINE_BYTES` is a :class:`ProtocolError`."""
-        try:
+        with TransportErrors(self._service):
             async with self._session.get(url, headers=headers) as resp:
                 if not 200 <= resp.status < 300:
                     raise classify_http_error(
@@ -179,11 +208,3 @@ class SessionOwner:
                         raise ProtocolError(f"a line over {MAX_LINE_BYTES} bytes")
                 if pending.strip():
                     yield pending
-        except aiohttp.ClientConnectorError as exc:
-            raise Unreachable(f"cannot connect to {self._service}: {exc.os_error}") from None
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
-            raise TransientError(
-                f"the download broke off: {type(exc).__name__}", error_class=ErrorClass.TRUNCATED
-            ) from None
-        except TimeoutError:
-            raise TransientError("the download timed out", error_class=ErrorClass.TIMEOUT) from None
