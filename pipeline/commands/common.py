@@ -8,30 +8,26 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
 import anyio
 import orjson
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.exit_codes import EXIT_FAILED, EXIT_USAGE, ExitStatus
 from pipeline.intake.loader import LoadError, load_source
 from pipeline.job.spec import JobSpec
-from pipeline.store import queue
+from pipeline.store import queue, urls
 from pipeline.store.engine import (
     SchemaError,
     create_engine,
     ensure_directory,
     migrate,
-    sqlite_file,
 )
+from pipeline.store.urls import sqlite_file
 from pipeline.watch.terminal import printable
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +79,7 @@ async def opened(spec: JobSpec, *, purpose: Purpose = "write") -> AsyncIterator[
         except (OSError, DBAPIError, TypeError) as exc:
             if isinstance(exc, TypeError) and "connect()" not in str(exc):
                 raise  # a bug of ours, not a connection option
-            raise DatabaseUnavailable(_database_problem(spec, exc)) from None
+            raise DatabaseUnavailable(urls.database_problem(spec.database_url, exc)) from None
         yield engine
     finally:
         await engine.dispose()
@@ -114,24 +110,9 @@ def _check_place(spec: JobSpec, purpose: Purpose) -> None:
         )
 
 
-def _database_problem(spec: JobSpec, exc: BaseException) -> str:
-    """``cannot open the database URL: reason``, with no password anywhere in it."""
-    url = make_url(spec.database_url)
-    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    reason = lines[0] if lines else type(exc).__name__
-    if url.password:
-        reason = reason.replace(str(url.password), "***")
-    if "unexpected keyword argument" in reason:
-        reason += " (asyncpg's options are ssl=disable|prefer|require|verify-ca|verify-full)"
-    return f"cannot open the database {display_url(spec)}: {reason}"
-
-
 def display_url(spec: JobSpec) -> str:
-    """The database, shown without a password."""
-    path = sqlite_file(spec.database_url)
-    if path is not None:
-        return path
-    return make_url(spec.database_url).render_as_string(hide_password=True)
+    """The job's database, shown without a password."""
+    return urls.display_url(spec.database_url)
 
 
 async def find_job_id(engine: AsyncEngine, spec: JobSpec) -> int | None:

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -49,9 +48,9 @@ from pipeline.store.engine import (
     head_revision,
     is_current,
     read_schema,
-    sqlite_file,
 )
 from pipeline.store.records import Filters
+from pipeline.store.urls import database_problem, display_url, sqlite_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -104,23 +103,6 @@ class _Opened:
     job_id: int
 
 
-def _where(spec: JobSpec) -> str:
-    """The job's database, named without its password."""
-    path = sqlite_file(spec.database_url)
-    if path is not None:
-        return path
-    return make_url(spec.database_url).render_as_string(hide_password=True)
-
-
-def _problem(spec: JobSpec, exc: BaseException) -> str:
-    url = make_url(spec.database_url)
-    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    reason = lines[0] if lines else type(exc).__name__
-    if url.password:
-        reason = reason.replace(str(url.password), "***")
-    return f"cannot open the database {_where(spec)}: {reason}"
-
-
 def _check_file(spec: JobSpec) -> None:
     """A SQLite job's file exists: opening a missing one would create it."""
     path = sqlite_file(spec.database_url)
@@ -136,18 +118,19 @@ async def _open(spec: JobSpec) -> tuple[AsyncEngine, int]:
     from pipeline.store import queue
 
     engine = create_engine(spec.database_url, read_only=True)
+    where = display_url(spec.database_url)
     try:
         async with engine.connect() as connection:
             state = await read_schema(connection)
             if not state.has_tables:
                 raise JobUnavailable(
                     f"job {spec.name!r} has not been loaded or run yet (no ground tables in"
-                    f" {_where(spec)})"
+                    f" {where})"
                 )
             if not is_current(state):
                 at = state.revisions[0] if state.revisions else "none"
                 raise JobUnavailable(
-                    f"the database {_where(spec)} is at schema revision {at!r}; this ground"
+                    f"the database {where} is at schema revision {at!r}; this ground"
                     f" reads {head_revision()!r}. Run `ground migrate {spec.path}` to bring it"
                     " up to date (the Python API only reads: it never migrates)"
                 )
@@ -156,10 +139,10 @@ async def _open(spec: JobSpec) -> tuple[AsyncEngine, int]:
             raise JobUnavailable(f"job {spec.name!r} has not been loaded or run yet")
     except SchemaError as exc:
         await engine.dispose()
-        raise JobUnavailable(f"{_where(spec)}: {exc}") from None
+        raise JobUnavailable(f"{where}: {exc}") from None
     except (OSError, DBAPIError) as exc:
         await engine.dispose()
-        raise JobUnavailable(_problem(spec, exc)) from None
+        raise JobUnavailable(database_problem(spec.database_url, exc)) from None
     except BaseException:
         await engine.dispose()
         raise

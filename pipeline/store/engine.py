@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 import anyio
 import orjson
@@ -29,6 +29,8 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from pipeline.store.urls import is_sqlite, sqlite_file
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -61,21 +63,6 @@ VERSION_TABLE = "alembic_version"
 
 class SchemaError(RuntimeError):
     """The database's schema cannot be used by this ``ground``; the message says what to do."""
-
-
-def is_sqlite(url: str) -> bool:
-    return make_url(url).get_backend_name() == "sqlite"
-
-
-def sqlite_file(url: str) -> str | None:
-    """The file a SQLite URL names (its ``file:`` URI form too); None for memory or not SQLite."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite" or not parsed.database:
-        return None
-    path = parsed.database
-    if parsed.query.get("uri") == "true" and path.startswith("file:"):
-        path = unquote(path.removeprefix("file:"))
-    return None if path == ":memory:" else path
 
 
 def _read_only_url(url: str) -> str:
