@@ -11,7 +11,7 @@ values these modules take). The public surface, by module:
 * ``errors``: the HTTP branch of :class:`pipeline.errors.CallError` and :func:`classify_429`;
 * ``batch``: the Batch API in file mode: :class:`BatchClient` (upload, create, get, list,
   cancel, download_lines);
-* ``batch_wire``: its documents, pure: :class:`PartWriter` / :func:`write_parts` (the input
+* ``batch_wire``: its documents, pure: :class:`PartWriter` (the input
   file), :class:`BatchJob` and the ``JOB_STATE_*`` names, :func:`parse_result_line`;
 * ``vertex_batch``: Vertex AI batch prediction, :class:`VertexBatchClient` (the same verbs
   over Cloud Storage and ``batchPredictionJobs``, plus output listing and cleanup);

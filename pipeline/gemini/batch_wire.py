@@ -17,7 +17,7 @@ describes it, and the result file's lines. :mod:`pipeline.gemini.batch` carries 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -157,27 +157,6 @@ class PartWriter:
         if self._handle is not None:
             self._handle.close()
             self._handle = None
-
-
-def write_parts(
-    lines: Iterable[tuple[str, bytes]],
-    directory: Path,
-    *,
-    stem: str = "batch",
-    max_bytes: int = MAX_PART_BYTES,
-    max_requests: int = MAX_PART_REQUESTS,
-    encode: LineEncoder = request_line,
-) -> list[Part]:
-    """All of ``lines`` through a :class:`PartWriter`; the parts written."""
-    writer = PartWriter(
-        directory, stem=stem, max_bytes=max_bytes, max_requests=max_requests, encode=encode
-    )
-    try:
-        for key, body in lines:
-            writer.add(key, body)
-    finally:
-        writer.close()
-    return writer.parts
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from pipeline.gemini.api_errors import PermanentError, TransientError
 from pipeline.gemini.endpoint import ApiKeyAuth
 from pipeline.gemini.request import GroundedRequestBuilder, grounding_tool
 from pipeline.gemini.wire import decode_response
+from tests.support.batch_parts import write_parts
 
 pytestmark = pytest.mark.anyio
 
@@ -39,15 +40,15 @@ def test_request_line_splices_the_body_and_parts_respect_the_limits(tmp_path: Pa
     line = gw.request_line("7", lines[7][1])
     assert orjson.loads(line) == {"key": "7", "request": orjson.loads(lines[7][1])}
     size = len(gw.request_line("0", lines[0][1]))
-    parts = gw.write_parts(lines, tmp_path, max_bytes=size * 3 + 5, max_requests=100)
+    parts = write_parts(lines, tmp_path, max_bytes=size * 3 + 5, max_requests=100)
     assert [len(p.keys) for p in parts] == [3, 3, 3, 1]
     assert all(p.size <= size * 3 + 5 for p in parts)
     assert [key for part in parts for key in part.keys] == [str(i) for i in range(10)]
     assert parts[1].path.read_bytes().count(b"\n") == 3
-    parts = gw.write_parts(lines, tmp_path / "..", max_requests=4)
+    parts = write_parts(lines, tmp_path / "..", max_requests=4)
     assert [len(p.keys) for p in parts] == [4, 4, 2]
     with pytest.raises(ValueError, match="over"):
-        gw.write_parts(lines, tmp_path, max_bytes=10)
+        write_parts(lines, tmp_path, max_bytes=10)
 
 
 def test_states_and_status_lines() -> None:
@@ -66,7 +67,7 @@ async def test_upload_create_poll_download_on_the_emulator(tmp_path: Path) -> No
     clock = FakeClock()
     config = EmulatorConfig(seed=3, batch_delay_s=600.0, batch_failed_row_share=0.2)
     with running_emulator(config, clock=clock) as emu:
-        parts = gw.write_parts(_lines(40), tmp_path)
+        parts = write_parts(_lines(40), tmp_path)
         async with gb.BatchClient(ApiKeyAuth(emu.api_key), base_url=emu.base_url) as client:
             file_name = (await client.upload(parts[0].path, display_name="t-0")).name
             assert file_name.startswith("files/")
@@ -100,7 +101,7 @@ async def test_cancel_expire_and_503_polls(tmp_path: Path) -> None:
     clock = FakeClock()
     config = EmulatorConfig(batch_delay_s=10.0, batch_expire_first=1, batch_poll_503_share=0.5)
     with running_emulator(config, clock=clock) as emu:
-        parts = gw.write_parts(_lines(3), tmp_path)
+        parts = write_parts(_lines(3), tmp_path)
         async with gb.BatchClient(ApiKeyAuth(emu.api_key), base_url=emu.base_url) as client:
             file_name = (await client.upload(parts[0].path, display_name="t")).name
             first = await client.create(MODEL, file_name, display_name="a")

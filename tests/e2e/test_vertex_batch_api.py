@@ -19,6 +19,7 @@ from pipeline.gemini.request import GroundedRequestBuilder, grounding_tool
 from pipeline.gemini.storage import CHUNK_GRANULARITY, StorageClient, file_md5
 from pipeline.gemini.vertex_batch import VertexBatchClient
 from pipeline.gemini.wire import decode_response
+from tests.support.batch_parts import write_parts
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.anyio
@@ -49,7 +50,7 @@ def _lines(n: int) -> list[tuple[str, bytes]]:
 
 
 def _parts(tmp_path: Path, n: int) -> list[gw.Part]:
-    return gw.write_parts(_lines(n), tmp_path, encode=vw.request_line)
+    return write_parts(_lines(n), tmp_path, encode=vw.request_line)
 
 
 def _client(emu: object, **storage: int) -> VertexBatchClient:

@@ -12,6 +12,7 @@ from pipeline.gemini import vertex_batch_wire as vw
 from pipeline.gemini.api_errors import FatalError, PermanentError, TransientError
 from pipeline.gemini.request import GroundedRequestBuilder, grounding_tool
 from pipeline.gemini.storage import storage_endpoint
+from tests.support.batch_parts import write_parts
 
 BODY = GroundedRequestBuilder(
     tool=grounding_tool("google_search"),
@@ -40,7 +41,7 @@ def test_a_key_that_is_no_label_value_is_refused(key: str) -> None:
 
 
 def test_parts_use_the_vertex_line_shape(tmp_path: Path) -> None:
-    parts = gw.write_parts(
+    parts = write_parts(
         [(str(i), BODY) for i in range(5)], tmp_path, max_requests=2, encode=vw.request_line
     )
     assert [p.keys for p in parts] == [["0", "1"], ["2", "3"], ["4"]]
