@@ -25,8 +25,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-import anyio
-
+from pipeline import event_loop
 from pipeline.commands import report_command, run_command
 from pipeline.commands.index import index_command
 from pipeline.exit_codes import ExitStatus
@@ -106,16 +105,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ.pop("GOOGLE_API_KEY", None)  # it would take precedence over the demo key
         ensure_directory(spec.database_url)  # the demo's own var/, made on purpose
         if spec.retrieval.configured:  # the fallback's index, before any question needs it
-            indexed = anyio.run(index_command, spec)
+            indexed = event_loop.run(index_command, spec)
             if indexed != ExitStatus.OK:
                 return indexed
         # On a terminal the run draws its progress bar.
-        status = anyio.run(run_command, spec, WatchOptions(tty=sys.stdout.isatty()))
+        status = event_loop.run(run_command, spec, WatchOptions(tty=sys.stdout.isatty()))
     if status not in (ExitStatus.OK, ExitStatus.SOME_FAILED):  # stopped early: nothing to show
         return status
     report = Path(REPORT)
     report.parent.mkdir(parents=True, exist_ok=True)
-    reported = anyio.run(lambda: report_command(spec, str(report), limit=REPORT_LIMIT))
+    reported = event_loop.run(lambda: report_command(spec, str(report), limit=REPORT_LIMIT))
     if reported != ExitStatus.OK:
         return reported
     print(_next_steps(job_file, spec, report), flush=True)

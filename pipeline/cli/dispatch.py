@@ -16,8 +16,7 @@ import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
-import anyio
-
+from pipeline import event_loop
 from pipeline.cli.parser import Parser, build_parser
 from pipeline.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from pipeline.job.spec import JobSpec, JobSpecError, load_jobspec
@@ -122,7 +121,7 @@ def _job_command(args: argparse.Namespace, action: JobAction) -> int:
     from pipeline.watch.exporter import OutputUnavailable
 
     try:
-        return anyio.run(action, spec)
+        return event_loop.run(action, spec)
     except DatabaseUnavailable as exc:
         print(f"ground: {exc}", file=sys.stderr)
         return exc.exit_status
@@ -135,6 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; whatever escapes it ends in one ``ground: ...`` line, no traceback."""
     try:
         return _main(argv)
+    except event_loop.LoopChoiceError as exc:
+        print(f"ground: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         # Ctrl-C before a run installed its own handler (a run stops cleanly and exits 1).
         print("ground: interrupted", file=sys.stderr, flush=True)

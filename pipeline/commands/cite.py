@@ -7,8 +7,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-import anyio
-
+from pipeline import event_loop
 from pipeline.commands.common import DatabaseUnavailable, opened
 from pipeline.grounding import GroundedAnswer
 from pipeline.job.spec import JobSpecError, load_jobspec
@@ -117,7 +116,7 @@ def cite_stored(
             return body, stored
 
     try:
-        body, stored = anyio.run(fetch)
+        body, stored = event_loop.run(fetch)
     except DatabaseUnavailable as exc:
         print(printable(f"ground cite: {exc}"), file=sys.stderr)
         return int(exc.exit_status)
