@@ -9,9 +9,16 @@ Contenders:
 
 * ``A``: ``ground run``'s OnlineRunner, call 1 only;
 * ``B``: A with the resolver on (redirects resolved to their destinations);
+* ``B2``: B with call 2 on (each grounded answer reshaped into ``jobs/demo_schema.json``);
 * ``sdk``: a google-genai SDK async loop, ``--concurrency`` tasks, one SQLite commit per answer;
-* ``sdk+aiolimiter``: the same paced by ``aiolimiter.AsyncLimiter(rpm, 60)``;
+* ``sdk2``: the same making both calls (the grounded one, then the JSON one with the schema);
+* ``sdk+aiolimiter``, ``sdk2+aiolimiter``: those paced by ``aiolimiter.AsyncLimiter(rpm / 60,
+  1)``: the quota spread evenly over each second (``AsyncLimiter(rpm, 60)`` would let a
+  minute's quota through at once);
 * ``floor``: a minimal aiohttp + orjson loop storing the answers with batched commits.
+
+``--loop asyncio`` or ``uvloop`` runs the contender on that event loop; by default every
+contender runs on the loop ``ground`` chooses (:mod:`pipeline.event_loop`).
 
 Figures: ``cpu_ms_per_q`` (this process's CPU, ``time.process_time``, over the run only),
 ``rate_per_s``, ``peak_rss_mb`` (``ru_maxrss`` of this process: setup included), ``commits``
@@ -36,8 +43,12 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from pipeline import event_loop
+from pipeline.event_loop import EVENT_LOOP_ENV
 from tests.support.jobs import QUESTIONS
+from tests.support.paths import DEMO_SCHEMA
 
+CONTENDERS = ("A", "B", "B2", "sdk", "sdk2", "sdk+aiolimiter", "sdk2+aiolimiter", "floor")
 API_KEY = "emulator-key"
 MODEL = "gemini-2.5-flash"
 FLOOR_COMMIT_EVERY = 100  # answers per transaction in the floor loop
@@ -55,6 +66,9 @@ request_timeout_s = 30.0
 [limits]
 requests_per_minute = {rpm}
 concurrency = {concurrency}
+[structure]
+enabled = {structure}
+schema = "{schema}"
 [resolver]
 enabled = {resolver}
 allow_hosts = ["{host}"]
@@ -71,7 +85,9 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-async def run_ours(args: argparse.Namespace, directory: Path, resolver: bool) -> dict[str, Any]:
+async def run_ours(
+    args: argparse.Namespace, directory: Path, resolver: bool, structure: bool
+) -> dict[str, Any]:
     import pipeline.online.writer as group_commit
     from pipeline.commands.run import online_runner
     from pipeline.intake.loader import load_questions
@@ -94,6 +110,8 @@ async def run_ours(args: argparse.Namespace, directory: Path, resolver: bool) ->
             rpm=rpm,
             concurrency=args.concurrency,
             resolver=str(resolver).lower(),
+            structure=str(structure).lower(),
+            schema=DEMO_SCHEMA,
         ),
         encoding="utf-8",
     )
@@ -144,41 +162,60 @@ def answer_text(body: dict[str, Any]) -> str:
     return "".join(p.get("text", "") for p in parts)
 
 
-async def run_sdk(args: argparse.Namespace, directory: Path, paced: bool) -> dict[str, Any]:
+async def run_sdk(
+    args: argparse.Namespace, directory: Path, paced: bool, structure: bool
+) -> dict[str, Any]:
     from aiolimiter import AsyncLimiter
     from google import genai
     from google.genai import errors, types
 
     client = genai.Client(api_key=API_KEY, http_options=types.HttpOptions(base_url=args.base_url))
-    config = types.GenerateContentConfig(tools=[types.Tool(google_search=types.GoogleSearch())])
+    grounded = types.GenerateContentConfig(tools=[types.Tool(google_search=types.GoogleSearch())])
+    shaped = types.GenerateContentConfig(
+        response_mime_type="application/json",
+        response_json_schema=orjson.loads(DEMO_SCHEMA.read_bytes()),
+        temperature=0.0,
+    )
     db = sqlite3.connect(directory / "sdk.sqlite")
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("CREATE TABLE answers (qid TEXT PRIMARY KEY, text TEXT, raw BLOB)")
-    limiter = AsyncLimiter(args.rpm, 60) if paced and args.rpm else None
+    db.execute("CREATE TABLE structured (qid TEXT PRIMARY KEY, object TEXT, raw BLOB)")
+    limiter = AsyncLimiter(args.rpm / 60, 1) if paced and args.rpm else None
     todo = iter(range(args.questions))
     throttled = 0
 
-    async def one_task() -> None:
+    async def call(contents: str, config: types.GenerateContentConfig) -> Any:
         nonlocal throttled
+        while True:
+            if limiter is not None:
+                await limiter.acquire()
+            try:
+                return await client.aio.models.generate_content(
+                    model=MODEL, contents=contents, config=config
+                )
+            except errors.APIError as exc:
+                if exc.code != 429:
+                    raise
+                throttled += 1
+                await asyncio.sleep(1.0)
+
+    async def one_task() -> None:
         for i in todo:
-            while True:
-                if limiter is not None:
-                    await limiter.acquire()
-                try:
-                    r = await client.aio.models.generate_content(
-                        model=MODEL, contents=question(i), config=config
-                    )
-                    break
-                except errors.APIError as exc:
-                    if exc.code != 429:
-                        raise
-                    throttled += 1
-                    await asyncio.sleep(1.0)
+            r = await call(question(i), grounded)
             db.execute(
                 "INSERT INTO answers VALUES (?, ?, ?)",
                 (f"q{i}", r.text, r.model_dump_json(exclude_none=True)),
             )
             db.commit()
+            if structure:
+                prompt = f"Fill the schema from this answer alone.\n\n{question(i)}\n\n{r.text}"
+                s = await call(prompt, shaped)
+                db.execute(
+                    "INSERT INTO structured VALUES (?, ?, ?)",
+                    (f"q{i}", orjson.dumps(orjson.loads(s.text)).decode(),
+                     s.model_dump_json(exclude_none=True)),
+                )  # fmt: skip
+                db.commit()
 
     cpu, wall = time.process_time(), time.perf_counter()
     await asyncio.gather(*(one_task() for _ in range(args.concurrency)))
@@ -243,10 +280,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         os.chdir(directory)  # the job's relative paths
-        if args.contender in ("A", "B"):
-            return await run_ours(args, directory, resolver=args.contender == "B")
-        if args.contender in ("sdk", "sdk+aiolimiter"):
-            return await run_sdk(args, directory, paced=args.contender == "sdk+aiolimiter")
+        if args.contender in ("A", "B", "B2"):
+            return await run_ours(
+                args, directory, resolver=args.contender != "A", structure=args.contender == "B2"
+            )
+        if args.contender.startswith("sdk"):
+            return await run_sdk(
+                args,
+                directory,
+                paced=args.contender.endswith("+aiolimiter"),
+                structure=args.contender.startswith("sdk2"),
+            )
         if args.contender == "floor":
             return await run_floor(args, directory)
         raise SystemExit(f"unknown contender {args.contender!r}")
@@ -254,14 +298,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("contender", choices=("A", "B", "sdk", "sdk+aiolimiter", "floor"))
+    parser.add_argument("contender", choices=CONTENDERS)
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--questions", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--rpm", type=int, default=0, help="the quota to pace at (0: unpaced)")
+    parser.add_argument("--loop", choices=("uvloop", "asyncio"), help="default: ground's choice")
     args = parser.parse_args()
     os.environ["GEMINI_API_KEY"] = API_KEY
-    result = asyncio.run(run(args))
+    if args.loop is not None:
+        os.environ[EVENT_LOOP_ENV] = args.loop
+    result = event_loop.run(run, args)
+    result["loop"] = "uvloop" if event_loop.use_uvloop() else "asyncio"
     result["peak_rss_mb"] = peak_rss_mb()
     print(orjson.dumps(result).decode())
 
