@@ -16,6 +16,7 @@ An allow-list entry is ``host`` (that host on its scheme's default port) or ``ho
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable
 from urllib.parse import SplitResult, urljoin, urlsplit
@@ -25,28 +26,36 @@ from pipeline.job.states import SourceState, Verdict
 MAX_URL_CHARS = 4096  # a destination longer than this is rejected, not truncated
 DEFAULT_PORTS = {"http": 80, "https": 443}
 DIRECT_SCHEMES = frozenset({"http", "https", "gs"})
+# What a scheme and host[:port] say is decided once: a run meets the same few redirect hosts,
+# and a destination's site, again and again (hostname and port re-read the netloc each time).
+NETLOC_DECISIONS = 4_096  # (scheme, netloc) decisions remembered, per allow-list and in all
 
 
 class AllowList:
     """Redirect hosts that may be requested, as ``host`` or ``host:port`` entries."""
 
-    __slots__ = ("_entries",)
+    __slots__ = ("_allows_netloc", "_entries")
 
     def __init__(self, entries: Iterable[str]) -> None:
         self._entries = frozenset(e.lower() for e in entries)
+        self._allows_netloc = functools.lru_cache(maxsize=NETLOC_DECISIONS)(self._decide)
 
     def allows(self, url: str) -> bool:
         parts = _split(url)
-        if parts is None or parts.scheme not in DEFAULT_PORTS or not parts.hostname:
+        return parts is not None and self._allows_netloc(parts.scheme, parts.netloc)
+
+    def _decide(self, scheme: str, netloc: str) -> bool:
+        parts = _split(f"{scheme}://{netloc}")
+        if parts is None or scheme not in DEFAULT_PORTS or not parts.hostname:
             return False
         try:
-            port = parts.port or DEFAULT_PORTS[parts.scheme]
+            port = parts.port or DEFAULT_PORTS[scheme]
         except ValueError:
             return False
         host = parts.hostname.lower()
         if f"{host}:{port}" in self._entries:
             return True
-        return host in self._entries and port == DEFAULT_PORTS[parts.scheme]
+        return host in self._entries and port == DEFAULT_PORTS[scheme]
 
 
 def initial_verdict(uri: str | None, allow: AllowList) -> Verdict:
@@ -67,8 +76,12 @@ def initial_verdict(uri: str | None, allow: AllowList) -> Verdict:
 
 
 def resolve_location(location: str, base: str) -> str:
-    """A ``Location`` header made absolute against the URL that sent it."""
-    return urljoin(base, location.strip())
+    """A ``Location`` header made absolute against the URL that sent it (an absolute one,
+    the usual case, is taken as it is: joining would only parse it twice more)."""
+    location = location.strip()
+    if location.startswith(("https://", "http://")):
+        return location
+    return urljoin(base, location)
 
 
 def check_destination(url: str) -> str | None:
@@ -82,9 +95,15 @@ def check_destination(url: str) -> str | None:
 def destination_problem(parts: SplitResult, url: str) -> str | None:
     if len(url) > MAX_URL_CHARS:
         return f"longer than {MAX_URL_CHARS} characters"
-    if parts.scheme not in DEFAULT_PORTS:
-        return f"scheme {parts.scheme or '(none)'!r} is not http or https"
-    if not parts.hostname:
+    return _netloc_problem(parts.scheme, parts.netloc)
+
+
+@functools.lru_cache(maxsize=NETLOC_DECISIONS)
+def _netloc_problem(scheme: str, netloc: str) -> str | None:
+    if scheme not in DEFAULT_PORTS:
+        return f"scheme {scheme or '(none)'!r} is not http or https"
+    parts = _split(f"{scheme}://{netloc}")
+    if parts is None or not parts.hostname:
         return "no host"
     if parts.username is not None or parts.password is not None:
         return "carries user information"
