@@ -300,10 +300,10 @@ class Collector:
         outcomes, stored = await self.ctx.db.transaction("storing batch results", store_group)
         self._tally(outcomes, len(chunk))
         if self.feed is not None:
-            for answer_id, chunk_index, uri in stored.pending_sources:
+            for lookup in stored.lookups:
                 # A full feed drops it: still pending in the database for a later sweep.
                 with contextlib.suppress(anyio.WouldBlock):
-                    self.feed.send_nowait(Lookup(answer_id, chunk_index, uri, now))
+                    self.feed.send_nowait(lookup)
 
     async def _judge_all(
         self,

@@ -279,6 +279,7 @@ class Resolver:
                     item.lookup.attempts + 1,
                     item.resolved_at,
                     latency.total_seconds() * 1000.0,
+                    item.lookup.first_version,
                 )
             )
             self.counts[verdict.status] = self.counts.get(verdict.status, 0) + 1

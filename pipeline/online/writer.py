@@ -101,7 +101,7 @@ class GroupCommitWriter:
                 outcome.committed.set()  # the caller goes on to call 2; still in flight
                 continue
             self._on_finished(change)
-        self._feed_resolver(stored, now)
+        self._feed_resolver(stored)
         self._on_committed()
 
     async def _store(
@@ -129,11 +129,11 @@ class GroupCommitWriter:
         )
         return stored
 
-    def _feed_resolver(self, stored: StoredAnswers, now: dt.datetime) -> None:
+    def _feed_resolver(self, stored: StoredAnswers) -> None:
         if self._feed is None:
             return
-        for answer_id, chunk_index, uri in stored.pending_sources:
+        for lookup in stored.lookups:
             try:
-                self._feed.send_nowait(Lookup(answer_id, chunk_index, uri, now))
+                self._feed.send_nowait(lookup)
             except anyio.WouldBlock:
                 self.dropped += 1  # still pending in the database: swept later

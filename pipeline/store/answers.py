@@ -24,6 +24,7 @@ from pipeline.gemini.wire import GenerateContentResponse
 from pipeline.grounding import GroundedAnswer, Source
 from pipeline.grounding.version_diff import SourceFacts, compare
 from pipeline.job.states import SourceState, Verdict
+from pipeline.store.resolution import Lookup
 from pipeline.store.routes import ROUTE_MANAGED, ROUTE_OWN, clear_next_route, hand_over
 from pipeline.store.tables import answers, sources, supports
 from pipeline.store.upsert import insert_ignoring_conflicts
@@ -54,8 +55,7 @@ class StoredAnswers:
     """What a batch stored: question id -> answer id, and the sources left to resolve."""
 
     answer_ids: dict[int, int] = field(default_factory=dict)
-    # (answer id, chunk index, redirect URI) of each source whose verdict is "pending"
-    pending_sources: list[tuple[int, int, str]] = field(default_factory=list)
+    lookups: list[Lookup] = field(default_factory=list)  # each source stored "pending"
 
 
 async def persist_answers(
@@ -106,7 +106,11 @@ async def persist_answers(
         for source, verdict in zip(record.answer.sources, verdicts[id(record)], strict=True):
             source_rows.append(_source_row(answer_id, source, verdict))
             if verdict.status == SourceState.PENDING and source.uri is not None:
-                stored.pending_sources.append((answer_id, source.index, source.uri))
+                stored.lookups.append(
+                    Lookup(
+                        answer_id, source.index, source.uri, now, first_version=record.version == 1
+                    )
+                )
         support_rows.extend(_support_rows(answer_id, record.answer))
     if source_rows:
         await connection.execute(sources.insert(), source_rows)

@@ -29,6 +29,8 @@ class Lookup:
     uri: str
     persisted_at: dt.datetime
     attempts: int = 0
+    # The question's first answer: no earlier version to compare its destinations with.
+    first_version: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,7 @@ class SourceUpdate:
     attempts: int  # lookups made for this source, this one included
     resolved_at: dt.datetime
     latency_ms: float  # from the answer being stored to this result
+    first_version: bool = False  # as the lookup said: nothing to compare once resolved
 
 
 _UPDATE = (
@@ -64,7 +67,8 @@ _UPDATE = (
 
 async def store_resolutions(connection: AsyncConnection, updates: Sequence[SourceUpdate]) -> None:
     """Write a batch of lookup results (one executemany); then compare the destinations of
-    later answer versions whose redirects are now all resolved with the version before."""
+    later answer versions whose redirects are now all resolved with the version before (a
+    first version has none: no query is made for it)."""
     if not updates:
         return
     await connection.execute(
@@ -84,7 +88,9 @@ async def store_resolutions(connection: AsyncConnection, updates: Sequence[Sourc
             for u in updates
         ],
     )
-    await note_destination_changes(connection, {u.answer_id for u in updates})
+    await note_destination_changes(
+        connection, {u.answer_id for u in updates if not u.first_version}
+    )
 
 
 async def pending_lookups(

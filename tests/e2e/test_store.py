@@ -21,7 +21,7 @@ from pipeline.grounding import ground_answer
 from pipeline.job.states import QuestionState
 from pipeline.links.rules import AllowList, initial_verdict
 from pipeline.store import queue
-from pipeline.store.answers import AnswerRecord, persist_answers
+from pipeline.store.answers import AnswerRecord, StoredAnswers, persist_answers
 from pipeline.store.tables import (
     answers,
     include_in_autogenerate,
@@ -213,7 +213,9 @@ async def test_a_second_answer_for_a_question_is_dropped_not_an_error(engine_fac
         async with engine.begin() as connection:
             first = await persist_answers(connection, [_record(ids[0])], utcnow(), verdict_of)
         assert list(first.answer_ids) == [ids[0]]
-        assert first.pending_sources == [(first.answer_ids[ids[0]], 0, REDIRECT)]
+        assert [(k.answer_id, k.chunk_index, k.uri, k.first_version) for k in first.lookups] == [
+            (first.answer_ids[ids[0]], 0, REDIRECT, True)
+        ]
         async with engine.begin() as connection:
             again = await persist_answers(
                 connection, [_record(ids[0]), _record(ids[1])], utcnow(), verdict_of
@@ -241,14 +243,25 @@ async def test_a_new_version_supersedes_and_destinations_decide_changed(engine_f
         async with engine.connect() as connection:
             qid = await connection.scalar(sa.select(questions.c.id))
 
-        async def resolve(answer_id: int, page: str) -> None:
-            update = SourceUpdate(answer_id, 0, Verdict("resolved", page), 302, 1, utcnow(), 5.0)
+        async def resolve(stored: StoredAnswers, page: str) -> None:
+            (lookup,) = stored.lookups  # the resolver's update carries what its lookup knew
+            update = SourceUpdate(
+                lookup.answer_id,
+                lookup.chunk_index,
+                Verdict("resolved", page),
+                302,
+                1,
+                utcnow(),
+                5.0,
+                lookup.first_version,
+            )
             async with engine.begin() as connection:
                 await store_resolutions(connection, [update])
 
         async with engine.begin() as connection:
             v1 = await persist_answers(connection, [_record(qid)], utcnow(), verdict_of)
-        await resolve(v1.answer_ids[qid], "https://stat.gov.pl/a")
+        assert v1.lookups[0].first_version
+        await resolve(v1, "https://stat.gov.pl/a")
         async with engine.begin() as connection:
             v2 = await persist_answers(
                 connection, [replace(_record(qid), version=2)], utcnow(), verdict_of
@@ -266,7 +279,8 @@ async def test_a_new_version_supersedes_and_destinations_decide_changed(engine_f
         assert rows[1].superseded_at is not None and rows[2].superseded_at is None
         assert (rows[2].changed, rows[2].changes) == (False, [])  # destinations still pending
 
-        await resolve(v2.answer_ids[qid], "https://stat.gov.pl/b")
+        assert not v2.lookups[0].first_version
+        await resolve(v2, "https://stat.gov.pl/b")
         ((changed, changes),) = await _fetch(
             engine, sa.select(answers.c.changed, answers.c.changes).where(answers.c.version == 2)
         )
