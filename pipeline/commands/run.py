@@ -32,6 +32,7 @@ from pipeline.commands.common import (
     schema_hash_of,
 )
 from pipeline.commands.maintain import resolve_pending
+from pipeline.commands.spilled import check_state_dir, store_spilled
 from pipeline.exit_codes import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -113,9 +114,14 @@ async def _run(
     backoff: Backoff | None,
     fallback_auto: bool,
 ) -> int:
+    if (unkeepable := check_state_dir(spec)) is not None:
+        complain(unkeepable)
+        return EXIT_FAILED
     async with opened(spec) as engine:
         job_id = await load_job(engine, spec)
         if job_id is None:
+            return EXIT_FAILED
+        if not await store_spilled(engine, spec, job_id):  # paid before: stored first
             return EXIT_FAILED
         await _queue_stored_work(engine, spec, job_id)
         before = await _read_status(engine, spec, job_id)

@@ -1,0 +1,155 @@
+"""Paid means stored, or kept: a full disk and a database file removed mid-run.
+
+Each run is a child process against the emulator. The emulator's count of answered calls is
+compared with what the database's ledger holds plus what the run kept in its spill file
+(pipeline.run.spill); the rerun must store the kept outcomes without calling for them again.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.testing import running_emulator
+from pipeline.run.context import job_spill_path
+from pipeline.run.spill import read_spilled
+from pipeline.store.tables import calls, questions
+from tests.support.databases import fetch_rows
+from tests.support.jobs import generate_calls, make_job
+from tests.support.waiting import process_exited, wait_until
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(600)]
+
+TMPFS_SIZE = "16m"  # room for every answer once the filler is gone
+ROOM_LEFT = 160 * 1024  # bytes left free on the tmpfs once the questions are loaded
+N_QUESTIONS = 400
+
+
+@contextmanager
+def small_tmpfs(directory: Path) -> Iterator[Path]:
+    """A small tmpfs mounted on ``directory`` (skipped, saying why, where it cannot be)."""
+    directory.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE}", "tmpfs", str(directory)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a {TMPFS_SIZE} tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield directory
+    finally:
+        subprocess.run(["umount", "-l", str(directory)], check=False)
+
+
+def fill(directory: Path, leave: int) -> Path:
+    """A file taking all but ``leave`` bytes of ``directory``'s file system."""
+    stats = os.statvfs(directory)
+    free = stats.f_bavail * stats.f_frsize
+    filler = directory / "filler"
+    with filler.open("wb") as handle:
+        handle.write(b"\0" * max(0, free - leave))
+    return filler
+
+
+def ground(spec_path: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", *args, str(spec_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+async def ground_calls_by_qid(url: str) -> list[str]:
+    """The input ids of the questions of every ground call in the ledger."""
+    rows = await fetch_rows(
+        url,
+        sa.select(questions.c.qid)
+        .select_from(calls.join(questions, calls.c.question_id == questions.c.id))
+        .where(calls.c.step == "ground"),
+    )
+    return [r.qid for r in rows]
+
+
+def kept_ground_calls(path: Path) -> list[str]:
+    return [k.qid for k in read_spilled(path) for c in k.calls if c.step == "ground"]
+
+
+async def test_a_full_disk_keeps_the_paid_answers_and_the_rerun_pays_only_for_the_rest(
+    tmp_path: Path,
+) -> None:
+    with small_tmpfs(tmp_path / "db") as db_dir, running_emulator(EmulatorConfig(seed=5)) as emu:
+        database = f"sqlite:///{db_dir / 'job.sqlite'}"
+        spec = make_job(tmp_path, base_url=emu.base_url, n_questions=N_QUESTIONS, database=database)
+        env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
+        loaded = ground(spec.path, env, "load")
+        assert loaded.returncode == 0, loaded.stderr
+        filler = fill(db_dir, ROOM_LEFT)
+
+        first = ground(spec.path, env, "run")
+        answered = generate_calls(emu.stats())
+        assert first.returncode == 1, first.stderr
+        assert "Traceback" not in first.stderr
+        assert "the database's disk is full (database or disk is full)" in first.stderr
+        spill = job_spill_path(spec)
+        assert str(spill) in first.stderr  # the line names where the paid answers are
+        assert 0 < answered < N_QUESTIONS  # the disk filled mid-run
+        stored = await ground_calls_by_qid(spec.database_url)
+        kept = kept_ground_calls(spill)
+        assert kept, "the full disk left nothing to keep: the test did not test it"
+        # Every answered call is in the ledger or in the spill file: none paid and lost.
+        assert answered == len(stored) + len(kept)
+
+        filler.unlink()
+        second = ground(spec.path, env, "run")
+        assert second.returncode == 0, second.stderr
+        assert f"stored {len(kept)} outcomes of paid calls" in second.stdout
+        rerun_calls = generate_calls(emu.stats()) - answered
+        # Only the questions never answered are asked: nothing kept is paid for twice.
+        assert rerun_calls == N_QUESTIONS - len(set(stored) | set(kept))
+        assert not spill.exists()
+        final = await ground_calls_by_qid(spec.database_url)
+        assert len(final) == generate_calls(emu.stats())
+        assert sorted(set(final)) == sorted({f"q{i:05d}" for i in range(N_QUESTIONS)})
+
+
+async def test_a_database_file_removed_mid_run_stops_it_with_exit_1(tmp_path: Path) -> None:
+    config = EmulatorConfig(seed=9, latency_p50_ms=100, latency_p99_ms=300)
+    with running_emulator(config) as emu:
+        overrides = ["limits.requests_per_minute=3000", "limits.concurrency=8"]
+        spec = make_job(tmp_path, base_url=emu.base_url, n_questions=200, overrides=overrides)
+        env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
+        command = [sys.executable, "-m", "pipeline.cli", "run", str(spec.path)]
+        command += [arg for override in overrides for arg in ("--set", override)]
+        child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            wait_until(
+                lambda: generate_calls(emu.stats()) >= 20,
+                "20 answered calls",
+                abort=process_exited(child),
+            )
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{tmp_path / 'job.sqlite'}{suffix}").unlink(missing_ok=True)
+            _out, err = child.communicate(timeout=120)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.communicate()
+        answered = generate_calls(emu.stats())
+    assert child.returncode == 1, err.decode()
+    stderr = err.decode()
+    assert "Traceback" not in stderr
+    assert f"the database file {tmp_path / 'job.sqlite'} was removed during the run" in stderr
+    assert answered < 200  # stopped, not carried on into the unlinked file
