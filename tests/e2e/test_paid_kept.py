@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +25,7 @@ from pipeline.run.spill import read_spilled
 from pipeline.store.tables import calls, questions
 from tests.support.databases import fetch_rows
 from tests.support.jobs import generate_calls, make_job
+from tests.support.readonly import read_only
 from tests.support.waiting import process_exited, wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(600)]
@@ -168,3 +170,23 @@ async def test_a_database_file_removed_mid_run_stops_it_with_exit_1(tmp_path: Pa
     assert sorted(await ground_calls_by_qid(spec.database_url)) == sorted(
         {f"q{i:05d}" for i in range(200)}
     )
+
+
+async def test_a_read_only_database_file_is_named_not_waited_out(tmp_path: Path) -> None:
+    with running_emulator(EmulatorConfig(seed=3)) as emu:
+        spec = make_job(tmp_path, base_url=emu.base_url, n_questions=20)
+        env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
+        loaded = ground(spec.path, env, "load")
+        assert loaded.returncode == 0, loaded.stderr
+        with read_only(tmp_path / "job.sqlite"):
+            started = time.monotonic()
+            done = ground(spec.path, env, "run", "--set", "job.database_outage_s=300")
+            took = time.monotonic() - started
+        answered = generate_calls(emu.stats())
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "the database is read-only (attempt to write a readonly database)" in done.stderr
+    assert took < 60  # named at once, not waited out for database_outage_s
+    stored = await ground_calls_by_qid(spec.database_url)
+    kept = kept_ground_calls(job_spill_path(spec))
+    assert answered == len(stored) + len(kept)
