@@ -21,8 +21,8 @@ from pipeline.commands.common import complain, say
 from pipeline.job.spec import JobSpec
 from pipeline.links.rules import AllowList, initial_verdict
 from pipeline.online.writer import store_outcomes
-from pipeline.run.context import job_spill_path
-from pipeline.run.spill import Spilled, SpillError, ensure_writable, read_spilled
+from pipeline.run.context import job_spill_prefix
+from pipeline.run.spill import Spilled, SpillError, ensure_writable, read_spilled, spill_files
 from pipeline.run.verdicts import Outcome
 from pipeline.store import queue
 from pipeline.store.faults import storage_fault
@@ -36,7 +36,7 @@ OWNER = "spill"  # no budget hold is ever taken under this name: nothing is rele
 def check_state_dir(spec: JobSpec) -> str | None:
     """Why the run cannot keep what its database might refuse; None when it can."""
     try:
-        ensure_writable(job_spill_path(spec).parent)
+        ensure_writable(job_spill_prefix(spec).parent)
     except SpillError as exc:
         return str(exc)
     return None
@@ -45,14 +45,17 @@ def check_state_dir(spec: JobSpec) -> str | None:
 async def store_spilled(engine: AsyncEngine, spec: JobSpec, job_id: int) -> bool:
     """Store the outcomes kept by earlier runs of the job; False (said in one line) when they
     cannot be stored yet."""
-    path = job_spill_path(spec)
+    paths = spill_files(job_spill_prefix(spec))
     try:
-        kept = read_spilled(path)
+        kept = [k for path in paths for k in read_spilled(path)]
     except SpillError as exc:
         complain(str(exc))
         return False
     if not kept:
+        for path in paths:
+            _done_with(path)
         return True
+    where = ", ".join(str(p) for p in paths)
     db = Database(engine, outage_s=spec.job.database_outage_s)
     allow = AllowList(spec.resolver.allow_hosts)
 
@@ -69,16 +72,17 @@ async def store_spilled(engine: AsyncEngine, spec: JobSpec, job_id: int) -> bool
     try:
         stored, cost = await db.transaction("storing the kept outcomes", store)
     except DatabaseOutage as exc:
-        complain(f"{exc}; the kept outcomes stay in {path}")
+        complain(f"{exc}; the kept outcomes stay in {where}")
         return False
     except Exception as exc:  # one line; the file is kept
         reason = storage_fault(exc) or f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
-        complain(f"cannot store the outcomes kept in {path}: {reason}; the file is kept")
+        complain(f"cannot store the outcomes kept in {where}: {reason}; the file is kept")
         return False
-    _done_with(path)
+    for path in paths:
+        _done_with(path)
     say(
         f"stored {stored} outcomes of paid calls (${cost / 1_000_000:.4f}) kept by an earlier"
-        f" run in {path}: no call made for them"
+        f" run in {where}: no call made for them"
     )
     if stored < len(kept):
         log.warning(

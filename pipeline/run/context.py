@@ -27,7 +27,7 @@ from pipeline.costs.prices import Price, PriceTable, UnconfirmedPriceWarning, lo
 from pipeline.job.calls import worst_case
 from pipeline.job.spec import JobSpec
 from pipeline.limits import Backoff, RetryPolicy
-from pipeline.run.spill import SpillFile, spill_path, state_directory
+from pipeline.run.spill import SpillFile, spill_path, spill_prefix, state_directory
 from pipeline.run.summary import RunSummary
 from pipeline.store.faults import FileIdentity
 from pipeline.store.reconnect import Database
@@ -153,11 +153,11 @@ def run_context(
         policy=RetryPolicy(max_attempts=limits.max_attempts, backoff=backoff),
         budget_micro=int(spec.budget * 1_000_000) if spec.budget is not None else None,
         worst_case=worst_case(spec),
-        spill=SpillFile(job_spill_path(spec)),
+        spill=SpillFile(spill_path(job_spill_prefix(spec))),
     )
 
 
-def job_spill_path(spec: JobSpec) -> Path:
-    """The spill file of ``spec``'s job on its database (:mod:`pipeline.run.spill`)."""
+def job_spill_prefix(spec: JobSpec) -> Path:
+    """Where the spill files of ``spec``'s job on its database go (:mod:`pipeline.run.spill`)."""
     state_dir = state_directory(spec.job.state_dir, spec.path.parent)
-    return spill_path(state_dir, spec.name, display_url(spec.database_url))
+    return spill_prefix(state_dir, spec.name, display_url(spec.database_url))

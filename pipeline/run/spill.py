@@ -10,8 +10,11 @@ transaction), without calling the model for them again, and only then claims que
 
 The spill file lives in the state directory (``[job] state_dir``; by default
 ``$XDG_STATE_HOME/ground``, else ``~/.local/state/ground``), best on another file system than
-the database's, so that a full disk does not take both. Its name is the job's name and a
-digest of the database it belongs to. The directory is checked writable before a run starts.
+the database's, so that a full disk does not take both. Its name is the job's name, a digest
+of the database it belongs to and the process id: several processes of one job each keep
+their own, and a run stores those of processes no longer alive (and its own process's), never
+a file another live process may still be writing. The directory is checked writable before a
+run starts.
 """
 
 from __future__ import annotations
@@ -64,11 +67,40 @@ def state_directory(configured: str, job_dir: Path) -> Path:
     return base / STATE_DIR_NAME
 
 
-def spill_path(state_dir: Path, job_name: str, database: str) -> Path:
-    """The spill file of job ``job_name`` on ``database`` (its display form, no password)."""
+def spill_prefix(state_dir: Path, job_name: str, database: str) -> Path:
+    """Where the spill files of job ``job_name`` on ``database`` (its display form, no
+    password) go: this, then ``.PID.spill.jsonl``."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", job_name)[:80] or "job"
     digest = hashlib.sha256(database.encode()).hexdigest()[:12]
-    return state_dir / f"{safe}-{digest}{SPILL_SUFFIX}"
+    return state_dir / f"{safe}-{digest}"
+
+
+def spill_path(prefix: Path, pid: int | None = None) -> Path:
+    """The spill file of process ``pid`` (this one by default)."""
+    return prefix.with_name(f"{prefix.name}.{pid or os.getpid()}{SPILL_SUFFIX}")
+
+
+def spill_files(prefix: Path) -> list[Path]:
+    """The spill files under ``prefix`` a run may store: this process's, and those of
+    processes no longer alive (another live one may still be writing its own)."""
+    found = []
+    for path in sorted(prefix.parent.glob(f"{prefix.name}.*{SPILL_SUFFIX}")):
+        pid = path.name[len(prefix.name) + 1 : -len(SPILL_SUFFIX)]
+        if not pid.isdigit():
+            continue
+        if int(pid) == os.getpid() or not _alive(int(pid)):
+            found.append(path)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def ensure_writable(state_dir: Path) -> None:

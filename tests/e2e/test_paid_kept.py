@@ -20,7 +20,8 @@ import sqlalchemy as sa
 
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
-from pipeline.run.context import job_spill_path
+from pipeline.job.spec import JobSpec
+from pipeline.run.context import job_spill_prefix
 from pipeline.run.spill import read_spilled
 from pipeline.store.tables import calls, questions
 from tests.support.databases import fetch_rows
@@ -85,8 +86,20 @@ async def ground_calls_by_qid(url: str) -> list[str]:
     return [r.qid for r in rows]
 
 
-def kept_ground_calls(path: Path) -> list[str]:
-    return [k.qid for k in read_spilled(path) for c in k.calls if c.step == "ground"]
+def spill_files(spec: JobSpec) -> list[Path]:
+    """The job's spill files, whichever process wrote them."""
+    prefix = job_spill_prefix(spec)
+    return sorted(prefix.parent.glob(f"{prefix.name}.*.spill.jsonl"))
+
+
+def kept_ground_calls(spec: JobSpec) -> list[str]:
+    return [
+        k.qid
+        for path in spill_files(spec)
+        for k in read_spilled(path)
+        for c in k.calls
+        if c.step == "ground"
+    ]
 
 
 async def test_a_full_disk_keeps_the_paid_answers_and_the_rerun_pays_only_for_the_rest(
@@ -105,11 +118,11 @@ async def test_a_full_disk_keeps_the_paid_answers_and_the_rerun_pays_only_for_th
         assert first.returncode == 1, first.stderr
         assert "Traceback" not in first.stderr
         assert "the database's disk is full (database or disk is full)" in first.stderr
-        spill = job_spill_path(spec)
+        (spill,) = spill_files(spec)
         assert str(spill) in first.stderr  # the line names where the paid answers are
         assert 0 < answered < N_QUESTIONS  # the disk filled mid-run
         stored = await ground_calls_by_qid(spec.database_url)
-        kept = kept_ground_calls(spill)
+        kept = kept_ground_calls(spec)
         assert stored, "nothing fitted: the test did not see a disk filling up"
         assert kept, "the full disk left nothing to keep: the test did not test it"
         # Every answered call is in the ledger or in the spill file: none paid and lost.
@@ -156,7 +169,7 @@ async def test_a_database_file_removed_mid_run_stops_it_with_exit_1(tmp_path: Pa
     assert "Traceback" not in stderr
     assert f"the database file {tmp_path / 'job.sqlite'} was removed during the run" in stderr
     assert answered < 200  # stopped, not carried on into the unlinked file
-    kept = kept_ground_calls(job_spill_path(spec))
+    kept = kept_ground_calls(spec)
     assert kept
 
     # The rerun opens a new database at the path: it stores what was kept, without calling
@@ -188,5 +201,5 @@ async def test_a_read_only_database_file_is_named_not_waited_out(tmp_path: Path)
     assert "the database is read-only (attempt to write a readonly database)" in done.stderr
     assert took < 60  # named at once, not waited out for database_outage_s
     stored = await ground_calls_by_qid(spec.database_url)
-    kept = kept_ground_calls(job_spill_path(spec))
+    kept = kept_ground_calls(spec)
     assert answered == len(stored) + len(kept)

@@ -4,6 +4,8 @@ directory is checked before a run."""
 from __future__ import annotations
 
 import datetime as dt
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,9 @@ from pipeline.run.spill import (
     SpillFile,
     ensure_writable,
     read_spilled,
+    spill_files,
     spill_path,
+    spill_prefix,
     state_directory,
 )
 from pipeline.run.verdicts import Outcome, stored_answer
@@ -91,9 +95,19 @@ def test_the_state_directory_follows_xdg_and_the_job_file(
     assert state_directory("spills", tmp_path / "jobs") == tmp_path / "jobs" / "spills"
     monkeypatch.delenv("XDG_STATE_HOME")
     assert state_directory("", tmp_path) == Path.home() / ".local" / "state" / "ground"
-    one = spill_path(tmp_path, "my job/1", "/data/a.sqlite")
-    assert one.name.startswith("my_job_1-") and one.name.endswith(".spill.jsonl")
-    assert one != spill_path(tmp_path, "my job/1", "/data/b.sqlite")  # per database
+    one = spill_path(spill_prefix(tmp_path, "my job/1", "/data/a.sqlite"))
+    assert one.name.startswith("my_job_1-")
+    assert one.name.endswith(f".{os.getpid()}.spill.jsonl")
+    assert one != spill_path(spill_prefix(tmp_path, "my job/1", "/data/b.sqlite"))
+
+
+def test_a_run_stores_its_own_and_dead_processes_files_never_a_live_ones(tmp_path: Path) -> None:
+    prefix = spill_prefix(tmp_path, "job", "/data/a.sqlite")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for pid in (os.getpid(), dead.pid, 1):  # 1: always alive, maybe still writing its own
+        spill_path(prefix, pid).write_bytes(b"")
+    assert spill_files(prefix) == sorted([spill_path(prefix), spill_path(prefix, dead.pid)])
 
 
 def test_an_unwritable_state_directory_is_refused_in_one_line(tmp_path: Path) -> None:
