@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 import orjson
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.clock import utcnow
@@ -150,13 +151,17 @@ async def _run(
                     return early
             await _run_online(spec, ctx, plan, before, watch, exporter)
         summary = ctx.summary
-        after = await _read_status(engine, spec, job_id)
+        try:
+            after: JobStatus | None = await _read_status(engine, spec, job_id)
+        except (DBAPIError, OSError):  # gone since (the stop says why): no status to show
+            after = None
     say(_render_summary(summary))
-    say(render_status(after))
-    label_local_spend(spec)
+    if after is not None:
+        say(render_status(after))
+        label_local_spend(spec)
     say(f"results: {display_url(spec)}")
-    status = _closing_status(spec, summary.stopped, after.states)
-    _write_summary_json(watch, status, spec, summary, after, exporter)
+    status = _closing_status(spec, summary.stopped, after.states if after else {})
+    _write_summary_json(watch, status, spec, summary, after or before, exporter)
     return status
 
 

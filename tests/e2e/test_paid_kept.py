@@ -8,6 +8,7 @@ compared with what the database's ledger holds plus what the run kept in its spi
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -26,6 +27,7 @@ from pipeline.run.spill import read_spilled
 from pipeline.store.tables import calls, questions
 from tests.support.databases import fetch_rows
 from tests.support.jobs import generate_calls, make_job
+from tests.support.pgcluster import private_cluster
 from tests.support.readonly import read_only
 from tests.support.waiting import process_exited, wait_until
 
@@ -203,3 +205,68 @@ async def test_a_read_only_database_file_is_named_not_waited_out(tmp_path: Path)
     stored = await ground_calls_by_qid(spec.database_url)
     kept = kept_ground_calls(spec)
     assert answered == len(stored) + len(kept)
+
+
+@pytest.mark.postgres
+async def test_the_first_sigterm_ends_a_run_waiting_out_a_lost_database_at_once(
+    tmp_path: Path,
+) -> None:
+    """The server stopped mid-run, ``database_outage_s`` 300: a SIGTERM ends the run within
+    seconds, the paid answers it could not store kept; the rerun stores them, calling only for
+    the questions never answered."""
+    n = 300
+    overrides = ["limits.requests_per_minute=1500", "job.database_outage_s=300"]
+    config = EmulatorConfig(seed=148, ungrounded_share=0.0, latency_p50_ms=200)
+    with private_cluster() as cluster, running_emulator(config) as emu:
+        spec = make_job(
+            tmp_path,
+            base_url=emu.base_url,
+            n_questions=n,
+            database=cluster.url.replace("+asyncpg", ""),
+            overrides=overrides,
+        )
+        env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
+        command = [sys.executable, "-m", "pipeline.cli", "run", str(spec.path)]
+        command += [arg for override in overrides for arg in ("--set", override)]
+        log = tmp_path / "run.log"
+        with log.open("wb") as stderr:
+            child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=stderr)
+        try:
+            wait_until(
+                lambda: generate_calls(emu.stats()) >= 40,
+                "40 answered calls",
+                abort=process_exited(child),
+            )
+            cluster.stop()
+            wait_until(
+                lambda: "database connection lost" in log.read_text(),
+                "the run noticing the outage",
+                abort=process_exited(child),
+            )
+            child.send_signal(signal.SIGTERM)
+            signalled = time.monotonic()
+            child.communicate(timeout=120)
+            took = time.monotonic() - signalled
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.communicate()
+        answered = generate_calls(emu.stats())
+        stderr_text = log.read_text()
+        assert child.returncode == 1, stderr_text
+        assert took < 30, f"the SIGTERM took {took:.0f} s"  # not database_outage_s
+        assert 0 < answered < n
+        assert "Traceback" not in stderr_text
+        closing = stderr_text.strip().splitlines()[-1]
+        assert closing.startswith("ground: run stopped early: SIGTERM received"), closing
+        assert "kept in" in closing, closing
+
+        cluster.start()
+        again = ground(spec.path, env, "run")
+        assert again.returncode == 0, again.stderr
+        assert "stored " in again.stdout and "outcomes of paid calls" in again.stdout
+        stored = await ground_calls_by_qid(cluster.url)
+        assert len(stored) == generate_calls(emu.stats())  # every paid call stored once
+        # The rerun called only for the questions never answered: one call per question.
+        assert generate_calls(emu.stats()) == n
+        assert sorted(set(stored)) == sorted({f"q{i:05d}" for i in range(n)})
