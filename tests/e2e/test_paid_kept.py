@@ -39,17 +39,17 @@ N_QUESTIONS = 400
 
 
 @contextmanager
-def small_tmpfs(directory: Path) -> Iterator[Path]:
+def small_tmpfs(directory: Path, size: str = TMPFS_SIZE) -> Iterator[Path]:
     """A small tmpfs mounted on ``directory`` (skipped, saying why, where it cannot be)."""
     directory.mkdir()
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE}", "tmpfs", str(directory)],
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)],
         capture_output=True,
         text=True,
         check=False,
     )
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a {TMPFS_SIZE} tmpfs here: {mounted.stderr.strip()}")
+        pytest.skip(f"cannot mount a {size} tmpfs here: {mounted.stderr.strip()}")
     try:
         yield directory
     finally:
@@ -270,3 +270,20 @@ async def test_the_first_sigterm_ends_a_run_waiting_out_a_lost_database_at_once(
         # The rerun called only for the questions never answered: one call per question.
         assert generate_calls(emu.stats()) == n
         assert sorted(set(stored)) == sorted({f"q{i:05d}" for i in range(n)})
+
+
+def test_a_load_that_fills_the_disk_says_so_in_one_line(tmp_path: Path) -> None:
+    with small_tmpfs(tmp_path / "db", "300k") as db_dir:
+        spec = make_job(
+            tmp_path,
+            base_url="http://127.0.0.1:9",
+            n_questions=3000,
+            database=f"sqlite:///{db_dir / 'job.sqlite'}",
+        )
+        loaded = ground(spec.path, dict(os.environ), "load")
+    assert loaded.returncode == 1
+    assert loaded.stderr.splitlines() == [
+        "ground: the database's disk is full (database or disk is full), while loading"
+        " questions.jsonl: the chunks committed before are kept; load again once the"
+        " database can be written"
+    ]
