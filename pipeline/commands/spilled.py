@@ -22,7 +22,7 @@ from pipeline.job.spec import JobSpec
 from pipeline.links.rules import AllowList, initial_verdict
 from pipeline.online.writer import store_outcomes
 from pipeline.run.context import job_spill_prefix
-from pipeline.run.spill import Spilled, SpillError, ensure_writable, read_spilled, spill_files
+from pipeline.run.spill import Spilled, SpillError, claim_spill_files, ensure_writable, read_spilled
 from pipeline.run.verdicts import Outcome
 from pipeline.store import queue
 from pipeline.store.faults import storage_fault
@@ -45,7 +45,7 @@ def check_state_dir(spec: JobSpec) -> str | None:
 async def store_spilled(engine: AsyncEngine, spec: JobSpec, job_id: int) -> bool:
     """Store the outcomes kept by earlier runs of the job; False (said in one line) when they
     cannot be stored yet."""
-    paths = spill_files(job_spill_prefix(spec))
+    paths = claim_spill_files(job_spill_prefix(spec))
     try:
         kept = [k for path in paths for k in read_spilled(path)]
     except SpillError as exc:

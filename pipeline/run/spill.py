@@ -85,12 +85,42 @@ def spill_files(prefix: Path) -> list[Path]:
     processes no longer alive (another live one may still be writing its own)."""
     found = []
     for path in sorted(prefix.parent.glob(f"{prefix.name}.*{SPILL_SUFFIX}")):
-        pid = path.name[len(prefix.name) + 1 : -len(SPILL_SUFFIX)]
-        if not pid.isdigit():
-            continue
-        if int(pid) == os.getpid() or not _alive(int(pid)):
+        pid = _pid_of(prefix, path)
+        if pid is not None and (pid == os.getpid() or not _alive(pid)):
             found.append(path)
     return found
+
+
+def claim_spill_files(prefix: Path) -> list[Path]:
+    """:func:`spill_files`, each made this process's by an atomic rename (``PID-N``), so that
+    two runs starting together never store the same file twice; a file another run claimed
+    first is left to it. A claimed file not stored (the database still refuses) is found
+    again once this process has ended."""
+    mine = []
+    for path in spill_files(prefix):
+        if _pid_of(prefix, path) == os.getpid():
+            mine.append(path)
+            continue
+        number = 1
+        while (target := _claimed(prefix, number)).exists():
+            number += 1
+        try:
+            path.rename(target)
+        except FileNotFoundError:
+            continue  # claimed by another run a moment ago
+        mine.append(target)
+    return mine
+
+
+def _claimed(prefix: Path, number: int) -> Path:
+    return prefix.with_name(f"{prefix.name}.{os.getpid()}-{number}{SPILL_SUFFIX}")
+
+
+def _pid_of(prefix: Path, path: Path) -> int | None:
+    """The process a spill file is of: ``PREFIX.PID.spill.jsonl`` or ``PREFIX.PID-N...``."""
+    middle = path.name[len(prefix.name) + 1 : -len(SPILL_SUFFIX)]
+    pid = middle.split("-", 1)[0]
+    return int(pid) if pid.isdigit() else None
 
 
 def _alive(pid: int) -> bool:

@@ -14,6 +14,7 @@ from pipeline.job.states import QuestionState
 from pipeline.run.spill import (
     SpillError,
     SpillFile,
+    claim_spill_files,
     ensure_writable,
     read_spilled,
     spill_files,
@@ -108,6 +109,12 @@ def test_a_run_stores_its_own_and_dead_processes_files_never_a_live_ones(tmp_pat
     for pid in (os.getpid(), dead.pid, 1):  # 1: always alive, maybe still writing its own
         spill_path(prefix, pid).write_bytes(b"")
     assert spill_files(prefix) == sorted([spill_path(prefix), spill_path(prefix, dead.pid)])
+    claimed = claim_spill_files(prefix)  # the dead one's made ours: no other run takes it
+    assert len(claimed) == 2
+    assert spill_path(prefix) in claimed
+    assert not spill_path(prefix, dead.pid).exists()
+    assert spill_path(prefix, 1).exists()
+    assert sorted(spill_files(prefix)) == sorted(claimed)
 
 
 def test_an_unwritable_state_directory_is_refused_in_one_line(tmp_path: Path) -> None:
