@@ -58,6 +58,7 @@ from pipeline.results.status import (
 from pipeline.run.context import RunContext, run_context
 from pipeline.run.summary import RunSummary
 from pipeline.store import versions
+from pipeline.store.reconnect import DatabaseOutage
 from pipeline.watch.exporter import RunExporter, RunSettings, exporting
 from pipeline.watch.progress import WatchOptions
 from pipeline.watch.progress import watch as progress_watch
@@ -146,7 +147,11 @@ async def _run(
                 from pipeline.commands.batch import run_batches
 
                 wait = spec.batch.wait and not no_wait
-                early = await run_batches(spec, ctx, plan, wait=wait)
+                early = None
+                try:
+                    early = await run_batches(spec, ctx, plan, wait=wait)
+                except* DatabaseOutage as group:  # the batches' state stays where it was
+                    ctx.stop(str(group.exceptions[0]))
                 if early is not None:
                     return early
             await _run_online(spec, ctx, plan, before, watch, exporter)
