@@ -22,11 +22,19 @@ from pipeline.job.spec import JobSpec
 from pipeline.links.rules import AllowList, initial_verdict
 from pipeline.online.writer import store_outcomes
 from pipeline.run.context import job_spill_prefix
-from pipeline.run.spill import Spilled, SpillError, claim_spill_files, ensure_writable, read_spilled
+from pipeline.run.spill import (
+    Spilled,
+    SpillError,
+    claim_spill_files,
+    ensure_writable,
+    read_spilled,
+    same_file_system,
+)
 from pipeline.run.verdicts import Outcome
 from pipeline.store import queue
 from pipeline.store.faults import storage_fault
 from pipeline.store.reconnect import Database, DatabaseOutage
+from pipeline.store.urls import sqlite_file
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +43,18 @@ OWNER = "spill"  # no budget hold is ever taken under this name: nothing is rele
 
 def check_state_dir(spec: JobSpec) -> str | None:
     """Why the run cannot keep what its database might refuse; None when it can."""
+    state_dir = job_spill_prefix(spec).parent
     try:
-        ensure_writable(job_spill_prefix(spec).parent)
+        ensure_writable(state_dir)
     except SpillError as exc:
         return str(exc)
+    if same_file_system(state_dir, sqlite_file(spec.database_url)):
+        log.info(
+            "the state directory %s is on the database's file system: a full disk would"
+            " take both (set [job] state_dir)",
+            state_dir,
+            extra={"action": "state_dir_same_fs"},
+        )
     return None
 
 
