@@ -24,6 +24,15 @@ def _no_backend_switch(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _state_home(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Each test its own state directory (a run's spill files, pipeline.run.spill): never the
+    developer's ~/.local/state, never another test's."""
+    state = tmp_path_factory.mktemp("state")
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    return state
+
+
 @pytest.fixture
 def emulator_key(monkeypatch: pytest.MonkeyPatch) -> str:
     """The emulator's API key in the environment, as a user's key would be."""

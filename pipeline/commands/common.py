@@ -26,6 +26,7 @@ from pipeline.store.engine import (
     ensure_directory,
     migrate,
 )
+from pipeline.store.faults import storage_fault
 from pipeline.store.urls import sqlite_file
 from pipeline.watch.terminal import printable
 
@@ -140,6 +141,15 @@ async def load_job(engine: AsyncEngine, spec: JobSpec) -> int | None:
         )
     except LoadError as exc:
         complain(f"{exc} (nothing was loaded)")
+        return None
+    except DBAPIError as exc:
+        fault = storage_fault(exc)
+        if fault is None:
+            raise
+        complain(
+            f"{fault}, while loading {_source_name(spec)}: the chunks committed before are"
+            " kept; load again once the database can be written"
+        )
         return None
     if result.total == 0:
         complain(f"{spec.source_path}: the file has no questions (nothing was loaded)")

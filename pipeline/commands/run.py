@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 import orjson
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.clock import utcnow
@@ -32,6 +33,7 @@ from pipeline.commands.common import (
     schema_hash_of,
 )
 from pipeline.commands.maintain import resolve_pending
+from pipeline.commands.spilled import check_state_dir, store_spilled
 from pipeline.exit_codes import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -56,6 +58,7 @@ from pipeline.results.status import (
 from pipeline.run.context import RunContext, run_context
 from pipeline.run.summary import RunSummary
 from pipeline.store import versions
+from pipeline.store.reconnect import DatabaseOutage
 from pipeline.watch.exporter import RunExporter, RunSettings, exporting
 from pipeline.watch.progress import WatchOptions
 from pipeline.watch.progress import watch as progress_watch
@@ -113,9 +116,14 @@ async def _run(
     backoff: Backoff | None,
     fallback_auto: bool,
 ) -> int:
+    if (unkeepable := check_state_dir(spec)) is not None:
+        complain(unkeepable)
+        return EXIT_FAILED
     async with opened(spec) as engine:
         job_id = await load_job(engine, spec)
         if job_id is None:
+            return EXIT_FAILED
+        if not await store_spilled(engine, spec, job_id):  # paid before: stored first
             return EXIT_FAILED
         await _queue_stored_work(engine, spec, job_id)
         before = await _read_status(engine, spec, job_id)
@@ -139,18 +147,26 @@ async def _run(
                 from pipeline.commands.batch import run_batches
 
                 wait = spec.batch.wait and not no_wait
-                early = await run_batches(spec, ctx, plan, wait=wait)
+                early = None
+                try:
+                    early = await run_batches(spec, ctx, plan, wait=wait)
+                except* DatabaseOutage as group:  # the batches' state stays where it was
+                    ctx.stop(str(group.exceptions[0]))
                 if early is not None:
                     return early
             await _run_online(spec, ctx, plan, before, watch, exporter)
         summary = ctx.summary
-        after = await _read_status(engine, spec, job_id)
+        try:
+            after: JobStatus | None = await _read_status(engine, spec, job_id)
+        except (DBAPIError, OSError):  # gone since (the stop says why): no status to show
+            after = None
     say(_render_summary(summary))
-    say(render_status(after))
-    label_local_spend(spec)
+    if after is not None:
+        say(render_status(after))
+        label_local_spend(spec)
     say(f"results: {display_url(spec)}")
-    status = _closing_status(spec, summary.stopped, after.states)
-    _write_summary_json(watch, status, spec, summary, after, exporter)
+    status = _closing_status(spec, summary.stopped, after.states if after else {})
+    _write_summary_json(watch, status, spec, summary, after or before, exporter)
     return status
 
 

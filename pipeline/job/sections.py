@@ -61,6 +61,11 @@ class JobSection(_Section):
     fail_on: tuple[str, ...] = ("failed", "invalid")
     # Seconds the database may stay unreachable (a restart, a failover) before a run gives up.
     database_outage_s: Seconds = 300.0
+    # Where a run keeps the paid responses its database could not take (a spill file per job
+    # and database, stored by the next run): empty = $XDG_STATE_HOME/ground, else
+    # ~/.local/state/ground. Best on another file system than the database. Relative paths
+    # are relative to the job file.
+    state_dir: str = ""
 
 
 class SourceSection(_Section):

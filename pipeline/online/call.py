@@ -38,6 +38,7 @@ from pipeline.limits import GroundingPause, JobLimits, estimate_tokens
 from pipeline.limits.daily import DAILY_RESET_MARGIN
 from pipeline.run.context import RunPrices
 from pipeline.store.ledger import CallRecord
+from pipeline.store.reconnect import DatabaseOutage
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +148,10 @@ class MeteredCaller:
         if limits.tokens is not None:
             limits.tokens.reconcile(taken, usage.prompt_token_count)
         if self._adaptive:
-            await limits.requests.on_success()
+            try:
+                await limits.requests.on_success()
+            except DatabaseOutage:  # paid: the response goes on to the writer (or the spill)
+                log.debug("the shared rate could not be raised", extra={"action": "rate_kept"})
         response = result.response
         grounding = response.candidates[0].grounding_metadata if response.candidates else None
         cost = call_cost(price, usage, grounding, tool=tool) if price is not None else None

@@ -33,7 +33,12 @@
 * The database may go away (a restart, a failover): every statement of the claimer, the
   writer and the heartbeat is retried with backoff on lost connections, outcomes are held
   until they are stored, and an outage longer than ``[job] database_outage_s`` ends the run
-  with one message (:class:`~pipeline.store.reconnect.DatabaseOutage`).
+  with one message (:class:`~pipeline.store.reconnect.DatabaseOutage`). A storage that
+  refuses (a full disk, a read-only or removed file:
+  :class:`~pipeline.store.faults.StorageFault`) stops the run at once, naming the cause.
+  Either way the calls under way finish, and the outcomes the database could not take are
+  kept in the spill file (:mod:`pipeline.run.spill`) and counted in the run's spend; the
+  run's closing line names the cause and the file, and the next run stores them first.
 * A stop (signal, or the retry policy's verdict: budget spent, too many auth failures, the
   endpoint unreachable, a long daily pause) stops claiming; calls already started finish and
   are stored; questions claimed but not yet called are released without spending an attempt.
@@ -144,6 +149,9 @@ class OnlineRunner:
         self._own: OwnAnswerer | None = None  # own retrieval, when the job has an index
         self.caller: MeteredCaller | None = None
         self._in_flight: set[int] = set()
+        self._qids: dict[int, str] = {}  # the input's own id of each question in flight
+        self._fault: str | None = None  # why the database stopped taking what the run stores
+        self._writer_used: GroupCommitWriter | None = None
         self._calling = 0  # callers inside a call right now (their outcome is still to come)
         self._unstarted: list[int] = []
         self._progress = anyio.Event()
@@ -189,11 +197,41 @@ class OnlineRunner:
         try:
             await self._run()
         except* DatabaseOutage as group:
-            message = str(group.exceptions[0])
-            log.error(message, extra={"action": "database_outage"})
-            self.ctx.summary.stopped = message
+            self._database_failed(str(group.exceptions[0]))
+        if self._fault is None:
+            try:
+                self.ctx.db.check_file("the end of the run")
+            except DatabaseOutage as fault:
+                self._database_failed(str(fault))
+        if self._fault is not None:
+            self.summary.stopped = self._fault_message(self._fault)
         self.summary.elapsed_s = time.perf_counter() - started
         return self.summary
+
+    def _database_failed(self, message: str) -> None:
+        """The database cannot take what the run stores (or is away for too long): said once,
+        and the run stops; what is under way finishes and is kept (the writer's spill)."""
+        if self._fault is None:
+            self._fault = message
+            log.error(message, extra={"action": "database_outage"})
+        self.stop(message)
+
+    def _fault_message(self, fault: str) -> str:
+        """The closing line: the cause, then where the paid outcomes went."""
+        spill = self.ctx.spill
+        writer = self._writer_used
+        parts = [fault]
+        if self.summary.stopped is not None and self.summary.stopped != fault:
+            parts.insert(0, self.summary.stopped)
+        if spill is not None and spill.kept:
+            parts.append(
+                f"{spill.kept} outcomes of paid calls (${spill.kept_cost_micro / 1_000_000:.4f})"
+                f" kept in {spill.path}; the next run stores them without calling again"
+            )
+        if writer is not None and writer.lost:
+            why = writer.spill_problem or "no spill file"
+            parts.append(f"{writer.lost} outcomes could not be kept ({why})")
+        return "; ".join(parts)
 
     async def _release_dead(self) -> None:
         """Take back what runs that died left: their leases (on this host: at once) and their
@@ -238,8 +276,11 @@ class OnlineRunner:
                 await self._run_pipeline()
             finally:
                 with anyio.CancelScope(shield=True):
-                    await self._release_leftovers()
-                    await self.limits.close()
+                    for closing in (self._release_leftovers, self.limits.close):
+                        try:
+                            await closing()
+                        except DatabaseOutage as fault:  # the leases expire on their own
+                            self._database_failed(str(fault))
 
     async def _run_pipeline(self) -> None:
         work_send, work_recv = anyio.create_memory_object_stream[ClaimedQuestion](self._concurrency)
@@ -251,7 +292,7 @@ class OnlineRunner:
             async with anyio.create_task_group() as resolving:
                 if self.resolver is not None:
                     self._feed = feed_send
-                    resolving.start_soon(self.resolver.serve, feed_recv)
+                    resolving.start_soon(self._resolve, self.resolver, feed_recv)
                 else:
                     feed_recv.close()
                 writer = self._writer()
@@ -268,16 +309,35 @@ class OnlineRunner:
                         await self._sweep(None)
             outer.cancel_scope.cancel()
 
+    async def _resolve(self, resolver: Resolver, feed: ObjectReceiveStream[Lookup]) -> None:
+        """The resolver, beside the pool; a database that cannot take its verdicts stops the
+        run (the redirects stay pending, resolved by a later run), not the calls under way."""
+        try:
+            await resolver.serve(feed)
+        except* DatabaseOutage as group:
+            self._database_failed(str(group.exceptions[0]))
+
     async def _sweep(self, stored_before: dt.datetime | None) -> None:
         """Feed the resolver the sources still pending in the database: at start-up those of
         earlier runs, at the end those the full feed had to drop."""
         if self.resolver is None or self._feed is None:
             return
         lookups = pending_lookups(self.ctx.db, self.ctx.job_id, stored_before=stored_before)
-        async for lookup in lookups:
-            await self._feed.send(lookup)
+        try:
+            async for lookup in lookups:
+                await self._feed.send(lookup)
+        except anyio.BrokenResourceError:
+            return  # the resolver stopped (the database failed): the rest stay pending
+        except DatabaseOutage as fault:
+            self._database_failed(str(fault))
 
     async def _claimer(self, work: ObjectSendStream[ClaimedQuestion]) -> None:
+        try:
+            await self._claim(work)
+        except DatabaseOutage as fault:  # the calls under way finish; the writer keeps them
+            self._database_failed(str(fault))
+
+    async def _claim(self, work: ObjectSendStream[ClaimedQuestion]) -> None:
         high_water = self._concurrency * IN_FLIGHT_PER_SLOT
         refill = refill_batch(self._concurrency)
         async with work:
@@ -296,6 +356,7 @@ class OnlineRunner:
                 if batch:
                     self.summary.claimed += len(batch)
                     self._in_flight.update(q.id for q in batch)
+                    self._qids.update((q.id, q.qid) for q in batch)
                     for question in batch:
                         await work.send(question)
                     continue
@@ -332,6 +393,9 @@ class OnlineRunner:
                     continue
                 try:
                     await self._handle(question, outcomes)
+                except DatabaseOutage as fault:  # a limit's row could not be written
+                    self._database_failed(str(fault))
+                    self._unstarted.append(question.id)
                 except Exception as exc:  # a bug of ours must cost one question, not the run
                     log.exception("question %s", question.qid, extra={"action": "internal_error"})
                     change = StateChange(
@@ -485,7 +549,7 @@ class OnlineRunner:
 
     def _writer(self) -> GroupCommitWriter:
         """The run's writer, once the shared limits and the resolver feed are set up."""
-        return GroupCommitWriter(
+        self._writer_used = GroupCommitWriter(
             self.ctx.db,
             self.ctx.job_id,
             self.owner,
@@ -494,11 +558,16 @@ class OnlineRunner:
             feed=self._feed,
             on_finished=self._finished,
             on_committed=self._notify,
+            spill=self.ctx.spill,
+            qid_of=self._qids.get,
+            on_fault=self._database_failed,
         )
+        return self._writer_used
 
     def _finished(self, change: StateChange) -> None:
         """A question's final change in this run is stored: it leaves the pool."""
         self._in_flight.discard(change.question_id)
+        self._qids.pop(change.question_id, None)
         self.summary.count(change.state)
         log.debug(
             "question %s -> %s",
@@ -508,6 +577,12 @@ class OnlineRunner:
         )
 
     async def _heartbeat(self) -> None:
+        try:
+            await self._beat()
+        except DatabaseOutage as fault:
+            self._database_failed(str(fault))
+
+    async def _beat(self) -> None:
         while True:
             await anyio.sleep(self._lease.total_seconds() / 4)
             ids = list(self._in_flight)

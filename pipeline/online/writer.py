@@ -15,6 +15,12 @@
   finished question is reported to the pool, and each stored redirect is handed to the
   resolver's feed at once; a full feed drops it (still pending in the database: the final
   sweep has it) and counts it in :attr:`GroupCommitWriter.dropped`.
+* Paid means stored, or kept: before each commit the SQLite file is checked to be the one
+  opened (device and inode). When a commit fails for good (a full disk, a read-only or
+  removed file, an outage past ``[job] database_outage_s``, a stop while the database is
+  away), the run is stopped with the cause, and that group and every outcome after it go to
+  the spill file (:mod:`pipeline.run.spill`) instead; callers waiting on a commit are
+  released (the run is stopping, so they go no further). The next run stores them first.
 """
 
 from __future__ import annotations
@@ -31,13 +37,14 @@ from pipeline.clock import utcnow
 from pipeline.limits import JobLimits
 from pipeline.links.resolver import Lookup
 from pipeline.run.commit_window import batches
+from pipeline.run.spill import SpillError, SpillFile
 from pipeline.run.verdicts import Outcome
 from pipeline.store import queue
 from pipeline.store import quota as shared_quota
 from pipeline.store.answers import StoredAnswers, VerdictOf, persist_answers
 from pipeline.store.ledger import persist_calls
 from pipeline.store.queue import StateChange
-from pipeline.store.reconnect import Database
+from pipeline.store.reconnect import Database, DatabaseOutage
 from pipeline.store.structured import persist_structured
 
 T = TypeVar("T")
@@ -63,9 +70,14 @@ class GroupCommitWriter:
         feed: ObjectSendStream[Lookup] | None,
         on_finished: Callable[[StateChange], None],
         on_committed: Callable[[], None],
+        spill: SpillFile | None = None,
+        qid_of: Callable[[int], str | None] = lambda _id: None,
+        on_fault: Callable[[str], None] = lambda _message: None,
     ) -> None:
         """``on_finished``: told of each question that leaves the pool (its final change in
-        this run); ``on_committed``: called after every commit (the pool's progress)."""
+        this run); ``on_committed``: called after every commit (the pool's progress);
+        ``spill``: where outcomes go once the database cannot take them (``qid_of``: a
+        question's own id), ``on_fault``: told why, once (it stops the run)."""
         self._db = db
         self._job_id = job_id
         self._owner = owner
@@ -73,7 +85,13 @@ class GroupCommitWriter:
         self._feed = feed
         self._on_finished = on_finished
         self._on_committed = on_committed
+        self._spill = spill
+        self._qid_of = qid_of
+        self._on_fault = on_fault
         self.dropped = 0  # stored redirects the full feed could not take
+        self.fault: str | None = None  # why the database stopped taking outcomes
+        self.lost = 0  # outcomes neither stored nor kept (the spill file failed too)
+        self.spill_problem: str | None = None
 
     async def run(
         self, outcomes: ObjectReceiveStream[Outcome], flush_now: Callable[[], bool]
@@ -84,7 +102,30 @@ class GroupCommitWriter:
             outcomes, WRITE_BATCH_MAX, linger_s=WRITE_LINGER_S, flush_early=flush_now
         ):
             with anyio.CancelScope(shield=True):
-                await self.commit(batch)
+                if self.fault is None:
+                    try:
+                        self._db.check_file("storing outcomes")
+                        await self.commit(batch)
+                        continue
+                    except DatabaseOutage as fault:
+                        self.fault = str(fault)
+                        self._on_fault(self.fault)
+                self._keep(batch)
+
+    def _keep(self, batch: list[Outcome]) -> None:
+        """The database cannot take ``batch``: into the spill file, and every caller waiting
+        on its commit released (the run is stopping: none goes on to call 2)."""
+        if self._spill is None:
+            self.lost += len(batch)
+        else:
+            try:
+                self._spill.keep(batch, self._qid_of)
+            except SpillError as exc:
+                self.spill_problem = str(exc)
+                self.lost += len(batch)
+        for outcome in batch:
+            if outcome.committed is not None:
+                outcome.committed.set()
 
     async def commit(self, batch: list[Outcome]) -> None:
         """Store ``batch`` in one transaction, then release, report and feed what it stored."""
@@ -107,27 +148,9 @@ class GroupCommitWriter:
     async def _store(
         self, connection: AsyncConnection, batch: list[Outcome], now: dt.datetime
     ) -> StoredAnswers:
-        records = [c for o in batch for c in o.calls]
-        # The budget row counts what the ledger stores. First in the transaction: the budget
-        # row is always locked before others.
-        await shared_quota.settle_budget(
-            connection,
-            self._job_id,
-            self._owner,
-            released=sum(r.reserved_micro for r in records),
-            spent=sum(r.cost_micro_usd for r in records),
+        return await store_outcomes(
+            connection, self._job_id, self._owner, batch, now, self._verdict_of
         )
-        stored = await persist_answers(
-            connection, [o.answer for o in batch if o.answer is not None], now, self._verdict_of
-        )
-        await persist_structured(
-            connection, [o.structured for o in batch if o.structured is not None], now
-        )
-        await persist_calls(connection, records)
-        await queue.apply_state_changes(
-            connection, [o.change for o in batch if o.change is not None]
-        )
-        return stored
 
     def _feed_resolver(self, stored: StoredAnswers) -> None:
         if self._feed is None:
@@ -135,5 +158,36 @@ class GroupCommitWriter:
         for lookup in stored.lookups:
             try:
                 self._feed.send_nowait(lookup)
-            except anyio.WouldBlock:
+            except (anyio.WouldBlock, anyio.BrokenResourceError):
                 self.dropped += 1  # still pending in the database: swept later
+
+
+async def store_outcomes(
+    connection: AsyncConnection,
+    job_id: int,
+    owner: str,
+    batch: list[Outcome],
+    now: dt.datetime,
+    verdict_of: VerdictOf,
+) -> StoredAnswers:
+    """Store ``batch`` in the caller's transaction: budget, answers, structured objects,
+    ledger rows, state changes (the writer's commit, and the kept outcomes a later run stores)."""
+    records = [c for o in batch for c in o.calls]
+    # The budget row counts what the ledger stores. First in the transaction: the budget
+    # row is always locked before others.
+    await shared_quota.settle_budget(
+        connection,
+        job_id,
+        owner,
+        released=sum(r.reserved_micro for r in records),
+        spent=sum(r.cost_micro_usd for r in records),
+    )
+    stored = await persist_answers(
+        connection, [o.answer for o in batch if o.answer is not None], now, verdict_of
+    )
+    await persist_structured(
+        connection, [o.structured for o in batch if o.structured is not None], now
+    )
+    await persist_calls(connection, records)
+    await queue.apply_state_changes(connection, [o.change for o in batch if o.change is not None])
+    return stored

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -26,8 +27,11 @@ from pipeline.costs.prices import Price, PriceTable, UnconfirmedPriceWarning, lo
 from pipeline.job.calls import worst_case
 from pipeline.job.spec import JobSpec
 from pipeline.limits import Backoff, RetryPolicy
+from pipeline.run.spill import SpillFile, spill_path, spill_prefix, state_directory
 from pipeline.run.summary import RunSummary
+from pipeline.store.faults import FileIdentity
 from pipeline.store.reconnect import Database
+from pipeline.store.urls import display_url, sqlite_file
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +105,9 @@ class RunContext:
         policy: RetryPolicy,
         budget_micro: int | None,
         worst_case: WorstCase,
+        spill: SpillFile | None = None,
     ) -> None:
+        """``spill``: where outcomes the database cannot take are kept (pipeline.run.spill)."""
         self.db = db
         self.job_id = job_id
         self.prices = prices
@@ -109,7 +115,9 @@ class RunContext:
         self.budget_micro = budget_micro
         self.worst_case = worst_case
         self.summary = RunSummary()
-        self._on_stop: list[Callable[[], None]] = []
+        self.spill = spill
+        # A stopping run no longer waits a lost database out: what it cannot store is kept.
+        self._on_stop: list[Callable[[], None]] = [db.give_up]
 
     @property
     def stopped(self) -> str | None:
@@ -136,11 +144,20 @@ def run_context(
 ) -> RunContext:
     """The context of one run of ``spec`` (``backoff``: the retry delays; tests shorten them)."""
     limits = spec.limits
+    database_file = sqlite_file(spec.database_url)
+    watched = FileIdentity.of(database_file) if database_file else None
     return RunContext(
-        Database(engine, outage_s=spec.job.database_outage_s),
+        Database(engine, outage_s=spec.job.database_outage_s, file=watched),
         job_id,
         prices=RunPrices.load(limits.prices_file, spec.model.backend, spec.grounding.tools),
         policy=RetryPolicy(max_attempts=limits.max_attempts, backoff=backoff),
         budget_micro=int(spec.budget * 1_000_000) if spec.budget is not None else None,
         worst_case=worst_case(spec),
+        spill=SpillFile(spill_path(job_spill_prefix(spec))),
     )
+
+
+def job_spill_prefix(spec: JobSpec) -> Path:
+    """Where the spill files of ``spec``'s job on its database go (:mod:`pipeline.run.spill`)."""
+    state_dir = state_directory(spec.job.state_dir, spec.path.parent)
+    return spill_prefix(state_dir, spec.name, display_url(spec.database_url))

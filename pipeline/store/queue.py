@@ -477,3 +477,26 @@ async def delete_questions(connection: AsyncConnection, ids: Sequence[int]) -> i
         return 0
     result = await connection.execute(questions.delete().where(questions.c.id.in_(list(ids))))
     return result.rowcount
+
+
+async def ids_by_qid(
+    connection: AsyncConnection, job_id: int, qids: Iterable[str]
+) -> dict[str, int]:
+    """The row ids of the job's questions with these input ids (those that exist)."""
+    wanted = sorted(set(qids))
+    q = questions.c
+    found: dict[str, int] = {}
+    for start in range(0, len(wanted), 500):
+        rows = await connection.execute(
+            sa.select(q.qid, q.id).where(q.job_id == job_id, q.qid.in_(wanted[start : start + 500]))
+        )
+        found.update({qid: row_id for qid, row_id in rows})
+    return found
+
+
+async def release_any(connection: AsyncConnection, ids: Iterable[int]) -> None:
+    """Give back running questions whoever leased them (kept outcomes stored by a later run:
+    their run is over), no attempt spent."""
+    ids = list(ids)
+    if ids:
+        await connection.execute(_released(questions.c.id.in_(ids)))

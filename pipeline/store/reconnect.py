@@ -4,7 +4,9 @@ A PostgreSQL restart, a failover or ``pg_terminate_backend`` breaks the pool's c
 SQLAlchemy invalidates them and the next checkout opens a new one. :func:`retrying` re-runs the
 whole operation (a transaction: it rolled back with the connection) until it succeeds, or
 raises :class:`DatabaseOutage` once the database has been unreachable for ``outage_s``.
-Errors other than lost connections are raised at once. Messages never carry the URL.
+Errors other than lost connections are raised at once; a storage that refuses (a full disk, a
+read-only file, :mod:`pipeline.store.faults`) raises :class:`StorageFault` at once, and a run
+that is stopping no longer waits a lost connection out. Messages never carry the URL.
 :class:`Database` is how a run reaches its database: every transaction through it is retried so.
 """
 
@@ -20,6 +22,10 @@ import anyio
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from pipeline.store.faults import DatabaseOutage, FileIdentity, StorageFault, storage_fault
+
+__all__ = ["Database", "DatabaseOutage", "StorageFault", "is_connection_error", "retrying"]
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +47,6 @@ _CONNECTION_ERROR_NAMES = frozenset(
         "InternalClientError",
     }
 )
-
-
-class DatabaseOutage(Exception):
-    """The database stayed unreachable for longer than ``[job] database_outage_s``."""
 
 
 def is_connection_error(error: BaseException) -> bool:
@@ -73,17 +75,36 @@ def is_connection_error(error: BaseException) -> bool:
     )
 
 
-async def retrying(operation: Callable[[], Awaitable[T]], *, outage_s: float, what: str) -> T:
-    """Run ``operation`` until it gets through the lost connections (see the module)."""
+async def retrying(
+    operation: Callable[[], Awaitable[T]],
+    *,
+    outage_s: float,
+    what: str,
+    given_up: anyio.Event | None = None,
+) -> T:
+    """Run ``operation`` until it gets through the lost connections (see the module).
+
+    A storage that refuses (a full disk, a read-only file: :func:`storage_fault`) raises
+    :class:`StorageFault` at once: waiting would not help. Once ``given_up`` is set (the run
+    is stopping) a lost connection is no longer waited out: :class:`DatabaseOutage` at once.
+    """
     deadline: float | None = None
     delay = RECONNECT_FIRST_S
     while True:
         try:
             return await operation()
         except Exception as error:
+            fault = storage_fault(error)
+            if fault is not None:
+                raise StorageFault(f"{fault}, during {what}") from None
             if not is_connection_error(error):
                 raise
             now = time.monotonic()
+            if given_up is not None and given_up.is_set():
+                raise DatabaseOutage(
+                    f"the database could not be reached during {what}, and the run is stopping:"
+                    f" {type(error).__name__}"
+                ) from None
             if deadline is None:
                 deadline = now + outage_s
                 log.warning(
@@ -96,7 +117,11 @@ async def retrying(operation: Callable[[], Awaitable[T]], *, outage_s: float, wh
                     f"the database could not be reached for {outage_s:g} s"
                     f" ([job] database_outage_s), during {what}: {type(error).__name__}"
                 ) from None
-            await anyio.sleep(min(delay * (0.5 + random.random()), deadline - now))
+            wait = min(delay * (0.5 + random.random()), deadline - now)
+            with anyio.move_on_after(wait):
+                if given_up is None:
+                    await anyio.sleep_forever()
+                await given_up.wait()
             delay = min(delay * 2, RECONNECT_MAX_S)
 
 
@@ -109,11 +134,32 @@ class Database:
     message. ``engine`` stays reachable for what streams its own reads page by page.
     """
 
-    __slots__ = ("engine", "outage_s")
+    __slots__ = ("_given_up", "engine", "file", "outage_s")
 
-    def __init__(self, engine: AsyncEngine, *, outage_s: float) -> None:
+    def __init__(
+        self, engine: AsyncEngine, *, outage_s: float, file: FileIdentity | None = None
+    ) -> None:
+        """``file``: the SQLite file as opened, watched by :meth:`check_file`."""
         self.engine = engine
         self.outage_s = outage_s
+        self.file = file
+        self._given_up: anyio.Event | None = None
+
+    def give_up(self) -> None:
+        """The run is stopping: a lost connection is no longer waited out (the first
+        SIGTERM works at once; what could not be stored is kept elsewhere)."""
+        self._event().set()
+
+    def _event(self) -> anyio.Event:
+        if self._given_up is None:
+            self._given_up = anyio.Event()
+        return self._given_up
+
+    def check_file(self, what: str) -> None:
+        """Raise :class:`StorageFault` when the SQLite file opened is no longer at its path
+        (removed, or replaced); nothing for PostgreSQL or an in-memory database."""
+        if self.file is not None:
+            self.file.check(what)
 
     async def transaction(
         self, what: str, statement: Callable[[AsyncConnection], Awaitable[T]]
@@ -125,7 +171,7 @@ class Database:
             async with self.engine.begin() as connection:
                 return await statement(connection)
 
-        return await retrying(once, outage_s=self.outage_s, what=what)
+        return await retrying(once, outage_s=self.outage_s, what=what, given_up=self._event())
 
     async def read(self, what: str, statement: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         """``statement`` on a connection of its own, nothing committed; run again after a
@@ -135,7 +181,7 @@ class Database:
             async with self.engine.connect() as connection:
                 return await statement(connection)
 
-        return await retrying(once, outage_s=self.outage_s, what=what)
+        return await retrying(once, outage_s=self.outage_s, what=what, given_up=self._event())
 
     async def rows(self, what: str, query: sa.Select[Any]) -> Sequence[sa.Row[Any]]:
         """Every row of ``query`` (a page of a paged read), read like :meth:`read`."""

@@ -9,6 +9,8 @@ from urllib.parse import unquote
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from pipeline.store.faults import storage_fault
+
 
 def is_sqlite(url: str) -> bool:
     return make_url(url).get_backend_name() == "sqlite"
@@ -50,7 +52,7 @@ def database_problem(url: str, exc: BaseException) -> str:
     """``cannot open the database URL: reason`` for a failure to connect, with the password
     nowhere in it (a driver may repeat it in its message)."""
     lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    reason = lines[0] if lines else type(exc).__name__
+    reason = storage_fault(exc) or (lines[0] if lines else type(exc).__name__)
     password = make_url(url).password
     if password:
         reason = reason.replace(str(password), "***")

@@ -1,0 +1,105 @@
+"""A storage that refuses is told apart from a database that is away, and named at once."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from sqlalchemy import exc as sa_exc
+
+from pipeline.store.faults import FileIdentity, storage_fault
+from pipeline.store.reconnect import DatabaseOutage, StorageFault, retrying
+from pipeline.store.urls import database_problem
+
+pytestmark = pytest.mark.anyio
+
+
+def _operational(message: str) -> sa_exc.OperationalError:
+    return sa_exc.OperationalError("INSERT ...", {}, sqlite3.OperationalError(message))
+
+
+class _PgError(Exception):
+    def __init__(self, sqlstate: str) -> None:
+        super().__init__("could not extend file")
+        self.sqlstate = sqlstate
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (_operational("database or disk is full"), "the database's disk is full"),
+        (_operational("attempt to write a readonly database"), "the database is read-only"),
+        (_operational("disk I/O error"), "the database file cannot be written"),
+        (_PgError("53100"), "the database server's disk is full (SQLSTATE 53100)"),
+        (_PgError("25006"), "the database is read-only"),
+    ],
+)
+def test_each_refusing_storage_is_named(error: BaseException, said: str) -> None:
+    assert (storage_fault(error) or "").startswith(said)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [_operational("database is locked"), ConnectionResetError(), _PgError("08006")],
+)
+def test_a_lost_connection_or_a_lock_is_no_storage_fault(error: BaseException) -> None:
+    assert storage_fault(error) is None
+
+
+async def test_a_full_disk_is_raised_at_once_not_waited_out() -> None:
+    tries = 0
+
+    async def insert() -> None:
+        nonlocal tries
+        tries += 1
+        raise _operational("database or disk is full")
+
+    started = time.monotonic()
+    with pytest.raises(StorageFault, match=r"^the database's disk is full .*, during storing$"):
+        await retrying(insert, outage_s=300, what="storing")
+    assert tries == 1
+    assert time.monotonic() - started < 1
+
+
+async def test_a_stop_ends_the_wait_for_a_lost_database_at_once() -> None:
+    given_up = anyio.Event()
+
+    async def connect() -> None:
+        raise ConnectionRefusedError("connection refused")
+
+    async def stop_soon() -> None:
+        await anyio.sleep(0.2)
+        given_up.set()
+
+    started = time.monotonic()
+    async with anyio.create_task_group() as group:
+        group.start_soon(stop_soon)
+        with pytest.raises(DatabaseOutage, match="the run is stopping"):
+            await retrying(connect, outage_s=300, what="storing", given_up=given_up)
+    assert time.monotonic() - started < 5  # not database_outage_s
+
+
+def test_a_database_that_cannot_be_opened_names_the_full_disk() -> None:
+    message = database_problem("sqlite:////x/job.sqlite", _operational("database or disk is full"))
+    assert message == (
+        "cannot open the database /x/job.sqlite: the database's disk is full"
+        " (database or disk is full)"
+    )
+
+
+def test_the_file_opened_is_watched_by_device_and_inode(tmp_path: Path) -> None:
+    path = tmp_path / "job.sqlite"
+    path.write_bytes(b"x")
+    opened = FileIdentity.of(str(path))
+    assert opened is not None
+    assert opened.problem() is None
+    with path.open("rb"):  # held open, as SQLite holds it: its inode is not reused
+        path.unlink()
+        assert opened.problem() == f"the database file {path} was removed during the run"
+        with pytest.raises(StorageFault, match="was removed during the run, before storing"):
+            opened.check("storing")
+        path.write_bytes(b"another")  # a new file at the same path: another inode
+        assert "replaced by another" in (opened.problem() or "")
