@@ -10,10 +10,13 @@ call's worst case (refused: the call is not made, :class:`~pipeline.errors.Budge
 a grounded call counts in the day's grounded prompts, and is not made while the daily bucket
 is known to be empty (:class:`~pipeline.errors.GroundingPaused`, with the reset time); the
 request waits for its slot of the shared rate; the token grant takes the prompt's estimated
-tokens. After it: the token estimate is corrected from ``usageMetadata``, the cost computed
-from the price table, and a :class:`~pipeline.store.ledger.CallRecord` made for the ledger
-(failed calls too, at cost 0); the budget's reservation is settled by the writer, with the
-ledger row (``record.reserved_micro``).
+tokens. A run that stops while the call waits for any of these sends nothing:
+:class:`~pipeline.errors.NotSent`, with the reservation, the tokens and the day's prompt given
+back (:mod:`pipeline.limits.interrupt`). After it: the token estimate is corrected from
+``usageMetadata``, the cost computed from the price table, and a
+:class:`~pipeline.store.ledger.CallRecord` made for the ledger (failed calls too, at cost 0);
+the budget's reservation is settled by the writer, with the ledger row
+(``record.reserved_micro``).
 """
 
 from __future__ import annotations
@@ -84,6 +87,8 @@ class MeteredCaller:
         self._worst_case = worst_case
         self._adaptive = adaptive
         self._backend = backend
+        self.sent = 0  # requests this process has sent (or begun to send)
+        self.on_wire = 0  # ... of them, those whose response is not in yet
 
     @property
     def sending_rate(self) -> float:
@@ -102,29 +107,41 @@ class MeteredCaller:
     ) -> Metered:
         """Make one call. ``tool`` is the grounding tool declared (None for call 2).
 
-        Raises a :class:`~pipeline.errors.CallError`: :class:`BudgetExhausted` or
-        :class:`GroundingPaused` before any request, :class:`Unreachable` when no request could
+        Raises a :class:`~pipeline.errors.CallError`: :class:`BudgetExhausted`,
+        :class:`GroundingPaused` or :class:`~pipeline.errors.NotSent` (the run stopped while
+        the call waited for a permit) before any request, :class:`Unreachable` when no request could
         be sent, and the API's error (its ledger row in ``record``) when the server refused.
         """
         limits = self.limits
+        stop = limits.interrupt
+        stop.check()
         price = self.prices.online(model)
         # The whole body, not only the prompt: system instruction, schema and source list
         # are input too, and the JSON around them only makes the estimate err high.
         estimate = estimate_tokens(body.decode())
         worst = await self._reserve(price, model, estimate, tool)
         taken = 0
+        counted = False  # a grounded prompt counted in the day's row
         try:
             if tool is not None:
                 await self._pass_daily(limits)
+                counted = limits.daily is not None
             await limits.requests.acquire()
             if limits.tokens is not None:
                 taken = await limits.tokens.acquire(estimate)
-        except BaseException:  # not sent: the reservation goes back at once
+            stop.check()  # the run stopped while this call waited: it is not sent
+        except BaseException:  # not sent: the reservation, tokens and prompt go back at once
+            if taken and limits.tokens is not None:
+                limits.tokens.reconcile(taken, 0)
+            if counted and limits.daily is not None:
+                limits.daily.untake()
             with anyio.CancelScope(shield=True):
                 await limits.release(worst)
             raise
         head = _Head(question_id, step, model, utcnow())
         started = time.perf_counter()
+        self.sent += 1
+        self.on_wire += 1
         try:
             result = await self.client.generate(endpoint, body)
         except GeminiError as error:
@@ -143,6 +160,8 @@ class MeteredCaller:
             with anyio.CancelScope(shield=True):
                 await limits.release(worst)
             raise
+        finally:
+            self.on_wire -= 1
         usage = result.response.usage_metadata
         if limits.tokens is not None:
             limits.tokens.reconcile(taken, usage.prompt_token_count)

@@ -35,8 +35,10 @@
   until they are stored, and an outage longer than ``[job] database_outage_s`` ends the run
   with one message (:class:`~pipeline.store.reconnect.DatabaseOutage`).
 * A stop (signal, or the retry policy's verdict: budget spent, too many auth failures, the
-  endpoint unreachable, a long daily pause) stops claiming; calls already started finish and
-  are stored; questions claimed but not yet called are released without spending an attempt.
+  endpoint unreachable, a long daily pause) stops claiming and stops spending: a caller still
+  waiting for a permit (rate, tokens, budget) sends nothing (:mod:`pipeline.limits.interrupt`)
+  and gives its question back; calls already on the wire finish and are stored; questions
+  claimed but not yet called are released without spending an attempt.
 """
 
 from __future__ import annotations
@@ -154,6 +156,7 @@ class OnlineRunner:
         self._feed: ObjectSendStream[Lookup] | None = None
         self._last_sweep = time.monotonic()
         ctx.on_stop(self._notify)
+        ctx.on_stop(limits.interrupt.set)  # callers waiting for a permit send nothing more
 
     @property
     def summary(self) -> RunSummary:
