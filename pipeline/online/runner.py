@@ -101,6 +101,14 @@ def _missed(outcome: Outcome) -> bool:
     )
 
 
+def _claimed_from(question: ClaimedQuestion) -> QuestionState:
+    """The waiting state a claimed question was leased from (as ``queue.release`` would put
+    it back): for the live state gauges only, which each progress tick reads again."""
+    if question.answer_raw is not None:
+        return QuestionState.AWAITING_STRUCTURE
+    return QuestionState.RETRY_WAIT if question.attempts else QuestionState.PENDING
+
+
 def refill_batch(concurrency: int) -> int:
     """How many questions a claim waits to be able to take (see :data:`REFILL_SHARE`)."""
     return max(1, min(CLAIM_BATCH, int(concurrency * REFILL_SHARE)))
@@ -299,6 +307,8 @@ class OnlineRunner:
                 if batch:
                     self.summary.claimed += len(batch)
                     self._in_flight.update(q.id for q in batch)
+                    if self.metrics is not None:
+                        self.metrics.on_claimed(map(_claimed_from, batch))
                     for question in batch:
                         await work.send(question)
                     continue
@@ -503,6 +513,8 @@ class OnlineRunner:
         """A question's final change in this run is stored: it leaves the pool."""
         self._in_flight.discard(change.question_id)
         self.summary.count(change.state)
+        if self.metrics is not None:
+            self.metrics.on_finished(change.state)
         log.debug(
             "question %s -> %s",
             change.question_id,
