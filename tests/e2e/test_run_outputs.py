@@ -34,6 +34,7 @@ UNWRITABLE_DIR = "/sys"  # sysfs: no file can be created there, even by root
         (["run", "{job}", "--metrics-textfile", "{job}/ground.prom"], "is not a directory"),
         (["run", "{job}", "--metrics-textfile", f"{UNWRITABLE_DIR}/g.prom"], "cannot write"),
         (["refresh", "{job}", "--older-than", "1d", "--summary-json", "{tmp}/no/s.json"], "exist"),
+        (["worker", "{job}", "--metrics-textfile", "{tmp}/missing/ground.prom"], "does not exist"),
         (["export", "{job}", "--out", "{tmp}/missing/answers.jsonl"], "does not exist"),
         (["report", "{job}", "--out", "{tmp}/missing/report.html"], "does not exist"),
     ],
