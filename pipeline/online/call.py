@@ -25,8 +25,9 @@ import dataclasses
 import datetime as dt
 import logging
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import anyio
 
@@ -43,6 +44,10 @@ from pipeline.run.context import RunPrices
 from pipeline.store.ledger import CallRecord
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+PERMITS = ("budget", "daily", "rate", "tokens")  # what a call waits for before it is sent
 
 
 class _Head(NamedTuple):
@@ -87,6 +92,9 @@ class MeteredCaller:
         self._worst_case = worst_case
         self._adaptive = adaptive
         self._backend = backend
+        # Callers waiting now, by permit: "budget", "daily", "rate", "tokens" (what a run
+        # that makes no progress says it waits for: pipeline.watch.progress.stall_reason).
+        self.waiting: dict[str, int] = dict.fromkeys(PERMITS, 0)
         self.sent = 0  # requests this process has sent (or begun to send)
         self.on_wire = 0  # ... of them, those whose response is not in yet
 
@@ -119,16 +127,16 @@ class MeteredCaller:
         # The whole body, not only the prompt: system instruction, schema and source list
         # are input too, and the JSON around them only makes the estimate err high.
         estimate = estimate_tokens(body.decode())
-        worst = await self._reserve(price, model, estimate, tool)
+        worst = await self._waiting_for("budget", self._reserve(price, model, estimate, tool))
         taken = 0
         counted = False  # a grounded prompt counted in the day's row
         try:
             if tool is not None:
-                await self._pass_daily(limits)
+                await self._waiting_for("daily", self._pass_daily(limits))
                 counted = limits.daily is not None
-            await limits.requests.acquire()
+            await self._waiting_for("rate", limits.requests.acquire())
             if limits.tokens is not None:
-                taken = await limits.tokens.acquire(estimate)
+                taken = await self._waiting_for("tokens", limits.tokens.acquire(estimate))
             stop.check()  # the run stopped while this call waited: it is not sent
         except BaseException:  # not sent: the reservation, tokens and prompt go back at once
             if taken and limits.tokens is not None:
@@ -172,6 +180,14 @@ class MeteredCaller:
         cost = call_cost(price, usage, grounding, tool=tool) if price is not None else None
         record = CallRecord.answered(*head, result.latency_ms, usage, cost)
         return Metered(result, dataclasses.replace(record, reserved_micro=worst))
+
+    async def _waiting_for(self, permit: str, wait: Awaitable[T]) -> T:
+        """``wait``, counted in ``waiting[permit]`` while it lasts."""
+        self.waiting[permit] += 1
+        try:
+            return await wait
+        finally:
+            self.waiting[permit] -= 1
 
     async def _reserve(
         self, price: Price | None, model: str, estimate: int, tool: str | tuple[str, ...] | None

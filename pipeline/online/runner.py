@@ -155,6 +155,7 @@ class OnlineRunner:
         self.caller: MeteredCaller | None = None
         self._in_flight: set[int] = set()
         self._calling = 0  # callers inside a call right now (their outcome is still to come)
+        self._storing = 0  # callers waiting for the writer (the database) to take an outcome
         self._unstarted: list[int] = []
         self._progress = anyio.Event()
         self._strikes = Strikes()  # the failures that stop the run
@@ -393,7 +394,7 @@ class OnlineRunner:
                 return
             # Call 2 follows, but only once call 1's answer is safely stored.
             assert first.committed is not None
-            await first.committed.wait()
+            await self._stored(first.committed)
             if self._stopping:
                 self._unstarted.append(question.id)  # released as `grounded`
                 return
@@ -433,7 +434,7 @@ class OnlineRunner:
         handed = Outcome(change, record, managed.structured, managed.calls, managed.decision)
         await self._send(question, handed, outcomes)
         assert handed.committed is not None
-        await handed.committed.wait()
+        await self._stored(handed.committed)
         if self._stopping:
             self._unstarted.append(question.id)
             return None
@@ -459,6 +460,27 @@ class OnlineRunner:
             if rebuilt is not None:
                 return rebuilt
         return stored_answer(question.answer_raw)
+
+    async def _stored(self, committed: anyio.Event) -> None:
+        """Wait for the writer to commit an outcome (counted: waiting for the database)."""
+        self._storing += 1
+        try:
+            await committed.wait()
+        finally:
+            self._storing -= 1
+
+    def waits(self) -> dict[str, int]:
+        """What the run's callers wait for now: a permit (``budget``, ``daily``, ``rate``,
+        ``tokens``), a response (``on_wire``), or the ``database`` (the writer storing an
+        outcome, before the caller can go on); and ``in_hand``, the questions held."""
+        caller = self.caller
+        waits = dict(caller.waiting) if caller is not None else {}
+        waits["on_wire"] = caller.on_wire if caller is not None else 0
+        waits["database"] = self._storing
+        waits["in_hand"] = len(self._in_flight)
+        if caller is not None and caller.pause.paused_until is not None:
+            waits["paused"] = 1
+        return waits
 
     async def _calling_out(self, call: Awaitable[Outcome]) -> Outcome:
         """Await one call, counted in ``_calling`` until its outcome is in hand (before it is
@@ -494,7 +516,11 @@ class OnlineRunner:
                 return
         elif outcome.change.keep_lease:
             outcome.committed = anyio.Event()
-        await outcomes.send(outcome)
+        self._storing += 1  # the writer takes it once its last commit is done
+        try:
+            await outcomes.send(outcome)
+        finally:
+            self._storing -= 1
 
     def _writer(self) -> GroupCommitWriter:
         """The run's writer, once the shared limits and the resolver feed are set up."""
