@@ -18,6 +18,9 @@ class                      branch          when
                                            stop the run
 ``BudgetExhausted``        run-fatal       the next call's worst case does not fit: the run
                                            stops, the question is given back untouched
+``NotSent``                (none)          the run stopped while the call waited for a
+                                           permit (rate, tokens, budget): nothing was sent,
+                                           the question is given back untouched
 =========================  ==============  ===============================================
 
 This module sits above ``gemini/`` because the budget and the daily gate are the run's own
@@ -56,6 +59,7 @@ class ErrorClass(StrEnum):
     GROUNDING_PAUSED = "grounding_paused"  # the daily grounding bucket is empty
     INTERNAL_ERROR = "internal_error"  # a bug of ours, confined to one question
     MALFORMED_RESPONSE = "malformed_response"
+    NOT_SENT = "not_sent"  # the run stopped before the request was sent: given back untouched
     # own retrieval: no chunk of the job's index scored min_score; no call was made
     NOTHING_RELEVANT = "nothing_relevant"
     OVERSIZED_RESPONSE = "oversized_response"
@@ -113,3 +117,9 @@ class BudgetExhausted(RunFatalError):
     """The next call's worst case does not fit in what is left of the budget."""
 
     error_class = ErrorClass.BUDGET
+
+
+class NotSent(CallError):
+    """The run is stopping: a call that was still waiting for a permit is not sent."""
+
+    error_class = ErrorClass.NOT_SENT

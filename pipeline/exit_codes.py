@@ -6,7 +6,9 @@
         retry later
 ``2``   bad usage or a job file that does not validate: fix it, retrying will not help
 ``3``   finished, but some questions ended in a state listed in ``[job] fail_on``
-        (default ``failed`` and ``invalid``): alert, but what was stored is good
+        (default ``failed`` and ``invalid``), or more than ``fail_on_sources_lost`` of the
+        links were lost (``sources_expired``, ``sources_rejected`` in ``fail_on``): alert,
+        but what was stored is good
 ``130`` interrupted (Ctrl-C) before the run had started: 128 + SIGINT, the shell's
         convention. A Ctrl-C *during* a run stops it cleanly, and the run exits ``1``.
 ======  ==============================================================================
@@ -43,9 +45,28 @@ exit status:
 """
 
 
-def failures(states: dict[str, int], fail_on: tuple[str, ...]) -> dict[str, int]:
-    """The job's questions in a ``fail_on`` state, by state (only the non-zero counts)."""
-    return {state: states[state] for state in fail_on if states.get(state)}
+# `[job] fail_on`'s lost links: the source resolution state each one counts.
+_LOST_SOURCES = {"sources_expired": "expired", "sources_rejected": "rejected"}
+NOT_A_LINK = frozenset({"no_uri"})  # sources with no link to lose: not in the share
+
+
+def failures(
+    states: dict[str, int],
+    fail_on: tuple[str, ...],
+    sources: dict[str, int] | None = None,
+    *,
+    lost_share: float = 0.05,
+) -> dict[str, int]:
+    """The job's questions in a ``fail_on`` state, by state (only the non-zero counts), and
+    its lost links (``sources_expired``, ``sources_rejected``: their count) when more than
+    ``lost_share`` of the sources with a link (``sources``, by resolution status) are so."""
+    failed = {state: states[state] for state in fail_on if states.get(state)}
+    links = sum(n for status, n in (sources or {}).items() if status not in NOT_A_LINK)
+    for name in fail_on:
+        lost = (sources or {}).get(_LOST_SOURCES.get(name, ""), 0)
+        if lost and lost > lost_share * links:
+            failed[name] = lost
+    return failed
 
 
 def run_status(*, stopped: str | None, failed: dict[str, int]) -> ExitStatus:

@@ -188,7 +188,7 @@ def _run_command(args: argparse.Namespace, log_format: str) -> int:
     """The commands that are runs, or act on one: run, batch, worker, refresh, restructure."""
     from pipeline import commands
 
-    watching = args.command in ("run", "refresh", "restructure")  # batch, worker: no flags
+    watching = args.command in ("run", "worker", "refresh", "restructure")  # batch: no flags
     watch = _watch_options(args, log_format) if watching else WatchOptions()
     outputs = [
         ("--summary-json", watch.summary_json),
@@ -218,7 +218,11 @@ def _run_command(args: argparse.Namespace, log_format: str) -> int:
             return _job_command(
                 args,
                 lambda spec: worker_command(
-                    spec, processes=args.processes, overrides=args.overrides, verbose=args.verbose
+                    spec,
+                    processes=args.processes,
+                    overrides=args.overrides,
+                    verbose=args.verbose,
+                    watch=watch,
                 ),
             )
         case "refresh":

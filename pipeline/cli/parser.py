@@ -127,6 +127,7 @@ def _add_run_commands(commands: Commands, job: argparse.ArgumentParser) -> None:
         "worker", parents=[job], help="run the job in N processes under one supervisor"
     )
     worker.add_argument("--processes", type=int, default=1, metavar="N", help="(default 1)")
+    _add_watch_arguments(worker)  # the children's metrics, gathered by the supervisor
     _add_refresh_command(commands, job)
     _add_restructure_command(commands, job)
 

@@ -13,12 +13,15 @@ batch prediction over Cloud Storage (``[batch] gcs_input``, ``gcs_output``), cho
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
 from typing import Any
 
 from pipeline.batch.api import BatchApi
 from pipeline.batch.budget import BatchBudget
 from pipeline.batch.clean import clean_batches, left_behind
 from pipeline.batch.runner import BatchRunner, cancel_batches
+from pipeline.clock import utcnow
 from pipeline.commands.common import complain, find_job_id, opened, say
 from pipeline.exit_codes import EXIT_FAILED, EXIT_OK, ExitStatus, run_status
 from pipeline.gemini.batch import BatchClient
@@ -31,6 +34,8 @@ from pipeline.links.resolver import Resolver
 from pipeline.run.context import RunContext
 from pipeline.store import batches as store
 from pipeline.store.reconnect import Database
+
+log = logging.getLogger(__name__)
 
 
 def batch_client(spec: JobSpec, plan: CallPlan) -> BatchApi:
@@ -81,7 +86,10 @@ async def run_batches(
         allow_hosts=spec.resolver.allow_hosts,
         resolver=resolver,
     )
+    started = utcnow()
     summary = await runner.run(wait=wait)
+    if summary.stored_lines and resolver is not None:
+        await _warn_expired_links(ctx, since=started)
     if summary.batches_created:
         say(f"batches created: {', '.join(summary.batches_created)}")
     if summary.stored_lines:
@@ -100,6 +108,42 @@ async def run_batches(
             say(f"  {row.name}: {row.state}, {row.requests} questions")
         return EXIT_OK
     return None
+
+
+async def _warn_expired_links(ctx: RunContext, *, since: dt.datetime) -> None:
+    """Loudly, for each batch stored by this run: the links that had expired before they
+    were resolved (their destinations are lost for good)."""
+
+    async def expired(connection: Any) -> list[tuple[str, store.LinkAges]]:
+        found = []
+        for row in await store.job_batches(connection, ctx.job_id):
+            if row.phase != store.DONE or row.finished_at is None or row.finished_at < since:
+                continue
+            links = await store.link_ages(connection, row)
+            if links.expired:
+                found.append((row.name or row.display_name, links))
+        return found
+
+    lost = await ctx.db.read("reading the batches' links", expired)
+    for name, links in lost:
+        share = links.expired_share or 0.0
+        message = (
+            f"batch {name}: {links.expired} of {links.resolved} links ({share:.0%})"
+            " had expired before they were resolved; their destinations are lost"
+            f" (the links were {_duration(links.max_age_s)} old at most; batch links expire"
+            " within hours: keep [resolver] on and collect batches sooner; job.fail_on ="
+            ' ["sources_expired"] makes this fail the run)'
+        )
+        log.warning(
+            "%s",
+            message,
+            extra={
+                "action": "batch_links_expired",
+                "batch": name,
+                "expired": links.expired,
+                "share": share,
+            },
+        )
 
 
 async def batch_cancel_command(spec: JobSpec) -> int:

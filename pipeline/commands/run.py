@@ -165,8 +165,13 @@ async def _run(
         say(render_status(after))
         label_local_spend(spec)
     say(f"results: {display_url(spec)}")
+<<<<<<< HEAD
     status = _closing_status(spec, summary.stopped, after.states if after else {})
     _write_summary_json(watch, status, spec, summary, after or before, exporter)
+=======
+    status = _closing_status(spec, summary.stopped, after)
+    _write_summary_json(watch, status, spec, summary, after, exporter)
+>>>>>>> ops
     return status
 
 
@@ -231,7 +236,7 @@ async def _nothing_to_do(
         await resolve_pending(engine, spec, job_id)  # what an earlier run left
         before = await _read_status(engine, spec, job_id)
     say(render_status(before))
-    status = _closing_status(spec, None, before.states)
+    status = _closing_status(spec, None, before)
     _write_summary_json(watch, status, spec, None, before, exporter)
     return status
 
@@ -277,16 +282,26 @@ async def _queue_stored_work(engine: AsyncEngine, spec: JobSpec, job_id: int) ->
         say(f"structure: {structuring} stored answers to structure (call 2 only)")
 
 
-def _closing_status(spec: JobSpec, stopped: str | None, states: dict[str, int]) -> ExitStatus:
+def _failures(spec: JobSpec, job: JobStatus) -> dict[str, int]:
+    """What ``[job] fail_on`` counts as a failure in the job's status."""
+    return failures(
+        job.states, spec.job.fail_on, job.sources, lost_share=spec.job.fail_on_sources_lost
+    )
+
+
+def _closing_status(spec: JobSpec, stopped: str | None, job: JobStatus) -> ExitStatus:
     """The run's exit status, and the line saying what made it non-zero."""
-    failed = failures(states, spec.job.fail_on)
+    failed = _failures(spec, job)
     status = run_status(stopped=stopped, failed=failed)
     if stopped is not None:
         complain(f"run stopped early: {stopped}")
     if failed:
+        lost = f"; job.fail_on_sources_lost = {spec.job.fail_on_sources_lost:g}"
         complain(
             f"questions in a failure state: {describe_failures(failed)}"
-            f" (job.fail_on = {', '.join(spec.job.fail_on)}; exit status {int(status)})"
+            f" (job.fail_on = {', '.join(spec.job.fail_on)}"
+            f"{lost if any(k.startswith('sources_') for k in failed) else ''};"
+            f" exit status {int(status)})"
         )
     return status
 
@@ -303,7 +318,7 @@ def _write_summary_json(
     failure is logged and counted, and the exit status stays the run's)."""
     if not watch.summary_json:
         return
-    failed = failures(job.states, spec.job.fail_on)
+    failed = _failures(spec, job)
     document = {
         "job": spec.name,
         "exit_status": int(status),

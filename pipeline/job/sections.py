@@ -46,6 +46,9 @@ FieldName = Annotated[str, msgspec.Meta(min_length=1)]
 FAIL_ON_STATES = tuple(
     str(s) for s in QuestionState if s in TERMINAL_STATES and s != QuestionState.DONE
 )
+# Lost links `[job] fail_on` may name: a share of the job's sources above
+# `fail_on_sources_lost` in that resolution state fails a finished run too.
+FAIL_ON_SOURCES = ("sources_expired", "sources_rejected")
 
 
 class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -57,8 +60,11 @@ class JobSection(_Section):
     # SQLAlchemy-style URL; "sqlite:///relative/path.sqlite" is relative to the job file.
     database: str = "sqlite:///ground.sqlite"
     # The question states that make a finished run exit 3 (see pipeline.exit_codes); any of
-    # FAIL_ON_STATES.
+    # FAIL_ON_STATES, and FAIL_ON_SOURCES (lost links, over the share below).
     fail_on: tuple[str, ...] = ("failed", "invalid")
+    # The share of the job's sources (those with a link) that may be expired, or rejected,
+    # before a `sources_expired` / `sources_rejected` in fail_on fails the run.
+    fail_on_sources_lost: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] = 0.05
     # Seconds the database may stay unreachable (a restart, a failover) before a run gives up.
     database_outage_s: Seconds = 300.0
     # Where a run keeps the paid responses its database could not take (a spill file per job

@@ -39,6 +39,7 @@ from pipeline.gemini.endpoint import backend_from_env
 from pipeline.gemini.vertex_batch_wire import parse_gs_uri
 from pipeline.job.datastore import location_warning, search_location
 from pipeline.job.sections import (
+    FAIL_ON_SOURCES,
     FAIL_ON_STATES,
     MAX_CONCURRENCY,
     BatchSection,
@@ -293,10 +294,10 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
 
 def _check_fail_on(path: Path, job: JobSection) -> None:
     for state in job.fail_on:
-        if state not in FAIL_ON_STATES:
+        if state not in FAIL_ON_STATES and state not in FAIL_ON_SOURCES:
             raise JobSpecError(
                 f"{path}: job.fail_on: {state!r} is not a failure state"
-                f" (any of {', '.join(FAIL_ON_STATES)})"
+                f" (any of {', '.join((*FAIL_ON_STATES, *FAIL_ON_SOURCES))})"
             )
 
 

@@ -33,6 +33,11 @@ job's rate: 0.5 s of quota), the unused rest of its token grant (``TOKEN_GRANT_S
 token rate), at most ``DAILY_GRANT - 1`` grounded prompts of the day's count, and its budget
 hold until it expires (``lease_s``; the claimer's periodic sweep gives it back). A process that
 ends normally gives back what it did not use when nobody has drawn after it.
+
+**A stop**: every wait for a permit sleeps through the process's :class:`Interrupt`
+(``JobLimits.interrupt``), so once the run stops a caller still waiting raises
+:class:`~pipeline.errors.NotSent` at once instead of sending later
+(:mod:`pipeline.limits.interrupt`).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ import anyio
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.limits.daily import next_daily_reset
+from pipeline.limits.interrupt import Interrupt
 from pipeline.limits.rate import PACING_HEADROOM, Clock, Sleep, pacing_rate
 from pipeline.store import ledger, quota
 from pipeline.store.reconnect import Database
@@ -276,6 +282,11 @@ class DailyGrants:
             self._left = granted - 1
             return None
 
+    def untake(self) -> None:
+        """A prompt counted by :meth:`take` was not sent after all: it goes back to the grant."""
+        if time.time() < self._resets_at:
+            self._left += 1
+
     async def give_back(self) -> None:
         left, self._left = self._left, 0
         if left and time.time() < self._resets_at:
@@ -321,8 +332,14 @@ class JobLimits:
         self._rpm = requests_per_minute
         self._headroom = pacing_headroom
         self._tpm = tokens_per_minute
-        self.requests = RateGrants(self, pacing_rate(requests_per_minute, headroom=pacing_headroom))
-        self.tokens = TokenGrants(self, tokens_per_minute) if tokens_per_minute else None
+        self.interrupt = Interrupt()  # set when the run stops: the waits below end at once
+        sleep = self.interrupt.sleep
+        self.requests = RateGrants(
+            self, pacing_rate(requests_per_minute, headroom=pacing_headroom), sleep=sleep
+        )
+        self.tokens = (
+            TokenGrants(self, tokens_per_minute, sleep=sleep) if tokens_per_minute else None
+        )
         self.daily = DailyGrants(self) if grounded_per_day else None
 
     async def start(self) -> None:
@@ -372,7 +389,7 @@ class JobLimits:
             )
             if reserved == 0 or spent + micro > (self.budget_micro or 0):
                 return False
-            await anyio.sleep(BUDGET_WAIT_S)
+            await self.interrupt.sleep(BUDGET_WAIT_S)
 
     async def release(self, micro: int) -> None:
         """A reserved call was not made (or no ledger row will settle it)."""

@@ -11,6 +11,8 @@ its own.
 error                      decision
 =========================  =================================================================
 ``BudgetExhausted``        give the question back untouched (``state`` None); stop the run
+``NotSent``                give the question back untouched, no attempt spent (the run is
+                           already stopping)
 ``GroundingPaused``        wait until the reset, no attempt spent; a pause longer than
                            ``long_pause`` stops the run (the next run picks the work up)
 ``Unreachable``            wait ``unreachable_wait_s``, no attempt spent; strike
@@ -41,6 +43,7 @@ from pipeline.errors import (
     CallError,
     ErrorClass,
     GroundingPaused,
+    NotSent,
     RunFatalError,
 )
 from pipeline.gemini.api_errors import Unreachable
@@ -113,6 +116,8 @@ class RetryPolicy:
         """The decision on ``error``, the failure of try number ``attempts`` of ``step``."""
         waiting = _WAITING_STATE.get(step, QuestionState.PENDING)
         kind = error.error_class
+        if isinstance(error, NotSent):
+            return Decision(True, None, kind, spend_attempt=False)
         if isinstance(error, BudgetExhausted):
             return Decision(True, None, kind, spend_attempt=False, stop=f"budget: {error}")
         if isinstance(error, GroundingPaused):

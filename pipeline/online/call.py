@@ -10,10 +10,13 @@ call's worst case (refused: the call is not made, :class:`~pipeline.errors.Budge
 a grounded call counts in the day's grounded prompts, and is not made while the daily bucket
 is known to be empty (:class:`~pipeline.errors.GroundingPaused`, with the reset time); the
 request waits for its slot of the shared rate; the token grant takes the prompt's estimated
-tokens. After it: the token estimate is corrected from ``usageMetadata``, the cost computed
-from the price table, and a :class:`~pipeline.store.ledger.CallRecord` made for the ledger
-(failed calls too, at cost 0); the budget's reservation is settled by the writer, with the
-ledger row (``record.reserved_micro``).
+tokens. A run that stops while the call waits for any of these sends nothing:
+:class:`~pipeline.errors.NotSent`, with the reservation, the tokens and the day's prompt given
+back (:mod:`pipeline.limits.interrupt`). After it: the token estimate is corrected from
+``usageMetadata``, the cost computed from the price table, and a
+:class:`~pipeline.store.ledger.CallRecord` made for the ledger (failed calls too, at cost 0);
+the budget's reservation is settled by the writer, with the ledger row
+(``record.reserved_micro``).
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ import dataclasses
 import datetime as dt
 import logging
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import anyio
 
@@ -41,6 +45,10 @@ from pipeline.store.ledger import CallRecord
 from pipeline.store.reconnect import DatabaseOutage
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+PERMITS = ("budget", "daily", "rate", "tokens")  # what a call waits for before it is sent
 
 
 class _Head(NamedTuple):
@@ -85,6 +93,11 @@ class MeteredCaller:
         self._worst_case = worst_case
         self._adaptive = adaptive
         self._backend = backend
+        # Callers waiting now, by permit: "budget", "daily", "rate", "tokens" (what a run
+        # that makes no progress says it waits for: pipeline.watch.progress.stall_reason).
+        self.waiting: dict[str, int] = dict.fromkeys(PERMITS, 0)
+        self.sent = 0  # requests this process has sent (or begun to send)
+        self.on_wire = 0  # ... of them, those whose response is not in yet
 
     @property
     def sending_rate(self) -> float:
@@ -103,29 +116,41 @@ class MeteredCaller:
     ) -> Metered:
         """Make one call. ``tool`` is the grounding tool declared (None for call 2).
 
-        Raises a :class:`~pipeline.errors.CallError`: :class:`BudgetExhausted` or
-        :class:`GroundingPaused` before any request, :class:`Unreachable` when no request could
+        Raises a :class:`~pipeline.errors.CallError`: :class:`BudgetExhausted`,
+        :class:`GroundingPaused` or :class:`~pipeline.errors.NotSent` (the run stopped while
+        the call waited for a permit) before any request, :class:`Unreachable` when no request could
         be sent, and the API's error (its ledger row in ``record``) when the server refused.
         """
         limits = self.limits
+        stop = limits.interrupt
+        stop.check()
         price = self.prices.online(model)
         # The whole body, not only the prompt: system instruction, schema and source list
         # are input too, and the JSON around them only makes the estimate err high.
         estimate = estimate_tokens(body.decode())
-        worst = await self._reserve(price, model, estimate, tool)
+        worst = await self._waiting_for("budget", self._reserve(price, model, estimate, tool))
         taken = 0
+        counted = False  # a grounded prompt counted in the day's row
         try:
             if tool is not None:
-                await self._pass_daily(limits)
-            await limits.requests.acquire()
+                await self._waiting_for("daily", self._pass_daily(limits))
+                counted = limits.daily is not None
+            await self._waiting_for("rate", limits.requests.acquire())
             if limits.tokens is not None:
-                taken = await limits.tokens.acquire(estimate)
-        except BaseException:  # not sent: the reservation goes back at once
+                taken = await self._waiting_for("tokens", limits.tokens.acquire(estimate))
+            stop.check()  # the run stopped while this call waited: it is not sent
+        except BaseException:  # not sent: the reservation, tokens and prompt go back at once
+            if taken and limits.tokens is not None:
+                limits.tokens.reconcile(taken, 0)
+            if counted and limits.daily is not None:
+                limits.daily.untake()
             with anyio.CancelScope(shield=True):
                 await limits.release(worst)
             raise
         head = _Head(question_id, step, model, utcnow())
         started = time.perf_counter()
+        self.sent += 1
+        self.on_wire += 1
         try:
             result = await self.client.generate(endpoint, body)
         except GeminiError as error:
@@ -144,6 +169,8 @@ class MeteredCaller:
             with anyio.CancelScope(shield=True):
                 await limits.release(worst)
             raise
+        finally:
+            self.on_wire -= 1
         usage = result.response.usage_metadata
         if limits.tokens is not None:
             limits.tokens.reconcile(taken, usage.prompt_token_count)
@@ -157,6 +184,14 @@ class MeteredCaller:
         cost = call_cost(price, usage, grounding, tool=tool) if price is not None else None
         record = CallRecord.answered(*head, result.latency_ms, usage, cost)
         return Metered(result, dataclasses.replace(record, reserved_micro=worst))
+
+    async def _waiting_for(self, permit: str, wait: Awaitable[T]) -> T:
+        """``wait``, counted in ``waiting[permit]`` while it lasts."""
+        self.waiting[permit] += 1
+        try:
+            return await wait
+        finally:
+            self.waiting[permit] -= 1
 
     async def _reserve(
         self, price: Price | None, model: str, estimate: int, tool: str | tuple[str, ...] | None

@@ -40,8 +40,10 @@
   kept in the spill file (:mod:`pipeline.run.spill`) and counted in the run's spend; the
   run's closing line names the cause and the file, and the next run stores them first.
 * A stop (signal, or the retry policy's verdict: budget spent, too many auth failures, the
-  endpoint unreachable, a long daily pause) stops claiming; calls already started finish and
-  are stored; questions claimed but not yet called are released without spending an attempt.
+  endpoint unreachable, a long daily pause) stops claiming and stops spending: a caller still
+  waiting for a permit (rate, tokens, budget) sends nothing (:mod:`pipeline.limits.interrupt`)
+  and gives its question back; calls already on the wire finish and are stored; questions
+  claimed but not yet called are released without spending an attempt.
 """
 
 from __future__ import annotations
@@ -104,6 +106,14 @@ def _missed(outcome: Outcome) -> bool:
     )
 
 
+def _claimed_from(question: ClaimedQuestion) -> QuestionState:
+    """The waiting state a claimed question was leased from (as ``queue.release`` would put
+    it back): for the live state gauges only, which each progress tick reads again."""
+    if question.answer_raw is not None:
+        return QuestionState.AWAITING_STRUCTURE
+    return QuestionState.RETRY_WAIT if question.attempts else QuestionState.PENDING
+
+
 def refill_batch(concurrency: int) -> int:
     """How many questions a claim waits to be able to take (see :data:`REFILL_SHARE`)."""
     return max(1, min(CLAIM_BATCH, int(concurrency * REFILL_SHARE)))
@@ -153,6 +163,7 @@ class OnlineRunner:
         self._fault: str | None = None  # why the database stopped taking what the run stores
         self._writer_used: GroupCommitWriter | None = None
         self._calling = 0  # callers inside a call right now (their outcome is still to come)
+        self._storing = 0  # callers waiting for the writer (the database) to take an outcome
         self._unstarted: list[int] = []
         self._progress = anyio.Event()
         self._strikes = Strikes()  # the failures that stop the run
@@ -162,6 +173,7 @@ class OnlineRunner:
         self._feed: ObjectSendStream[Lookup] | None = None
         self._last_sweep = time.monotonic()
         ctx.on_stop(self._notify)
+        ctx.on_stop(limits.interrupt.set)  # callers waiting for a permit send nothing more
 
     @property
     def summary(self) -> RunSummary:
@@ -357,6 +369,8 @@ class OnlineRunner:
                     self.summary.claimed += len(batch)
                     self._in_flight.update(q.id for q in batch)
                     self._qids.update((q.id, q.qid) for q in batch)
+                    if self.metrics is not None:
+                        self.metrics.on_claimed(map(_claimed_from, batch))
                     for question in batch:
                         await work.send(question)
                     continue
@@ -444,7 +458,7 @@ class OnlineRunner:
                 return
             # Call 2 follows, but only once call 1's answer is safely stored.
             assert first.committed is not None
-            await first.committed.wait()
+            await self._stored(first.committed)
             if self._stopping:
                 self._unstarted.append(question.id)  # released as `grounded`
                 return
@@ -484,7 +498,7 @@ class OnlineRunner:
         handed = Outcome(change, record, managed.structured, managed.calls, managed.decision)
         await self._send(question, handed, outcomes)
         assert handed.committed is not None
-        await handed.committed.wait()
+        await self._stored(handed.committed)
         if self._stopping:
             self._unstarted.append(question.id)
             return None
@@ -510,6 +524,27 @@ class OnlineRunner:
             if rebuilt is not None:
                 return rebuilt
         return stored_answer(question.answer_raw)
+
+    async def _stored(self, committed: anyio.Event) -> None:
+        """Wait for the writer to commit an outcome (counted: waiting for the database)."""
+        self._storing += 1
+        try:
+            await committed.wait()
+        finally:
+            self._storing -= 1
+
+    def waits(self) -> dict[str, int]:
+        """What the run's callers wait for now: a permit (``budget``, ``daily``, ``rate``,
+        ``tokens``), a response (``on_wire``), or the ``database`` (the writer storing an
+        outcome, before the caller can go on); and ``in_hand``, the questions held."""
+        caller = self.caller
+        waits = dict(caller.waiting) if caller is not None else {}
+        waits["on_wire"] = caller.on_wire if caller is not None else 0
+        waits["database"] = self._storing
+        waits["in_hand"] = len(self._in_flight)
+        if caller is not None and caller.pause.paused_until is not None:
+            waits["paused"] = 1
+        return waits
 
     async def _calling_out(self, call: Awaitable[Outcome]) -> Outcome:
         """Await one call, counted in ``_calling`` until its outcome is in hand (before it is
@@ -545,7 +580,11 @@ class OnlineRunner:
                 return
         elif outcome.change.keep_lease:
             outcome.committed = anyio.Event()
-        await outcomes.send(outcome)
+        self._storing += 1  # the writer takes it once its last commit is done
+        try:
+            await outcomes.send(outcome)
+        finally:
+            self._storing -= 1
 
     def _writer(self) -> GroupCommitWriter:
         """The run's writer, once the shared limits and the resolver feed are set up."""
@@ -569,6 +608,8 @@ class OnlineRunner:
         self._in_flight.discard(change.question_id)
         self._qids.pop(change.question_id, None)
         self.summary.count(change.state)
+        if self.metrics is not None:
+            self.metrics.on_finished(change.state)
         log.debug(
             "question %s -> %s",
             change.question_id,

@@ -13,10 +13,12 @@ metric                                       what                               
 ``ground_budget_usd``                        ``[limits] budget_usd`` (0: no budget)  the start
 ``ground_progress_interval_seconds``         seconds between two progress ticks      the start
 ``ground_run_started_timestamp_seconds``     when the run started (Unix time)        the start
-``ground_questions{state}``                  the job's questions by state            start, tick
-``ground_queue_depth``                       questions waiting (pending,             start, tick
-                                             retry_wait, awaiting_structure)
-``ground_last_progress_timestamp_seconds``   when a question of the job last moved   start, tick
+``ground_questions{state}``                  the job's questions by state            start, tick,
+                                                                                     each move
+``ground_queue_depth``                       questions waiting (pending,             start, tick,
+                                             retry_wait, awaiting_structure)         each move
+``ground_last_progress_timestamp_seconds``   when a question of the job last moved   start, tick,
+                                                                                     each move
 ``ground_answers{class}``                    the job's latest answers by class       start, tick
 ``ground_grounded_answers{class}``           ... of them grounded                    start, tick
 ``ground_calls_total{step,model,outcome}``   requests to the model, by how they      the worker
@@ -38,7 +40,10 @@ metric                                       what                               
 ===========================================  ======================================  ==========
 
 "start" is before the first call (from the job's status read then), "tick" each progress
-interval (:mod:`pipeline.watch.exporter`), "the exit" once the exit status is known. The hooks
+interval (:mod:`pipeline.watch.exporter`), "each move" every claim and every stored verdict of
+this process (:meth:`RunMetrics.on_claimed`, :meth:`RunMetrics.on_finished`: counts moved in
+memory, no query; the tick's read puts right what other processes moved), "the exit" once
+the exit status is known. The hooks
 the hot paths call (:meth:`RunMetrics.on_calls`, :meth:`RunMetrics.on_resolved`) only bump
 counters and histograms of label sets already created.
 """
@@ -166,6 +171,7 @@ class RunMetrics:
         self.set_spent_before(spent_before)
         self._describe(settings or RunSettings())
         self._last_states: dict[str, int] | None = None
+        self._live: dict[str, int] | None = None  # the counts as moved since the last read
         self._classes: set[str] = set()
         # (step, model, outcome) -> counter child, (step) -> histogram child: made once each.
         self._call_children: dict[tuple[str, str, str], Counter] = {}
@@ -361,6 +367,31 @@ class RunMetrics:
         if self._last_states is not None and counts != self._last_states:
             self._last_progress.set(time.time())
         self._last_states = counts
+        self._live = dict(counts)
+
+    def on_claimed(self, from_states: Iterable[str]) -> None:
+        """Questions leased by this process, each from the waiting state given: they are
+        ``running`` now (counts moved in memory; nothing before the first :meth:`set_states`)."""
+        self._move((state, QuestionState.RUNNING) for state in from_states)
+
+    def on_finished(self, state: str) -> None:
+        """A question's final change in this run is stored: ``running`` -> ``state``."""
+        self._move(((QuestionState.RUNNING, state),))
+        self._last_progress.set(time.time())
+
+    def _move(self, moves: Iterable[tuple[str, str]]) -> None:
+        live = self._live
+        if live is None:
+            return
+        touched: set[str] = set()
+        for before, after in moves:
+            if live.get(before, 0) > 0:  # a lease taken over from another process: running
+                live[before] -= 1
+            live[after] = live.get(after, 0) + 1
+            touched.update((before, after))
+        for state in touched:
+            self._questions.labels(self.job, state).set(live[state])
+        self._queue_depth.labels(self.job).set(sum(live.get(state, 0) for state in _WAITING))
 
     def set_classes(self, classes: Iterable[ClassCount]) -> None:
         """The job's latest answers by class (the first :data:`MAX_CLASS_SERIES` given, the

@@ -5,6 +5,11 @@
 * Otherwise: one ``action=progress`` log record every ``--progress-interval`` (default
   :data:`DEFAULT_PROGRESS_INTERVAL_S`), in the process's log format (JSON lines by default).
 
+A run that finishes no question for :data:`STALL_INTERVALS` progress intervals in a row says
+why in its progress records (``stalled_intervals``, ``waiting_for``): what most of its callers
+wait for right then (tokens, the rate, the budget, the daily grounding pause, the database,
+responses), read from the run's counts (:func:`stall_reason`).
+
 Either way, at the end of each progress interval the run's ``tick`` is awaited: the job's
 state counts are read into the metrics and the node_exporter textfile (when asked for) is
 rewritten (:meth:`pipeline.watch.exporter.RunExporter.tick`).
@@ -12,9 +17,10 @@ rewritten (:meth:`pipeline.watch.exporter.RunExporter.tick`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
@@ -31,6 +37,17 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PROGRESS_INTERVAL_S = 60.0  # between progress records off a terminal
 TTY_REFRESH_S = 0.5  # between redraws of the bar
+STALL_INTERVALS = 2  # progress intervals in a row with no question finished: a stall, explained
+# What a caller may wait for (the run's ``waits()``), said the way a progress record says it,
+# in the order a tie is decided.
+_WAITS = {
+    "tokens": "tokens ([limits] tokens_per_minute)",
+    "rate": "the rate ([limits] requests_per_minute, or the adaptive rate after 429s)",
+    "budget": "the budget (other calls' worst cases hold the rest of it)",
+    "daily": "the daily grounded-prompt count",
+    "database": "the database (outcomes waiting to be stored)",
+    "on_wire": "responses (requests sent, not yet answered)",
+}
 
 
 class Watched(Protocol):
@@ -78,6 +95,8 @@ class Snapshot:
     spend_usd: Decimal  # the job's spend (the ledger at the start plus this run's calls)
     elapsed_s: float
     rate: float | None  # the adaptive limiter's requests per second, when adaptive
+    stalled_intervals: int = 0  # progress intervals in a row with no question finished
+    waiting_for: str | None = None  # why, once stalled for STALL_INTERVALS
 
     @property
     def per_second(self) -> float:
@@ -103,7 +122,23 @@ class Snapshot:
             "eta_s": None if eta is None else round(eta, 1),
             "elapsed_s": round(self.elapsed_s, 1),
             "adaptive_rate": None if self.rate is None else round(self.rate, 3),
+            "stalled_intervals": self.stalled_intervals,
+            "waiting_for": self.waiting_for,
         }
+
+
+def stall_reason(waits: Mapping[str, int]) -> str:
+    """What a run that makes no progress waits for, from the counts of its ``waits()``: the
+    wait most callers are in (a daily grounding pause first: it lasts until the reset)."""
+    if waits.get("paused"):
+        return "the daily grounding quota: grounded calls are paused until its reset"
+    busiest = max(_WAITS, key=lambda wait: waits.get(wait, 0))
+    count = waits.get(busiest, 0)
+    if count:
+        return f"{_WAITS[busiest]}: {count} of the callers"
+    if waits.get("in_hand"):
+        return f"nothing: {waits['in_hand']} questions in hand, none in a call"
+    return "questions to come due (none is claimable now)"
 
 
 def snapshot(
@@ -178,14 +213,21 @@ class ProgressBar:
 
 def log_progress(snap: Snapshot) -> None:
     """One progress record: ``action=progress`` and the snapshot's fields."""
+    stalled = ""
+    if snap.waiting_for is not None:
+        stalled = (
+            f"; no question finished for {snap.stalled_intervals} intervals:"
+            f" waiting for {snap.waiting_for}"
+        )
     log.info(
-        "%d/%d finished, %.1f questions/s, %d calls, %d 429s, spend $%s",
+        "%d/%d finished, %.1f questions/s, %d calls, %d 429s, spend $%s%s",
         snap.finished,
         snap.total,
         snap.per_second,
         snap.calls,
         snap.throttled,
         snap.spend_usd,
+        stalled,
         extra={"action": "progress", **snap.to_dict()},
     )
 
@@ -225,7 +267,15 @@ async def watch(
             finally:
                 bar.update(snap())  # the bar as the run left it
     else:
+        last, stalled = finished_before, 0
         while True:
             await anyio.sleep(options.interval_s)
-            log_progress(snap())
+            current = snap()
+            stalled = stalled + 1 if current.finished == last else 0
+            last = current.finished
+            current = dataclasses.replace(current, stalled_intervals=stalled)
+            waits = getattr(runner, "waits", None)
+            if stalled >= STALL_INTERVALS and waits is not None:
+                current = dataclasses.replace(current, waiting_for=stall_reason(waits()))
+            log_progress(current)
             await tick()

@@ -224,3 +224,35 @@ async def test_links_older_than_their_lifetime_lose_their_destinations(
     assert batch["link_age_mean_s"] >= 7200
     assert await status_command(spec, as_json=False) == 0
     assert "100.0% already expired" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("fail_on", [None, '["failed","sources_expired"]'])
+async def test_links_expired_before_resolution_are_warned_about_and_can_fail_the_run(
+    tmp_path: Path,
+    emulator_key: str,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+    fail_on: str | None,
+) -> None:
+    """Every redirect of the batch expires before the resolver reaches it: the run says so
+    loudly, and `fail_on = ["sources_expired"]` turns that into exit 3."""
+    config = EmulatorConfig(seed=6, batch_delay_s=0.05, redirect_ttl_s=0.001)
+    overrides = [*BATCH] + ([f"job.fail_on={fail_on}"] if fail_on else [])
+    with running_emulator(config) as emu:
+        spec = make_job(tmp_path, base_url=emu.base_url, n_questions=10, overrides=overrides)
+        status = await run_command(spec)
+    expired = await _rows(
+        spec.database_url,
+        sa.select(sa.func.count()).where(sources.c.resolve_status == "expired"),
+    )
+    assert expired[0][0] > 0
+    warned = [r for r in caplog.records if getattr(r, "action", None) == "batch_links_expired"]
+    assert len(warned) == 1 and warned[0].levelname == "WARNING"
+    assert "had expired before they were resolved" in warned[0].getMessage()
+    if fail_on is None:
+        assert status == 0  # not a failure unless the job says so
+    else:
+        assert status == 3
+        err = capsys.readouterr().err
+        assert f"sources_expired {expired[0][0]}" in err
+        assert "fail_on_sources_lost = 0.05" in err

@@ -71,6 +71,24 @@ def test_errors_name_the_file_and_the_key(tmp_path: Path, extra: str, needle: st
     assert needle in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("job_keys", "needle"),
+    [
+        ("fail_on = ['sources_gone']", "job.fail_on: 'sources_gone' is not a failure state"),
+        ("fail_on_sources_lost = 1.5", "job.fail_on_sources_lost"),
+    ],
+)
+def test_fail_on_names_states_and_lost_links_only(
+    tmp_path: Path, job_keys: str, needle: str
+) -> None:
+    ok = write(tmp_path, MINIMAL.replace('name = "t"', 'name = "t"\nfail_on = ["sources_expired"]'))
+    assert load_jobspec(ok).job.fail_on == ("sources_expired",)
+    path = write(tmp_path, MINIMAL.replace('name = "t"', f'name = "t"\n{job_keys}'))
+    with pytest.raises(JobSpecError) as caught:
+        load_jobspec(path)
+    assert needle in str(caught.value)
+
+
 def test_missing_required_key(tmp_path: Path) -> None:
     path = write(tmp_path, '[job]\nname = "t"\n')
     with pytest.raises(JobSpecError, match=r"source: required key is missing"):

@@ -34,6 +34,7 @@ UNWRITABLE_DIR = "/sys"  # sysfs: no file can be created there, even by root
         (["run", "{job}", "--metrics-textfile", "{job}/ground.prom"], "is not a directory"),
         (["run", "{job}", "--metrics-textfile", f"{UNWRITABLE_DIR}/g.prom"], "cannot write"),
         (["refresh", "{job}", "--older-than", "1d", "--summary-json", "{tmp}/no/s.json"], "exist"),
+        (["worker", "{job}", "--metrics-textfile", "{tmp}/missing/ground.prom"], "does not exist"),
         (["export", "{job}", "--out", "{tmp}/missing/answers.jsonl"], "does not exist"),
         (["report", "{job}", "--out", "{tmp}/missing/report.html"], "does not exist"),
     ],
@@ -101,6 +102,54 @@ def test_the_state_gauges_are_set_before_the_first_progress_interval(tmp_path: P
     )
     assert value(final, "ground_queue_depth") == 0
     assert value(final, "ground_last_exit_status") == 0
+
+
+def test_the_state_gauges_follow_claims_and_answers_between_progress_intervals(
+    tmp_path: Path,
+) -> None:
+    """Each claim and each stored verdict moves the gauges at once (no query), long before
+    the first progress interval (an hour here) reads the job's states again."""
+    port = free_port()
+    with running_emulator(EmulatorConfig(seed=3, ungrounded_share=0.0)) as emu:
+        spec = make_job(tmp_path, base_url=emu.base_url, n_questions=40)
+        emu.hold()
+        # 8 callers and 16 questions in hand; 10 requests a second: 40 answers take 4 s.
+        run = _ground_run(
+            spec.path,
+            "--metrics-port",
+            str(port),
+            "--progress-interval",
+            "3600",
+            "--set",
+            "limits.requests_per_minute=600",
+        )
+        try:
+            claimed = wait_until(
+                lambda: (s := scrape(port)) and value(s, "ground_questions", state="running") and s,
+                "claimed questions on /metrics",
+                abort=process_exited(run),
+            )
+            wait_until(lambda: generate_calls(emu.stats(), MODEL) > 0, "a held call")
+        finally:
+            emu.release()
+        answered = wait_until(
+            lambda: (
+                (s := scrape(port)) and (value(s, "ground_questions", state="done") or 0) >= 5 and s
+            ),
+            "answers on /metrics",
+            abort=process_exited(run),
+        )
+        _, stderr = run.communicate(timeout=RUN_TIMEOUT_S)
+    assert run.returncode == 0, stderr.decode()[-2000:]
+    running = value(claimed, "ground_questions", state="running")
+    assert 0 < running <= 16
+    assert value(claimed, "ground_queue_depth") == 40 - running
+    done = value(answered, "ground_questions", state="done")
+    assert done < 40  # seen mid-run, not from the final read
+    assert (
+        value(answered, "ground_queue_depth") + value(answered, "ground_questions", state="running")
+        == 40 - done
+    )
 
 
 def test_outputs_that_fail_mid_run_are_logged_and_counted_and_the_run_goes_on(

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from pipeline.costs.charges import WorstCase, call_cost
 from pipeline.costs.prices import GroundingFee, Price
+from pipeline.errors import NotSent
 from pipeline.gemini.wire import GroundingMetadata, UsageMetadata
 from pipeline.limits import JobLimits, estimate_tokens
 from pipeline.limits.job_limits import RateGrants
@@ -193,3 +194,46 @@ async def test_calls_racing_for_the_budget_stop_at_or_below_it(tmp_path: Path) -
     assert reserved == 0
     assert len(started) > 100  # actual costs below the worst case leave room for more
     assert refused
+
+
+@pytest.mark.parametrize("permit", ["rate", "tokens", "budget"])
+async def test_a_wait_for_a_permit_ends_at_the_stop_holding_nothing(
+    tmp_path: Path, permit: str
+) -> None:
+    """A caller waiting for its rate slot, its tokens or its budget raises NotSent as soon as
+    the run stops, not after the wait; a refused budget wait holds nothing."""
+    async with sqlite_engine(tmp_path) as engine:
+        limits = await _limits(
+            tmp_path, engine, requests_per_minute=60, tokens_per_minute=60, budget_micro=100
+        )
+        if permit == "rate":  # one request a second: the second waits ~1 s for its slot
+            await limits.requests.acquire()
+            wait = limits.requests.acquire()
+        elif permit == "tokens":  # ~1 token a second, 5 at most at once: the next 5 wait ~5 s
+            tokens = limits.tokens
+            assert tokens is not None
+            assert await tokens.acquire(5) == 5
+            wait = tokens.acquire(5)
+        else:  # another call holds the whole budget: this one waits for it to settle
+            assert await limits.reserve(100)
+            wait = limits.reserve(50)
+        outcome: list[BaseException] = []
+        started = anyio.current_time()
+
+        async def waiting() -> None:
+            try:
+                await wait
+            except NotSent as exc:
+                outcome.append(exc)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(waiting)
+            await anyio.sleep(0)  # the waiter is in its wait
+            await anyio.wait_all_tasks_blocked()
+            limits.interrupt.set()
+        assert outcome and isinstance(outcome[0], NotSent)
+        assert anyio.current_time() - started < 0.5  # woken, not at the end of its wait
+        _, reserved = await limits.db.read(
+            "reading", lambda c: quota.budget_state(c, limits.job_id)
+        )
+    assert reserved == (100 if permit == "budget" else 0)  # the waiter holds nothing

@@ -66,6 +66,39 @@ def test_progress_is_a_change_in_the_states(monkeypatch: pytest.MonkeyPatch) -> 
     assert value(_samples(metrics), "ground_last_progress_timestamp_seconds") == 1120
 
 
+def test_claims_and_verdicts_move_the_state_gauges_between_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(metrics_module.time, "time", lambda: now[0])
+    metrics = RunMetrics("nightly")
+    metrics.on_claimed(["pending"])  # before the first read: nothing to move from
+    assert "ground_questions" not in names(_samples(metrics))
+    metrics.set_states({"pending": 5, "retry_wait": 2, "done": 1})
+    metrics.on_claimed(["pending", "pending", "retry_wait"])
+    samples = _samples(metrics)
+    assert value(samples, "ground_questions", state="running") == 3
+    assert value(samples, "ground_questions", state="pending") == 3
+    assert value(samples, "ground_queue_depth") == 4
+    now[0] = 1010.0
+    metrics.on_finished("done")
+    metrics.on_finished("retry_wait")
+    samples = _samples(metrics)
+    assert value(samples, "ground_questions", state="running") == 1
+    assert value(samples, "ground_questions", state="done") == 2
+    assert value(samples, "ground_queue_depth") == 5
+    assert value(samples, "ground_last_progress_timestamp_seconds") == 1010
+    # A lease taken over from another process (already running): no state goes below 0.
+    metrics.set_states({"running": 1})
+    metrics.on_claimed(["pending"])
+    assert value(_samples(metrics), "ground_questions", state="pending") == 0
+    # The tick's read is the truth again, whatever was moved in between.
+    metrics.set_states({"pending": 4, "done": 4})
+    samples = _samples(metrics)
+    assert value(samples, "ground_questions", state="running") == 0
+    assert value(samples, "ground_queue_depth") == 4
+
+
 def test_classes_beyond_the_limit_are_summed_and_a_vanished_class_reads_0() -> None:
     metrics = RunMetrics("nightly")
     many = [ClassCount(f"c{i:03d}", 10, i % 10) for i in range(MAX_CLASS_SERIES + 5)]
