@@ -165,13 +165,8 @@ async def _run(
         say(render_status(after))
         label_local_spend(spec)
     say(f"results: {display_url(spec)}")
-<<<<<<< HEAD
-    status = _closing_status(spec, summary.stopped, after.states if after else {})
-    _write_summary_json(watch, status, spec, summary, after or before, exporter)
-=======
     status = _closing_status(spec, summary.stopped, after)
-    _write_summary_json(watch, status, spec, summary, after, exporter)
->>>>>>> ops
+    _write_summary_json(watch, status, spec, summary, after or before, exporter)
     return status
 
 
@@ -289,9 +284,10 @@ def _failures(spec: JobSpec, job: JobStatus) -> dict[str, int]:
     )
 
 
-def _closing_status(spec: JobSpec, stopped: str | None, job: JobStatus) -> ExitStatus:
-    """The run's exit status, and the line saying what made it non-zero."""
-    failed = _failures(spec, job)
+def _closing_status(spec: JobSpec, stopped: str | None, job: JobStatus | None) -> ExitStatus:
+    """The run's exit status, and the line saying what made it non-zero (``job`` None: the
+    database could not be read at the end, so no state counts as failed)."""
+    failed = _failures(spec, job) if job is not None else {}
     status = run_status(stopped=stopped, failed=failed)
     if stopped is not None:
         complain(f"run stopped early: {stopped}")
