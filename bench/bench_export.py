@@ -16,7 +16,9 @@ samples its own resident set every tenth of the way (/proc/self/statm): flat mem
 last sample is about the first, whatever N. Measured (2-core machine, shared, load average
 about 8), at 100,000 questions: 1,947 records/s, peak RSS 84.0 MB, resident 83.4 MB at the
 first tenth and 84.3 MB at the end (x1.01; ``ground export`` of the same job: JSONL 96.0 MB,
-Parquet 203.8 MB). Not yet measured at 1,000,000 here.
+Parquet 203.8 MB). At 1,000,000 questions (2-core machine, load average 8-18 from other work
+beside it): 818 records/s, peak RSS 77.8 MB, resident 72.6 MB at the first tenth and 72.9 MB
+at the end (x1.00).
 
 Usage: ``python bench/bench_export.py [--questions N] [--keep DIR] [--formats F,...]``, F one of
 jsonl, parquet, records (default 1,000,000 questions and all three; generating them takes a few
