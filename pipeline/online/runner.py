@@ -291,7 +291,9 @@ class OnlineRunner:
                 want = min(free, CLAIM_BATCH)
                 batch = await self.ctx.db.transaction(
                     "claiming",
-                    lambda c, n=want: queue.claim(c, self.ctx.job_id, self.owner, n, self._lease),
+                    lambda c, n=want: queue.claim(
+                        c, self.ctx.job_id, self.owner, n, self._lease, self.ctx.scope
+                    ),
                 )
                 if batch:
                     self.summary.claimed += len(batch)
@@ -303,7 +305,8 @@ class OnlineRunner:
                     await self._wait_for_progress(IDLE_POLL_S)
                     continue
                 wake_at = await self.ctx.db.transaction(
-                    "looking for due questions", lambda c: queue.next_wakeup(c, self.ctx.job_id)
+                    "looking for due questions",
+                    lambda c: queue.next_wakeup(c, self.ctx.job_id, self.ctx.scope),
                 )
                 if wake_at is None:
                     return  # every question of the job is terminal

@@ -19,6 +19,7 @@ import logging
 import warnings
 from collections.abc import Callable, Sequence
 
+import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.costs.charges import WorstCase
@@ -109,6 +110,8 @@ class RunContext:
         self.budget_micro = budget_micro
         self.worst_case = worst_case
         self.summary = RunSummary()
+        # A trial run (--limit/--sample): the claim's extra condition; None: the whole job.
+        self.scope: sa.ColumnElement[bool] | None = None
         self._on_stop: list[Callable[[], None]] = []
 
     @property
