@@ -466,17 +466,18 @@ async def insert_new_questions(
     return {qid: int(id_) for qid, id_ in result}
 
 
-async def stored_texts(
+async def stored_questions(
     connection: AsyncConnection, job_id: int, qids: Sequence[str]
-) -> dict[str, str]:
-    """The stored text of each of ``qids`` the job has (the conflicts of a load)."""
+) -> dict[str, tuple[int, str]]:
+    """The row key and stored text of each of ``qids`` the job has (the conflicts of a
+    load)."""
     if not qids:
         return {}
     q = questions.c
     rows = await connection.execute(
-        sa.select(q.qid, q.text).where(q.job_id == job_id, q.qid.in_(list(qids)))
+        sa.select(q.qid, q.id, q.text).where(q.job_id == job_id, q.qid.in_(list(qids)))
     )
-    return {qid: text for qid, text in rows}
+    return {qid: (int(id_), text) for qid, id_, text in rows}
 
 
 async def delete_questions(connection: AsyncConnection, ids: Sequence[int]) -> int:
