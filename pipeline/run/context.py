@@ -15,6 +15,7 @@ runners take the values they use.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import warnings
 from collections.abc import Callable, Sequence
@@ -112,6 +113,8 @@ class RunContext:
         self.summary = RunSummary()
         # A trial run (--limit/--sample): the claim's extra condition; None: the whole job.
         self.scope: sa.ColumnElement[bool] | None = None
+        # [job] reuse_answers_within: how old a reused answer may be; None: reuse is off.
+        self.reuse_within: dt.timedelta | None = None
         self._on_stop: list[Callable[[], None]] = []
 
     @property
@@ -139,7 +142,7 @@ def run_context(
 ) -> RunContext:
     """The context of one run of ``spec`` (``backoff``: the retry delays; tests shorten them)."""
     limits = spec.limits
-    return RunContext(
+    ctx = RunContext(
         Database(engine, outage_s=spec.job.database_outage_s),
         job_id,
         prices=RunPrices.load(limits.prices_file, spec.model.backend, spec.grounding.tools),
@@ -147,3 +150,5 @@ def run_context(
         budget_micro=int(spec.budget * 1_000_000) if spec.budget is not None else None,
         worst_case=worst_case(spec),
     )
+    ctx.reuse_within = spec.reuse_within
+    return ctx
