@@ -31,8 +31,10 @@ from pipeline.store.trial import Trial, TrialScope, first_unfinished, select_tri
 
 DRY_RUN_BODIES = 3  # request bodies a dry run prints
 REDACTED = "***"
-# Body fields that carry a credential (a tool's own key), at any depth.
-SECRET_FIELDS = frozenset({"apikeystring", "apikey", "api_key", "key", "token", "authorization"})
+# Body fields that carry a credential (a tool's own key), at any depth, lower-cased.
+SECRET_FIELDS = frozenset(
+    {"apikeystring", "apikey", "api_key", "authorization", "accesstoken", "access_token"}
+)
 OWN_PASSAGES = "[the passages own retrieval finds in the job's index for this question]"
 
 
@@ -79,7 +81,7 @@ async def dry_run(
             assert own is not None
             body = own.builder.body(question.text, OWN_PASSAGES)
         else:
-            body = ground.body(question.text, question.meta)
+            body = ground.body(question.text, question.meta, single=ground.single is not None)
         how = " (own retrieval)" if routed else ""
         say(f"request {n}: question {question.qid}{how}")
         say(orjson.dumps(redacted(orjson.loads(body)), option=orjson.OPT_INDENT_2).decode())
