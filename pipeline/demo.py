@@ -38,6 +38,11 @@ EMULATOR_KEY = "emulator-key"  # the emulator's built-in demo key; not a secret
 EMULATOR_SEED = 7
 # Grounded calls take seconds; the demo's emulator answers in ~0.4 s (p99 2 s) to show that.
 EMULATOR_LATENCY = ("--latency-ms", "400", "--latency-p99-ms", "2000")
+# Said once, before the run: the answers are the emulator's, not Gemini's.
+DEMO_NOTE = (
+    "demo: the answers come from the local Gemini emulator (made-up text and figures about"
+    " each question's topic, no Google call, nothing billed)"
+)
 REPORT = "var/demo-report.html"  # relative to where `make demo` runs: the checkout
 REPORT_LIMIT = 2_000  # answers in the report's table
 _LISTENING = re.compile(r"listening on (http://\S+)")
@@ -101,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"demo: {exc}", file=sys.stderr)
             return 2
         print(f"demo: emulator at {base_url}; running {job_file}", flush=True)
+        print(DEMO_NOTE, flush=True)
         os.environ["GEMINI_API_KEY"] = EMULATOR_KEY
         os.environ.pop("GOOGLE_API_KEY", None)  # it would take precedence over the demo key
         ensure_directory(spec.database_url)  # the demo's own var/, made on purpose

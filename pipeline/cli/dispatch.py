@@ -20,6 +20,7 @@ from pipeline import event_loop
 from pipeline.cli.parser import Parser, build_parser
 from pipeline.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from pipeline.job.spec import JobSpec, JobSpecError, load_jobspec
+from pipeline.store.trial import Trial
 from pipeline.watch.logs import KeyValueFormatter, configure_logging
 from pipeline.watch.outputs import first_problem, output_problem
 from pipeline.watch.progress import WatchOptions
@@ -184,6 +185,13 @@ def _port_problem(args: argparse.Namespace) -> str | None:
     return None if problem is None else f"--metrics-port {args.metrics_port}: {problem}"
 
 
+def _trial(args: argparse.Namespace) -> Trial | None:
+    """``run --limit / --sample / --class``: the trial asked for; None: the whole job."""
+    if args.limit is None and args.sample is None and args.qclass is None:
+        return None
+    return Trial(limit=args.limit, sample=args.sample, seed=args.seed, qclass=args.qclass)
+
+
 def _run_command(args: argparse.Namespace, log_format: str) -> int:
     """The commands that are runs, or act on one: run, batch, worker, refresh, restructure."""
     from pipeline import commands
@@ -204,7 +212,12 @@ def _run_command(args: argparse.Namespace, log_format: str) -> int:
             return _job_command(
                 args,
                 lambda spec: commands.run_command(
-                    spec, watch, no_wait=args.no_wait, fallback_auto=args.fallback_auto
+                    spec,
+                    watch,
+                    no_wait=args.no_wait,
+                    fallback_auto=args.fallback_auto,
+                    trial=_trial(args),
+                    dry_run=args.dry_run,
                 ),
             )
         case "batch":

@@ -113,6 +113,33 @@ def _add_run_commands(commands: Commands, job: argparse.ArgumentParser) -> None:
         help="route to own retrieval the classes `status --by class` names under"
         " [grounding] fallback_below, for this run",
     )
+    trial = run.add_mutually_exclusive_group()
+    trial.add_argument(
+        "--limit",
+        type=_positive,
+        metavar="N",
+        help="a trial: only the job's first N questions (a rerun takes the same ones)",
+    )
+    trial.add_argument(
+        "--sample",
+        type=_sample_size,
+        metavar="N",
+        help="a trial: a random sample of N questions, the same on a rerun (see --seed)",
+    )
+    run.add_argument(
+        "--seed", type=int, default=0, metavar="S", help="the sample's seed (default 0)"
+    )
+    run.add_argument(
+        "--class",
+        dest="qclass",
+        metavar="C",
+        help="a trial: only questions of this class (with --limit or --sample, or alone)",
+    )
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the first request bodies and the estimate; send nothing",
+    )
     batch = commands.add_parser("batch", help="batch mode: act on the job's batches")
     batch_commands = batch.add_subparsers(dest="batch_command", required=True, metavar="ACTION")
     batch_commands.add_parser(
@@ -237,6 +264,27 @@ def _add_watch_arguments(run: argparse.ArgumentParser) -> None:
         help="write node_exporter's textfile format to PATH (atomically) after each"
         " progress interval and at exit",
     )
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: must be at least 1")
+    return value
+
+
+def _sample_size(text: str) -> int:
+    from pipeline.store.trial import MAX_SAMPLE
+
+    value = _positive(text)
+    if value > MAX_SAMPLE:
+        raise argparse.ArgumentTypeError(
+            f"{value}: a sample is at most {MAX_SAMPLE:,} questions (--limit takes any number)"
+        )
+    return value
 
 
 def _positive_seconds(text: str) -> float:

@@ -158,6 +158,17 @@ async def load_job(engine: AsyncEngine, spec: JobSpec) -> int | None:
         say(f"loaded {result.added} new questions ({result.existing} already there)")
     else:
         say(f"no new questions: all {result.existing} in {_source_name(spec)} already loaded")
+    if result.edited:
+        what = (
+            "asked again, their earlier answers kept as versions"
+            if result.on_change == "reask"
+            else "their stored text and answers kept"
+        )
+        say(
+            f"edited: {result.edited} {'question' if result.edited == 1 else 'questions'}"
+            " already loaded with different text now;"
+            f" {what} ([source] on_change = {result.on_change!r})"
+        )
     return job_id
 
 

@@ -34,6 +34,7 @@ from pipeline.commands.common import (
 )
 from pipeline.commands.maintain import resolve_pending
 from pipeline.commands.spilled import check_state_dir, store_spilled
+from pipeline.commands.trial import dry_run, trial_scope
 from pipeline.exit_codes import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -59,6 +60,7 @@ from pipeline.run.context import RunContext, run_context
 from pipeline.run.summary import RunSummary
 from pipeline.store import versions
 from pipeline.store.reconnect import DatabaseOutage
+from pipeline.store.trial import Trial, TrialScope
 from pipeline.watch.exporter import RunExporter, RunSettings, exporting
 from pipeline.watch.progress import WatchOptions
 from pipeline.watch.progress import watch as progress_watch
@@ -75,10 +77,15 @@ async def run_command(
     no_wait: bool = False,
     backoff: Backoff | None = None,
     fallback_auto: bool = False,
+    trial: Trial | None = None,
+    dry_run: bool = False,
 ) -> int:
     """Load, then ground every question not yet finished; the exit status is the contract in
-    :mod:`pipeline.exit_codes`. In batch mode the batches go first (``no_wait``: return once
-    they are submitted), then an online run does what they leave (call 2, online retries).
+    :mod:`pipeline.exit_codes`. ``trial``: only the questions ``--limit`` / ``--sample``
+    choose (online mode only); ``dry_run``: print the first request bodies and the estimate,
+    and send nothing (:mod:`pipeline.commands.trial`). In batch mode the batches go first
+    (``no_wait``: return once they are submitted), then an online run does what they leave
+    (call 2, online retries).
     ``backoff``: the retry delays (None: the default; tests pass shorter ones).
     ``fallback_auto``: route the classes under ``[grounding] fallback_below`` to own
     retrieval for this run (:mod:`pipeline.commands.fallback`)."""
@@ -86,10 +93,21 @@ async def run_command(
     if fallback_auto and (refused := fallback.fallback_auto_refused(spec)) is not None:
         complain(refused)
         return EXIT_USAGE
+    if trial is not None and spec.model.mode == "batch":
+        complain('--limit/--sample: online runs only (model.mode is "batch")')
+        return EXIT_USAGE
+    if dry_run:
+        return await _dry_run(spec, trial)
     # The metrics are served from here, before the first call, until the exit status is known.
     async with exporting(spec.name, _run_settings(spec, watch), watch) as exporter:
         status = await _run(
-            spec, watch, exporter, no_wait=no_wait, backoff=backoff, fallback_auto=fallback_auto
+            spec,
+            watch,
+            exporter,
+            no_wait=no_wait,
+            backoff=backoff,
+            fallback_auto=fallback_auto,
+            trial=trial,
         )
         exporter.exited(status)
     return status
@@ -115,6 +133,7 @@ async def _run(
     no_wait: bool,
     backoff: Backoff | None,
     fallback_auto: bool,
+    trial: Trial | None = None,
 ) -> int:
     if (unkeepable := check_state_dir(spec)) is not None:
         complain(unkeepable)
@@ -126,11 +145,14 @@ async def _run(
         if not await store_spilled(engine, spec, job_id):  # paid before: stored first
             return EXIT_FAILED
         await _queue_stored_work(engine, spec, job_id)
+        scope = None if trial is None else await trial_scope(engine, job_id, trial)
         before = await _read_status(engine, spec, job_id)
         await exporter.begin(engine, job_id, before.states, before.spend_usd)
-        if before.terminal == before.total:
-            return await _nothing_to_do(engine, spec, job_id, before, watch, exporter)
+        if before.terminal == before.total or (scope is not None and not scope.unfinished):
+            return await _nothing_to_do(engine, spec, job_id, before, watch, exporter, scope)
         ctx = run_context(spec, engine, job_id, backoff=backoff)
+        if scope is not None:
+            ctx.scope = scope.condition()
         try:
             plan = plan_calls(spec)
         except ConfigurationError as exc:
@@ -168,6 +190,17 @@ async def _run(
     status = _closing_status(spec, summary.stopped, after)
     _write_summary_json(watch, status, spec, summary, after or before, exporter)
     return status
+
+
+async def _dry_run(spec: JobSpec, trial: Trial | None) -> int:
+    """``--dry-run``: the questions loaded, the first request bodies and the estimate printed;
+    nothing sent."""
+    async with opened(spec) as engine:
+        job_id = await load_job(engine, spec)
+        if job_id is None:
+            return EXIT_FAILED
+        scope = None if trial is None else await trial_scope(engine, job_id, trial)
+        return await dry_run(engine, spec, job_id, scope)
 
 
 def online_runner(
@@ -223,10 +256,14 @@ async def _nothing_to_do(
     before: JobStatus,
     watch: WatchOptions,
     exporter: RunExporter,
+    scope: TrialScope | None = None,
 ) -> ExitStatus:
-    """Every question is finished: no call is made; redirects an earlier run left pending are
-    resolved, and the job's status closes the run."""
-    say(f"nothing to do: all {before.total} questions are finished; 0 calls made")
+    """Every question (of the trial's ``scope``) is finished: no call is made; redirects an
+    earlier run left pending are resolved, and the job's status closes the run."""
+    if scope is not None:
+        say(f"nothing to do: the trial's {scope.selected} questions are finished; 0 calls made")
+    else:
+        say(f"nothing to do: all {before.total} questions are finished; 0 calls made")
     if spec.resolver.enabled and before.sources.get(SourceState.PENDING):
         await resolve_pending(engine, spec, job_id)  # what an earlier run left
         before = await _read_status(engine, spec, job_id)

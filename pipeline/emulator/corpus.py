@@ -96,6 +96,12 @@ def _layout(groups: tuple[tuple[Sentence, ...], ...]) -> Layout:
     return Layout(tuple(parts), tuple(x.encode() for x in parts), tuple(spans))
 
 
+def entry_of(answer: Answer) -> Entry:
+    """An answer built at request time (pipeline.emulator.topics) with its layouts; its
+    sources must be in :data:`SOURCES`."""
+    return _entry(answer, tuple(SOURCE_IDS[s] for s in answer.sources))
+
+
 def _entry(answer: Answer, source_ids: tuple[int, ...]) -> Entry:
     sents = answer.sentences
     k = max(1, len(sents) // 2)
@@ -460,6 +466,59 @@ MAPS_ANSWERS: tuple[Answer, ...] = (
 )
 
 
+# The sources of the topical answers (pipeline.emulator.topics), by topic: reference pages a
+# search on the topic would find. Registered after the canned answers' sources, so the
+# redirect index of every earlier source stays what it was.
+TOPIC_SOURCES: dict[str, tuple[Source, ...]] = {
+    "population": (
+        _web("https://population.un.org/wup/", "World Urbanization Prospects"),
+        _web("https://www.citypopulation.de/", "City Population – Statistics, Maps & Charts"),
+        _web("https://en.wikipedia.org/wiki/List_of_largest_cities", "List of largest cities"),
+    ),
+    "airports": (
+        _web("https://www.aci.aero/data/", "ACI World – Airport data"),
+        _web("https://www.iata.org/en/publications/directories/code-search/", "IATA code search"),
+        _web("https://www.rome2rio.com/", "Rome2Rio: getting from the airport"),
+    ),
+    "mayor": (
+        _web("https://www.citymayors.com/", "City Mayors"),
+        _web("https://www.eurocities.eu/cities/", "Eurocities – member cities"),
+    ),
+    "climate": (
+        _web("https://www.climate-data.org/", "Climate data for cities worldwide"),
+        _web("https://wmo.int/", "World Meteorological Organization"),
+    ),
+    "universities": (
+        _web("https://www.topuniversities.com/", "QS Top Universities"),
+        _web("https://www.whed.net/", "World Higher Education Database"),
+    ),
+    "heritage": (
+        _web("https://whc.unesco.org/en/list/", "World Heritage List – UNESCO"),
+        _web("https://www.worldheritagesite.org/", "World Heritage Site"),
+    ),
+    "dishes": (
+        _web("https://www.tasteatlas.com/", "TasteAtlas – local dishes"),
+        _web("https://www.bbc.com/travel/food", "BBC Travel – Food"),
+    ),
+    "festivals": (
+        _web("https://www.festivalsherpa.com/", "Festival Sherpa"),
+        _web("https://www.lonelyplanet.com/", "Lonely Planet – events"),
+    ),
+    "transport": (
+        _web("https://www.uitp.org/", "UITP – public transport"),
+        _web("https://www.numbeo.com/cost-of-living/", "Numbeo – cost of living"),
+    ),
+    "history": (
+        _web("https://www.britannica.com/place", "Britannica – places"),
+        _web("https://whc.unesco.org/en/list/", "World Heritage List – UNESCO"),
+    ),
+    "general": (
+        _web("https://en.wikipedia.org/wiki/Main_Page", "Wikipedia, the free encyclopedia"),
+        _web("https://www.britannica.com/", "Encyclopedia Britannica"),
+    ),
+}
+
+
 def _index() -> tuple[tuple[Source, ...], tuple[Entry, ...], tuple[Entry, ...]]:
     sources: list[Source] = []
     ids: dict[Source, int] = {}
@@ -479,10 +538,18 @@ def _index() -> tuple[tuple[Source, ...], tuple[Entry, ...], tuple[Entry, ...]]:
         return tuple(out)
 
     web, maps = build(WEB_ANSWERS), build(MAPS_ANSWERS)
+    for pool in TOPIC_SOURCES.values():
+        for s in pool:
+            if s not in ids:
+                ids[s] = len(sources)
+                sources.append(s)
+    SOURCE_IDS.update(ids)
     return tuple(sources), web, maps
 
 
-# Every source in the corpus; a redirect token names a destination by its index here.
+# Every source in the corpus, and each one's index; a redirect token names a destination by
+# its index here.
+SOURCE_IDS: dict[Source, int] = {}
 SOURCES, WEB, MAPS = _index()
 
 _PICK = b"answer"

@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from pipeline.emulator import corpus, draws, grounding, passages
+from pipeline.emulator import corpus, draws, grounding, passages, topics
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.models import ModelTraits
 from pipeline.emulator.request import (
@@ -236,7 +236,7 @@ def build(ctx: Context) -> Built:
             allowed = corpus.without(req.exclude_domains, pool)
             # Every answer cites an excluded domain: answer without grounding, never cite one.
             pool, ungrounded = (allowed, ungrounded) if allowed else (pool, True)
-    entry = corpus.pick(ctx.seed_key, req.prompt_bytes, pool)
+    entry = topics.pick(ctx.seed_key, req.prompt_bytes, pool)
     thoughts = r.randint(40, 400) if t.thinks else 0
     parts: list[dict[str, Any]] = []
     if t.thinks and (req.include_thoughts or thought):

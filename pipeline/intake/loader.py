@@ -14,8 +14,14 @@ errors name the row (its number and id) and the column, like a file's name ``fil
 * Skipped when unchanged: the file's size, mtime and content digest are stored with a complete
   load (``source_loads``); a run finding the same file (and the same ``[source]`` settings)
   does not read it again. A query has no fingerprint: it is always read.
-* All or nothing for a bad row (bad JSON, missing id or text, an id seen with different text):
-  :class:`LoadError` names ``file:line`` and the reason, and the database is left unchanged.
+* All or nothing for a bad row (bad JSON, missing id or text, an id twice in the input with
+  different texts): :class:`LoadError` names ``file:line`` and the reason, and the database
+  is left unchanged.
+* Edited questions (an id already loaded, with another text now) follow ``[source]
+  on_change``: ``refuse`` (the default) reads on to the end, then loads nothing and names the
+  first few changed ids and their count; ``keep`` keeps the stored question and its answers;
+  ``reask`` stores the new text and asks it again, the old answer kept as the version before
+  with the text it answered (:func:`pipeline.store.versions.reask_edited`).
   :func:`load_source` / :func:`load_questions` commit per chunk, validating every row first
   and deleting their own rows on a conflict.
 """
@@ -38,10 +44,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from pipeline.intake.files import file_records
 from pipeline.intake.query import query_records
 from pipeline.job.sections import SourceSection
-from pipeline.store import queue
+from pipeline.store import queue, versions
 from pipeline.store.loads import Fingerprint, save_fingerprint, stored_fingerprint
 
 CHUNK_ROWS = 1_000  # rows per insert; bounds memory and statement size
+NAMED_EDITS = 5  # changed ids a refused load names (the count says how many more)
 MAX_ID_LENGTH = 512  # characters, the column's width
 # Characters, the class column's width (questions.qclass). A longer class is refused with its
 # row, on every backend: PostgreSQL would refuse it mid-load, SQLite would keep it whole, and
@@ -69,6 +76,10 @@ class LoadResult:
     # The file is unchanged since the job's last complete load: not read; ``existing`` is
     # that load's count.
     skipped: bool = False
+    # Questions already loaded whose text changed (counted in ``existing``), and what was done
+    # with them ([source] on_change: "keep" or "reask").
+    edited: int = 0
+    on_change: str = "refuse"
 
     @property
     def total(self) -> int:
@@ -149,7 +160,7 @@ async def load_questions(
     if current is None:
         return LoadResult(0, stored.rows if stored else 0, skipped=True)
     await anyio.to_thread.run_sync(_validate_file, path, source, max_chars)
-    sink = _Committed(engine, job_id, path)
+    sink = _Committed(engine, job_id, path, source.on_change)
     result = await sink.load(_async(read_rows(path, source)), max_chars)
     async with engine.begin() as connection:
         await save_fingerprint(connection, job_id, replace(current, rows=result.total))
@@ -165,7 +176,7 @@ async def load_source(
         return await load_questions(engine, job_id, path, source, max_chars=max_chars)
     async for row in read_query_rows(source):
         _check_length(QUERY_LABEL, row, max_chars)
-    sink = _Committed(engine, job_id, QUERY_LABEL)
+    sink = _Committed(engine, job_id, QUERY_LABEL, source.on_change)
     return await sink.load(read_query_rows(source), max_chars)
 
 
@@ -215,23 +226,50 @@ def _validate_file(path: Path, source: SourceSection, max_chars: int | None) -> 
 
 
 async def _insert_chunk(
-    connection: AsyncConnection, job_id: int, path: Path | str, chunk: dict[str, Row]
-) -> dict[str, int]:
-    """Insert the chunk's new rows; those inserted (``qid -> row id``). An id already stored
-    with a different text is a :class:`LoadError` naming the row."""
+    connection: AsyncConnection,
+    job_id: int,
+    path: Path | str,
+    chunk: dict[str, Row],
+    on_change: str,
+    first_new: int | None,
+) -> tuple[dict[str, int], list[Row]]:
+    """Insert the chunk's new rows: those inserted (``qid -> row id``), and the rows whose id
+    is already stored with another text (edited; with ``on_change = "reask"``, stored and
+    queued to be asked again). An id this load inserted itself (row key ``first_new`` or
+    later) with another text is the input's own contradiction: a :class:`LoadError`."""
     inserted = await queue.insert_new_questions(
         connection,
         job_id,
         [queue.NewQuestion(r.qid, r.text, r.qclass, r.meta) for r in chunk.values()],
     )
     conflicts = [qid for qid in chunk if qid not in inserted]
-    stored = await queue.stored_texts(connection, job_id, conflicts)
+    stored = await queue.stored_questions(connection, job_id, conflicts)
+    edited = []
     for qid in conflicts:
         row = chunk[qid]
         # None: the conflicting row went away since (a failed concurrent load took it back).
-        if stored.get(qid, row.text) != row.text:
-            raise LoadError(f"{path}:{row.line}: id {qid!r} is already loaded with different text")
-    return inserted
+        row_id, text = stored.get(qid, (0, row.text))
+        if text == row.text:
+            continue
+        if first_new is not None and row_id >= first_new:
+            raise LoadError(
+                f"{path}:{row.line}: id {qid!r} appears earlier in the input with different text"
+            )
+        edited.append(row)
+    if edited and on_change == "reask":
+        await versions.reask_edited(connection, job_id, [(r.qid, r.text) for r in edited])
+    return inserted, edited
+
+
+def _refused_edits(path: Path | str, count: int, named: list[Row]) -> LoadError:
+    """The error of a load refused for edited questions: the first few, and how many."""
+    ids = ", ".join(f"{row.qid!r} (line {row.line})" for row in named)
+    more = f" and {count - len(named)} more" if count > len(named) else ""
+    return LoadError(
+        f"{path}: {count} question{'s' if count != 1 else ''} already loaded"
+        f" {'have' if count != 1 else 'has'} different text now: {ids}{more};"
+        ' set [source] on_change = "keep" (keep their answers) or "reask" (ask them again)'
+    )
 
 
 @dataclass(slots=True)
@@ -241,12 +279,20 @@ class _Committed:
     engine: AsyncEngine
     job_id: int
     path: Path | str
+    on_change: str = "refuse"
     inserted: array[int] = field(default_factory=lambda: array("q"))
+    edited: int = 0
+    named: list[Row] = field(default_factory=list)  # the first few edited rows
 
     async def insert(self, chunk: dict[str, Row]) -> tuple[int, int]:
         async with self.engine.begin() as connection:
-            inserted = await _insert_chunk(connection, self.job_id, self.path, chunk)
+            first_new = self.inserted[0] if self.inserted else None
+            inserted, edited = await _insert_chunk(
+                connection, self.job_id, self.path, chunk, self.on_change, first_new
+            )
         self.inserted.extend(inserted.values())
+        self.edited += len(edited)
+        self.named.extend(edited[: NAMED_EDITS - len(self.named)])
         return len(inserted), len(chunk) - len(inserted)
 
     async def load(self, rows: AsyncIterator[Row], max_chars: int | None) -> LoadResult:
@@ -277,7 +323,9 @@ class _Committed:
         if chunk:
             a, e = await self.insert(chunk)
             added, existing = added + a, existing + e
-        return LoadResult(added, existing)
+        if self.edited and self.on_change == "refuse":
+            raise _refused_edits(self.path, self.edited, self.named)
+        return LoadResult(added, existing, edited=self.edited, on_change=self.on_change)
 
     async def _take_back(self) -> None:
         ids = self.inserted
@@ -296,6 +344,8 @@ def _settings_digest(source: SourceSection, max_chars: int | None) -> str:
         source.class_field,
         list(source.metadata_fields),
         max_chars,
+        # Only when set: the digests of the loads made before on_change existed stay valid.
+        *([source.on_change] if source.on_change != "refuse" else []),
     ]
     return hashlib.blake2b(orjson.dumps(shape), digest_size=32).hexdigest()
 

@@ -11,6 +11,7 @@ to it, own retrieval's (:class:`OwnRetrievalCall`); call 2 is :class:`StructureC
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -152,6 +153,30 @@ class CallPlan:
     structure: StructureCall | None  # None: the structure step is off
     # Own retrieval (on the ground endpoint, no tool); None: the job has no [retrieval] index.
     own: OwnRetrievalCall | None = None
+
+    @property
+    def settings(self) -> str:
+        """The fingerprint of what shapes a grounded answer besides the question: the backend,
+        the model, and the call-1 body around the question (tools, prompt template, system
+        instruction, generation config). Stored with each answer."""
+        body = self.ground.builder.body(SETTINGS_PLACEHOLDER)
+        return _digest(self.backend, self.ground.model, body, size=16)
+
+    def reuse_key(self, text: str, meta: Mapping[str, Any] | None) -> str:
+        """The key under which an answer to this exact request is stored and found again
+        (``[job] reuse_answers_within``): the backend, the model and the call-1 body of the
+        question (its text, its own URLs, the settings)."""
+        single = self.ground.single is not None
+        return _digest(self.backend, self.ground.model, self.ground.body(text, meta, single=single))
+
+
+SETTINGS_PLACEHOLDER = "\x00{question}\x00"  # stands for the question in the fingerprint
+
+
+def _digest(backend: str, model: str, body: bytes, *, size: int = 32) -> str:
+    digest = hashlib.blake2b(f"{backend}\x00{model}\x00".encode(), digest_size=size)
+    digest.update(body)
+    return digest.hexdigest()
 
 
 def plan_calls(spec: JobSpec, env: Mapping[str, str] | None = None) -> CallPlan:

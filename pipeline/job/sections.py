@@ -72,6 +72,9 @@ class JobSection(_Section):
     # ~/.local/state/ground. Best on another file system than the database. Relative paths
     # are relative to the job file.
     state_dir: str = ""
+    # Reuse a stored answer to the same question text under the same model, tools and prompt
+    # settings (in this job or another of the database) younger than this ("7d"); "" = off.
+    reuse_answers_within: str = ""
 
 
 class SourceSection(_Section):
@@ -87,6 +90,10 @@ class SourceSection(_Section):
     class_field: str | None = None
     # Extra input fields kept with each question (JSON object); empty = none.
     metadata_fields: tuple[str, ...] = ()
+    # A question whose text changed for an id already loaded: "refuse" loads nothing and names
+    # the ids; "keep" keeps the stored question and its answers; "reask" stores the new text
+    # and asks it again (the old answer kept as the version before, with the text it answered).
+    on_change: Literal["refuse", "keep", "reask"] = "refuse"
 
 
 class ModelSection(_Section):

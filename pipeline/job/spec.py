@@ -147,6 +147,12 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
         return self.job.name
 
     @property
+    def reuse_within(self) -> dt.timedelta | None:
+        """``[job] reuse_answers_within`` (checked at load); None: no reuse."""
+        w = self.job.reuse_answers_within
+        return parse_duration(w) if w else None
+
+    @property
     def refresh_max_age(self) -> dt.timedelta | None:
         """``[refresh] max_age`` (checked at load); None: no refresh."""
         return parse_duration(self.refresh.max_age) if self.refresh.max_age else None
@@ -268,6 +274,7 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
     _check_allow_hosts(path, parsed.resolver)
     schema = _prepared_schema(path, parsed.structure, base)
     _check_refresh(path, parsed.refresh)
+    _check_reuse(path, parsed.job)
     _check_retrieval(path, parsed)
     budget = parsed.limits.budget_usd
     spec = JobSpec(
@@ -452,6 +459,14 @@ def _check_refresh(path: Path, refresh: RefreshSection) -> None:
             parse_duration(refresh.max_age)
         except ValueError as exc:
             raise JobSpecError(f"{path}: refresh.max_age: {exc}") from None
+
+
+def _check_reuse(path: Path, job: JobSection) -> None:
+    if job.reuse_answers_within:
+        try:
+            parse_duration(job.reuse_answers_within)
+        except ValueError as exc:
+            raise JobSpecError(f"{path}: job.reuse_answers_within: {exc}") from None
 
 
 def _check_grounding(path: Path, parsed: RawJob) -> None:

@@ -52,7 +52,7 @@ import dataclasses
 import datetime as dt
 import logging
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio
@@ -72,6 +72,7 @@ from pipeline.online import leases
 from pipeline.online.answering import Answerer
 from pipeline.online.call import MeteredCaller
 from pipeline.online.own import OwnAnswerer, missed, stored_own_answer
+from pipeline.online.reuse import AnswerReuse
 from pipeline.online.writer import GroupCommitWriter
 from pipeline.run.context import RunContext
 from pipeline.run.summary import RunSummary
@@ -79,7 +80,7 @@ from pipeline.run.verdicts import Outcome, stored_answer
 from pipeline.store import queue
 from pipeline.store.queue import ClaimedQuestion, StateChange
 from pipeline.store.reconnect import DatabaseOutage
-from pipeline.store.routes import ROUTE_OWN
+from pipeline.store.routes import ROUTE_MANAGED, ROUTE_OWN
 
 if TYPE_CHECKING:
     from pipeline.watch.metrics import RunMetrics
@@ -157,6 +158,7 @@ class OnlineRunner:
         self._adaptive = adaptive
         self._answerer: Answerer | None = None
         self._own: OwnAnswerer | None = None  # own retrieval, when the job has an index
+        self._reuse: AnswerReuse | None = None  # the stamps and look-ups of reused answers
         self.caller: MeteredCaller | None = None
         self._in_flight: set[int] = set()
         self._qids: dict[int, str] = {}  # the input's own id of each question in flight
@@ -274,6 +276,12 @@ class OnlineRunner:
                 backend=self._plan.backend,
             )
             self._answerer = Answerer(self.caller, self._plan, self.ctx.policy)
+            self._reuse = AnswerReuse(
+                self.ctx.db,
+                self._plan,
+                self.ctx.reuse_within,
+                structuring=self._plan.structure is not None,
+            )
             if self._plan.own is not None:
                 self._own = OwnAnswerer(
                     self.caller,
@@ -363,7 +371,9 @@ class OnlineRunner:
                 want = min(free, CLAIM_BATCH)
                 batch = await self.ctx.db.transaction(
                     "claiming",
-                    lambda c, n=want: queue.claim(c, self.ctx.job_id, self.owner, n, self._lease),
+                    lambda c, n=want: queue.claim(
+                        c, self.ctx.job_id, self.owner, n, self._lease, self.ctx.scope
+                    ),
                 )
                 if batch:
                     self.summary.claimed += len(batch)
@@ -378,7 +388,8 @@ class OnlineRunner:
                     await self._wait_for_progress(IDLE_POLL_S)
                     continue
                 wake_at = await self.ctx.db.transaction(
-                    "looking for due questions", lambda c: queue.next_wakeup(c, self.ctx.job_id)
+                    "looking for due questions",
+                    lambda c: queue.next_wakeup(c, self.ctx.job_id, self.ctx.scope),
                 )
                 if wake_at is None:
                     return  # every question of the job is terminal
@@ -426,10 +437,9 @@ class OnlineRunner:
 
         Call 1 is the grounded call, or own retrieval for a question routed to it (its class
         is a fallback class, or it was handed over); a managed answer that missed is handed
-        over when ``fallback_when`` says so (:meth:`_fall_back`).
+        over when ``fallback_when`` says so (:meth:`_fall_back`). A managed call 1 may be an
+        answer stored under the same reuse key instead (:meth:`_ask_or_reuse`).
         """
-        answerer = self._answerer
-        assert answerer is not None
         own = self._own
         if own is not None and question.next_route == ROUTE_OWN:
             first: Outcome | None = await self._calling_out(
@@ -445,15 +455,29 @@ class OnlineRunner:
                     )
                 )
             else:
-                first = await self._calling_out(answerer.ground(question))
-                if own is not None and own.call.when_ungrounded and _missed(first):
-                    first = await self._fall_back(question, first, outcomes)
-                    if first is None:  # stopped after the hand-over was stored
-                        return
+                await self._ask_or_reuse(question, outcomes)
+                return
         else:
             first = None
+        await self._after_call_1(question, first, outcomes)
+
+    async def _after_call_1(
+        self,
+        question: ClaimedQuestion,
+        first: Outcome | None,
+        outcomes: ObjectSendStream[Outcome],
+        stored: Callable[[], None] | None = None,
+    ) -> None:
+        """Store call 1's outcome (``first``; None: the answer was stored already), then make
+        call 2 when the structure step is on. ``stored``: called once ``first`` is committed
+        (it carries a ``committed`` event then)."""
+        answerer = self._answerer
+        assert answerer is not None
         if first is not None:
             await self._send(question, first, outcomes)
+            if stored is not None and first.committed is not None:
+                await first.committed.wait()
+                stored()
             if first.change is None or not first.change.keep_lease or first.answer is None:
                 return
             # Call 2 follows, but only once call 1's answer is safely stored.
@@ -483,6 +507,44 @@ class OnlineRunner:
             )
         )
         await self._send(question, second, outcomes)
+
+    async def _ask_or_reuse(
+        self, question: ClaimedQuestion, outcomes: ObjectSendStream[Outcome]
+    ) -> None:
+        """The managed call 1 (:meth:`_managed`), or an answer stored under the same reuse
+        key copied at no cost (:mod:`pipeline.online.reuse`). With reuse on, the key is held
+        until this answer is committed, so that a question with the same key waits for it."""
+        reuse = self._reuse
+        assert reuse is not None
+        key = reuse.key(question)
+        reused = await reuse.find_or_hold(question, key)
+        if reused is not None:
+            await self._after_call_1(question, reused, outcomes)
+            return
+        try:
+            first = await self._managed(question, outcomes)
+            if first is None:  # stopped after the hand-over was stored
+                return
+            if first.answer is not None and first.answer.route == ROUTE_MANAGED:
+                first = reuse.stamped(first, key)
+            if reuse.within is not None and first.change is not None and first.committed is None:
+                first.committed = anyio.Event()  # set by the writer once stored
+            await self._after_call_1(question, first, outcomes, lambda: reuse.release(key))
+        finally:
+            reuse.release(key)
+
+    async def _managed(
+        self, question: ClaimedQuestion, outcomes: ObjectSendStream[Outcome]
+    ) -> Outcome | None:
+        """The grounded call 1, handed over to own retrieval when it missed and
+        ``fallback_when`` says so; None when the run stopped after the hand-over."""
+        answerer = self._answerer
+        assert answerer is not None
+        own = self._own
+        first = await self._calling_out(answerer.ground(question))
+        if own is not None and own.call.when_ungrounded and _missed(first):
+            return await self._fall_back(question, first, outcomes)
+        return first
 
     async def _fall_back(
         self, question: ClaimedQuestion, managed: Outcome, outcomes: ObjectSendStream[Outcome]

@@ -139,8 +139,9 @@ class GroupCommitWriter:
             if change is None:  # handed back: released with the leftovers
                 continue
             if outcome.committed is not None:
-                outcome.committed.set()  # the caller goes on to call 2; still in flight
-                continue
+                outcome.committed.set()  # the caller waits on it (call 2, a reuse key)
+                if change.keep_lease:
+                    continue  # the caller goes on to call 2; still in flight
             self._on_finished(change)
         self._feed_resolver(stored)
         self._on_committed()

@@ -15,11 +15,13 @@ runners take the values they use.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.costs.charges import WorstCase
@@ -118,6 +120,10 @@ class RunContext:
         self.spill = spill
         # A stopping run no longer waits a lost database out: what it cannot store is kept.
         self._on_stop: list[Callable[[], None]] = [db.give_up]
+        # A trial run (--limit/--sample): the claim's extra condition; None: the whole job.
+        self.scope: sa.ColumnElement[bool] | None = None
+        # [job] reuse_answers_within: how old a reused answer may be; None: reuse is off.
+        self.reuse_within: dt.timedelta | None = None
 
     @property
     def stopped(self) -> str | None:
@@ -146,7 +152,7 @@ def run_context(
     limits = spec.limits
     database_file = sqlite_file(spec.database_url)
     watched = FileIdentity.of(database_file) if database_file else None
-    return RunContext(
+    ctx = RunContext(
         Database(engine, outage_s=spec.job.database_outage_s, file=watched),
         job_id,
         prices=RunPrices.load(limits.prices_file, spec.model.backend, spec.grounding.tools),
@@ -155,6 +161,8 @@ def run_context(
         worst_case=worst_case(spec),
         spill=SpillFile(spill_path(job_spill_prefix(spec))),
     )
+    ctx.reuse_within = spec.reuse_within
+    return ctx
 
 
 def job_spill_prefix(spec: JobSpec) -> Path:

@@ -25,6 +25,7 @@ from pipeline.grounding import GroundedAnswer, Source
 from pipeline.grounding.version_diff import SourceFacts, compare
 from pipeline.job.states import SourceState, Verdict
 from pipeline.store.resolution import Lookup
+from pipeline.store.reuse import origin_verdicts
 from pipeline.store.routes import ROUTE_MANAGED, ROUTE_OWN, clear_next_route, hand_over
 from pipeline.store.tables import answers, sources, supports
 from pipeline.store.upsert import insert_ignoring_conflicts
@@ -48,6 +49,11 @@ class AnswerRecord:
     # A managed answer that missed, handed over to own retrieval: the question's next call 1
     # goes through it (stored with the answer, so a restart resumes at the own call).
     hand_over: bool = False
+    # The call's settings fingerprint and reuse key (pipeline.job.calls); the answer copied
+    # at no cost ([job] reuse_answers_within; None: asked).
+    settings: str | None = None
+    reuse_key: str | None = None
+    reused_from: int | None = None
 
 
 @dataclass(slots=True)
@@ -74,7 +80,16 @@ async def persist_answers(
     stored = StoredAnswers()
     if not records:
         return stored
-    verdicts = {id(r): [verdict_of(source.uri) for source in r.answer.sources] for r in records}
+    origins = await origin_verdicts(
+        connection, [r.reused_from for r in records if r.reused_from is not None]
+    )
+    verdicts = {
+        id(r): [
+            origins.get(r.reused_from or 0, {}).get(source.index) or verdict_of(source.uri)
+            for source in r.answer.sources
+        ]
+        for r in records
+    }
     earlier = await latest_answers(connection, [r.question_id for r in records if r.version > 1])
     rows = []
     for record in records:
@@ -158,6 +173,9 @@ def _answer_row(record: AnswerRecord, now: dt.datetime) -> dict[str, Any]:
         ),
         "tool_parts": answer.tool_parts,
         "route": record.route,
+        "settings": record.settings,
+        "reuse_key": record.reuse_key,
+        "reused_from": record.reused_from,
         "coverage": answer.coverage,
         "warnings": list(answer.warnings),
         "latency_ms": record.latency_ms,

@@ -140,12 +140,17 @@ async def claim(
     owner: str,
     limit: int,
     lease: dt.timedelta,
+    scope: sa.ColumnElement[bool] | None = None,
 ) -> list[ClaimedQuestion]:
-    """Lease up to ``limit`` claimable questions to ``owner``, oldest first."""
+    """Lease up to ``limit`` claimable questions to ``owner``, oldest first; ``scope``: only
+    questions matching it (a trial run's, :mod:`pipeline.store.trial`)."""
     now = utcnow()
     q = questions.c
+    condition = _claimable(job_id, now)
+    if scope is not None:
+        condition = sa.and_(condition, scope)
     result = await connection.execute(
-        lease_due(_claimable(job_id, now), owner, limit, lease, now).returning(
+        lease_due(condition, owner, limit, lease, now).returning(
             q.id,
             q.qid,
             q.text,
@@ -345,8 +350,11 @@ async def apply_state_changes(connection: AsyncConnection, changes: Sequence[Sta
     await connection.execute(statement, params)
 
 
-async def next_wakeup(connection: AsyncConnection, job_id: int) -> dt.datetime | None:
-    """When the earliest not-yet-claimable question becomes claimable; None if none is left.
+async def next_wakeup(
+    connection: AsyncConnection, job_id: int, scope: sa.ColumnElement[bool] | None = None
+) -> dt.datetime | None:
+    """When the earliest not-yet-claimable question (of ``scope``) becomes claimable; None if
+    none is left.
 
     Questions leased by another live worker count: their lease may still expire. It reads the
     claim's partial index (unfinished rows only), never the finished part of the table.
@@ -358,7 +366,7 @@ async def next_wakeup(connection: AsyncConnection, job_id: int) -> dt.datetime |
             sa.func.min(q.lease_expires_at).filter(q.state == QuestionState.RUNNING),
             sa.func.count().filter(q.state.in_(WAITING_STATES), q.next_attempt_at.is_(None)),
             # Non-terminal = the claimable states: the partial index holds only these rows.
-        ).where(q.job_id == job_id, sa.text(CLAIMABLE_SQL))
+        ).where(q.job_id == job_id, sa.text(CLAIMABLE_SQL), sa.true() if scope is None else scope)
     )
     retry_at, lease_at, ready = result.one()
     if ready:
@@ -458,17 +466,18 @@ async def insert_new_questions(
     return {qid: int(id_) for qid, id_ in result}
 
 
-async def stored_texts(
+async def stored_questions(
     connection: AsyncConnection, job_id: int, qids: Sequence[str]
-) -> dict[str, str]:
-    """The stored text of each of ``qids`` the job has (the conflicts of a load)."""
+) -> dict[str, tuple[int, str]]:
+    """The row key and stored text of each of ``qids`` the job has (the conflicts of a
+    load)."""
     if not qids:
         return {}
     q = questions.c
     rows = await connection.execute(
-        sa.select(q.qid, q.text).where(q.job_id == job_id, q.qid.in_(list(qids)))
+        sa.select(q.qid, q.id, q.text).where(q.job_id == job_id, q.qid.in_(list(qids)))
     )
-    return {qid: text for qid, text in rows}
+    return {qid: (int(id_), text) for qid, id_, text in rows}
 
 
 async def delete_questions(connection: AsyncConnection, ids: Sequence[int]) -> int:

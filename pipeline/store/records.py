@@ -23,7 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from pipeline.store.tables import answers, calls, questions, sources, structured, supports
+from pipeline.store.tables import answers, calls, jobs, questions, sources, structured, supports
 from pipeline.store.version_ledger import LEDGER_COLUMNS, read_calls, with_version_ledger
 from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
 
@@ -74,6 +74,21 @@ def _ledger(question_ids: list[int]) -> sa.Select[Any]:
     )
 
 
+def _reused_from(origin_id: sa.ColumnElement[Any]) -> sa.ScalarSelect[Any]:
+    """``JOB/ID`` of the answer ``origin_id`` (a reused answer's original); null: none."""
+    origin, asked_by = answers.alias("origin"), questions.alias("asked_by")
+    return (
+        sa.select(jobs.c.name + "/" + asked_by.c.qid)
+        .select_from(
+            origin.join(asked_by, asked_by.c.id == origin.c.question_id).join(
+                jobs, jobs.c.id == asked_by.c.job_id
+            )
+        )
+        .where(origin.c.id == origin_id)
+        .scalar_subquery()
+    )
+
+
 def _question_select(job_id: int, filters: Filters) -> sa.Select[Any]:
     q, a, s = questions.c, answers.c, structured.c
     return (
@@ -93,6 +108,8 @@ def _question_select(job_id: int, filters: Filters) -> sa.Select[Any]:
             a.text.label("a_text"),
             a.grounded.label("a_grounded"),
             a.route.label("a_route"),
+            _reused_from(a.reused_from).label("a_reused_from"),
+            a.asked_text.label("a_asked_text"),
             a.finish_reason.label("a_finish_reason"),
             a.model_version.label("a_model_version"),
             a.web_search_queries.label("a_web_search_queries"),

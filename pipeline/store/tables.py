@@ -161,7 +161,16 @@ answers = Table(
     Column("tool_parts", Integer, nullable=False, server_default="0"),
     # 0013_answer_route: "managed" (the grounded call) or "own" (own retrieval's passages)
     Column("route", String(10), nullable=False, server_default="managed"),
+    # 0014_answer_reuse: the text asked, when the question's text changed since (on_change =
+    # "reask"; null: its current text); the settings fingerprint (model, tools, prompt); the
+    # fingerprint with the text asked (reuse_answers_within looks answers up by it); the
+    # answer this one was copied from at no cost (null: asked).
+    Column("asked_text", Text),
+    Column("settings", String(32)),
+    Column("reuse_key", String(64)),
+    Column("reused_from", BigInteger),
     UniqueConstraint("question_id", "version", name="uq_answers_question_version"),
+    Index("ix_answers_reuse_key", "reuse_key", "created_at"),
 )
 
 sources = Table(

@@ -231,3 +231,43 @@ async def clear_reask(connection: AsyncConnection, question_ids: Iterable[int]) 
         await connection.execute(
             questions.update().where(q.id.in_(ids), q.reask.is_(True)).values(reask=False)
         )
+
+
+async def reask_edited(
+    connection: AsyncConnection, job_id: int, edits: Sequence[tuple[str, str]]
+) -> int:
+    """Questions whose text was edited (``(qid, new text)``; ``[source] on_change =
+    "reask"``): each stored answer records the text it answered (``asked_text``, when it has
+    none yet), the question takes the new text, and one with an answer is asked again (its
+    answer stays the latest version until the new one is stored); one never answered just
+    takes the new text. A question leased by a run right now is left in its state (the answer
+    that run stores may be the old text's: ``ground refresh`` asks it again). Returns how
+    many questions were edited."""
+    if not edits:
+        return 0
+    q, a = questions.c, answers.c
+    new_text = dict(edits)
+    rows = (
+        await connection.execute(
+            sa.select(q.id, q.qid, q.text, q.state).where(
+                q.job_id == job_id, q.qid.in_(list(new_text))
+            )
+        )
+    ).all()
+    ids = [row.id for row in rows]
+    answered = set(
+        await connection.scalars(sa.select(a.question_id).where(a.question_id.in_(ids)).distinct())
+    )
+    for row in rows:
+        await connection.execute(
+            answers.update()
+            .where(a.question_id == row.id, a.asked_text.is_(None))
+            .values(asked_text=row.text)
+        )
+        values: dict[str, Any] = {"text": new_text[row.qid], "updated_at": utcnow()}
+        if row.id in answered:
+            values["reask"] = True
+            if row.state != QuestionState.RUNNING:
+                values = requeued(**values, last_error=None)
+        await connection.execute(questions.update().where(q.id == row.id).values(values))
+    return len(rows)

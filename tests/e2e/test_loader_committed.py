@@ -87,7 +87,10 @@ async def test_an_id_loaded_with_other_text_is_refused_naming_the_row_and_nothin
     async with _engine(backend, tmp_path) as engine:
         job = await _job(engine)
         await load_questions(engine, job, earlier, JSONL)
-        with pytest.raises(LoadError, match=rf"q.jsonl:{n + 1}: id 'x' is already loaded"):
+        with pytest.raises(
+            LoadError,
+            match=rf"1 question already loaded has different text now: 'x' \(line {n + 1}\)",
+        ):
             await load_questions(engine, job, path, JSONL)
         # Three chunks were committed before the conflict: taken back again.
         assert await _rows(engine) == {"k": "kept", "x": "original"}
@@ -101,7 +104,10 @@ async def test_an_id_repeated_across_chunks_with_other_text_leaves_nothing(
     path = _write(tmp_path / "q.jsonl", [*[(i, f"q{i}") for i in range(n)], (3, "other")])
     async with _engine(backend, tmp_path) as engine:
         job = await _job(engine)
-        with pytest.raises(LoadError, match=rf":{n + 1}: id '3' is already loaded"):
+        with pytest.raises(
+            LoadError,
+            match=rf":{n + 1}: id '3' appears earlier in the input with different text",
+        ):
             await load_questions(engine, job, path, JSONL)
         assert await _rows(engine) == {}
 

@@ -189,6 +189,18 @@ RECORD: tuple[Field, ...] = (
         "which path answered: the grounded call (managed) or own retrieval's passages (own)",
         values=("managed", "own"),
     ),
+    Field(
+        "reused_from",
+        Kind.STRING,
+        "a reused answer ([job] reuse_answers_within), copied at no cost: the job and question"
+        " that asked it, as JOB/ID; null: asked for this question",
+    ),
+    Field(
+        "asked_text",
+        Kind.TEXT,
+        "the text this answer answered, where the question was edited since ([source]"
+        ' on_change = "reask"); null: the question as it is',
+    ),
     Field("coverage", Kind.FLOAT, "share of the answer's characters inside a citation"),
     Field("structured_valid", Kind.BOOLEAN, "call 2's output passed the job's schema"),
     Field("supported_fraction", Kind.FLOAT, "share of structured leaves found in cited spans"),
@@ -502,6 +514,8 @@ def _record(stored: StoredQuestion) -> dict[str, Any]:
         "search_entry_point_html": r["a_search_entry_point_html"],
         "maps_widget_token": r["a_maps_widget_token"],
         "route": r["a_route"],
+        "reused_from": r["a_reused_from"],
+        "asked_text": r["a_asked_text"],
         "dynamic_retrieval_score": r["a_dynamic_retrieval_score"],
         "url_context_statuses": [
             {"url": u.get("url"), "status": u.get("status")} for u in statuses

@@ -89,7 +89,7 @@ async def test_a_bad_row_after_many_chunks_leaves_the_database_unchanged(tmp_pat
         handle.write('{"id": 5, "question": "changed"}\n')  # conflicts with an earlier chunk
     async with sqlite_engine(tmp_path) as engine:
         await _load(engine, good, JSONL)
-        with pytest.raises(LoadError, match=rf":{n + 1}: id '5' is already loaded"):
+        with pytest.raises(LoadError, match=rf":{n + 1}: id '5' appears earlier in the input"):
             await _load(engine, path, JSONL)
         assert await _count(engine) == 1
 

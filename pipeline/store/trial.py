@@ -1,0 +1,160 @@
+"""Trial runs: the part of a job a ``ground run --limit N`` or ``--sample N`` may touch.
+
+A trial is chosen among *all* the job's questions (of ``--class C`` when given), not only the
+unfinished ones, so a rerun picks the same questions (and, once they are answered, makes no
+call):
+
+* ``--limit N``: the first N in load order (the ``questions`` row key), so ``--limit 40`` after
+  ``--limit 20`` goes on with the next 20;
+* ``--sample N``: the N whose ``sample_key(seed, id)`` is smallest, a hash of the seed and the
+  input's own id: a random sample, the same on every rerun and in every database holding the
+  job, whatever the load order.
+
+The run then claims only inside the trial's :class:`TrialScope` (an SQL condition the claim
+adds to its own).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from pipeline.job.states import TERMINAL_STATES
+from pipeline.store.tables import questions
+
+MAX_SAMPLE = 10_000  # questions a --sample may name (its ids go into the claim as a list)
+SAMPLE_STREAM_ROWS = 5_000  # rows read a round trip while sampling
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """What the command line asked for: ``limit`` or ``sample`` questions (at most one of
+    them; neither: every question), of ``qclass`` when given; ``seed`` orders the sample."""
+
+    limit: int | None = None
+    sample: int | None = None
+    seed: int = 0
+    qclass: str | None = None
+
+    def describe(self) -> str:
+        if self.sample is not None:
+            how = f"a sample of {self.sample} (seed {self.seed})"
+        else:
+            how = "every question" if self.limit is None else f"the first {self.limit}"
+        return how + (f" of class {self.qclass!r}" if self.qclass is not None else "")
+
+
+@dataclass(frozen=True, slots=True)
+class TrialScope:
+    """The questions a trial run may claim: ``up_to`` (limit: row keys up to this one, of
+    ``qclass``) or ``ids`` (sample: these row keys). ``selected`` questions were chosen,
+    ``unfinished`` of them still to be asked."""
+
+    selected: int
+    unfinished: int
+    qclass: str | None = None
+    up_to: int | None = None
+    ids: tuple[int, ...] | None = None
+
+    def condition(self) -> sa.ColumnElement[bool]:
+        """The claim's extra condition."""
+        q = questions.c
+        parts: list[sa.ColumnElement[bool]] = []
+        if self.qclass is not None:
+            parts.append(q.qclass == self.qclass)
+        if self.up_to is not None:
+            parts.append(q.id <= self.up_to)
+        if self.ids is not None:
+            parts.append(q.id.in_(self.ids) if self.ids else sa.false())
+        return sa.and_(sa.true(), *parts)
+
+
+def sample_key(seed: int, qid: str) -> int:
+    """Where question ``qid`` falls in the sample of ``seed``: the smallest keys are taken."""
+    digest = hashlib.blake2b(f"{seed}\x00{qid}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+async def select_trial(connection: AsyncConnection, job_id: int, trial: Trial) -> TrialScope:
+    """The scope of ``trial`` in job ``job_id`` (see the module docstring)."""
+    q = questions.c
+    in_job = q.job_id == job_id
+    if trial.qclass is not None:
+        in_job = sa.and_(in_job, q.qclass == trial.qclass)
+    if trial.sample is not None:
+        ids = await _sample(connection, in_job, trial.sample, trial.seed)
+        scope = TrialScope(0, 0, qclass=trial.qclass, ids=tuple(sorted(ids)))
+    elif trial.limit is not None:
+        first = sa.select(q.id).where(in_job).order_by(q.id).limit(trial.limit).subquery()
+        up_to = await connection.scalar(sa.select(sa.func.max(first.c.id)))
+        scope = TrialScope(0, 0, qclass=trial.qclass, up_to=int(up_to or 0))
+    else:
+        scope = TrialScope(0, 0, qclass=trial.qclass)
+    chosen = sa.and_(q.job_id == job_id, scope.condition())
+    selected, unfinished = (
+        await connection.execute(
+            sa.select(
+                sa.func.count(),
+                sa.func.count().filter(q.state.not_in(sorted(TERMINAL_STATES))),
+            ).where(chosen)
+        )
+    ).one()
+    return TrialScope(
+        int(selected),
+        int(unfinished or 0),
+        qclass=scope.qclass,
+        up_to=scope.up_to,
+        ids=scope.ids,
+    )
+
+
+async def _sample(
+    connection: AsyncConnection, where: sa.ColumnElement[bool], n: int, seed: int
+) -> list[int]:
+    """The row keys of the ``n`` questions of ``where`` with the smallest sample keys; the
+    rows are streamed, and only ``n`` are held."""
+    q = questions.c
+    result = await connection.stream(
+        sa.select(q.id, q.qid).where(where).execution_options(yield_per=SAMPLE_STREAM_ROWS)
+    )
+    heap: list[tuple[int, int]] = []  # (-key, row key): the n smallest keys seen so far
+    async for id_, qid in result:
+        key = -sample_key(seed, qid)
+        if len(heap) < n:
+            heapq.heappush(heap, (key, id_))
+        elif key > heap[0][0]:
+            heapq.heapreplace(heap, (key, id_))
+    return [id_ for _, id_ in heap]
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """An unfinished question, as a dry run shows its request."""
+
+    qid: str
+    text: str
+    qclass: str | None
+    meta: dict[str, Any] | None
+
+
+async def first_unfinished(
+    connection: AsyncConnection, job_id: int, scope: TrialScope | None, n: int
+) -> list[Waiting]:
+    """The first ``n`` unfinished questions of the job (of ``scope``), in the claim's order."""
+    q = questions.c
+    rows = await connection.execute(
+        sa.select(q.qid, q.text, q.qclass, q.meta)
+        .where(
+            q.job_id == job_id,
+            q.state.not_in(sorted(TERMINAL_STATES)),
+            sa.true() if scope is None else scope.condition(),
+        )
+        .order_by(q.id)
+        .limit(n)
+    )
+    return [Waiting(row.qid, row.text, row.qclass, row.meta) for row in rows]
