@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from pipeline import cli
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.job.spec import JobSpec
@@ -287,3 +288,19 @@ def test_a_load_that_fills_the_disk_says_so_in_one_line(tmp_path: Path) -> None:
         " questions.jsonl: the chunks committed before are kept; load again once the"
         " database can be written"
     ]
+
+
+def test_a_state_directory_that_cannot_be_written_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = make_job(tmp_path, base_url="http://127.0.0.1:9", n_questions=3)
+    (tmp_path / "taken").write_text("a file, not a directory")
+    status = cli.main(["run", str(spec.path), "--set", 'job.state_dir="taken/ground"'])
+    assert status == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"ground: [job] state_dir {tmp_path / 'taken' / 'ground'}: cannot write there (Not a"
+        " directory); paid responses the database cannot take are kept there: set"
+        " [job] state_dir"
+    ]
+    assert not (tmp_path / "job.sqlite").exists()  # refused before anything was opened
