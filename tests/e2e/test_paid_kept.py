@@ -132,6 +132,7 @@ async def test_a_full_disk_keeps_the_paid_answers_and_the_rerun_pays_only_for_th
         assert answered == len(stored) + len(kept)
 
         filler.unlink()
+        copy = spill.read_bytes()
         second = ground(spec.path, env, "run")
         assert second.returncode == 0, second.stderr
         assert f"stored {len(kept)} outcomes of paid calls" in second.stdout
@@ -142,6 +143,13 @@ async def test_a_full_disk_keeps_the_paid_answers_and_the_rerun_pays_only_for_th
         final = await ground_calls_by_qid(spec.database_url)
         assert len(final) == generate_calls(emu.stats())
         assert sorted(set(final)) == sorted({f"q{i:05d}" for i in range(N_QUESTIONS)})
+
+        # The same file again (as if its acknowledgement had been lost): nothing twice.
+        spill.write_bytes(copy)
+        third = ground(spec.path, env, "run")
+        assert third.returncode == 0, third.stderr
+        assert "stored 0 outcomes of paid calls" in third.stdout
+        assert sorted(await ground_calls_by_qid(spec.database_url)) == sorted(final)
 
 
 async def test_a_database_file_removed_mid_run_stops_it_with_exit_1(tmp_path: Path) -> None:
