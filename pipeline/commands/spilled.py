@@ -11,6 +11,7 @@ file stays.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import logging
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from pipeline.run.spill import (
 from pipeline.run.verdicts import Outcome
 from pipeline.store import queue
 from pipeline.store.faults import storage_fault
+from pipeline.store.ledger import CallRecord, stored_call_keys
 from pipeline.store.reconnect import Database, DatabaseOutage
 from pipeline.store.urls import sqlite_file
 
@@ -78,6 +80,11 @@ async def store_spilled(engine: AsyncEngine, spec: JobSpec, job_id: int) -> bool
     async def store(connection: AsyncConnection) -> tuple[int, int]:
         ids = await queue.ids_by_qid(connection, job_id, [k.qid for k in kept])
         outcomes = [o for k in kept if (o := _outcome(k, ids)) is not None]
+        # A commit whose acknowledgement was lost with the connection was stored after all:
+        # its calls are in the ledger already, and it is not stored twice.
+        asked = [c.question_id for o in outcomes for c in o.calls if c.question_id is not None]
+        in_ledger = await stored_call_keys(connection, asked)
+        outcomes = [o for o in outcomes if not any(_key(c) in in_ledger for c in o.calls)]
         await store_outcomes(
             connection, job_id, OWNER, outcomes, utcnow(), lambda uri: initial_verdict(uri, allow)
         )
@@ -102,7 +109,8 @@ async def store_spilled(engine: AsyncEngine, spec: JobSpec, job_id: int) -> bool
     )
     if stored < len(kept):
         log.warning(
-            "%d kept outcomes name questions the job does not have: left out",
+            "%d kept outcomes were stored already, or name questions the job does not have:"
+            " left out",
             len(kept) - stored,
             extra={"action": "spill_unknown_questions"},
         )
@@ -119,6 +127,11 @@ def _outcome(kept: Spilled, ids: dict[str, int]) -> Outcome | None:
     structured = kept.structured and dataclasses.replace(kept.structured, question_id=question_id)
     calls = [dataclasses.replace(c, question_id=question_id, reserved_micro=0) for c in kept.calls]
     return Outcome(change, answer, structured, calls)
+
+
+def _key(call: CallRecord) -> tuple[int, str, dt.datetime]:
+    assert call.question_id is not None
+    return (call.question_id, call.step, call.started_at)
 
 
 def _done_with(path: Path) -> None:

@@ -140,3 +140,26 @@ async def grounded_calls_since(connection: AsyncConnection, since: dt.datetime) 
         sa.select(sa.func.count()).where(calls.c.step == GROUND_STEP, calls.c.started_at >= since)
     )
     return int(count or 0)
+
+
+async def stored_call_keys(
+    connection: AsyncConnection, question_ids: Sequence[int]
+) -> set[tuple[int, str, dt.datetime]]:
+    """``(question_id, step, started_at)`` of the questions' calls already in the ledger: a
+    call's identity, to tell whether a kept outcome was stored after all (a commit whose
+    acknowledgement was lost with the connection)."""
+    wanted = sorted(set(question_ids))
+    c = calls.c
+    found: set[tuple[int, str, dt.datetime]] = set()
+    for start in range(0, len(wanted), 500):
+        rows = await connection.execute(
+            sa.select(c.question_id, c.step, c.started_at).where(
+                c.question_id.in_(wanted[start : start + 500])
+            )
+        )
+        found.update((q, step, _utc(at)) for q, step, at in rows)
+    return found
+
+
+def _utc(value: dt.datetime) -> dt.datetime:
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)

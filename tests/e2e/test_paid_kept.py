@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from pipeline import cli
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.job.spec import JobSpec
@@ -131,6 +132,7 @@ async def test_a_full_disk_keeps_the_paid_answers_and_the_rerun_pays_only_for_th
         assert answered == len(stored) + len(kept)
 
         filler.unlink()
+        copy = spill.read_bytes()
         second = ground(spec.path, env, "run")
         assert second.returncode == 0, second.stderr
         assert f"stored {len(kept)} outcomes of paid calls" in second.stdout
@@ -141,6 +143,13 @@ async def test_a_full_disk_keeps_the_paid_answers_and_the_rerun_pays_only_for_th
         final = await ground_calls_by_qid(spec.database_url)
         assert len(final) == generate_calls(emu.stats())
         assert sorted(set(final)) == sorted({f"q{i:05d}" for i in range(N_QUESTIONS)})
+
+        # The same file again (as if its acknowledgement had been lost): nothing twice.
+        spill.write_bytes(copy)
+        third = ground(spec.path, env, "run")
+        assert third.returncode == 0, third.stderr
+        assert "stored 0 outcomes of paid calls" in third.stdout
+        assert sorted(await ground_calls_by_qid(spec.database_url)) == sorted(final)
 
 
 async def test_a_database_file_removed_mid_run_stops_it_with_exit_1(tmp_path: Path) -> None:
@@ -287,3 +296,19 @@ def test_a_load_that_fills_the_disk_says_so_in_one_line(tmp_path: Path) -> None:
         " questions.jsonl: the chunks committed before are kept; load again once the"
         " database can be written"
     ]
+
+
+def test_a_state_directory_that_cannot_be_written_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = make_job(tmp_path, base_url="http://127.0.0.1:9", n_questions=3)
+    (tmp_path / "taken").write_text("a file, not a directory")
+    status = cli.main(["run", str(spec.path), "--set", 'job.state_dir="taken/ground"'])
+    assert status == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"ground: [job] state_dir {tmp_path / 'taken' / 'ground'}: cannot write there (Not a"
+        " directory); paid responses the database cannot take are kept there: set"
+        " [job] state_dir"
+    ]
+    assert not (tmp_path / "job.sqlite").exists()  # refused before anything was opened
