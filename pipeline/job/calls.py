@@ -14,7 +14,7 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.costs.charges import WorstCase
 from pipeline.gemini.endpoint import ConfigurationError, Endpoint, endpoint_for
@@ -28,6 +28,9 @@ from pipeline.gemini.request import (
 )
 from pipeline.grounding import GroundedAnswer
 from pipeline.job.sections import GroundingSection
+
+if TYPE_CHECKING:
+    from pipeline.retrieval.index import Embedding
 from pipeline.job.spec import JobSpec
 from pipeline.structure import PreparedSchema, build_structure_body, schema_hash
 
@@ -122,7 +125,9 @@ class OwnRetrievalCall:
     ``classes``: the question classes that go straight to it (no managed call);
     ``when_ungrounded``: a managed answer still ungrounded, or grounded with no chunks, after
     its own retries is asked again through it. ``top_k`` passages at most, none scoring under
-    ``min_score`` (none left: nothing relevant found, no call).
+    ``min_score`` (none left: nothing relevant found, no call). ``embedding``: with
+    ``[retrieval] dense``, how each question is embedded (set by the command that runs the
+    plan: it needs credentials and prices); None: lexical search only.
     """
 
     model: str
@@ -131,6 +136,7 @@ class OwnRetrievalCall:
     min_score: float
     classes: frozenset[str] = frozenset()
     when_ungrounded: bool = False
+    embedding: Embedding | None = None
 
     def routes(self, qclass: str | None) -> bool:
         """Whether a question of ``qclass`` goes straight to own retrieval."""

@@ -1,0 +1,141 @@
+"""Dense own retrieval during a run: each own-routed question embedded once (task
+``RETRIEVAL_QUERY``), its vector stored, then fused with the lexical ranks by the search.
+
+* **Once.** A question's vector is looked up first (``query_vectors``, keyed by the text's
+  hash, the model and the size); only a text with none is embedded. The vector and its call's
+  ledger row (step ``embed``, the job's) are committed in one transaction, so a rerun after a
+  crash never pays for a stored vector again, and a vector is never stored twice.
+* **Batched.** The questions waiting for a vector while a call is in flight go out together
+  in the next ``batchEmbedContents`` call (at most :data:`EMBED_BATCH_MAX` texts): with 16
+  questions in flight, most calls carry several. No timer holds a question back: the first
+  one waiting sends at once.
+* **Never in the way.** A call that still fails after its tries (the index's
+  :func:`pipeline.retrieval.index.embed_texts`) leaves the question to lexical search alone,
+  with a warning on its answer; the next run tries again for a question still open.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import anyio
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from pipeline.clock import utcnow
+from pipeline.gemini.embed import EMBED_BATCH_MAX, QUERY_TASK, EmbeddingClient
+from pipeline.retrieval.index import Embedding, embed_texts
+from pipeline.store.ledger import CallRecord, persist_calls
+from pipeline.store.query_vectors import store_query_vectors, stored_query_vector, text_hash
+from pipeline.store.reconnect import Database
+
+__all__ = ["QueryEmbedder", "QueryVector"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryVector:
+    """A question's vector, or why it has none (the search then stays lexical)."""
+
+    values: Sequence[float] | None
+    error: str | None = None
+
+
+@dataclass(slots=True)
+class _Waiting:
+    text: str
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: QueryVector | None = None
+
+
+class QueryEmbedder:
+    """Hands out questions' vectors, embedding those not stored (see the module docstring)."""
+
+    __slots__ = ("_client", "_db", "_embedding", "_job_id", "_sending", "_waiting")
+
+    def __init__(
+        self, client: EmbeddingClient, db: Database, job_id: int, embedding: Embedding
+    ) -> None:
+        self._client = client
+        self._db = db
+        self._job_id = job_id
+        self._embedding = embedding
+        self._waiting: dict[str, _Waiting] = {}
+        self._sending = False
+
+    async def vector(self, text: str) -> QueryVector:
+        key = text_hash(text)
+        e = self._embedding
+
+        async def lookup(c: AsyncConnection) -> Sequence[float] | None:
+            return await stored_query_vector(c, self._job_id, key, e.model, e.dimensions)
+
+        stored = await self._db.read("reading a question's stored embedding", lookup)
+        if stored is not None:
+            return QueryVector(stored)
+        waiting = self._waiting.get(key)
+        if waiting is None:
+            waiting = self._waiting[key] = _Waiting(text)
+        if not self._sending:
+            await self._send_all()
+        await waiting.done.wait()
+        assert waiting.result is not None
+        return waiting.result
+
+    async def _send_all(self) -> None:
+        """Send what waits, a batch at a time, until nothing does; whoever waits is woken even
+        when this is cancelled (the run stopping)."""
+        self._sending = True
+        taken: dict[str, _Waiting] = {}
+        try:
+            while self._waiting:
+                keys = list(self._waiting)[:EMBED_BATCH_MAX]
+                taken = {k: self._waiting.pop(k) for k in keys}
+                await self._send(taken)
+                taken = {}
+        finally:
+            self._sending = False
+            left = {**taken, **self._waiting}
+            self._waiting.clear()
+            for waiting in left.values():
+                if waiting.result is None:
+                    waiting.result = QueryVector(None, "the question's embedding was interrupted")
+                waiting.done.set()
+
+    async def _send(self, batch: dict[str, _Waiting]) -> None:
+        e = self._embedding
+        keys = list(batch)
+
+        async def save(row: CallRecord, vectors: list[tuple[float, ...]] | None) -> None:
+            async def write(c: AsyncConnection) -> None:
+                if vectors is not None:
+                    pairs = list(zip(keys, vectors, strict=True))
+                    now = utcnow()
+                    await store_query_vectors(c, self._job_id, e.model, e.dimensions, pairs, now)
+                await persist_calls(c, [row])
+
+            await self._db.transaction("storing questions' embeddings", write)
+
+        outcome = await embed_texts(
+            self._client,
+            self._job_id,
+            e,
+            [w.text for w in batch.values()],
+            save,
+            task_type=QUERY_TASK,
+        )
+        if outcome.vectors is None:
+            log.warning(
+                "embedding %d questions failed (%s): they are searched lexically",
+                len(batch),
+                outcome.error,
+                extra={"action": "query_embedding_failed", "count": len(batch)},
+            )
+        for n, waiting in enumerate(batch.values()):
+            if outcome.vectors is None:
+                waiting.result = QueryVector(None, outcome.error)
+            else:
+                waiting.result = QueryVector(outcome.vectors[n])
+            waiting.done.set()
