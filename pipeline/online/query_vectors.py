@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -31,6 +32,9 @@ from pipeline.store.query_vectors import store_query_vectors, stored_query_vecto
 from pipeline.store.reconnect import Database
 
 __all__ = ["QueryEmbedder", "QueryVector"]
+
+INTERRUPTED = "the question's embedding was interrupted"
+RECENT_STORED = 4_096  # hashes of the texts stored by this run that are remembered
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +52,13 @@ class _Waiting:
     text: str
     done: anyio.Event = field(default_factory=anyio.Event)
     result: QueryVector | None = None
+    sent: bool = False  # in a call
 
 
 class QueryEmbedder:
     """Hands out questions' vectors, embedding those not stored (see the module docstring)."""
 
-    __slots__ = ("_client", "_db", "_embedding", "_job_id", "_sending", "_waiting")
+    __slots__ = ("_client", "_db", "_embedding", "_job_id", "_sending", "_stored", "_waiting")
 
     def __init__(
         self, client: EmbeddingClient, db: Database, job_id: int, embedding: Embedding
@@ -62,46 +67,63 @@ class QueryEmbedder:
         self._db = db
         self._job_id = job_id
         self._embedding = embedding
+        # Texts asked for and not stored yet, by hash: waiting to be sent, or in a call.
         self._waiting: dict[str, _Waiting] = {}
+        # Hashes of the texts this run has stored lately: a question whose lookup raced with
+        # the call that stored its text reads it again instead of paying again.
+        self._stored: deque[str] = deque(maxlen=RECENT_STORED)
         self._sending = False
 
     async def vector(self, text: str) -> QueryVector:
         key = text_hash(text)
-        e = self._embedding
-
-        async def lookup(c: AsyncConnection) -> Sequence[float] | None:
-            return await stored_query_vector(c, self._job_id, key, e.model, e.dimensions)
-
-        stored = await self._db.read("reading a question's stored embedding", lookup)
-        if stored is not None:
-            return QueryVector(stored)
         waiting = self._waiting.get(key)
         if waiting is None:
-            waiting = self._waiting[key] = _Waiting(text)
+            stored = await self._lookup(key)
+            if stored is None and key in self._stored:
+                stored = await self._lookup(key)  # stored while we looked
+            if stored is not None:
+                return QueryVector(stored)
+            waiting = self._waiting.get(key)  # asked for while we looked
+            if waiting is None:
+                waiting = self._waiting[key] = _Waiting(text)
         if not self._sending:
             await self._send_all()
         await waiting.done.wait()
         assert waiting.result is not None
         return waiting.result
 
+    async def _lookup(self, key: str) -> Sequence[float] | None:
+        e = self._embedding
+
+        async def read(c: AsyncConnection) -> Sequence[float] | None:
+            return await stored_query_vector(c, self._job_id, key, e.model, e.dimensions)
+
+        return await self._db.read("reading a question's stored embedding", read)
+
     async def _send_all(self) -> None:
         """Send what waits, a batch at a time, until nothing does; whoever waits is woken even
         when this is cancelled (the run stopping)."""
         self._sending = True
-        taken: dict[str, _Waiting] = {}
         try:
-            while self._waiting:
-                keys = list(self._waiting)[:EMBED_BATCH_MAX]
-                taken = {k: self._waiting.pop(k) for k in keys}
-                await self._send(taken)
-                taken = {}
+            while unsent := [k for k, w in self._waiting.items() if not w.sent]:
+                batch = {k: self._waiting[k] for k in unsent[:EMBED_BATCH_MAX]}
+                for waiting in batch.values():
+                    waiting.sent = True
+                try:
+                    await self._send(batch)
+                finally:
+                    for key, waiting in batch.items():
+                        del self._waiting[key]
+                        if waiting.result is None:
+                            waiting.result = QueryVector(None, INTERRUPTED)
+                        waiting.done.set()
         finally:
             self._sending = False
-            left = {**taken, **self._waiting}
+            left = list(self._waiting.values())
             self._waiting.clear()
-            for waiting in left.values():
+            for waiting in left:
                 if waiting.result is None:
-                    waiting.result = QueryVector(None, "the question's embedding was interrupted")
+                    waiting.result = QueryVector(None, INTERRUPTED)
                 waiting.done.set()
 
     async def _send(self, batch: dict[str, _Waiting]) -> None:
@@ -126,6 +148,8 @@ class QueryEmbedder:
             save,
             task_type=QUERY_TASK,
         )
+        if outcome.vectors is not None:
+            self._stored.extend(keys)
         if outcome.vectors is None:
             log.warning(
                 "embedding %d questions failed (%s): they are searched lexically",
