@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["Nearest", "cosine"]
 
@@ -29,6 +31,28 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return dot / norms if norms else 0.0
 
 
+def _floats(stored: bytes | Sequence[float]) -> Sequence[float]:
+    if isinstance(stored, bytes | bytearray | memoryview):
+        values = array("f")
+        values.frombytes(bytes(stored))
+        return values
+    return stored
+
+
+def _matrix(vectors: list[bytes | Sequence[float]], size: int) -> Any:
+    """The page as one float32 matrix (numpy), or None when a vector is not of ``size``."""
+    assert _np is not None
+    if all(isinstance(v, bytes) for v in vectors):
+        if any(len(v) != 4 * size for v in vectors):  # type: ignore[arg-type]
+            return None
+        joined = b"".join(vectors)  # type: ignore[arg-type]
+        return _np.frombuffer(joined, dtype="<f4").reshape(len(vectors), size)
+    floats = [_floats(v) for v in vectors]
+    if any(len(v) != size for v in floats):
+        return None
+    return _np.asarray(floats, dtype=_np.float32)
+
+
 class Nearest:
     """The ``limit`` items most similar to ``query`` among those offered, page by page."""
 
@@ -41,8 +65,9 @@ class Nearest:
         self._seen = 0
         self._norm = math.sqrt(math.fsum(x * x for x in self._query))
 
-    def offer(self, page: Sequence[tuple[int, Sequence[float]]]) -> None:
-        """Score one page of ``(id, vector)``; a vector of another size scores 0."""
+    def offer(self, page: Sequence[tuple[int, bytes | Sequence[float]]]) -> None:
+        """Score one page of ``(id, vector)``, a vector being floats or float32
+        little-endian bytes (as SQLite stores them); a vector of another size scores 0."""
         if not page or self._limit <= 0:
             return
         for item_id, similarity in zip(
@@ -55,15 +80,16 @@ class Nearest:
             elif entry > self._heap[0]:
                 heapq.heapreplace(self._heap, entry)
 
-    def _similarities(self, vectors: list[Sequence[float]]) -> list[float]:
+    def _similarities(self, vectors: list[bytes | Sequence[float]]) -> list[float]:
         size = len(self._query)
-        if _np is not None and self._norm and all(len(v) == size for v in vectors):
-            matrix = _np.asarray(vectors, dtype=_np.float32)
-            norms = _np.linalg.norm(matrix, axis=1) * self._norm
-            dots = matrix @ _np.asarray(self._query, dtype=_np.float32)
-            safe = _np.where(norms > 0, norms, 1.0)
-            return [float(s) for s in _np.where(norms > 0, dots / safe, 0.0)]
-        return [cosine(self._query, v) for v in vectors]
+        if _np is not None and self._norm:
+            matrix = _matrix(vectors, size)
+            if matrix is not None:
+                norms = _np.linalg.norm(matrix, axis=1) * self._norm
+                dots = matrix @ _np.asarray(self._query, dtype=_np.float32)
+                safe = _np.where(norms > 0, norms, 1.0)
+                return [float(s) for s in _np.where(norms > 0, dots / safe, 0.0)]
+        return [cosine(self._query, _floats(v)) for v in vectors]
 
     def best(self) -> list[tuple[int, float]]:
         """``(id, similarity)``, most similar first."""

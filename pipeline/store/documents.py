@@ -380,16 +380,22 @@ def unpack_vector(stored: bytes | Sequence[float]) -> Sequence[float]:
     return list(stored)
 
 
+# The stored vector as the driver hands it (bytes, or asyncpg's list of floats), without
+# SQLAlchemy's ARRAY result processing, which doubles the cost of reading a page on PostgreSQL.
+_RAW_EMBEDDING = sa.type_coerce(chunks.c.embedding, sa.types.NULLTYPE).label("embedding")
+
+
 async def vector_pages(
     connection: AsyncConnection, job_id: int, page_size: int = SCAN_PAGE
-) -> AsyncIterator[list[tuple[int, Sequence[float]]]]:
+) -> AsyncIterator[list[tuple[int, bytes | Sequence[float]]]]:
     """The job's stored chunk vectors, ``(chunk id, vector)``, ``page_size`` at a time in id
-    order (memory stays flat however large the index)."""
+    order (memory stays flat however large the index): float32 little-endian bytes on SQLite
+    (:func:`unpack_vector` reads them), a list of floats on PostgreSQL."""
     after = 0
     while True:
         page = list(
             await connection.execute(
-                sa.select(chunks.c.id, chunks.c.embedding)
+                sa.select(chunks.c.id, _RAW_EMBEDDING)
                 .where(
                     chunks.c.job_id == job_id,
                     chunks.c.embedding.is_not(None),
@@ -401,7 +407,7 @@ async def vector_pages(
         )
         if not page:
             return
-        yield [(r.id, unpack_vector(r.embedding)) for r in page]
+        yield [(r.id, r.embedding) for r in page]
         after = page[-1].id
 
 

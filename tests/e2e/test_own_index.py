@@ -209,7 +209,8 @@ async def test_embeddings_are_stored_with_one_ledger_row_per_call_and_never_paid
             assert missing is not None and "scanned in Python instead" in missing
             async with engine.connect() as connection:
                 first = [p async for p in store.vector_pages(connection, job_id, page_size=1)]
-                chunk_id, own_vector = first[-1][0]
+                chunk_id, stored = first[-1][0]
+                own_vector = store.unpack_vector(stored)
                 nearest = await store.chunk_hits(connection, [(chunk_id, 1.0)])
                 found = await search(
                     connection, job_id, "airport Kraków", top_k=50, query_vector=own_vector

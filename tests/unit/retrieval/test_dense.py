@@ -13,6 +13,7 @@ from pipeline.emulator.embeddings import concepts, vector
 from pipeline.retrieval import nearest as nearest_module
 from pipeline.retrieval.fusion import RRF_K, reciprocal_rank_fusion
 from pipeline.retrieval.nearest import Nearest, cosine
+from pipeline.store.documents import pack_vector
 
 
 def test_rrf_scores_are_the_sum_of_reciprocal_ranks_over_both_rankings() -> None:
@@ -55,17 +56,23 @@ def test_nearest_over_pages_equals_a_sort_of_every_vector(
     items = [(i, [rng.uniform(-1, 1) for _ in range(16)]) for i in range(1, 501)]
     query = [rng.uniform(-1, 1) for _ in range(16)]
     found = Nearest(query, 7)
+    packed = Nearest(query, 7)  # the same vectors as SQLite stores them: float32 bytes
     for start in range(0, len(items), 64):
         found.offer(items[start : start + 64])
+        packed.offer([(i, pack_vector(v)) for i, v in items[start : start + 64]])
     best = found.best()
     assert [i for i, _ in best] == _brute(query, items, 7)
     for item_id, score in best:
         assert math.isclose(score, cosine(query, items[item_id - 1][1]), rel_tol=1e-5)
+    assert [i for i, _ in packed.best()] == [i for i, _ in best]
 
 
 def test_nearest_scores_a_zero_or_wrong_sized_vector_zero() -> None:
     found = Nearest([1.0, 0.0], 3)
     found.offer([(1, [0.0, 0.0]), (2, [1.0, 0.0, 0.0]), (3, [0.5, 0.5])])
+    wrong_size = Nearest([1.0, 0.0], 2)
+    wrong_size.offer([(1, pack_vector([1.0, 0.0, 0.0])), (2, pack_vector([1.0, 1.0]))])
+    assert wrong_size.best() == [(2, pytest.approx(math.sqrt(0.5))), (1, 0.0)]
     assert found.best() == [(3, pytest.approx(math.sqrt(0.5))), (1, 0.0), (2, 0.0)]
     assert Nearest([1.0], 0).best() == []
 
