@@ -58,27 +58,30 @@ async def ensure_index(
 async def prepare_dense(
     engine: AsyncEngine, spec: JobSpec, job_id: int, plan: CallPlan
 ) -> tuple[CallPlan, str | None]:
-    """With ``[retrieval] dense`` and questions routed to own retrieval: the chunks with no
-    vector embedded first (as ``ground index`` does), and ``plan`` with the embedding its
-    questions are embedded with; or why the run cannot go on (one line)."""
+    """With ``[retrieval] dense``: ``plan`` with the embedding that questions asked through
+    own retrieval are embedded with (routed by class, handed over after a miss, or requeued by
+    ``ground retry --via own_retrieval``); when questions are routed, the chunks with no vector
+    are embedded first (as ``ground index`` does: the index a run loads itself is loaded
+    lexically). Or why the run cannot go on (one line)."""
     own = plan.own
-    if not spec.retrieval.dense or own is None or not (own.classes or own.when_ungrounded):
+    if not spec.retrieval.dense or own is None:
         return plan, None
     try:
         embedding = embedding_for(spec)
     except ConfigurationError as exc:
         return plan, f"retrieval.dense: {exc}"
-    result = await embed_pending(engine, job_id, embedding)
-    if result.calls:
-        say(
-            f"retrieval.dense: embedded {result.chunks} chunks with no vector in"
-            f" {result.calls} calls (${result.spend_usd:.6f}, step embed in the ledger)"
-        )
-    if result.errors:
-        return plan, (
-            f"retrieval.dense: embedding the index stopped: {result.errors[0]}"
-            " (run again, or `ground index`, to resume)"
-        )
+    if own.classes or own.when_ungrounded:
+        result = await embed_pending(engine, job_id, embedding)
+        if result.calls:
+            say(
+                f"retrieval.dense: embedded {result.chunks} chunks with no vector in"
+                f" {result.calls} calls (${result.spend_usd:.6f}, step embed in the ledger)"
+            )
+        if result.errors:
+            return plan, (
+                f"retrieval.dense: embedding the index stopped: {result.errors[0]}"
+                " (run again, or `ground index`, to resume)"
+            )
     async with engine.connect() as connection:
         missing = await documents.dense_unavailable(connection)
     if missing is not None:
