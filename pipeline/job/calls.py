@@ -14,9 +14,10 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pipeline.costs.charges import WorstCase
+from pipeline.costs.prices import Price
 from pipeline.gemini.endpoint import ConfigurationError, Endpoint, endpoint_for
 from pipeline.gemini.request import (
     ElasticsearchTool,
@@ -28,9 +29,6 @@ from pipeline.gemini.request import (
 )
 from pipeline.grounding import GroundedAnswer
 from pipeline.job.sections import GroundingSection
-
-if TYPE_CHECKING:
-    from pipeline.retrieval.index import Embedding
 from pipeline.job.spec import JobSpec
 from pipeline.structure import PreparedSchema, build_structure_body, schema_hash
 
@@ -115,6 +113,18 @@ class StructureCall:
 # The ledger's step of an own-retrieval call: not a grounded prompt (no tool, no grounding
 # fee, not counted in the day's grounded prompts).
 OWN_STEP = "own"
+
+
+@dataclass(frozen=True, slots=True)
+class Embedding:
+    """Where and how ``[retrieval] dense`` embeds: the chunks (``ground index``) and the
+    questions asked through own retrieval (``ground run``)."""
+
+    endpoint: Endpoint  # the embedding model's generateContent endpoint (its URL is derived)
+    model: str
+    dimensions: int  # 0 = the model's own
+    price: Price | None  # None: no price known, the ledger rows say the cost is incomplete
+    timeout_s: float = 60.0
 
 
 @dataclass(frozen=True, slots=True)

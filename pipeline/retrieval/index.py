@@ -30,7 +30,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.clock import utcnow
 from pipeline.costs.charges import call_cost
-from pipeline.costs.prices import Price
 from pipeline.errors import CallError, RetryableError
 from pipeline.gemini.embed import (
     DOCUMENT_TASK,
@@ -39,8 +38,8 @@ from pipeline.gemini.embed import (
     batch_embed_body,
     estimated_tokens,
 )
-from pipeline.gemini.endpoint import Endpoint
 from pipeline.gemini.wire import UsageMetadata
+from pipeline.job.calls import Embedding
 from pipeline.job.sections import RetrievalSection
 from pipeline.retrieval.chunking import chunk_spans
 from pipeline.retrieval.documents import (
@@ -175,17 +174,6 @@ class EmbedResult:
     @property
     def spend_usd(self) -> Decimal:
         return Decimal(self.spend_micro_usd) / 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class Embedding:
-    """Where and how the job's chunks are embedded."""
-
-    endpoint: Endpoint  # the embedding model's generateContent endpoint (its URL is derived)
-    model: str
-    dimensions: int  # 0 = the model's own
-    price: Price | None  # None: no price known, the ledger rows say the cost is incomplete
-    timeout_s: float = 60.0
 
 
 def _ledger_row(
