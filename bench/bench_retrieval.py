@@ -8,6 +8,17 @@ Not part of ``make bench`` (yet). Run it with::
     .venv/bin/python bench/bench_retrieval.py                  # both backends, 100k chunks
     .venv/bin/python bench/bench_retrieval.py --backend sqlite --chunks 20000 --queries 200
     .venv/bin/python bench/bench_retrieval.py --answers 2000 --chunks 10000 --backend sqlite
+    .venv/bin/python bench/bench_retrieval.py --dense --dense-queries 50   # + dense, fused
+
+``--dense``: after the lexical figures, every chunk gets a vector of ``--dimensions`` floats
+(the emulator's bag-of-concepts vectors, computed here: no HTTP, so what is measured is the
+store), written 1,000 per transaction (vectors/s), and ``--dense-queries`` questions are
+searched fused (lexical + the nearest vectors, RRF), the way ``ground run`` does with
+``[retrieval] dense``: p50/p99 of the whole search. Without sqlite-vec / pgvector the nearest
+vectors are a scan of every stored vector (``pipeline.retrieval.nearest``): its cost grows
+with the index, which is what this shows. With ``--answers``, a fourth variant *own_dense*
+(own retrieval with ``dense = true``: each question embedded through the emulator, batched,
+its vector stored, the search fused) beside the others.
 
 ``--answers``: ``ground run``'s online runner over N questions, the emulator in a child process
 (no added latency, no quota), so the pipeline process is the one measured (CPU seconds per
@@ -42,10 +53,11 @@ import anyio
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from pipeline.emulator.embeddings import vector as emulator_vector
 from pipeline.job.sections import RetrievalSection
 from pipeline.retrieval.index import load_index
 from pipeline.retrieval.search import search
-from pipeline.store import queue
+from pipeline.store import documents, queue
 from pipeline.store.engine import create_engine, migrate
 
 POSTGRES_URL = os.environ.get(
@@ -80,7 +92,48 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def bench(engine: AsyncEngine, corpus: Path, n_queries: int) -> dict[str, float]:
+VECTORS_PER_COMMIT = 1_000
+BENCH_KEY = b"bench-seed-key-0123456789abcdef!"
+
+
+async def bench_dense(
+    engine: AsyncEngine, job_id: int, dimensions: int, n_queries: int
+) -> dict[str, float]:
+    """Store a vector for every chunk, then time fused (lexical + dense) searches."""
+    stored, store_s, after = 0, 0.0, 0
+    while True:
+        async with engine.connect() as connection:
+            batch = await documents.chunks_to_embed(connection, job_id, VECTORS_PER_COMMIT, after)
+        if not batch:
+            break
+        after = batch[-1].chunk_id
+        vectors = [(c.chunk_id, emulator_vector(BENCH_KEY, c.text, dimensions)) for c in batch]
+        t0 = time.perf_counter()
+        async with engine.begin() as connection:
+            await documents.store_embeddings(connection, vectors)
+        store_s += time.perf_counter() - t0
+        stored += len(batch)
+    rng = random.Random(SEED + 3)
+    latencies: list[float] = []
+    async with engine.connect() as connection:
+        scanned = await documents.dense_unavailable(connection) is not None
+        for _ in range(n_queries):
+            question = " ".join(_word(rng, COMMON_RANKS) for _ in range(QUERY_WORDS)) + "?"
+            query_vector = emulator_vector(BENCH_KEY, question, dimensions)
+            t0 = time.perf_counter()
+            await search(connection, job_id, question, top_k=5, query_vector=query_vector)
+            latencies.append((time.perf_counter() - t0) * 1000.0)
+    return {
+        "vectors_per_s": stored / store_s if store_s else 0.0,
+        "dense_p50_ms": statistics.median(latencies),
+        "dense_p99_ms": _percentile(latencies, 0.99),
+        "scanned": float(scanned),
+    }
+
+
+async def bench(
+    engine: AsyncEngine, corpus: Path, n_queries: int, dense: argparse.Namespace | None = None
+) -> dict[str, float]:
     await migrate(engine)
     async with engine.begin() as connection:
         job_id = await queue.ensure_job(connection, "bench")
@@ -96,31 +149,38 @@ async def bench(engine: AsyncEngine, corpus: Path, n_queries: int) -> dict[str, 
             t0 = time.perf_counter()
             await search(connection, job_id, question, top_k=5)
             latencies.append((time.perf_counter() - t0) * 1000.0)
-    return {
+    figures = {
         "chunks": result.chunks,
         "index_s": elapsed,
         "chunks_per_s": result.chunks / elapsed,
         "p50_ms": statistics.median(latencies),
         "p99_ms": _percentile(latencies, 0.99),
     }
+    if dense is not None:
+        figures |= await bench_dense(engine, job_id, dense.dimensions, dense.dense_queries)
+    return figures
 
 
-async def run_sqlite(corpus: Path, n_queries: int, directory: Path) -> dict[str, float]:
+async def run_sqlite(
+    corpus: Path, n_queries: int, directory: Path, dense: argparse.Namespace | None
+) -> dict[str, float]:
     engine = create_engine(f"sqlite+aiosqlite:///{directory / 'bench.sqlite'}")
     try:
-        return await bench(engine, corpus, n_queries)
+        return await bench(engine, corpus, n_queries, dense)
     finally:
         await engine.dispose()
 
 
-async def run_postgres(corpus: Path, n_queries: int) -> dict[str, float]:
+async def run_postgres(
+    corpus: Path, n_queries: int, dense: argparse.Namespace | None
+) -> dict[str, float]:
     name = f"ground_bench_{uuid.uuid4().hex[:8]}"
     admin = create_async_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
     async with admin.connect() as connection:
         await connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
     engine = create_engine(POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}")
     try:
-        return await bench(engine, corpus, n_queries)
+        return await bench(engine, corpus, n_queries, dense)
     finally:
         await engine.dispose()
         async with admin.connect() as connection:
@@ -147,6 +207,7 @@ ungrounded_retries = 0
 docs = "{corpus}"
 chunk_chars = 2000
 chunk_overlap = 0
+{retrieval}
 [limits]
 requests_per_minute = 6000000
 concurrency = 64
@@ -158,7 +219,9 @@ VARIANTS = {
     "managed": ("web", False, ""),
     "own": ("kb", False, 'fallback = "own_retrieval"\nfallback_classes = ["kb"]'),
     "fallback": ("web", True, 'fallback = "own_retrieval"\nfallback_when = "ungrounded"'),
+    "own_dense": ("kb", False, 'fallback = "own_retrieval"\nfallback_classes = ["kb"]'),
 }
+DENSE_RETRIEVAL = "dense = true\nembedding_dimensions = {dimensions}"
 
 
 def write_questions(path: Path, n: int, qclass: str, miss: bool) -> None:
@@ -171,20 +234,38 @@ def write_questions(path: Path, n: int, qclass: str, miss: bool) -> None:
 
 
 async def one_answer_run(
-    directory: Path, database: str, corpus: Path, base_url: str, n: int, variant: str
+    directory: Path,
+    database: str,
+    corpus: Path,
+    base_url: str,
+    n: int,
+    variant: str,
+    dimensions: int,
 ) -> float:
-    """CPU milliseconds per question of the pipeline process, for one variant."""
+    """CPU milliseconds per question of the pipeline process, for one variant (the chunks'
+    embeddings, for own_dense, made before the clock starts)."""
+    import dataclasses
+
+    from pipeline.commands.index import embedding_for
     from pipeline.commands.run import online_runner
     from pipeline.intake.loader import load_questions
     from pipeline.job.calls import plan_calls
     from pipeline.job.spec import load_jobspec
+    from pipeline.retrieval.index import embed_pending
     from pipeline.run.context import run_context
 
     qclass, miss, grounding = VARIANTS[variant]
     write_questions(directory / "questions.jsonl", n, qclass, miss)
     job = directory / "job.toml"
+    retrieval = DENSE_RETRIEVAL.format(dimensions=dimensions) if variant == "own_dense" else ""
     job.write_text(
-        ANSWER_JOB.format(database=database, base_url=base_url, grounding=grounding, corpus=corpus),
+        ANSWER_JOB.format(
+            database=database,
+            base_url=base_url,
+            grounding=grounding,
+            corpus=corpus,
+            retrieval=retrieval,
+        ),
         encoding="utf-8",
     )
     spec = load_jobspec(job)
@@ -195,11 +276,17 @@ async def one_answer_run(
             job_id = await queue.ensure_job(connection, spec.name)
         await load_index(engine, job_id, spec.retrieval)
         await load_questions(engine, job_id, spec.source_path, spec.source)
-        runner = online_runner(spec, run_context(spec, engine, job_id), plan_calls(spec))
+        plan = plan_calls(spec)
+        if variant == "own_dense" and plan.own is not None:
+            embedding = embedding_for(spec)
+            embedded = await embed_pending(engine, job_id, embedding)
+            assert not embedded.errors, embedded.errors
+            plan = dataclasses.replace(plan, own=dataclasses.replace(plan.own, embedding=embedding))
+        runner = online_runner(spec, run_context(spec, engine, job_id), plan)
         cpu = time.process_time()
         summary = await runner.run()
         cpu = time.process_time() - cpu
-        calls = {"managed": n, "own": n, "fallback": 2 * n}[variant]
+        calls = {"managed": n, "own": n, "fallback": 2 * n, "own_dense": n}[variant]
         assert summary.calls == calls and summary.outcomes.get("done") == n, summary
         return cpu / n * 1000.0
     finally:
@@ -255,7 +342,13 @@ async def bench_answers(args: argparse.Namespace, directory: Path, corpus: Path)
                     try:
                         cpu[variant].append(
                             await one_answer_run(
-                                here, database, corpus, base_url, args.answers, variant
+                                here,
+                                database,
+                                corpus,
+                                base_url,
+                                args.answers,
+                                variant,
+                                args.dimensions,
                             )
                         )
                     finally:
@@ -276,7 +369,11 @@ async def main() -> None:
         "--answers", type=int, default=0, help="CPU per question over N questions instead"
     )
     parser.add_argument("--rounds", type=int, default=2, help="with --answers")
+    parser.add_argument("--dense", action="store_true", help="also time dense, fused search")
+    parser.add_argument("--dense-queries", type=int, default=50, help="with --dense")
+    parser.add_argument("--dimensions", type=int, default=768, help="vector size for dense")
     args = parser.parse_args()
+    dense = args if args.dense else None
     if args.answers:
         with tempfile.TemporaryDirectory() as tmp:
             directory = Path(tmp)
@@ -292,14 +389,26 @@ async def main() -> None:
         print(f"{'backend':<11} {'chunks/s':>10} {'index s':>9} {'p50 ms':>8} {'p99 ms':>8}")
         runs = []
         if args.backend in ("sqlite", "both"):
-            runs.append(("SQLite", await run_sqlite(corpus, args.queries, directory)))
+            runs.append(("SQLite", await run_sqlite(corpus, args.queries, directory, dense)))
         if args.backend in ("postgres", "both"):
-            runs.append(("PostgreSQL", await run_postgres(corpus, args.queries)))
+            runs.append(("PostgreSQL", await run_postgres(corpus, args.queries, dense)))
         for name, r in runs:
             print(
                 f"{name:<11} {r['chunks_per_s']:>10,.0f} {r['index_s']:>9.1f}"
                 f" {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f}"
             )
+        if dense is not None:
+            print(
+                f"dense ({args.dimensions} floats a vector, {args.dense_queries} fused searches:"
+                " lexical + nearest vectors, RRF)"
+            )
+            print(f"{'backend':<11} {'vectors/s':>10} {'p50 ms':>9} {'p99 ms':>9}  nearest by")
+            for name, r in runs:
+                how = "a Python scan" if r["scanned"] else "the database's extension"
+                print(
+                    f"{name:<11} {r['vectors_per_s']:>10,.0f} {r['dense_p50_ms']:>9.1f}"
+                    f" {r['dense_p99_ms']:>9.1f}  {how}"
+                )
 
 
 if __name__ == "__main__":

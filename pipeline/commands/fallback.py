@@ -9,11 +9,13 @@ import dataclasses
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.commands.common import say
+from pipeline.commands.index import embedding_for
+from pipeline.gemini.endpoint import ConfigurationError
 from pipeline.job.calls import CallPlan
 from pipeline.job.spec import JobSpec
 from pipeline.results.fallback import MIN_FINISHED, fallback_candidates
 from pipeline.retrieval.documents import DocumentError
-from pipeline.retrieval.index import load_index
+from pipeline.retrieval.index import embed_pending, load_index
 from pipeline.store import documents
 from pipeline.store.status import class_routes
 
@@ -53,15 +55,38 @@ async def ensure_index(
     return None
 
 
-def dense_note(spec: JobSpec, plan: CallPlan) -> str | None:
-    """What a run with ``[retrieval] dense`` should know: questions are searched lexically
-    (embedding each question is not done at run time), the chunks' vectors unused."""
-    if not spec.retrieval.dense or plan.own is None:
-        return None
-    return (
-        "retrieval.dense: own retrieval searches the questions lexically during a run"
-        " (questions are not embedded); the chunks' vectors are not used yet"
-    )
+async def prepare_dense(
+    engine: AsyncEngine, spec: JobSpec, job_id: int, plan: CallPlan
+) -> tuple[CallPlan, str | None]:
+    """With ``[retrieval] dense``: ``plan`` with the embedding that questions asked through
+    own retrieval are embedded with (routed by class, handed over after a miss, or requeued by
+    ``ground retry --via own_retrieval``); when questions are routed, the chunks with no vector
+    are embedded first (as ``ground index`` does: the index a run loads itself is loaded
+    lexically). Or why the run cannot go on (one line)."""
+    own = plan.own
+    if not spec.retrieval.dense or own is None:
+        return plan, None
+    try:
+        embedding = embedding_for(spec)
+    except ConfigurationError as exc:
+        return plan, f"retrieval.dense: {exc}"
+    if own.classes or own.when_ungrounded:
+        result = await embed_pending(engine, job_id, embedding)
+        if result.calls:
+            say(
+                f"retrieval.dense: embedded {result.chunks} chunks with no vector in"
+                f" {result.calls} calls (${result.spend_usd:.6f}, step embed in the ledger)"
+            )
+        if result.errors:
+            return plan, (
+                f"retrieval.dense: embedding the index stopped: {result.errors[0]}"
+                " (run again, or `ground index`, to resume)"
+            )
+    async with engine.connect() as connection:
+        missing = await documents.dense_unavailable(connection)
+    if missing is not None:
+        say(f"note: {missing}")
+    return dataclasses.replace(plan, own=dataclasses.replace(own, embedding=embedding)), None
 
 
 async def route_auto(engine: AsyncEngine, spec: JobSpec, job_id: int, plan: CallPlan) -> CallPlan:

@@ -42,20 +42,24 @@ async def index_command(spec: JobSpec) -> int:
         return await _embed(engine, spec, job_id)
 
 
-async def _embed(engine: AsyncEngine, spec: JobSpec, job_id: int) -> int:
+def embedding_for(spec: JobSpec) -> Embedding:
+    """How ``[retrieval]``'s embeddings are made (model, endpoint, price);
+    :class:`ConfigurationError` when no endpoint can be built (credentials missing)."""
     r = spec.retrieval
-    try:
-        endpoint = endpoint_for(
-            "developer", r.embedding_model, base_url=spec.model.base_url or None
-        )
-    except ConfigurationError as exc:
-        complain(f"retrieval.dense: {exc}")
-        return EXIT_FAILED
+    endpoint = endpoint_for("developer", r.embedding_model, base_url=spec.model.base_url or None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnconfirmedPriceWarning)
         prices = load_prices(spec.limits.prices_file or None)
     price = prices.for_model(r.embedding_model, "developer")
-    embedding = Embedding(endpoint, r.embedding_model, r.embedding_dimensions, price)
+    return Embedding(endpoint, r.embedding_model, r.embedding_dimensions, price)
+
+
+async def _embed(engine: AsyncEngine, spec: JobSpec, job_id: int) -> int:
+    try:
+        embedding = embedding_for(spec)
+    except ConfigurationError as exc:
+        complain(f"retrieval.dense: {exc}")
+        return EXIT_FAILED
     result = await embed_pending(engine, job_id, embedding)
     say(
         f"embedded {result.chunks} chunks in {result.calls} calls"

@@ -163,8 +163,10 @@ async def _run(
             if (unusable := await fallback.ensure_index(engine, spec, job_id, plan)) is not None:
                 complain(unusable)
                 return EXIT_FAILED
-            if (note := fallback.dense_note(spec, plan)) is not None:
-                say(f"note: {note}")
+            plan, unusable = await fallback.prepare_dense(engine, spec, job_id, plan)
+            if unusable is not None:
+                complain(unusable)
+                return EXIT_FAILED
             if spec.model.mode == "batch":
                 from pipeline.commands.batch import run_batches
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.costs.charges import WorstCase
+from pipeline.costs.prices import Price
 from pipeline.gemini.endpoint import ConfigurationError, Endpoint, endpoint_for
 from pipeline.gemini.request import (
     ElasticsearchTool,
@@ -116,6 +117,18 @@ OWN_STEP = "own"
 
 
 @dataclass(frozen=True, slots=True)
+class Embedding:
+    """Where and how ``[retrieval] dense`` embeds: the chunks (``ground index``) and the
+    questions asked through own retrieval (``ground run``)."""
+
+    endpoint: Endpoint  # the embedding model's generateContent endpoint (its URL is derived)
+    model: str
+    dimensions: int  # 0 = the model's own
+    price: Price | None  # None: no price known, the ledger rows say the cost is incomplete
+    timeout_s: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
 class OwnRetrievalCall:
     """Call 1 through own retrieval: the job's index searched for the question, the passages
     numbered in the prompt, no tool declared (``docs/retrieval.md``).
@@ -123,7 +136,9 @@ class OwnRetrievalCall:
     ``classes``: the question classes that go straight to it (no managed call);
     ``when_ungrounded``: a managed answer still ungrounded, or grounded with no chunks, after
     its own retries is asked again through it. ``top_k`` passages at most, none scoring under
-    ``min_score`` (none left: nothing relevant found, no call).
+    ``min_score`` (none left: nothing relevant found, no call). ``embedding``: with
+    ``[retrieval] dense``, how each question is embedded (set by the command that runs the
+    plan: it needs credentials and prices); None: lexical search only.
     """
 
     model: str
@@ -132,6 +147,7 @@ class OwnRetrievalCall:
     min_score: float
     classes: frozenset[str] = frozenset()
     when_ungrounded: bool = False
+    embedding: Embedding | None = None
 
     def routes(self, qclass: str | None) -> bool:
         """Whether a question of ``qclass`` goes straight to own retrieval."""

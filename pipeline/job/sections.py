@@ -211,7 +211,8 @@ class RetrievalSection(_Section):
     top_k: Annotated[int, msgspec.Meta(ge=1, le=50)] = 5
     min_score: Annotated[float, msgspec.Meta(ge=0, lt=1)] = 0.0
     # Dense vectors (Gemini embeddings, billed in the ledger as step "embed") fused with the
-    # lexical ranks; searching them needs sqlite-vec or pgvector.
+    # lexical ranks (RRF): the chunks embedded by `ground index`, each own-routed question by
+    # `ground run`; searched with sqlite-vec / pgvector, else by scanning the stored vectors.
     dense: bool = False
     embedding_model: str = "gemini-embedding-001"
     embedding_dimensions: Annotated[int, msgspec.Meta(ge=0, le=3072)] = 768  # 0 = model's own

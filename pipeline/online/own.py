@@ -5,7 +5,9 @@ numbered in the prompt, the answer's citations constructed from the model's ``[n
 One question, one :class:`~pipeline.run.verdicts.Outcome`, as :mod:`pipeline.online.answering`
 makes for the grounded call, with these differences:
 
-* the search is a read of the job's own database (the index, :mod:`pipeline.retrieval`);
+* the search is a read of the job's own database (the index, :mod:`pipeline.retrieval`),
+  fused with the nearest chunks to the question's vector under ``[retrieval] dense``
+  (:mod:`pipeline.online.query_vectors` embeds each question once);
   nothing at or above ``min_score``: the question ends ``ungrounded`` with error class
   ``nothing_relevant``, and no call is made (there is nothing to cite);
 * the call declares no tool: the ledger's step is ``own``, with no grounding fee, and it is
@@ -25,7 +27,8 @@ restart) has its citations rebuilt from the stored response and passages
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -38,6 +41,7 @@ from pipeline.job.calls import OWN_STEP, OwnRetrievalCall
 from pipeline.job.states import QuestionState
 from pipeline.limits import RetryPolicy
 from pipeline.online.call import MeteredCaller
+from pipeline.online.query_vectors import QueryEmbedder
 from pipeline.retrieval import NOTHING_FOUND, OwnRequest, Passage, cite_passages, own_answer
 from pipeline.retrieval.answer import own_request
 from pipeline.retrieval.search import query_terms
@@ -49,6 +53,8 @@ from pipeline.store.routes import ROUTE_OWN, own_passages
 
 log = logging.getLogger(__name__)
 
+# The warning an answer carries when dense retrieval was on but its question got no vector.
+DENSE_FAILED = "the question could not be embedded: its passages were found lexically only"
 MAX_QUERY_IN_ERROR = 200  # characters of the search terms quoted in a "nothing found" error
 
 
@@ -67,13 +73,19 @@ class OwnAnswerer:
     job_id: int
     policy: RetryPolicy
     structuring: bool
+    queries: QueryEmbedder | None = None  # [retrieval] dense: the questions' vectors
 
     async def answer(self, question: ClaimedQuestion, *, attempts: int, version: int) -> Outcome:
         """Search, then call (unless nothing relevant was found); ``attempts``: the tries
         already spent on this step, ``version``: the answer version to store."""
+        vector = await self.queries.vector(question.text) if self.queries is not None else None
+        values = vector.values if vector is not None else None
         request = await self.db.read(
-            "searching the job's index", lambda c: self._search(c, question)
+            "searching the job's index", lambda c: self._search(c, question, values)
         )
+        if request is not None and vector is not None and vector.error is not None:
+            note = f"{DENSE_FAILED} ({vector.error})"
+            request = replace(request, note=note)
         if request is None:
             return _nothing_found(question, attempts)
         attempts += 1
@@ -84,7 +96,10 @@ class OwnAnswerer:
             return failure_verdict(question.id, attempts, error, self.policy, calls=calls)
 
     async def _search(
-        self, connection: AsyncConnection, question: ClaimedQuestion
+        self,
+        connection: AsyncConnection,
+        question: ClaimedQuestion,
+        vector: Sequence[float] | None,
     ) -> OwnRequest | None:
         call = self.call
         return await own_request(
@@ -94,6 +109,7 @@ class OwnAnswerer:
             call.builder,
             top_k=call.top_k,
             min_score=call.min_score,
+            query_vector=vector,
         )
 
     async def _call(

@@ -48,6 +48,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
@@ -62,6 +63,7 @@ from pipeline.clock import utcnow
 from pipeline.costs.charges import WorstCase
 from pipeline.errors import ErrorClass
 from pipeline.gemini.client import GeminiClient
+from pipeline.gemini.embed import EmbeddingClient
 from pipeline.grounding import GroundedAnswer
 from pipeline.job.calls import CallPlan
 from pipeline.job.states import QuestionState
@@ -72,6 +74,7 @@ from pipeline.online import leases
 from pipeline.online.answering import Answerer
 from pipeline.online.call import MeteredCaller
 from pipeline.online.own import OwnAnswerer, missed, stored_own_answer
+from pipeline.online.query_vectors import QueryEmbedder
 from pipeline.online.reuse import AnswerReuse
 from pipeline.online.writer import GroupCommitWriter
 from pipeline.run.context import RunContext
@@ -266,7 +269,9 @@ class OnlineRunner:
         await self._release_dead()
         await self.limits.start()
         client = GeminiClient(max_connections=self._concurrency, timeout_s=self._request_timeout_s)
-        async with client:
+        embedding = self._plan.own.embedding if self._plan.own is not None else None
+        embedder = EmbeddingClient(timeout_s=embedding.timeout_s) if embedding else None
+        async with client, embedder or contextlib.nullcontext():
             self.caller = MeteredCaller(
                 client,
                 self.limits,
@@ -291,6 +296,11 @@ class OnlineRunner:
                     self.ctx.job_id,
                     self.ctx.policy,
                     structuring=self._plan.structure is not None,
+                    queries=(
+                        QueryEmbedder(embedder, self.ctx.db, self.ctx.job_id, embedding)
+                        if embedder is not None and embedding is not None
+                        else None
+                    ),
                 )
             try:
                 await self._run_pipeline()

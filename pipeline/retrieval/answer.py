@@ -31,7 +31,7 @@ class OwnRequest:
     body: bytes  # a generateContent body: the passages numbered in the prompt, no tool
     passages: tuple[Passage, ...]
     query: str  # the search that found them (stored as the answer's retrieval_queries)
-    note: str | None = None  # e.g. "dense search needs sqlite-vec ...; retrieval stays lexical"
+    note: str | None = None  # a warning the answer carries (e.g. its question not embedded)
 
 
 async def own_request(

@@ -19,7 +19,7 @@ with ``[retrieval] dense``, their chunks' embeddings.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -30,7 +30,6 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.clock import utcnow
 from pipeline.costs.charges import call_cost
-from pipeline.costs.prices import Price
 from pipeline.errors import CallError, RetryableError
 from pipeline.gemini.embed import (
     DOCUMENT_TASK,
@@ -39,8 +38,8 @@ from pipeline.gemini.embed import (
     batch_embed_body,
     estimated_tokens,
 )
-from pipeline.gemini.endpoint import Endpoint
 from pipeline.gemini.wire import UsageMetadata
+from pipeline.job.calls import Embedding
 from pipeline.job.sections import RetrievalSection
 from pipeline.retrieval.chunking import chunk_spans
 from pipeline.retrieval.documents import (
@@ -52,7 +51,15 @@ from pipeline.retrieval.documents import (
 from pipeline.store import documents as store
 from pipeline.store.ledger import CallRecord, persist_calls
 
-__all__ = ["EmbedResult", "IndexResult", "embed_pending", "load_index"]
+__all__ = [
+    "EmbedOutcome",
+    "EmbedResult",
+    "Embedding",
+    "IndexResult",
+    "embed_pending",
+    "embed_texts",
+    "load_index",
+]
 
 DOCS_PER_COMMIT = 200  # documents written per transaction
 CHARS_PER_COMMIT = 2_000_000  # ... or fewer, once their text passes this many characters
@@ -169,17 +176,6 @@ class EmbedResult:
         return Decimal(self.spend_micro_usd) / 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
-class Embedding:
-    """Where and how the job's chunks are embedded."""
-
-    endpoint: Endpoint  # the embedding model's generateContent endpoint (its URL is derived)
-    model: str
-    dimensions: int  # 0 = the model's own
-    price: Price | None  # None: no price known, the ledger rows say the cost is incomplete
-    timeout_s: float = 60.0
-
-
 def _ledger_row(
     job_id: int,
     embedding: Embedding,
@@ -217,6 +213,67 @@ def _ledger_row(
     )
 
 
+@dataclass(slots=True)
+class EmbedOutcome:
+    """What :func:`embed_texts` came to: the vectors (None when every try failed), the calls
+    made and their cost, the last error."""
+
+    vectors: list[tuple[float, ...]] | None = None
+    calls: int = 0
+    spend_micro_usd: int = 0
+    error: str | None = None
+
+
+# Stores one try's ledger row and, when it succeeded, its vectors, in one transaction.
+SaveEmbedding = Callable[[CallRecord, "list[tuple[float, ...]] | None"], Awaitable[None]]
+
+
+async def embed_texts(
+    client: EmbeddingClient,
+    job_id: int,
+    embedding: Embedding,
+    texts: list[str],
+    save: SaveEmbedding,
+    *,
+    task_type: str,
+    titles: Sequence[str | None] = (),
+) -> EmbedOutcome:
+    """One ``batchEmbedContents`` call for ``texts`` (at most :data:`EMBED_BATCH_MAX`),
+    tried again on a retryable error (:data:`EMBED_ATTEMPTS` tries, backing off); every try
+    is a ledger row (step ``embed``, the job's), saved by ``save`` with its vectors."""
+    body = batch_embed_body(
+        embedding.model,
+        texts,
+        task_type=task_type,
+        dimensions=embedding.dimensions,
+        titles=titles,
+    )
+    outcome = EmbedOutcome()
+    wait = EMBED_BACKOFF_S
+    for attempt in range(1, EMBED_ATTEMPTS + 1):
+        started = utcnow()
+        clock = anyio.current_time()
+        try:
+            embedded = await client.embed(embedding.endpoint, body, len(texts))
+        except CallError as exc:
+            latency = (anyio.current_time() - clock) * 1000.0
+            await save(_ledger_row(job_id, embedding, started, latency, texts, exc), None)
+            outcome.calls += 1
+            if not isinstance(exc, RetryableError) or attempt == EMBED_ATTEMPTS:
+                outcome.error = f"{exc.error_class}: {exc}"
+                return outcome
+            await anyio.sleep(max(wait, exc.retry_delay or 0.0))
+            wait *= 2
+            continue
+        row = _ledger_row(job_id, embedding, started, embedded.latency_ms, texts, None)
+        await save(row, embedded.vectors)
+        outcome.calls += 1
+        outcome.spend_micro_usd += row.cost_micro_usd
+        outcome.vectors = embedded.vectors
+        return outcome
+    return outcome  # pragma: no cover - the loop returns
+
+
 async def _embed_batch(
     engine: AsyncEngine,
     client: EmbeddingClient,
@@ -225,43 +282,29 @@ async def _embed_batch(
     batch: list[store.ChunkToEmbed],
     result: EmbedResult,
 ) -> None:
-    texts = [c.text for c in batch]
-    body = batch_embed_body(
-        embedding.model,
-        texts,
+    async def save(row: CallRecord, vectors: list[tuple[float, ...]] | None) -> None:
+        async with engine.begin() as connection:
+            if vectors is not None:
+                await store.store_embeddings(
+                    connection, [(c.chunk_id, v) for c, v in zip(batch, vectors, strict=True)]
+                )
+            await persist_calls(connection, [row])
+
+    outcome = await embed_texts(
+        client,
+        job_id,
+        embedding,
+        [c.text for c in batch],
+        save,
         task_type=DOCUMENT_TASK,
-        dimensions=embedding.dimensions,
         titles=[c.title for c in batch],
     )
-    wait = EMBED_BACKOFF_S
-    for attempt in range(1, EMBED_ATTEMPTS + 1):
-        started = utcnow()
-        clock = anyio.current_time()
-        try:
-            embedded = await client.embed(embedding.endpoint, body, len(batch))
-        except CallError as exc:
-            latency = (anyio.current_time() - clock) * 1000.0
-            async with engine.begin() as connection:
-                await persist_calls(
-                    connection, [_ledger_row(job_id, embedding, started, latency, texts, exc)]
-                )
-            result.calls += 1
-            if not isinstance(exc, RetryableError) or attempt == EMBED_ATTEMPTS:
-                result.errors.append(f"{exc.error_class}: {exc}")
-                return
-            await anyio.sleep(max(wait, exc.retry_delay or 0.0))
-            wait *= 2
-            continue
-        row = _ledger_row(job_id, embedding, started, embedded.latency_ms, texts, None)
-        async with engine.begin() as connection:
-            await store.store_embeddings(
-                connection, [(c.chunk_id, v) for c, v in zip(batch, embedded.vectors, strict=True)]
-            )
-            await persist_calls(connection, [row])
-        result.calls += 1
+    result.calls += outcome.calls
+    result.spend_micro_usd += outcome.spend_micro_usd
+    if outcome.vectors is None:
+        result.errors.append(outcome.error or "embedding failed")
+    else:
         result.chunks += len(batch)
-        result.spend_micro_usd += row.cost_micro_usd
-        return
 
 
 async def embed_pending(

@@ -4,8 +4,10 @@ The question becomes a list of terms (words, lower-cased, common English functio
 left out, at most :data:`MAX_QUERY_TERMS`); any term may match. Lexical hits score in
 ``[0, 1)`` (:mod:`pipeline.store.documents`); those under ``min_score`` do not count, and
 none left means "nothing relevant found" (no passages). With a query vector (``[retrieval]
-dense``) the nearest chunks are fused with the lexical ones by reciprocal rank fusion; when
-the database cannot search vectors, the search says so once (``note``) and stays lexical.
+dense``) the nearest chunks are fused with the lexical ones by reciprocal rank fusion. The
+nearest are found by the database where it has sqlite-vec or pgvector, else by scanning the
+stored vectors here (:mod:`pipeline.retrieval.nearest`): the same ranks, slower on a large
+index.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.retrieval.fusion import reciprocal_rank_fusion
 from pipeline.retrieval.markers import Passage
+from pipeline.retrieval.nearest import Nearest
 from pipeline.store import documents as store
 
 __all__ = ["Retrieved", "query_terms", "search"]
@@ -126,7 +129,18 @@ def query_terms(question: str) -> list[str]:
 class Retrieved:
     passages: tuple[Passage, ...]  # best first; () = nothing relevant found
     query: str  # the terms searched for, as stored in the answer's retrieval_queries
-    note: str | None = None  # why the search stayed lexical although dense was asked for
+    note: str | None = None  # a warning the answer carries (none is made today)
+
+
+async def _scan(
+    connection: AsyncConnection, job_id: int, vector: Sequence[float], limit: int
+) -> list[store.Hit]:
+    """Dense search with no vector extension in the database: every stored vector scored
+    here, a page at a time."""
+    nearest = Nearest(vector, limit)
+    async for page in store.vector_pages(connection, job_id):
+        nearest.offer(page)
+    return await store.chunk_hits(connection, nearest.best())
 
 
 def _passage(hit: store.Hit, score: float) -> Passage:
@@ -153,12 +167,12 @@ async def search(
     ]
     if query_vector is None:
         return Retrieved(tuple(_passage(h, h.score) for h in lexical[:top_k]), query)
-    try:
-        dense = await store.dense_search(connection, job_id, query_vector, wanted)
-    except store.DenseUnavailable as exc:
-        return Retrieved(tuple(_passage(h, h.score) for h in lexical[:top_k]), query, str(exc))
     if not lexical and min_score > 0:
         return Retrieved((), query)  # nothing lexically relevant: dense alone is not trusted
+    try:
+        dense = await store.dense_search(connection, job_id, query_vector, wanted)
+    except store.DenseUnavailable:
+        dense = await _scan(connection, job_id, query_vector, wanted)
     hits = {h.chunk_id: h for h in [*dense, *lexical]}
     fused = reciprocal_rank_fusion([[h.chunk_id for h in lexical], [h.chunk_id for h in dense]])
     return Retrieved(tuple(_passage(hits[cid], score) for cid, score in fused[:top_k]), query)

@@ -12,16 +12,18 @@ the backend's own relevance ``s``: ``-bm25()`` on SQLite, ``ts_rank_cd()`` on Po
 so one ``min_score`` means "somewhat relevant" wherever the job runs. The query matches any
 of its terms (OR): a question is not a conjunction of keywords.
 
-Dense search runs in the database too, over the stored float32 vectors: sqlite-vec's
+Dense search runs in the database where it can, over the stored float32 vectors: sqlite-vec's
 ``vec_distance_cosine`` on SQLite, pgvector's ``<=>`` on PostgreSQL. Either is an extension
-the database may lack: :class:`DenseUnavailable` says which, in one line.
+the database may lack (:class:`DenseUnavailable` says which, in one line): the stored vectors
+are then read a page at a time (:func:`vector_pages`) and scored by the caller
+(:mod:`pipeline.retrieval.nearest`), with the same result, slower on a large index.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +40,7 @@ __all__ = [
     "IndexCounts",
     "NewChunk",
     "NewDocument",
+    "chunk_hits",
     "chunks_to_embed",
     "dense_search",
     "dense_unavailable",
@@ -46,6 +49,8 @@ __all__ = [
     "pack_vector",
     "store_embeddings",
     "stored_hashes",
+    "unpack_vector",
+    "vector_pages",
     "write_documents",
 ]
 
@@ -285,13 +290,14 @@ async def lexical_search(
 
 
 SQLITE_VEC_MISSING = (
-    "dense search needs the sqlite-vec extension, which this database connection has not"
-    " loaded (pip install sqlite-vec, with a Python whose sqlite3 can load extensions);"
-    " retrieval stays lexical"
+    "dense search in the database needs the sqlite-vec extension, which this connection has"
+    " not loaded: the stored vectors are scanned in Python instead (same ranks, slower on a"
+    " large index)"
 )
 PGVECTOR_MISSING = (
-    "dense search needs pgvector on this PostgreSQL server (CREATE EXTENSION vector);"
-    " retrieval stays lexical"
+    "dense search in the database needs pgvector on this PostgreSQL server (CREATE EXTENSION"
+    " vector): the stored vectors are scanned in Python instead (same ranks, slower on a"
+    " large index)"
 )
 
 
@@ -331,11 +337,15 @@ _POSTGRES_DENSE = sa.text(
 )
 
 
+SCAN_PAGE = 2_000  # stored vectors read per query of a brute-force scan
+
+
 async def dense_search(
     connection: AsyncConnection, job_id: int, vector: Sequence[float], limit: int
 ) -> list[Hit]:
     """The chunks nearest ``vector`` by cosine distance (a brute-force scan of the job's
-    vectors); :class:`DenseUnavailable` when the database has no vector extension."""
+    vectors in the database); :class:`DenseUnavailable` when it has no vector extension
+    (the caller then scans :func:`vector_pages` itself)."""
     sqlite = connection.dialect.name == "sqlite"
     if sqlite:
         statement, value = _SQLITE_DENSE, pack_vector(vector)
@@ -357,4 +367,64 @@ async def dense_search(
         raise
     return [
         Hit(r.chunk_id, 1.0 - float(r.distance), r.text, r.doc_id, r.title, r.uri) for r in rows
+    ]
+
+
+def unpack_vector(stored: bytes | Sequence[float]) -> Sequence[float]:
+    """A stored embedding as floats: float32 little-endian bytes (SQLite) or a list
+    (PostgreSQL's ``real[]``)."""
+    if isinstance(stored, bytes | bytearray | memoryview):
+        values = array("f")
+        values.frombytes(bytes(stored))
+        return values
+    return list(stored)
+
+
+# The stored vector as the driver hands it (bytes, or asyncpg's list of floats), without
+# SQLAlchemy's ARRAY result processing, which doubles the cost of reading a page on PostgreSQL.
+_RAW_EMBEDDING = sa.type_coerce(chunks.c.embedding, sa.types.NULLTYPE).label("embedding")
+
+
+async def vector_pages(
+    connection: AsyncConnection, job_id: int, page_size: int = SCAN_PAGE
+) -> AsyncIterator[list[tuple[int, bytes | Sequence[float]]]]:
+    """The job's stored chunk vectors, ``(chunk id, vector)``, ``page_size`` at a time in id
+    order (memory stays flat however large the index): float32 little-endian bytes on SQLite
+    (:func:`unpack_vector` reads them), a list of floats on PostgreSQL."""
+    after = 0
+    while True:
+        page = list(
+            await connection.execute(
+                sa.select(chunks.c.id, _RAW_EMBEDDING)
+                .where(
+                    chunks.c.job_id == job_id,
+                    chunks.c.embedding.is_not(None),
+                    chunks.c.id > after,
+                )
+                .order_by(chunks.c.id)
+                .limit(page_size)
+            )
+        )
+        if not page:
+            return
+        yield [(r.id, r.embedding) for r in page]
+        after = page[-1].id
+
+
+async def chunk_hits(connection: AsyncConnection, scored: Sequence[tuple[int, float]]) -> list[Hit]:
+    """``(chunk id, score)`` as hits with their text and document, in the order given."""
+    if not scored:
+        return []
+    rows = await connection.execute(
+        sa.select(
+            chunks.c.id, chunks.c.text, documents.c.doc_id, documents.c.title, documents.c.uri
+        )
+        .join(documents, documents.c.id == chunks.c.document_id)
+        .where(chunks.c.id.in_([cid for cid, _ in scored]))
+    )
+    found = {r.id: r for r in rows}
+    return [
+        Hit(cid, score, found[cid].text, found[cid].doc_id, found[cid].title, found[cid].uri)
+        for cid, score in scored
+        if cid in found
     ]

@@ -395,6 +395,22 @@ chunks = Table(
     Index("ix_chunks_job_id", "job_id"),
 )
 
+# A question's embedding for dense own retrieval (task RETRIEVAL_QUERY), made once: a rerun
+# after a crash finds it here and does not pay for it again. Keyed by what was embedded (the
+# text's blake2b-256, hex) under a model and size, so questions with the same text share one.
+query_vectors = Table(
+    "query_vectors",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("job_id", Id, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("text_hash", String(64), nullable=False),
+    Column("model", String(200), nullable=False),
+    Column("dimensions", Integer, nullable=False),  # as asked; 0 = the model's own
+    Column("embedding", EMBEDDING, nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+    UniqueConstraint("job_id", "text_hash", "model", "dimensions"),
+)
+
 # Each dialect's full-text machinery over chunks.text, made by the migration only: SQLite's
 # FTS5 table (and its shadow tables), PostgreSQL's generated tsvector column and GIN index.
 FULL_TEXT_TABLES_PREFIX = "chunks_fts"

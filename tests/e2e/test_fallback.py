@@ -102,8 +102,8 @@ async def test_a_fallback_class_and_missed_answers_end_answered_by_own_retrieval
                 n_cities=N_CITIES,
                 database=database,
                 grounding=FALLBACK,
-                # Embeddings are made and billed by `ground index`; the database cannot search
-                # them here (no sqlite-vec / pgvector), so retrieval stays lexical.
+                # The chunks' embeddings are made and billed by `ground index`, each own-routed
+                # question's by the run (scanned in Python: no sqlite-vec / pgvector here).
                 retrieval="dense = true\nembedding_dimensions = 32",
             )
             assert await index_command(spec) == 0
