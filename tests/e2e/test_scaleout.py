@@ -258,15 +258,19 @@ async def test_sigkill_one_of_four_the_others_finish_its_questions(tmp_path: Pat
     n = 600
     async with postgres_database() as url:
         with running_emulator(_quota_config(seed=143)) as emu:
+            # The killed process's questions come back through a sibling's dead-owner sweep
+            # (same machine); a lease long enough that a live process starved of CPU (a busy
+            # machine) still renews its own in time, or its questions would be asked twice.
+            lease = "limits.lease_s=30"
             spec = make_job(
                 tmp_path,
                 base_url=emu.base_url,
                 n_questions=n,
                 database=url.replace("+asyncpg", ""),
-                overrides=[*FULL_LIMITS, "limits.lease_s=5"],
+                overrides=[*FULL_LIMITS, lease],
             )
             async with _Ledger(url) as ledger:
-                children = _start(spec, emu.api_key, 4, [*FULL_LIMITS, "limits.lease_s=5"])
+                children = _start(spec, emu.api_key, 4, [*FULL_LIMITS, lease])
                 await ledger.wait_for_more_than(n // 5)  # a fifth of the questions called
             children[0].send_signal(signal.SIGKILL)
             results = await _finish(children)
