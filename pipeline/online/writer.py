@@ -33,7 +33,6 @@ from pipeline.links.resolver import Lookup
 from pipeline.run.commit_window import batches
 from pipeline.run.verdicts import Outcome
 from pipeline.store import queue
-from pipeline.store import quota as shared_quota
 from pipeline.store.answers import StoredAnswers, VerdictOf, persist_answers
 from pipeline.store.ledger import persist_calls
 from pipeline.store.queue import StateChange
@@ -69,6 +68,7 @@ class GroupCommitWriter:
         self._db = db
         self._job_id = job_id
         self._owner = owner
+        self._limits = limits
         self._verdict_of = verdict_of
         self._feed = feed
         self._on_finished = on_finished
@@ -110,10 +110,8 @@ class GroupCommitWriter:
         records = [c for o in batch for c in o.calls]
         # The budget row counts what the ledger stores. First in the transaction: the budget
         # row is always locked before others.
-        await shared_quota.settle_budget(
+        await self._limits.settle(
             connection,
-            self._job_id,
-            self._owner,
             released=sum(r.reserved_micro for r in records),
             spent=sum(r.cost_micro_usd for r in records),
         )
