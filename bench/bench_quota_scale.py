@@ -148,6 +148,9 @@ class Shared:
     sends: list[float] = field(default_factory=list)
     times: dict[str, list[float]] = field(default_factory=dict)
     grants: int = 0
+    # SQLAlchemy's compiled statements, shared by the simulated processes of an OS process:
+    # a real process compiles each statement once at its start, not all 400 at once here.
+    compiled: dict[Any, Any] = field(default_factory=dict)
 
 
 async def simulated_process(
@@ -156,7 +159,7 @@ async def simulated_process(
     """One ``ground worker`` process as the database sees it (see the module docstring)."""
     engine = create_async_engine(
         spec["url"], pool_size=spec["pool"], max_overflow=0, pool_timeout=300
-    )
+    ).execution_options(compiled_cache=shared.compiled)
     db = TimedDatabase(engine, shared.times)
     job_id, owner = spec["job_id"], leases.default_owner()
     limits = JobLimits(db, job_id, owner, requests_per_minute=spec["rpm"])
@@ -496,6 +499,8 @@ class SizeResult:
     connections: int
     lock_waiters_mean: float
     lock_waiters_max: int
+    lag_p50_ms: float
+    lag_p99_ms: float
     note: str = ""
 
 
@@ -526,7 +531,7 @@ async def run_size(
     # 1 / mean_latency a second.
     per_process = args.overcommit * rate / size
     concurrency = [
-        max(1, c)
+        max(args.min_callers, c)
         for c in split(round(per_process * mean_latency * size), size)  # spread the remainder
     ]
     questions = (
@@ -598,10 +603,7 @@ async def run_size(
             await admin.dispose()
         for proc in procs:
             await anyio.to_thread.run_sync(proc.wait)
-        results = [
-            json.loads((work / f"out{i}.json").read_text())
-            for i in range(len(procs))
-        ]
+        results = [json.loads((work / f"out{i}.json").read_text()) for i in range(len(procs))]
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -620,6 +622,7 @@ async def run_size(
     sends = sorted(t for r in results for t in r["sends"])
     grant_times = [t * 1000 for r in results for t in r["times"].get(GRANT, [])]
     commit_times = [t * 1000 for r in results for t in r["times"].get("the writer's commit", [])]
+    lags = [t * 1000 for r in results for t in r["times"].get("event-loop lag", [])]
     warmup = min(10.0, args.seconds / 4)
     steady_from = start_at + warmup
     steady = len(sends) - bisect.bisect_left(sends, steady_from)
@@ -648,6 +651,8 @@ async def run_size(
         connections=max(connections, default=0),
         lock_waiters_mean=statistics.fmean(waiters) if waiters else 0.0,
         lock_waiters_max=max(waiters, default=0),
+        lag_p50_ms=percentile(lags, 0.5),
+        lag_p99_ms=percentile(lags, 0.99),
     )
 
 
@@ -659,8 +664,8 @@ def table(results: list[SizeResult]) -> list[str]:
         "| design | processes | callers each | connections | grants/s (refused/s) |"
         " grant p50 / p99 ms | writer commit p99 ms | sends/s | quota use |"
         " most sends in a window (quota) | PostgreSQL CPU, cores | lock waiters mean / max |"
-        " simulator CPU, cores |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        " simulator CPU, cores | simulator loop lag p50 / p99 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         over = r.most_in_window > r.window_quota
@@ -672,6 +677,7 @@ def table(results: list[SizeResult]) -> list[str]:
             f" {r.most_in_window:,} in {r.window_s:.0f} s ({r.window_quota:,.0f})"
             f"{' **over**' if over else ''} | {r.pg_cores:.2f} |"
             f" {r.lock_waiters_mean:.1f} / {r.lock_waiters_max} | {r.sim_cores:.2f} |"
+            f" {r.lag_p50_ms:.0f} / {r.lag_p99_ms:.0f} |"
         )
     return lines
 
@@ -789,11 +795,14 @@ def main() -> int:
         "--seconds", type=float, default=150.0, help="measured seconds per size and design"
     )
     parser.add_argument(
-        "--rpm", type=int, default=60_000, help="the job's quota, requests per minute"
+        "--rpm", type=int, default=12_000, help="the job's quota, requests per minute"
     )
     parser.add_argument("--latency", type=float, default=0.4, help="median call latency, seconds")
     parser.add_argument(
         "--overcommit", type=float, default=1.5, help="the fleet's demand / the quota"
+    )
+    parser.add_argument(
+        "--min-callers", type=int, default=4, help="callers per simulated process, at least"
     )
     parser.add_argument(
         "--os-processes", type=int, default=4, help="OS processes the fleet runs in"

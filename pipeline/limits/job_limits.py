@@ -187,9 +187,10 @@ class RateGrants:
         if self.sizing == "job":
             return full
         elapsed = now - self._asked_since
-        if elapsed > 0:
-            weight = 1.0 - math.exp(-elapsed / DEMAND_TAU_S)
-            self.demand += weight * (self._asked / elapsed - self.demand)
+        if elapsed >= LATE_S:  # up at once (a slot missing costs a grant), down slowly
+            measured = self._asked / elapsed
+            weight = 1.0 if measured > self.demand else 1.0 - math.exp(-elapsed / DEMAND_TAU_S)
+            self.demand += weight * (measured - self.demand)
             self._asked, self._asked_since = 0, now
         return max(1, min(full, max(self._needing, math.ceil(self.demand * GRANT_S))))
 

@@ -160,7 +160,9 @@ async def test_processes_pacing_together_keep_to_the_shared_rate(engine_factory)
         worst = max(sum(1 for t in sent if s <= t < s + 2.0) for s in sent)
         assert worst <= 2 * rate * 1.05 + 1
         grants = sum(s.requests.grants for s in limits)
-        assert grants <= 120 / max(1, round(rate * GRANT_S)) + 6  # ~10 a grant, not 1
+        # Each process sends a third of the rate, and its grants are sized to that demand
+        # (GRANT_S of it, or its callers waiting): a few requests a grant, not one each.
+        assert grants <= 120 / 2
         for shared in limits:
             await shared.close()
 
