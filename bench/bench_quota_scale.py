@@ -27,7 +27,7 @@ the end: the shared test server's ``max_connections`` (100) cannot be raised wit
 restart, and its CPU would mix in other runs. ``--postgres-url`` uses a running server
 instead (sizes that do not fit its free connections are skipped, saying so).
 
-    .venv/bin/python bench/bench_quota_scale.py                    # 50,100,200,400; ~14 min
+    .venv/bin/python bench/bench_quota_scale.py                    # 50,100,200,400; ~15 min
     .venv/bin/python bench/bench_quota_scale.py --sizes 50 --seconds 20 --no-baseline  # quick
     .venv/bin/python bench/bench_quota_scale.py --baseline-only     # the old grant sizing only
 
@@ -501,6 +501,7 @@ class SizeResult:
     lock_waiters_max: int
     lag_p50_ms: float
     lag_p99_ms: float
+    load: float
     note: str = ""
 
 
@@ -653,6 +654,7 @@ async def run_size(
         lock_waiters_max=max(waiters, default=0),
         lag_p50_ms=percentile(lags, 0.5),
         lag_p99_ms=percentile(lags, 0.99),
+        load=os.getloadavg()[0],
     )
 
 
@@ -664,8 +666,8 @@ def table(results: list[SizeResult]) -> list[str]:
         "| design | processes | callers each | connections | grants/s (refused/s) |"
         " grant p50 / p99 ms | writer commit p99 ms | sends/s | quota use |"
         " most sends in a window (quota) | PostgreSQL CPU, cores | lock waiters mean / max |"
-        " simulator CPU, cores | simulator loop lag p50 / p99 ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        " simulator CPU, cores | simulator loop lag p50 / p99 ms | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         over = r.most_in_window > r.window_quota
@@ -677,7 +679,7 @@ def table(results: list[SizeResult]) -> list[str]:
             f" {r.most_in_window:,} in {r.window_s:.0f} s ({r.window_quota:,.0f})"
             f"{' **over**' if over else ''} | {r.pg_cores:.2f} |"
             f" {r.lock_waiters_mean:.1f} / {r.lock_waiters_max} | {r.sim_cores:.2f} |"
-            f" {r.lag_p50_ms:.0f} / {r.lag_p99_ms:.0f} |"
+            f" {r.lag_p50_ms:.0f} / {r.lag_p99_ms:.0f} | {r.load:.1f} |"
         )
     return lines
 
@@ -712,12 +714,15 @@ def render(args: argparse.Namespace, results: list[SizeResult], server: str, too
         ' rate (`JobLimits`), claims, writer commits and heartbeat, its callers "calling" for'
         f" a lognormal {args.latency * 1000:.0f} ms median (p99 5x). The job's quota is"
         f" {args.rpm:,} RPM ({rate:,.0f}/s, paced {1 - job_limits.PACING_HEADROOM:.3f} of it);"
-        f" the fleet wants {args.overcommit}x the quota whatever its size. {args.seconds:.0f} s"
-        f" per size, {args.os_processes} OS processes, quota use over the steady state (the"
-        f" first {min(10.0, args.seconds / 4):.0f} s left out). Run"
-        f" {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, took {took:.0f} s, load average at"
-        f" start {os.getloadavg()[0]:.2f} (a shared 2-core machine). `baseline`: the grant"
-        " sizing before issue 29 (`--baseline`).",
+        f" the fleet wants {args.overcommit}x the quota whatever its size (each process has at"
+        f" least {args.min_callers} callers). {args.seconds:.0f} s per size"
+        f" ({args.baseline_seconds:.0f} s for the baseline), {args.os_processes} OS"
+        " processes, quota use over the steady state (the first 10 s left out). Run"
+        f" {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, took {took:.0f} s, on a shared 2-core"
+        " machine: `load` is its 1-minute load average at the end of each run.",
+        "`baseline` is the design before issue 29 (`--baseline-only`): every grant 0.5 s of"
+        " the job's rate, in a transaction, and every writer commit counting the spend in the"
+        " budget row; `current` grants what the process needs, in autocommit.",
         "",
         *table(results),
         "",
@@ -763,7 +768,14 @@ async def orchestrate(args: argparse.Namespace) -> int:
                 )
                 continue
             for baseline in designs:
-                result = await run_size(args, server_url, postmaster, size, baseline)
+                seconds = args.baseline_seconds if baseline else args.seconds
+                result = await run_size(
+                    argparse.Namespace(**{**vars(args), "seconds": seconds}),
+                    server_url,
+                    postmaster,
+                    size,
+                    baseline,
+                )
                 results.append(result)
                 print("\n".join(table([result])[2:]), flush=True)
     finally:
@@ -791,11 +803,12 @@ def main() -> int:
     parser.add_argument(
         "--sizes", default="50,100,200,400", help="simulated processes, comma-separated"
     )
+    parser.add_argument("--seconds", type=float, default=100.0, help="measured seconds per size")
     parser.add_argument(
-        "--seconds", type=float, default=150.0, help="measured seconds per size and design"
+        "--baseline-seconds", type=float, default=40.0, help="the same for the baseline"
     )
     parser.add_argument(
-        "--rpm", type=int, default=12_000, help="the job's quota, requests per minute"
+        "--rpm", type=int, default=6_000, help="the job's quota, requests per minute"
     )
     parser.add_argument("--latency", type=float, default=0.4, help="median call latency, seconds")
     parser.add_argument(
@@ -819,6 +832,8 @@ def main() -> int:
         "--out", default=str(REPO / "BENCHMARKS.md"), help="a file to splice the section into, or -"
     )
     args = parser.parse_args()  # fmt: skip
+    if args.baseline_seconds <= 0:
+        args.baseline_seconds = args.seconds
     if args.seconds <= 0 or args.rpm <= 0 or args.latency <= 0 or args.overcommit <= 0:
         parser.error("--seconds, --rpm, --latency and --overcommit must be positive")
     return event_loop.run(orchestrate, args)
