@@ -563,6 +563,8 @@ async def run_size(
                     [sys.executable, __file__, "--worker", str(work / f"spec{i}.json")],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
+                    # asyncpg's complaints about connections closed on a lagging loop at exit
+                    stderr=(work / f"stderr{i}.txt").open("w"),
                     text=True,
                 )
             )
@@ -570,7 +572,10 @@ async def run_size(
             assert proc.stdout is not None
             line = await anyio.to_thread.run_sync(proc.stdout.readline)
             if line.strip() != "ready":
-                raise SystemExit(f"bench_quota_scale: a worker failed to start ({size} processes)")
+                errors = "".join(p.read_text()[-2000:] for p in work.glob("stderr*.txt"))  # noqa: ASYNC240
+                raise SystemExit(
+                    f"bench_quota_scale: a worker failed to start ({size} processes)\n{errors}"
+                )
         start_at = time.time() + 1.0
         for proc in procs:
             assert proc.stdin is not None
@@ -815,7 +820,7 @@ def main() -> int:
         "--overcommit", type=float, default=1.5, help="the fleet's demand / the quota"
     )
     parser.add_argument(
-        "--min-callers", type=int, default=4, help="callers per simulated process, at least"
+        "--min-callers", type=int, default=16, help="callers per simulated process, at least"
     )
     parser.add_argument(
         "--os-processes", type=int, default=4, help="OS processes the fleet runs in"
