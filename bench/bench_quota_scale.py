@@ -29,7 +29,7 @@ instead (sizes that do not fit its free connections are skipped, saying so).
 
     .venv/bin/python bench/bench_quota_scale.py                    # 50,100,200,400; ~15 min
     .venv/bin/python bench/bench_quota_scale.py --sizes 50 --seconds 20 --no-baseline  # quick
-    .venv/bin/python bench/bench_quota_scale.py --baseline-only     # the old grant sizing only
+    .venv/bin/python bench/bench_quota_scale.py --baseline          # the design before issue 29
 
 ``--out`` (default ``BENCHMARKS.md``) gets the markdown section (bench/sections.py);
 ``--out -`` prints it instead.
@@ -725,7 +725,7 @@ def render(args: argparse.Namespace, results: list[SizeResult], server: str, too
         " processes, quota use over the steady state (the first 10 s left out). Run"
         f" {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, took {took:.0f} s, on a shared 2-core"
         " machine: `load` is its 1-minute load average at the end of each run.",
-        "`baseline` is the design before issue 29 (`--baseline-only`): every grant 0.5 s of"
+        "`baseline` is the design before issue 29 (`--baseline`): every grant 0.5 s of"
         " the job's rate, in a transaction, and every writer commit counting the spend in the"
         " budget row; `current` grants what the process needs, in autocommit.",
         "",
@@ -830,13 +830,25 @@ def main() -> int:
         "--postgres-url", default="", help="a running server (default: a private cluster)"
     )
     parser.add_argument(
-        "--baseline-only", action="store_true", help="only the grant sizing before issue 29"
+        "--baseline",
+        "--baseline-only",
+        dest="baseline_only",
+        action="store_true",
+        help="only the design before issue 29 (by default both run, side by side)",
     )
     parser.add_argument("--no-baseline", action="store_true", help="only the current design")
     parser.add_argument(
         "--out", default=str(REPO / "BENCHMARKS.md"), help="a file to splice the section into, or -"
     )
     args = parser.parse_args()  # fmt: skip
+    try:
+        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    except ValueError:
+        parser.error(f"--sizes {args.sizes!r}: expected whole numbers, comma-separated")
+    if not sizes or min(sizes) <= 0:
+        parser.error(f"--sizes {args.sizes!r}: expected positive numbers of processes")
+    if args.min_callers <= 0 or args.os_processes <= 0 or args.pool <= 0:
+        parser.error("--min-callers, --os-processes and --pool must be positive")
     if args.baseline_seconds <= 0:
         args.baseline_seconds = args.seconds
     if args.seconds <= 0 or args.rpm <= 0 or args.latency <= 0 or args.overcommit <= 0:
