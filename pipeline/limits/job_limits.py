@@ -20,7 +20,7 @@ requests per min    GCRA row. A grant is sized to the process's own demand (the 
                     more than the pacing rate's share (see ``SPREAD_COST``). Before issue 29
                     every grant was the full share whatever the demand (``sizing = "job"``, kept
                     for ``bench/bench_quota_scale.py``): a process sending below the rate left
-                    most of its grant unsent, and 50 processes used 5 % of the quota.
+                    most of its grant unsent, and 50 processes used 13-49 % of the quota.
 adaptive (AIMD)     the current rate lives in the row: one process's 429 lowers it for all
                     (once per cool-down, whoever saw it); recovery steps are shared the same way.
 tokens per min      GCRA row with a burst tolerance of ``TOKEN_BURST_S``: paced at
