@@ -29,7 +29,7 @@ instead (sizes that do not fit its free connections are skipped, saying so).
 
     .venv/bin/python bench/bench_quota_scale.py                    # 50,100,200,400; ~15 min
     .venv/bin/python bench/bench_quota_scale.py --sizes 50 --seconds 20 --no-baseline  # quick
-    .venv/bin/python bench/bench_quota_scale.py --baseline          # the design before issue 29
+    .venv/bin/python bench/bench_quota_scale.py --baseline   # the design before, alone
 
 ``--out`` (default ``BENCHMARKS.md``) gets the markdown section (bench/sections.py);
 ``--out -`` prints it instead.
@@ -89,7 +89,7 @@ LATENCY_SIGMA = math.log(5) / 2.326  # lognormal: p99 = 5 x the median
 LEASE_S = 120.0  # [online] lease_s's default
 COST_MICRO = 1_000  # what one simulated call costs (the writer counts it in the budget row)
 GRANT = "a rate grant"  # the product's name for the grant transaction
-TARGET_USE = 0.98  # issue 29, at 400 processes
+TARGET_USE = 0.98  # the target at 400 processes
 TARGET_P99_MS = 50.0
 CONNECTIONS_SPARE = 20  # the private cluster's connections beyond the simulated processes'
 
@@ -259,7 +259,7 @@ async def simulated_process(
                 ) -> None:
                     # As the runner's writer: the budget row first, then the ledger, the states.
                     spent = sum(r.cost_micro_usd for r in records)
-                    if spec["baseline"]:  # before issue 29, a job without a budget counted too
+                    if spec["baseline"]:  # before, a job without a budget counted too
                         await shared_quota.settle_budget(c, job_id, owner, 0, spent)
                     else:
                         await limits.settle(c, released=0, spent=spent)
@@ -725,7 +725,7 @@ def render(args: argparse.Namespace, results: list[SizeResult], server: str, too
         " processes, quota use over the steady state (the first 10 s left out). Run"
         f" {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, took {took:.0f} s, on a shared 2-core"
         " machine: `load` is its 1-minute load average at the end of each run.",
-        "`baseline` is the design before issue 29 (`--baseline`): every grant 0.5 s of"
+        "`baseline` is the design before demand-sized grants (`--baseline`): every grant 0.5 s of"
         " the job's rate, in a transaction, and every writer commit counting the spend in the"
         " budget row; `current` grants what the process needs, in autocommit.",
         "",
@@ -834,7 +834,7 @@ def main() -> int:
         "--baseline-only",
         dest="baseline_only",
         action="store_true",
-        help="only the design before issue 29 (by default both run, side by side)",
+        help="only the design before demand-sized grants (by default both run, side by side)",
     )
     parser.add_argument("--no-baseline", action="store_true", help="only the current design")
     parser.add_argument(

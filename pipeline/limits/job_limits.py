@@ -17,7 +17,7 @@ requests per min    GCRA row. A grant is sized to the process's own demand (the 
                     given up. Each request waits for its slot (no burst). A spread grant sends
                     up to ``GRANT_S + LATE_WAKE_S`` later than the row placed it, so it takes
                     ``SPREAD_COST`` more of the row than it sends: no quota window can then hold
-                    more than the pacing rate's share (see ``SPREAD_COST``). Before issue 29
+                    more than the pacing rate's share (see ``SPREAD_COST``). Before demand sizing
                     every grant was the full share whatever the demand (``sizing = "job"``, kept
                     for ``bench/bench_quota_scale.py``): a process sending below the rate left
                     most of its grant unsent, and 50 processes used 13-49 % of the quota.
@@ -101,7 +101,7 @@ class RateGrants:
     ``throttles`` and ``decreases`` count this process's 429s and the decreases they made,
     ``grants`` the grants it drew; ``demand`` is the measured rate of ``acquire()`` calls.
     ``sizing``: ``"demand"`` (grants sized to this process's demand), or ``"job"`` (every
-    grant ``GRANT_S`` of the shared rate: the design before issue 29, for the scale bench).
+    grant ``GRANT_S`` of the shared rate: the design before, for the scale bench).
     """
 
     def __init__(

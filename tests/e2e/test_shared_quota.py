@@ -229,7 +229,7 @@ async def test_a_process_below_the_rate_takes_grants_of_its_demand(engine_factor
                 )
             )
         # The row is taken only a few slots (ms) beyond now: grants of the demand, not 0.5 s
-        # of the rate each (the sizing before issue 29) that would sit ahead, unsent.
+        # of the rate each (the sizing before demand sizing) that would sit ahead, unsent.
         assert tat - now[0] < 0.1
         assert sum(rate.grants for rate in rates) <= 2 * (4.0 / GRANT_S) + 6  # 2 a s each
         assert sent == 80
