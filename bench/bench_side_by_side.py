@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_quota import QuotaUse, measure_quota_use
 from bench.emulated import LATENCY, REPO, emulator
+from bench.sections import kept_sections
 
 PACED_RPM = 3000  # the enforced quota of the paced scenarios, requests per minute
 PACED_WINDOW_S = 10  # the emulator's quota window in the paced scenarios, seconds
@@ -213,10 +214,11 @@ REFERENCE = 0.0  # a row's limit when it has no target: shown for reference
 
 
 def kept_notes(path: Path) -> str:
-    """The hand-written ``## Notes`` section of the file being replaced, kept as it was."""
+    """The sections other benchmarks wrote (``bench/sections.py``) and the hand-written
+    ``## Notes`` section of the file being replaced, kept as they were."""
     old = path.read_text(encoding="utf-8") if path.exists() else ""
     at = old.find(NOTES)
-    return "\n" + old[at:].lstrip("\n") if at >= 0 else ""
+    return "\n" + kept_sections(old) + (old[at:].lstrip("\n") if at >= 0 else "")
 
 
 def verdicts(

@@ -16,6 +16,9 @@ BENCHES = (
     "bench_pipeline.py",
     "bench_export.py",
     "bench_batch.py",  # batch mode at 100,000 questions, Developer API and Vertex (~5 minutes)
+    # The shared quota at 50-400 simulated processes on a private PostgreSQL (~15 minutes);
+    # writes its own section into BENCHMARKS.md.
+    "bench_quota_scale.py",
 )
 
 

@@ -40,7 +40,6 @@ from pipeline.store.urls import sqlite_file
 
 log = logging.getLogger(__name__)
 
-OWNER = "spill"  # no budget hold is ever taken under this name: nothing is released
 
 
 def check_state_dir(spec: JobSpec) -> str | None:
@@ -85,8 +84,10 @@ async def store_spilled(engine: AsyncEngine, spec: JobSpec, job_id: int) -> bool
         asked = [c.question_id for o in outcomes for c in o.calls if c.question_id is not None]
         in_ledger = await stored_call_keys(connection, asked)
         outcomes = [o for o in outcomes if not any(_key(c) in in_ledger for c in o.calls)]
+        # No budget row to settle: a run with a budget counts its spend again from the
+        # ledger when it starts (pipeline.limits.JobLimits.start), after this.
         await store_outcomes(
-            connection, job_id, OWNER, outcomes, utcnow(), lambda uri: initial_verdict(uri, allow)
+            connection, outcomes, utcnow(), lambda uri: initial_verdict(uri, allow)
         )
         continuing = {o.change.question_id for o in outcomes if o.change and o.change.keep_lease}
         await queue.release_any(connection, continuing)

@@ -4,16 +4,23 @@ Each process draws small **grants** from the rows of :mod:`pipeline.store.quota`
 them in memory, so the database sees a few statements a second whatever the rate:
 
 ==================  =========================================================================
-requests per min    GCRA row. A grant is ``GRANT_S`` (0.5 s) of the shared rate, between 1 and
-                    ``GRANT_MAX`` requests: the slots ``start + i / rate``, disjoint from every
-                    other process's. Each request waits for its slot (the in-process spacing);
-                    a slot missed by more than ``LATE_S`` is given up, never sent late, so the
-                    job as a whole keeps to ``rate`` per second with no burst. A grant capped at
-                    ``GRANT_MAX`` is spent over ``GRANT_S``, not in ``GRANT_MAX / rate``: a
-                    process below the rate (calls that take 400 ms) would otherwise miss nearly
-                    every slot of a 5 ms grant and draw one grant a call. Spending slots later
-                    than the row placed them never sends more in a window than was granted in
-                    it and ``GRANT_S`` before it.
+requests per min    GCRA row. A grant is sized to the process's own demand (the callers
+                    waiting for a slot, and ``GRANT_S`` of the rate they arrive at, measured),
+                    at most ``GRANT_S`` of the shared rate and ``GRANT_MAX`` requests: the
+                    slots are disjoint from every other process's. It is taken in autocommit
+                    (one round trip; the row is locked only while the server runs the UPDATE)
+                    and a refused one is retried after a jittered wait. A grant of the full
+                    share is spent at the shared rate, slot ``i`` at ``start + i / rate``; a
+                    smaller one (or one capped at ``GRANT_MAX``) is spread over ``GRANT_S`` at
+                    the process's own pace, a late caller taking the next slot late rather
+                    than a slot being lost, and what is unsent ``GRANT_S`` after its start is
+                    given up. Each request waits for its slot (no burst). A spread grant sends
+                    up to ``GRANT_S + LATE_WAKE_S`` later than the row placed it, so it takes
+                    ``SPREAD_COST`` more of the row than it sends: no quota window can then hold
+                    more than the pacing rate's share (see ``SPREAD_COST``). Before demand sizing
+                    every grant was the full share whatever the demand (``sizing = "job"``, kept
+                    for ``bench/bench_quota_scale.py``): a process sending below the rate left
+                    most of its grant unsent, and 50 processes used 13-49 % of the quota.
 adaptive (AIMD)     the current rate lives in the row: one process's 429 lowers it for all
                     (once per cool-down, whoever saw it); recovery steps are shared the same way.
 tokens per min      GCRA row with a burst tolerance of ``TOKEN_BURST_S``: paced at
@@ -44,7 +51,9 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import random
 import time
+from typing import Literal
 
 import anyio
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -55,7 +64,10 @@ from pipeline.limits.rate import PACING_HEADROOM, Clock, Sleep, pacing_rate
 from pipeline.store import ledger, quota
 from pipeline.store.reconnect import Database
 
-GRANT_S = 0.5  # seconds of the shared request rate in one grant
+GRANT_S = 0.5  # seconds of the shared request rate in one grant, at most
+WINDOW_S = 60.0  # the quota's window: the rate is per minute
+DEMAND_TAU_S = 2.0  # seconds: the time constant of a process's measured demand
+REFUSED_JITTER = 0.5  # a refused grant waits up to this share longer, at random (no herd)
 GRANT_MAX = 2_000  # requests in one grant at most (so one process sends at most 4,000/s)
 AHEAD_S = 2.0  # seconds: a grant may start at most this far ahead of now (no hoarding)
 LATE_S = 0.010  # seconds: a slot missed by more than this is given up, not sent late
@@ -64,6 +76,12 @@ LATE_S = 0.010  # seconds: a slot missed by more than this is given up, not sent
 # moves at most rate x this many requests into the next window: within the pacing headroom
 # (the default 0.5 % of a 60 s window is 0.3 s).
 LATE_WAKE_S = 0.100
+# A spread grant's slots are sent up to GRANT_S + LATE_WAKE_S after the row placed them, so a
+# window may hold up to that much more of the row's rate than the row gave out within it: a
+# spread grant takes this share more of the row than it sends, so any window holds at most
+# the pacing rate's share of the quota (the quota use of a fleet of small processes is
+# 1 / (1 + SPREAD_COST) of the pacing rate: 0.985 of the quota at the default headroom).
+SPREAD_COST = (GRANT_S + LATE_WAKE_S) / WINDOW_S
 TOKEN_BURST_S = 6.0  # seconds of the token rate that may be drawn at once
 TOKEN_GRANT_S = 1.0  # seconds of the token rate in one grant (at least the request's estimate)
 DAILY_GRANT = 10  # grounded prompts in one grant of the daily count
@@ -87,7 +105,9 @@ class RateGrants:
 
     ``rate`` is the last known shared rate (per second), ``ceiling`` the configured one;
     ``throttles`` and ``decreases`` count this process's 429s and the decreases they made,
-    ``grants`` the grants it drew.
+    ``grants`` the grants it drew; ``demand`` is the measured rate of ``acquire()`` calls.
+    ``sizing``: ``"demand"`` (grants sized to this process's demand), or ``"job"`` (every
+    grant ``GRANT_S`` of the shared rate: the design before, for the scale bench).
     """
 
     def __init__(
@@ -108,14 +128,30 @@ class RateGrants:
         self._count = 0
         self._next = 0
         self._end = 0.0
+        self._deadline = 0.0  # a spread grant's slots are not sent after this
+        self._spread = False
         self._lock = anyio.Lock()
         self._last_recover_try = -math.inf
+        self.sizing: Literal["demand", "job"] = "demand"
+        self.demand = 0.0
+        self._asked = 0  # acquire() calls since the demand was last measured ...
+        self._asked_since = clock()  # ... since this time
+        self._needing = 0  # callers in acquire() without a slot yet
+        self._lead = 0.0  # seconds a grant takes to come back (smoothed)
         self.throttles = 0
         self.decreases = 0
         self.grants = 0
 
     async def acquire(self) -> None:
         """Wait for this request's slot."""
+        self._asked += 1
+        self._needing += 1
+        try:
+            await self._take_slot()
+        finally:
+            self._needing -= 1
+
+    async def _take_slot(self) -> None:
         while True:
             if self._next >= self._count:
                 await self._refill()
@@ -123,37 +159,86 @@ class RateGrants:
             now = self._clock()
             i = self._next
             slot = self._start + i / self._grant_rate
-            if slot < now - LATE_S:  # nobody was ready for it: give it up
-                behind = math.floor((now - LATE_S - self._start) * self._grant_rate) + 1
-                skip = min(self._count, behind) - i
-                self._next = i + max(skip, 1)
+            if slot < now - LATE_S:  # nobody was ready for it
+                if self._spread and now <= self._deadline:
+                    # A spread grant: take it now and keep the spacing after it.
+                    self._start = now - i / self._grant_rate
+                    slot = now
+                else:  # give it up (and every slot as late)
+                    behind = math.floor((now - LATE_S - self._start) * self._grant_rate) + 1
+                    skip = min(self._count, behind) - i
+                    self._next = i + max(skip, 1)
+                    continue
+            elif self._spread and slot > self._deadline:
+                self._next = self._count  # the rest of a spread grant is past its time
                 continue
             self._next = i + 1
-            if slot > now:
-                await self._sleep(slot - now)
-                if self._clock() > slot + LATE_WAKE_S:
-                    continue  # woke too late for it: a later slot, not a burst
-            return
+            self._needing -= 1
+            try:
+                if slot > now:
+                    await self._sleep(slot - now)
+                    woke = self._clock()
+                    if woke > slot + LATE_WAKE_S and not (
+                        self._spread and woke <= self._deadline + LATE_WAKE_S
+                    ):
+                        continue  # woke too late for it: a later slot, not a burst
+                return
+            finally:
+                self._needing += 1
+
+    def _size(self, now: float) -> int:
+        """Slots to ask for: ``GRANT_S`` of the shared rate, or (``sizing`` "demand") what
+        this process's callers need, by their measured rate and how many wait now."""
+        full = max(1, min(GRANT_MAX, round(self.rate * GRANT_S)))
+        if self.sizing == "job":
+            return full
+        elapsed = now - self._asked_since
+        if elapsed >= LATE_S:  # up at once (a slot missing costs a grant), down slowly
+            measured = self._asked / elapsed
+            weight = 1.0 if measured > self.demand else 1.0 - math.exp(-elapsed / DEMAND_TAU_S)
+            self.demand += weight * (measured - self.demand)
+            self._asked, self._asked_since = 0, now
+        return max(1, min(full, max(self._needing, math.ceil(self.demand * GRANT_S))))
 
     async def _refill(self) -> None:
         async with self._lock:
             while self._next >= self._count:
-                count = max(1, min(GRANT_MAX, round(self.rate * GRANT_S)))
                 now = self._clock()
-                grant = await self._limits.db.transaction(
-                    "a rate grant",
-                    lambda c, n=count, t=now: quota.grant(
-                        c, self._limits.job_id, quota.REQUESTS, n, t, n / self.rate + AHEAD_S
-                    ),
-                )
+                count = self._size(now)
+                spread = count < round(self.rate * GRANT_S)
+                taken = count * (1.0 + SPREAD_COST) if spread else count
+                if self.sizing == "demand":
+                    # Slots from when the grant is expected back, not from when it is asked
+                    # for: those in between would be missed (a late slot is never sent).
+                    at = now + self._lead
+                    grant = await self._limits.db.autocommit(
+                        "a rate grant",
+                        lambda c, n=taken, t=at: quota.grant(
+                            c, self._limits.job_id, quota.REQUESTS, n, t, n / self.rate + AHEAD_S
+                        ),
+                    )
+                    took = self._clock() - now  # up fast, down slowly: a high percentile
+                    self._lead += (took - self._lead) * (0.5 if took > self._lead else 0.1)
+                    self._lead = min(self._lead, AHEAD_S)
+                else:
+                    grant = await self._limits.db.transaction(
+                        "a rate grant",
+                        lambda c, n=count, t=now: quota.grant(
+                            c, self._limits.job_id, quota.REQUESTS, n, t, n / self.rate + AHEAD_S
+                        ),
+                    )
                 self.rate = grant.rate
                 if not grant.granted:
-                    wait = grant.end - (self._clock() + AHEAD_S)
-                    await self._sleep(max(wait, 0.005))
+                    wait = max(grant.end - (self._clock() + AHEAD_S), 0.005)
+                    if self.sizing == "demand":
+                        wait *= 1.0 + REFUSED_JITTER * random.random()
+                    await self._sleep(wait)
                     continue
                 self.grants += 1
                 self._start, self._end = grant.start, grant.end
                 self._grant_rate = min(grant.rate, count / GRANT_S)  # capped: spread over GRANT_S
+                self._spread = self.sizing == "demand" and spread
+                self._deadline = grant.start + GRANT_S
                 self._count, self._next = count, 0
 
     async def give_back(self) -> None:
@@ -367,6 +452,8 @@ class JobLimits:
                     used=await ledger.grounded_calls_since(c, since),
                     resets_at=resets_at.timestamp(),
                 )
+            if budget is not None:  # runs without a budget did not count it
+                await quota.recount_budget(c, job)
             self.requests.rate = await quota.current_rate(c, job, quota.REQUESTS)
 
         await self.db.transaction("setting up the shared limits", ensure)
@@ -390,6 +477,15 @@ class JobLimits:
             if reserved == 0 or spent + micro > (self.budget_micro or 0):
                 return False
             await self.interrupt.sleep(BUDGET_WAIT_S)
+
+    async def settle(self, connection: AsyncConnection, *, released: int, spent: int) -> None:
+        """Release ``released`` of this process's hold and count ``spent`` in the budget row
+        (first in the writer's transaction, which stores the ledger rows). A job without a
+        budget holds nothing and does not count: its writers never lock the budget row, and
+        a run that starts with a budget counts it again from the ledger (:meth:`start`)."""
+        if self.budget_micro is None and not released:
+            return
+        await quota.settle_budget(connection, self.job_id, self.owner, released, spent)
 
     async def release(self, micro: int) -> None:
         """A reserved call was not made (or no ledger row will settle it)."""

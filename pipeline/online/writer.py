@@ -40,7 +40,6 @@ from pipeline.run.commit_window import batches
 from pipeline.run.spill import SpillError, SpillFile
 from pipeline.run.verdicts import Outcome
 from pipeline.store import queue
-from pipeline.store import quota as shared_quota
 from pipeline.store.answers import StoredAnswers, VerdictOf, persist_answers
 from pipeline.store.ledger import persist_calls
 from pipeline.store.queue import StateChange
@@ -81,6 +80,7 @@ class GroupCommitWriter:
         self._db = db
         self._job_id = job_id
         self._owner = owner
+        self._limits = limits
         self._verdict_of = verdict_of
         self._feed = feed
         self._on_finished = on_finished
@@ -149,9 +149,15 @@ class GroupCommitWriter:
     async def _store(
         self, connection: AsyncConnection, batch: list[Outcome], now: dt.datetime
     ) -> StoredAnswers:
-        return await store_outcomes(
-            connection, self._job_id, self._owner, batch, now, self._verdict_of
+        records = [c for o in batch for c in o.calls]
+        # The budget row counts what the ledger stores. First in the transaction: the budget
+        # row is always locked before others (a job without a budget never locks it).
+        await self._limits.settle(
+            connection,
+            released=sum(r.reserved_micro for r in records),
+            spent=sum(r.cost_micro_usd for r in records),
         )
+        return await store_outcomes(connection, batch, now, self._verdict_of)
 
     def _feed_resolver(self, stored: StoredAnswers) -> None:
         if self._feed is None:
@@ -164,31 +170,17 @@ class GroupCommitWriter:
 
 
 async def store_outcomes(
-    connection: AsyncConnection,
-    job_id: int,
-    owner: str,
-    batch: list[Outcome],
-    now: dt.datetime,
-    verdict_of: VerdictOf,
+    connection: AsyncConnection, batch: list[Outcome], now: dt.datetime, verdict_of: VerdictOf
 ) -> StoredAnswers:
-    """Store ``batch`` in the caller's transaction: budget, answers, structured objects,
-    ledger rows, state changes (the writer's commit, and the kept outcomes a later run stores)."""
-    records = [c for o in batch for c in o.calls]
-    # The budget row counts what the ledger stores. First in the transaction: the budget
-    # row is always locked before others.
-    await shared_quota.settle_budget(
-        connection,
-        job_id,
-        owner,
-        released=sum(r.reserved_micro for r in records),
-        spent=sum(r.cost_micro_usd for r in records),
-    )
+    """Store ``batch`` in the caller's transaction: answers, structured objects, ledger rows,
+    state changes (the writer's commit, and the kept outcomes a later run stores). The caller
+    settles the budget row first, if it counts one."""
     stored = await persist_answers(
         connection, [o.answer for o in batch if o.answer is not None], now, verdict_of
     )
     await persist_structured(
         connection, [o.structured for o in batch if o.structured is not None], now
     )
-    await persist_calls(connection, records)
+    await persist_calls(connection, [c for o in batch for c in o.calls])
     await queue.apply_state_changes(connection, [o.change for o in batch if o.change is not None])
     return stored

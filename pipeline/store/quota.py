@@ -15,7 +15,9 @@ a grant by as much).
 * Counters (``grounded_day``): :func:`grant_count` takes up to ``count`` of what is left today.
 * The budget (``budget``, micro-dollars): :func:`reserve_budget` holds a worst case,
   :func:`settle_budget` releases it and adds the actual cost in the writer's transaction, the
-  one that stores the ledger rows, so the row's ``used`` is the ledger's sum.
+  one that stores the ledger rows, so the row's ``used`` is the ledger's sum. A job without a
+  budget does not count there (its writers would all queue on the row's lock): a run that
+  starts with a budget counts ``used`` again from the ledger (:func:`recount_budget`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from pipeline.store import ledger
 from pipeline.store.tables import budget_holds, shared_limits
 from pipeline.store.upsert import insert_ignoring_conflicts
 
@@ -293,13 +296,24 @@ async def extend_hold(
     )
 
 
+async def recount_budget(connection: AsyncConnection, job_id: int) -> None:
+    """Set the budget row's ``used`` to the ledger's sum, under the row's lock (writers that
+    count lock it first, so none is half counted). Runs without a budget do not count."""
+    await _lock_budget_row(connection, job_id)
+    spent = int(await ledger.job_spend(connection, job_id) * 1_000_000)
+    await connection.execute(shared_limits.update().where(_key(job_id, BUDGET)).values(used=spent))
+
+
 async def drop_holds(
     connection: AsyncConnection, job_id: int, *, owner: str | None = None, now: float = math.inf
 ) -> int:
     """Give back the holds of ``owner`` (its run ends), or every hold expired before ``now``
-    (their owners died). Returns the micro-dollars released."""
+    (their owners died). Returns the micro-dollars released. With no such hold (always, in a
+    job without a budget) the budget row is not locked: every process sweeps for dead owners."""
     condition = _h.job_id == job_id
     condition = sa.and_(condition, _h.owner == owner if owner is not None else _h.expires_at < now)
+    if await connection.scalar(sa.select(_h.owner).where(condition).limit(1)) is None:
+        return 0
     await _lock_budget_row(connection, job_id)
     released = 0
     for reserved in await connection.scalars(

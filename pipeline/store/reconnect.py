@@ -173,6 +173,21 @@ class Database:
 
         return await retrying(once, outage_s=self.outage_s, what=what, given_up=self._event())
 
+    async def autocommit(
+        self, what: str, statement: Callable[[AsyncConnection], Awaitable[T]]
+    ) -> T:
+        """``statement`` with each of its statements committed on its own (no BEGIN/COMMIT
+        round trips): a row it updates is locked only while the server runs the statement,
+        not while the client gets round to committing. For one conditional UPDATE that must
+        not queue the other processes behind this one (the shared rate's grants)."""
+
+        async def once() -> T:
+            async with self.engine.connect() as connection:
+                connection = await connection.execution_options(isolation_level="AUTOCOMMIT")
+                return await statement(connection)
+
+        return await retrying(once, outage_s=self.outage_s, what=what)
+
     async def read(self, what: str, statement: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         """``statement`` on a connection of its own, nothing committed; run again after a
         lost connection."""
