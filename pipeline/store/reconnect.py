@@ -186,7 +186,7 @@ class Database:
                 connection = await connection.execution_options(isolation_level="AUTOCOMMIT")
                 return await statement(connection)
 
-        return await retrying(once, outage_s=self.outage_s, what=what)
+        return await retrying(once, outage_s=self.outage_s, what=what, given_up=self._event())
 
     async def read(self, what: str, statement: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         """``statement`` on a connection of its own, nothing committed; run again after a

@@ -103,3 +103,29 @@ def test_the_file_opened_is_watched_by_device_and_inode(tmp_path: Path) -> None:
             opened.check("storing")
         path.write_bytes(b"another")  # a new file at the same path: another inode
         assert "replaced by another" in (opened.problem() or "")
+
+
+@pytest.mark.parametrize("way", ["transaction", "autocommit"])
+async def test_each_way_into_a_lost_database_stops_waiting_once_the_run_gives_up(way: str) -> None:
+    """The shared rate's grants go through ``autocommit``: a stopping run must not wait a lost
+    database out there either (a SIGTERM would take ``database_outage_s``)."""
+    import socket
+
+    import sqlalchemy as sa
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from pipeline.store.reconnect import Database
+
+    with socket.socket() as probe:  # a port nothing listens on: every connect is refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    engine = create_async_engine(f"postgresql+asyncpg://ground@127.0.0.1:{port}/jobs")
+    db = Database(engine, outage_s=300)
+    db.give_up()
+    started = time.monotonic()
+    try:
+        with pytest.raises(DatabaseOutage, match="the run is stopping"):
+            await getattr(db, way)("a grant", lambda c: c.execute(sa.text("SELECT 1")))
+    finally:
+        await engine.dispose()
+    assert time.monotonic() - started < 5  # not database_outage_s
