@@ -3,7 +3,7 @@ and on PostgreSQL, over a generated corpus of ``--chunks`` chunks (100,000 by de
 ``--answers N``, the pipeline's CPU per question of an own-retrieval answer beside a managed
 one instead.
 
-Not part of ``make bench`` (yet). Run it with::
+Run by ``make bench BENCH_ARGS=--all`` (after the side-by-side table), or alone::
 
     .venv/bin/python bench/bench_retrieval.py                  # both backends, 100k chunks
     .venv/bin/python bench/bench_retrieval.py --backend sqlite --chunks 20000 --queries 200

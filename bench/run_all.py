@@ -16,6 +16,8 @@ BENCHES = (
     "bench_pipeline.py",
     "bench_export.py",
     "bench_batch.py",  # batch mode at 100,000 questions, Developer API and Vertex (~5 minutes)
+    # Own retrieval at 100,000 chunks: indexing chunks/s, search p50/p99, SQLite and PostgreSQL.
+    "bench_retrieval.py",
     # The shared quota at 50-400 simulated processes on a private PostgreSQL (~15 minutes);
     # writes its own section into BENCHMARKS.md.
     "bench_quota_scale.py",
