@@ -14,16 +14,15 @@ A child's series are as fresh as its last textfile: one progress interval at mos
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, write_to_textfile
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric
-from prometheus_client.exposition import start_http_server
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
+
+from pipeline.watch.metrics import Exposition
 
 log = logging.getLogger(__name__)
 
@@ -64,30 +63,10 @@ class _Children(Collector):
         yield from families.values()
 
 
-class GatheredMetrics:
+class GatheredMetrics(Exposition):
     """The children's metrics files (``paths``, one per slot) as one registry."""
 
     def __init__(self, paths: Sequence[Path]) -> None:
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(_Children(paths))
-        self._server: WSGIServer | None = None
-        self._server_thread: threading.Thread | None = None
-
-    def serve(self, port: int, host: str = "127.0.0.1") -> None:
-        """Serve ``/metrics`` on ``host:port`` until :meth:`close`. Raises :class:`OSError`."""
-        self._server, self._server_thread = start_http_server(
-            port, addr=host, registry=self.registry
-        )
-
-    def write_textfile(self, path: str | Path) -> None:
-        """Every child's series in one textfile, written atomically. Raises :class:`OSError`."""
-        write_to_textfile(str(path), self.registry)
-
-    def close(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._server_thread is not None:
-            self._server_thread.join(timeout=5)
-            self._server_thread = None
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Children(paths))
+        super().__init__(registry)

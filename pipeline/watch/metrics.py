@@ -146,7 +146,38 @@ def listen_problem(host: str, port: int) -> str | None:
     return None
 
 
-class RunMetrics:
+class Exposition:
+    """A registry served on ``/metrics`` and written as node_exporter's textfile: one run's
+    metrics, or (:mod:`pipeline.watch.gathered`) a supervisor's children's."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self._server: WSGIServer | None = None
+        self._server_thread: threading.Thread | None = None
+
+    def serve(self, port: int, host: str = "127.0.0.1") -> None:
+        """Serve ``/metrics`` on ``host:port`` from a daemon thread until :meth:`close`.
+        Raises :class:`OSError` when the address cannot be listened on."""
+        self._server, self._server_thread = start_http_server(
+            port, addr=host, registry=self.registry
+        )
+
+    def write_textfile(self, path: str | Path) -> None:
+        """node_exporter's textfile format, written to a temporary file and renamed over
+        ``path`` (a reader never sees half a file). Raises :class:`OSError`."""
+        write_to_textfile(str(path), self.registry)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._server_thread is not None:
+            self._server_thread.join(timeout=5)
+            self._server_thread = None
+
+
+class RunMetrics(Exposition):
     """The metrics of one run and the hooks that feed them."""
 
     def __init__(
@@ -157,7 +188,7 @@ class RunMetrics:
         settings: RunSettings | None = None,
     ) -> None:
         self.job = job
-        self.registry = CollectorRegistry(auto_describe=True)
+        super().__init__(CollectorRegistry(auto_describe=True))
         # Registered in the order of the module's table (the order /metrics lists them).
         self._register_setting_series(job, self.registry)
         self._register_interval_series(job, self.registry)
@@ -176,8 +207,6 @@ class RunMetrics:
         # (step, model, outcome) -> counter child, (step) -> histogram child: made once each.
         self._call_children: dict[tuple[str, str, str], Counter] = {}
         self._latency_children: dict[str, Histogram] = {}
-        self._server: WSGIServer | None = None
-        self._server_thread: threading.Thread | None = None
 
     def _register_setting_series(self, job: str, r: CollectorRegistry) -> None:
         """Set once at the start: what the run was configured with, and when it started."""
@@ -419,26 +448,3 @@ class RunMetrics:
     def rate_from(self, read: Callable[[], float]) -> None:
         """Read the adaptive rate when scraped (``read`` is called then, not on every change)."""
         self._rate.set_function(read)
-
-    # -- exposition --------------------------------------------------------------------------
-
-    def serve(self, port: int, host: str = "127.0.0.1") -> None:
-        """Serve ``/metrics`` on ``host:port`` from a daemon thread until :meth:`close`.
-        Raises :class:`OSError` when the address cannot be listened on."""
-        self._server, self._server_thread = start_http_server(
-            port, addr=host, registry=self.registry
-        )
-
-    def write_textfile(self, path: str | Path) -> None:
-        """node_exporter's textfile format, written to a temporary file and renamed over
-        ``path`` (a reader never sees half a file). Raises :class:`OSError`."""
-        write_to_textfile(str(path), self.registry)
-
-    def close(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._server_thread is not None:
-            self._server_thread.join(timeout=5)
-            self._server_thread = None
