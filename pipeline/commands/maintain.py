@@ -7,7 +7,7 @@ import warnings
 from collections.abc import Sequence
 
 import anyio
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.commands.common import complain, display_url, find_job_id, load_job, opened, say
 from pipeline.costs.prices import PriceTable, UnconfirmedPriceWarning, load_prices
@@ -21,7 +21,7 @@ from pipeline.job.spec import JobSpec
 from pipeline.job.states import QuestionState
 from pipeline.links.resolver import Lookup, Resolver, pending_lookups
 from pipeline.links.rules import AllowList, initial_verdict
-from pipeline.results.estimate import JobPrices, estimate_remaining, job_prices
+from pipeline.results.estimate import Estimate, JobPrices, estimate_remaining, job_prices
 from pipeline.store import ledger, queue, resolution, routes
 from pipeline.store.reconnect import Database
 
@@ -108,24 +108,29 @@ async def retry_command(
     return EXIT_OK
 
 
+async def job_estimate(connection: AsyncConnection, spec: JobSpec, job_id: int) -> Estimate:
+    """``ground estimate``'s figures for the questions of ``job_id`` not yet finished."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnconfirmedPriceWarning)
+        table = load_prices(spec.limits.prices_file or None)
+    return await estimate_remaining(
+        connection,
+        job_id,
+        ground=grounded_call(spec),
+        structure=structure_call(spec),
+        worst_case=worst_case(spec),
+        prices=prices_for(spec, table),
+    )
+
+
 async def estimate_command(spec: JobSpec) -> int:
     """Print the expected (and worst-case) cost of the questions not yet finished."""
     async with opened(spec) as engine:
         job_id = await load_job(engine, spec)
         if job_id is None:
             return EXIT_FAILED
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UnconfirmedPriceWarning)
-            table = load_prices(spec.limits.prices_file or None)
         async with engine.connect() as connection:
-            estimate = await estimate_remaining(
-                connection,
-                job_id,
-                ground=grounded_call(spec),
-                structure=structure_call(spec),
-                worst_case=worst_case(spec),
-                prices=prices_for(spec, table),
-            )
+            estimate = await job_estimate(connection, spec, job_id)
             spent = await ledger.job_spend(connection, job_id)
     say(f"{estimate.remaining} questions left; spent so far ${spent:.4f}")
     each = f"${estimate.per_question:.6f} a question, from {estimate.basis}"

@@ -41,7 +41,6 @@ from pipeline.store.urls import sqlite_file
 log = logging.getLogger(__name__)
 
 
-
 def check_state_dir(spec: JobSpec) -> str | None:
     """Why the run cannot keep what its database might refuse; None when it can."""
     state_dir = job_spill_prefix(spec).parent

@@ -11,22 +11,18 @@ is replaced by :data:`REDACTED`.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.commands.common import say
-from pipeline.commands.maintain import prices_for
-from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
+from pipeline.commands.maintain import job_estimate
 from pipeline.exit_codes import EXIT_OK, ExitStatus
 from pipeline.gemini.endpoint import ConfigurationError
-from pipeline.job.calls import grounded_call, own_retrieval_call, plan_calls, structure_call
-from pipeline.job.calls import worst_case as worst_case_of
+from pipeline.job.calls import grounded_call, own_retrieval_call, plan_calls
 from pipeline.job.spec import JobSpec
-from pipeline.results.estimate import Estimate, estimate_remaining
 from pipeline.store.trial import Trial, TrialScope, first_unfinished, select_trial
 
 DRY_RUN_BODIES = 3  # request bodies a dry run prints
@@ -73,7 +69,7 @@ async def dry_run(
     own = own_retrieval_call(spec)
     async with engine.connect() as connection:
         waiting = await first_unfinished(connection, job_id, scope, DRY_RUN_BODIES)
-        estimate = await _estimate(connection, spec, job_id)
+        estimate = await job_estimate(connection, spec, job_id)
     say(f"endpoint: POST {url}")
     for n, question in enumerate(waiting, 1):
         routed = own is not None and own.routes(question.qclass)
@@ -95,18 +91,3 @@ async def dry_run(
         worst = estimate.worst_total / estimate.remaining * left
         say(f"worst case, as the budget reserves it: ${worst:.4f}")
     return EXIT_OK
-
-
-async def _estimate(connection: AsyncConnection, spec: JobSpec, job_id: int) -> Estimate:
-    """``ground estimate``'s figures for the whole job."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnconfirmedPriceWarning)
-        table = load_prices(spec.limits.prices_file or None)
-    return await estimate_remaining(
-        connection,
-        job_id,
-        ground=grounded_call(spec),
-        structure=structure_call(spec),
-        worst_case=worst_case_of(spec),
-        prices=prices_for(spec, table),
-    )
