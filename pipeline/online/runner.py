@@ -672,6 +672,7 @@ class OnlineRunner:
             spill=self.ctx.spill,
             qid_of=self._qids.get,
             on_fault=self._database_failed,
+            window_items=refill_batch(self._concurrency),
         )
         return self._writer_used
 

@@ -1,11 +1,14 @@
 """The run's group-commit writer: the callers' outcomes in, one transaction per group.
 
 * Whatever has arrived while the previous commit ran goes into the next transaction (group
-  commit), and a commit window (``WRITE_LINGER_S``, at most ``WRITE_BATCH_MAX`` outcomes)
-  gathers answers that arrive one at a time, as in a paced run. The window closes early when
-  the pool says no outcome is coming (no caller is in a call, or the run is stopping): a caller
-  waiting on its commit before call 2 then waits only when other outcomes are on their way,
-  and never longer than the window.
+  commit), and a commit window (``WRITE_LINGER_S``) gathers answers that arrive one at a time,
+  as in a paced run: a commit costs the same few statements for 1 answer as for 30, so the
+  window is what keeps a paced run's CPU per question near an unpaced one's. The window
+  closes once ``window_items`` outcomes are in (the pool's refill: answered questions waiting
+  for their commit still count as in hand, and must not hold back the next claim), or early
+  when the pool says no outcome is coming (no caller is in a call, or the run is stopping): a
+  caller waiting on its commit before call 2 then waits only when other outcomes are on their
+  way, and never longer than the window.
 * Commits run shielded from cancellation: an answer that was paid for is stored even when the
   run is being stopped. A lost connection rolls the transaction back and it is run again
   (the pool's retrying transactions), so outcomes are held until they are stored.
@@ -48,11 +51,13 @@ from pipeline.store.structured import persist_structured
 
 T = TypeVar("T")
 
-WRITE_BATCH_MAX = 500  # outcomes per transaction at most (the commit window's K)
+WRITE_BATCH_MAX = 500  # outcomes per transaction at most (taken when already waiting)
 # The commit window (Kafka's linger.ms): after the first outcome, the writer waits up to this
-# many seconds for more before committing, unless no caller is in a call (nothing else is
-# coming: every busy caller waits on a commit, or none is busy) or the run is stopping.
-WRITE_LINGER_S = 0.2
+# many seconds for more (up to ``window_items``) before committing, unless no caller is in a
+# call (nothing else is coming: every busy caller waits on a commit, or none is busy) or the
+# run is stopping. 0.5 s, not 0.2: paced at 3,000 RPM, 25 answers a commit instead of 10, and
+# 17 % less CPU per question (bench_side_by_side.py, paced scenario, side by side).
+WRITE_LINGER_S = 0.5
 
 
 class GroupCommitWriter:
@@ -72,11 +77,13 @@ class GroupCommitWriter:
         spill: SpillFile | None = None,
         qid_of: Callable[[int], str | None] = lambda _id: None,
         on_fault: Callable[[str], None] = lambda _message: None,
+        window_items: int = WRITE_BATCH_MAX,
     ) -> None:
         """``on_finished``: told of each question that leaves the pool (its final change in
         this run); ``on_committed``: called after every commit (the pool's progress);
         ``spill``: where outcomes go once the database cannot take them (``qid_of``: a
-        question's own id), ``on_fault``: told why, once (it stops the run)."""
+        question's own id), ``on_fault``: told why, once (it stops the run);
+        ``window_items``: the commit window closes once this many outcomes are in."""
         self._db = db
         self._job_id = job_id
         self._owner = owner
@@ -88,6 +95,7 @@ class GroupCommitWriter:
         self._spill = spill
         self._qid_of = qid_of
         self._on_fault = on_fault
+        self._window_items = window_items
         self.dropped = 0  # stored redirects the full feed could not take
         self.fault: str | None = None  # why the database stopped taking outcomes
         self.lost = 0  # outcomes neither stored nor kept (the spill file failed too)
@@ -99,7 +107,11 @@ class GroupCommitWriter:
         """Commit ``outcomes`` in groups until the stream ends; ``flush_now``: whether the
         commit window may close early (no outcome is coming)."""
         async for batch in batches(
-            outcomes, WRITE_BATCH_MAX, linger_s=WRITE_LINGER_S, flush_early=flush_now
+            outcomes,
+            WRITE_BATCH_MAX,
+            linger_s=WRITE_LINGER_S,
+            linger_items=self._window_items,
+            flush_early=flush_now,
         ):
             with anyio.CancelScope(shield=True):
                 if self.fault is None:

@@ -21,20 +21,23 @@ async def batches(
     max_items: int,
     *,
     linger_s: float = 0.0,
+    linger_items: int | None = None,
     flush_early: Callable[[], bool] = _never,
 ) -> AsyncIterator[list[T]]:
     """Yield lists of items from ``stream`` until it is closed.
 
     Each batch waits for one item, then takes every item already waiting, up to
     ``max_items``. With ``linger_s > 0`` it then keeps the window open for more items until
-    ``linger_s`` has passed since the first one or ``max_items`` are in, whichever comes
-    first; ``flush_early()`` (asked after every item) closes the window at once, e.g. when
-    the producer knows nothing else is coming. With ``linger_s == 0`` (the default) a single
-    item goes out at once: no timer, no added latency.
+    ``linger_s`` has passed since the first one or ``linger_items`` (default ``max_items``)
+    are in, whichever comes first; ``flush_early()`` (asked after every item) closes the
+    window at once, e.g. when the producer knows nothing else is coming. With
+    ``linger_s == 0`` (the default) a single item goes out at once: no timer, no added
+    latency.
 
     The window is shielded from cancellation: an item taken from the stream is always
     yielded, at most ``linger_s`` late.
     """
+    enough = min(max_items, linger_items or max_items)
     async with stream:
         while True:
             try:
@@ -42,10 +45,10 @@ async def batches(
             except anyio.EndOfStream:
                 return
             closed = _take_waiting(stream, batch, max_items)
-            if not closed and linger_s > 0:
+            if not closed and linger_s > 0 and len(batch) < enough:
                 deadline = anyio.current_time() + linger_s
                 with anyio.CancelScope(shield=True, deadline=deadline):
-                    while len(batch) < max_items and not flush_early():
+                    while len(batch) < enough and not flush_early():
                         try:
                             batch.append(await stream.receive())
                         except anyio.EndOfStream:

@@ -36,6 +36,21 @@ async def test_the_window_gathers_trickling_items_up_to_the_cap() -> None:
     assert await _collect(5, linger_s=60.0) == [[0, 1, 2], [3, 4]]
 
 
+async def test_the_window_closes_once_enough_items_are_in() -> None:
+    # linger_items (2) closes the window before the cap (3) and long before linger_s.
+    assert await _collect(5, linger_s=60.0, linger_items=2) == [[0, 1], [2, 3], [4]]
+
+
+async def test_items_already_waiting_go_out_together_up_to_the_cap() -> None:
+    # Group commit: what arrived meanwhile is taken at once, past linger_items, up to the cap.
+    send, recv = anyio.create_memory_object_stream[int](10)
+    async with send:
+        for item in range(4):
+            send.send_nowait(item)
+    out = [batch async for batch in batches(recv, 3, linger_s=60.0, linger_items=2)]
+    assert out == [[0, 1, 2], [3]]
+
+
 async def test_flush_early_closes_the_window_at_once() -> None:
     assert await _collect(3, linger_s=60.0, flush_early=lambda: True) == [[0], [1], [2]]
 
