@@ -14,6 +14,11 @@ import pytest
 
 from pipeline.retrieval.markers import Passage, cite_passages, parse_markers
 
+# The parser is linear: these inputs take milliseconds, and a quadratic (or backtracking) one
+# would take minutes. Measured in this process's CPU time, not the wall clock: a busy machine
+# (the suite beside stress-ng) delays the test, but does not make the parser do more work.
+CPU_BOUND_S = 2.0
+
 PASSAGES = tuple(
     Passage(f"doc-{i}", f"Title {i}", f"https://docs.example.org/{i}", f"passage {i}")
     for i in range(1, 6)
@@ -250,10 +255,9 @@ def test_markers_become_supports_of_the_cleaned_text(case: Case) -> None:
 
 def test_ten_thousand_markers_parse_fast_and_stay_correct() -> None:
     raw = " ".join(f"Fact {i} holds [{i % 7 + 1}]." for i in range(10_000))
-    started = time.perf_counter()
+    started = time.process_time()
     answer = cite_passages(raw, PASSAGES)
-    elapsed = time.perf_counter() - started
-    assert elapsed < 2.0
+    assert time.process_time() - started < CPU_BOUND_S
     valid = sum(1 for i in range(10_000) if i % 7 + 1 <= 5)
     assert len(answer.citations) == valid
     assert "[" not in answer.text
@@ -263,9 +267,9 @@ def test_ten_thousand_markers_parse_fast_and_stay_correct() -> None:
 
 def test_hostile_brackets_are_linear() -> None:
     raw = "[" * 200_000 + "1" + "]" * 200_000 + " [" + "9" * 50_000 + "]" + "【" * 50_000
-    started = time.perf_counter()
+    started = time.process_time()
     answer = cite_passages(raw, PASSAGES)
-    assert time.perf_counter() - started < 2.0
+    assert time.process_time() - started < CPU_BOUND_S
     assert len(answer.text) > 400_000
 
 
