@@ -171,6 +171,7 @@ class SpillFile:
         when the file cannot be written."""
         encoder = msgspec.json.Encoder()
         lines = []
+        cost_micro = 0
         for outcome in outcomes:
             if outcome.change is None and not outcome.calls:
                 continue
@@ -182,7 +183,7 @@ class SpillFile:
                 qid, outcome.change, outcome.answer, outcome.structured, outcome.calls
             )
             lines.append(encoder.encode(spilled) + b"\n")
-            self.kept_cost_micro += spilled.cost_micro_usd
+            cost_micro += spilled.cost_micro_usd
         if not lines:
             return
         try:
@@ -196,6 +197,7 @@ class SpillFile:
                 f"the spill file {self.path} cannot be written: {exc.strerror or exc}"
             ) from None
         self.kept += len(lines)
+        self.kept_cost_micro += cost_micro
 
 
 def _question_id(outcome: Outcome) -> int | None:

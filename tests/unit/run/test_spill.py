@@ -77,6 +77,14 @@ def test_kept_outcomes_come_back_whole(tmp_path: Path) -> None:
     assert back[0].calls == first.calls  # tokens and cost for the ledger and the spend
 
 
+def test_an_outcome_the_file_could_not_take_is_not_counted_as_kept(tmp_path: Path) -> None:
+    (tmp_path / "state").write_bytes(b"")  # a file where the state directory should be
+    spill = SpillFile(tmp_path / "state" / "job.spill.jsonl")
+    with pytest.raises(SpillError, match="cannot be written"):
+        spill.keep([_outcome(1)], lambda _id: "q1")
+    assert (spill.kept, spill.kept_cost_micro) == (0, 0)
+
+
 def test_a_torn_last_line_is_left_out_and_a_torn_middle_is_refused(tmp_path: Path) -> None:
     spill = SpillFile(tmp_path / "job.spill.jsonl")
     spill.keep([_outcome(1)], lambda _id: "q1")
