@@ -8,8 +8,12 @@ requests per min    GCRA row. A grant is sized to the process's own demand (the 
                     waiting for a slot, and ``GRANT_S`` of the rate they arrive at, measured),
                     at most ``GRANT_S`` of the shared rate and ``GRANT_MAX`` requests: the
                     slots are disjoint from every other process's. It is taken in autocommit
-                    (one round trip; the row is locked only while the server runs the UPDATE)
-                    and a refused one is retried after a jittered wait. A grant of the full
+                    (one round trip; the row is locked only while the server runs the UPDATE).
+                    The row is a queue: a grant may start up to ``QUEUE_S`` ahead, and the
+                    process's callers wait for its slots; one refused (the queue is full:
+                    the fleet wants more than the quota) is retried after a random share of
+                    the queue ahead of it, so it is back before the queue drains and a fleet
+                    of hundreds asks a few times a grant, not hundreds. A grant of the full
                     share is spent at the shared rate, slot ``i`` at ``start + i / rate``; a
                     smaller one (or one capped at ``GRANT_MAX``) is spread over ``GRANT_S`` at
                     the process's own pace, a late caller taking the next slot late rather
@@ -67,9 +71,18 @@ from pipeline.store.reconnect import Database
 GRANT_S = 0.5  # seconds of the shared request rate in one grant, at most
 WINDOW_S = 60.0  # the quota's window: the rate is per minute
 DEMAND_TAU_S = 2.0  # seconds: the time constant of a process's measured demand
-REFUSED_JITTER = 0.5  # a refused grant waits up to this share longer, at random (no herd)
 GRANT_MAX = 2_000  # requests in one grant at most (so one process sends at most 4,000/s)
-AHEAD_S = 2.0  # seconds: a grant may start at most this far ahead of now (no hoarding)
+# Seconds: a grant is expected back this late at most; before the queue (sizing "job"), a grant
+# could start at most this far ahead of now.
+AHEAD_S = 2.0
+# Seconds: a demand-sized grant may start this far ahead of now (the row's queue). A fleet that
+# wants more than the quota keeps the row this far ahead, so a 429's lower rate reaches every
+# process within it (the AIMD cool-down is 10 s; the server's window 60 s). A refused grant
+# waits REFUSED_WAIT_SHARE to all of the queue ahead of it, at random: back before the queue
+# drains (no slot goes unsent for its sleep), and without a herd. With a 2 s queue and a wait
+# to its edge, 400 processes asked 514 times a second for 8 grants (bench_quota_scale.py).
+QUEUE_S = 8.0
+REFUSED_WAIT_SHARE = 0.5
 LATE_S = 0.010  # seconds: a slot missed by more than this is given up, not sent late
 # seconds: a caller that wakes this long after its slot (a loaded event loop) takes a later
 # slot instead of sending, so late wake-ups never bunch into a burst. A send at most this late
@@ -141,6 +154,8 @@ class RateGrants:
         self.throttles = 0
         self.decreases = 0
         self.grants = 0
+        self.slots = 0  # slots granted to this process ...
+        self.sent = 0  # ... and those a caller took (the rest went unsent: nobody was ready)
 
     async def acquire(self) -> None:
         """Wait for this request's slot."""
@@ -182,6 +197,7 @@ class RateGrants:
                         self._spread and woke <= self._deadline + LATE_WAKE_S
                     ):
                         continue  # woke too late for it: a later slot, not a burst
+                self.sent += 1
                 return
             finally:
                 self._needing += 1
@@ -214,7 +230,7 @@ class RateGrants:
                     grant = await self._limits.db.autocommit(
                         "a rate grant",
                         lambda c, n=taken, t=at: quota.grant(
-                            c, self._limits.job_id, quota.REQUESTS, n, t, n / self.rate + AHEAD_S
+                            c, self._limits.job_id, quota.REQUESTS, n, t, n / self.rate + QUEUE_S
                         ),
                     )
                     took = self._clock() - now  # up fast, down slowly: a high percentile
@@ -229,12 +245,16 @@ class RateGrants:
                     )
                 self.rate = grant.rate
                 if not grant.granted:
-                    wait = max(grant.end - (self._clock() + AHEAD_S), 0.005)
+                    ahead = grant.end - self._clock()  # the queue before this process
                     if self.sizing == "demand":
-                        wait *= 1.0 + REFUSED_JITTER * random.random()
-                    await self._sleep(wait)
+                        share = REFUSED_WAIT_SHARE + (1.0 - REFUSED_WAIT_SHARE) * random.random()
+                        wait = ahead * share
+                    else:  # the design before: again as soon as the row is within AHEAD_S
+                        wait = ahead - AHEAD_S
+                    await self._sleep(max(wait, 0.005))
                     continue
                 self.grants += 1
+                self.slots += count
                 self._start, self._end = grant.start, grant.end
                 self._grant_rate = min(grant.rate, count / GRANT_S)  # capped: spread over GRANT_S
                 self._spread = self.sizing == "demand" and spread

@@ -15,7 +15,14 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.clock import utcnow
-from pipeline.limits.job_limits import GRANT_MAX, GRANT_S, JobLimits, RateGrants
+from pipeline.limits.job_limits import (
+    GRANT_MAX,
+    GRANT_S,
+    QUEUE_S,
+    REFUSED_WAIT_SHARE,
+    JobLimits,
+    RateGrants,
+)
 from pipeline.store import ledger, queue, quota
 from pipeline.store.ledger import CallRecord
 from pipeline.store.reconnect import Database
@@ -235,6 +242,45 @@ async def test_a_process_below_the_rate_takes_grants_of_its_demand(engine_factor
         assert sent == 80
         for shared in limits:
             await shared.close()
+
+
+async def test_the_row_is_a_queue_and_a_refused_grant_waits_for_its_share_of_it(
+    engine_factory,
+) -> None:
+    """A fleet that wants more than the quota: a grant starts up to QUEUE_S ahead (the caller
+    waits for its slot rather than asking again), and one refused beyond that sleeps a random
+    share of the queue before it, never longer than the queue lasts (no slot goes unsent
+    while it sleeps), instead of asking again each few ms."""
+    async with engine_factory() as engine:
+        job = await _job(engine)
+        db = Database(engine, outage_s=30)
+        now = [time.time()]
+        slept: list[float] = []
+
+        async def sleep(seconds: float) -> None:
+            slept.append(seconds)
+            now[0] += seconds
+
+        shared = JobLimits(db, job, "p", requests_per_minute=600)  # 10 a second
+        await shared.start()
+        rate = RateGrants(shared, shared.requests.ceiling, clock=lambda: now[0], sleep=sleep)
+        async with engine.begin() as c:  # others hold QUEUE_S - 1 s of the row
+            held = await quota.grant(c, job, quota.REQUESTS, 10 * (QUEUE_S - 1), now[0], 60.0)
+        started = now[0]
+        await rate.acquire()  # queued behind them: its slot is where theirs end (a grant of 1)
+        assert slept == [pytest.approx(held.end - started)]
+        assert rate.grants == 1
+
+        async with engine.begin() as c:  # the queue is full again, beyond QUEUE_S
+            full = await quota.grant(c, job, quota.REQUESTS, 10 * (QUEUE_S + 5), now[0], 99.0)
+        slept.clear()
+        at = now[0]
+        await rate.acquire()
+        ahead = full.end - at
+        refused_wait = slept[0]
+        assert REFUSED_WAIT_SHARE * ahead <= refused_wait <= ahead
+        assert rate.grants == 2  # granted on the second try, not after hundreds
+        await shared.close()
 
 
 async def test_a_job_without_a_budget_never_locks_the_budget_row(engine_factory) -> None:
