@@ -91,6 +91,7 @@ LEASE_S = 120.0  # [online] lease_s's default
 COST_MICRO = 1_000  # what one simulated call costs (the writer counts it in the budget row)
 GRANT = "a rate grant"  # the product's name for the grant transaction
 TARGET_USE = 0.98  # the target at 400 processes
+WARMUP_S = 20.0  # seconds left out at the start (at most a quarter of the run)
 TARGET_P99_MS = 50.0
 CONNECTIONS_SPARE = 20  # the private cluster's connections beyond the simulated processes'
 
@@ -646,7 +647,7 @@ async def run_size(
         await admin_execute(
             server_url, f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)'
         )
-    warmup = min(10.0, args.seconds / 4)
+    warmup = min(WARMUP_S, args.seconds / 4)
     steady_from = start_at + warmup
 
     def steady_ms(what: str) -> list[float]:
@@ -763,8 +764,9 @@ def render(args: argparse.Namespace, results: list[SizeResult], server: str, too
         f" the fleet wants {args.overcommit}x the quota whatever its size (each process has at"
         f" least {args.min_callers} callers). {args.seconds:.0f} s per size"
         f" ({args.baseline_seconds:.0f} s for the baseline), {args.os_processes} OS"
-        " processes, quota use and latencies over the steady state (the first 10 s left out:"
-        " 400 processes connecting, claiming and drawing their first grants at once). Run"
+        f" processes, quota use and latencies over the steady state (the first {WARMUP_S:.0f} s"
+        " left out: 400 processes connecting, claiming and drawing their first grants at once"
+        " keep both cores busy for 10-12 s). Run"
         f" {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, took {took:.0f} s, on a shared 2-core"
         " machine: `load` is its 1-minute load average at the end of each run.",
         "`baseline` is the design before demand-sized grants (`--baseline`): every grant 0.5 s of"
