@@ -111,7 +111,9 @@ async def persist_answers(
     stored.answer_ids = {row.question_id: row.id for row in result}
     fresh = [r for r in records if r.question_id in stored.answer_ids]
     await supersede(connection, answers, [(r.question_id, r.version) for r in fresh], now)
-    await clear_reask(connection, [r.question_id for r in fresh])
+    # Only a question with an answer is ever marked to be asked again: a first answer has
+    # nothing to clear (a first pass then makes no UPDATE here).
+    await clear_reask(connection, [r.question_id for r in fresh if r.version > 1])
     await hand_over(connection, [r.question_id for r in fresh if r.hand_over])
     await clear_next_route(connection, [r.question_id for r in fresh if r.route == ROUTE_OWN])
     source_rows: list[dict[str, Any]] = []
