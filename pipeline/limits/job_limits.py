@@ -151,6 +151,7 @@ class RateGrants:
         self._asked_since = clock()  # ... since this time
         self._needing = 0  # callers in acquire() without a slot yet
         self._lead = 0.0  # seconds a grant takes to come back (smoothed)
+        self._queued = False  # the last grant started over GRANT_S after it was asked for
         self.throttles = 0
         self.decreases = 0
         self.grants = 0
@@ -209,14 +210,19 @@ class RateGrants:
         if self.sizing == "job":
             return full
         elapsed = now - self._asked_since
-        # Up at once (a slot missing costs a grant), down slowly; measured over GRANT_S at
-        # least once there is a first figure: callers that wake together when a queued grant
-        # starts are a burst, not their rate (over 10 ms, 16 callers read as 1,600 a second,
-        # and the next grant's 50 slots went mostly unsent: 50 processes used 0.87 of the
-        # quota, now 0.99).
-        if elapsed >= (GRANT_S if self.demand else LATE_S):
+        if elapsed >= LATE_S:
             measured = self._asked / elapsed
-            weight = 1.0 if measured > self.demand else 1.0 - math.exp(-elapsed / DEMAND_TAU_S)
+            if measured <= self.demand:  # down slowly
+                weight = 1.0 - math.exp(-elapsed / DEMAND_TAU_S)
+            elif self._queued and elapsed < GRANT_S:
+                # The last grant waited in the row's queue: its callers woke together when it
+                # started, a burst rather than a rate (over 10 ms, 16 callers read as 1,600 a
+                # second, and the next grant was the full share, mostly unsent: 50 processes
+                # used 0.87 of the quota). A window shorter than GRANT_S counts as its share of
+                # it, so a burst adds its own size to the next grant.
+                weight = elapsed / GRANT_S
+            else:  # up at once: a missing slot costs a grant
+                weight = 1.0
             self.demand += weight * (measured - self.demand)
             self._asked, self._asked_since = 0, now
         return max(1, min(full, max(self._needing, math.ceil(self.demand * GRANT_S))))
@@ -260,6 +266,7 @@ class RateGrants:
                     continue
                 self.grants += 1
                 self.slots += count
+                self._queued = grant.start - now > GRANT_S
                 self._start, self._end = grant.start, grant.end
                 self._grant_rate = min(grant.rate, count / GRANT_S)  # capped: spread over GRANT_S
                 self._spread = self.sizing == "demand" and spread
