@@ -321,15 +321,14 @@ async def worker_main(spec: dict[str, Any]) -> dict[str, Any]:
         # full collections are made rare, as they would be short in any one real process.
         gc.freeze()
         gc.set_threshold(*gc.get_threshold()[:2], 1_000)
-        gc_started = [0.0]
+        gc_started = (0.0, 0.0)
 
         def gc_timer(phase: str, info: dict[str, int]) -> None:
+            nonlocal gc_started
             if phase == "start":
-                gc_started[0] = time.perf_counter()
+                gc_started = (time.time(), time.perf_counter())
             elif info["generation"] == 2:
-                shared.times.setdefault("gc gen2", []).append(
-                    (time.time(), time.perf_counter() - gc_started[0])
-                )
+                record(shared.times, "gc gen2", *gc_started)
 
         gc.callbacks.append(gc_timer)
         print("ready", flush=True)
