@@ -81,12 +81,16 @@ async def retrying(
     outage_s: float,
     what: str,
     given_up: anyio.Event | None = None,
+    file: FileIdentity | None = None,
 ) -> T:
     """Run ``operation`` until it gets through the lost connections (see the module).
 
     A storage that refuses (a full disk, a read-only file: :func:`storage_fault`) raises
-    :class:`StorageFault` at once: waiting would not help. Once ``given_up`` is set (the run
-    is stopping) a lost connection is no longer waited out: :class:`DatabaseOutage` at once.
+    :class:`StorageFault` at once: waiting would not help. So does any error once ``file``
+    (the SQLite file as opened) is no longer at its path: whatever the driver says then (an
+    I/O error, a new empty file without tables), the cause is the file. Once ``given_up`` is
+    set (the run is stopping) a lost connection is no longer waited out: :class:`DatabaseOutage`
+    at once.
     """
     deadline: float | None = None
     delay = RECONNECT_FIRST_S
@@ -94,6 +98,9 @@ async def retrying(
         try:
             return await operation()
         except Exception as error:
+            problem = file.problem() if file is not None else None
+            if problem is not None:
+                raise StorageFault(f"{problem}, during {what}") from None
             fault = storage_fault(error)
             if fault is not None:
                 raise StorageFault(f"{fault}, during {what}") from None
@@ -171,7 +178,9 @@ class Database:
             async with self.engine.begin() as connection:
                 return await statement(connection)
 
-        return await retrying(once, outage_s=self.outage_s, what=what, given_up=self._event())
+        return await retrying(
+            once, outage_s=self.outage_s, what=what, given_up=self._event(), file=self.file
+        )
 
     async def autocommit(
         self, what: str, statement: Callable[[AsyncConnection], Awaitable[T]]
@@ -186,7 +195,9 @@ class Database:
                 connection = await connection.execution_options(isolation_level="AUTOCOMMIT")
                 return await statement(connection)
 
-        return await retrying(once, outage_s=self.outage_s, what=what, given_up=self._event())
+        return await retrying(
+            once, outage_s=self.outage_s, what=what, given_up=self._event(), file=self.file
+        )
 
     async def read(self, what: str, statement: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         """``statement`` on a connection of its own, nothing committed; run again after a
@@ -196,7 +207,9 @@ class Database:
             async with self.engine.connect() as connection:
                 return await statement(connection)
 
-        return await retrying(once, outage_s=self.outage_s, what=what, given_up=self._event())
+        return await retrying(
+            once, outage_s=self.outage_s, what=what, given_up=self._event(), file=self.file
+        )
 
     async def rows(self, what: str, query: sa.Select[Any]) -> Sequence[sa.Row[Any]]:
         """Every row of ``query`` (a page of a paged read), read like :meth:`read`."""

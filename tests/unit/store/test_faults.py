@@ -105,6 +105,28 @@ def test_the_file_opened_is_watched_by_device_and_inode(tmp_path: Path) -> None:
         assert "replaced by another" in (opened.problem() or "")
 
 
+async def test_any_error_after_the_file_was_removed_names_the_removal(tmp_path: Path) -> None:
+    """Removed mid-commit, the driver's words vary (a new empty file has no tables, a lock, an
+    I/O error): the cause named is the file, at once, not a wait for a lost connection."""
+    path = tmp_path / "job.sqlite"
+    path.write_bytes(b"x")
+    opened = FileIdentity.of(str(path))
+    tries = 0
+
+    async def insert() -> None:
+        nonlocal tries
+        tries += 1
+        raise _operational("no such table: ground_calls")
+
+    with path.open("rb"):
+        path.unlink()
+        with pytest.raises(
+            StorageFault, match=r"was removed during the run, during storing outcomes$"
+        ):
+            await retrying(insert, outage_s=300, what="storing outcomes", file=opened)
+    assert tries == 1
+
+
 @pytest.mark.parametrize("way", ["transaction", "autocommit"])
 async def test_each_way_into_a_lost_database_stops_waiting_once_the_run_gives_up(way: str) -> None:
     """The shared rate's grants go through ``autocommit``: a stopping run must not wait a lost
