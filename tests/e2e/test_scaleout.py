@@ -261,7 +261,7 @@ async def test_four_processes_keep_to_one_budget(tmp_path: Path, emulator_key: s
 
 @pytest.mark.postgres
 async def test_sigkill_one_of_four_the_others_finish_its_questions(tmp_path: Path) -> None:
-    n = 600
+    n = 400  # a full quota window (20 s) of sending, the kill a fifth of the way in
     async with postgres_database() as url:
         with running_emulator(_quota_config(seed=143)) as emu:
             # The killed process's questions come back through a sibling's dead-owner sweep
