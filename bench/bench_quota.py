@@ -78,7 +78,7 @@ class QuotaUse:
         return (
             f"{self.questions:,} questions at an enforced {rpm:,} RPM in {self.wall_s:.0f} s:"
             f" {self.requests:,} requests, {self.throttled} 429s;"
-            f" quota use over {self.steady_s:.0f} s of steady state {self.use:.4f};"
+            f" quota use over {self.steady_s:.0f} s of steady state {self.use:.5f};"
             f" most in a 60 s window {self.most_in_a_window} (quota {rpm});"
             f" gaps between sends p50 {self.gap_p50_ms:.1f} ms, p99 {self.gap_p99_ms:.1f} ms"
         )

@@ -282,7 +282,7 @@ def verdicts(
         met = "yes" if quota.use >= QUOTA_USE_TARGET and quota.throttled == 0 else "**no**"
         lines.append(
             f"| quota use at an enforced {PACED_RPM:,} RPM, over {quota.steady_s:.0f} s of steady"
-            f" state | >= {QUOTA_USE_TARGET}, 0 429s | {quota.use:.4f}, {quota.throttled} 429s"
+            f" state | >= {QUOTA_USE_TARGET}, 0 429s | {quota.use:.5f}, {quota.throttled} 429s"
             f" | {met} |"
         )
     return [*lines, ""]
@@ -301,7 +301,7 @@ def quota_table(quota: QuotaUse) -> list[str]:
         " | gap between sends p50 / p99 ms |",
         "|---|---|---|---|---|---|---|",
         f"| {quota.questions:,} | {quota.requests:,} | {quota.throttled} | {quota.steady_s:.0f}"
-        f" | {quota.use:.4f} | {quota.most_in_a_window:,} (quota {PACED_RPM:,})"
+        f" | {quota.use:.5f} | {quota.most_in_a_window:,} (quota {PACED_RPM:,})"
         f" | {quota.gap_p50_ms:.1f} / {quota.gap_p99_ms:.1f} |",
         "",
     ]
