@@ -178,7 +178,9 @@ async def test_a_database_file_removed_mid_run_stops_it_with_exit_1(tmp_path: Pa
     assert child.returncode == 1, err.decode()
     stderr = err.decode()
     assert "Traceback" not in stderr
-    assert f"the database file {tmp_path / 'job.sqlite'} was removed during the run" in stderr
+    # "was removed during the run", or "was removed and replaced by another" when one of the
+    # run's own new connections opened the path first (SQLite creates a missing file).
+    assert f"the database file {tmp_path / 'job.sqlite'} was removed" in stderr
     assert answered < 200  # stopped, not carried on into the unlinked file
     kept = kept_ground_calls(spec)
     assert kept
