@@ -28,7 +28,9 @@ limits, not the API's: ``gemini/errors.py`` roots its HTTP errors here.
 
 A failure whose request reached the server carries its ledger row in ``record`` (a
 :class:`~pipeline.store.ledger.CallRecord` at cost 0): a call that was made is always stored.
-Messages never contain credentials.
+Messages never contain credentials: every message is passed through
+:func:`pipeline.redaction.redact` here, where the error is made, before anything can log,
+store or print it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from __future__ import annotations
 import datetime as dt
 from enum import StrEnum
 from typing import TYPE_CHECKING
+
+from pipeline.redaction import redact
 
 if TYPE_CHECKING:
     from pipeline.store.ledger import CallRecord
@@ -79,7 +83,7 @@ class CallError(Exception):
     retry_delay: float | None = None
 
     def __init__(self, message: str) -> None:
-        super().__init__(message[:MAX_MESSAGE_CHARS])
+        super().__init__(redact(message)[:MAX_MESSAGE_CHARS])
         self.record: CallRecord | None = None  # the ledger row, when the server was reached
 
     @property

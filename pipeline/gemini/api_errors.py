@@ -13,7 +13,11 @@ class                  branch     when
 =====================  =========  =====================================================
 
 Messages never contain credentials: they are built from the status, Google's ``status`` and
-``message``, and the endpoint's path, never from request headers or the query string.
+``message``, and the endpoint's path, never from request headers or the query string; and
+since a server's ``message`` may echo the request (its URL with a ``?key=``, a header), every
+message is redacted when the error is made (:class:`pipeline.errors.CallError`), and so is an
+error class taken from the body. The raw body kept on an error (``body``, for the 429 kinds)
+is read by the classifiers only: it is never logged, stored or printed.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pipeline.errors import (
     RunFatalError,
 )
 from pipeline.gemini.wire import ErrorStatus, decode_error
+from pipeline.redaction import redact
 
 RETRYABLE_HTTP = frozenset({408, 429, 500, 502, 503, 504})
 FATAL_HTTP = frozenset({401, 403})
@@ -107,7 +112,7 @@ def classify_http_error(status: int, body: bytes) -> GeminiError:
     """The error for a non-2xx response, from its status and (if it is one) Google's body."""
     error = decode_error(body)
     if error is not None:
-        google_status = error.status or "UNKNOWN"
+        google_status = redact(error.status or "UNKNOWN")
         text = f"HTTP {status} {google_status}: {error.message}"
     else:
         google_status = None

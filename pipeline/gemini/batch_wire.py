@@ -25,6 +25,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from pipeline.gemini.api_errors import GeminiError, ProtocolError, classify_http_error
+from pipeline.redaction import redact
 
 MAX_PART_BYTES = 1_000_000_000  # bytes per JSONL part: half the 2 GB file limit
 MAX_PART_REQUESTS = 50_000  # requests per part (one batch each): keeps a lost batch small
@@ -243,7 +244,7 @@ def parse_batch(document: Any) -> BatchJob:
         responses_file=output.get("responsesFile") or response.get("responsesFile"),
         request_count=_int(stats.get("requestCount")),
         failed_count=_int(stats.get("failedRequestCount")),
-        error=str(error.get("message") or error) if isinstance(error, dict) else None,
+        error=redact(str(error.get("message") or error)) if isinstance(error, dict) else None,
     )
 
 

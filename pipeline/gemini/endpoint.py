@@ -7,7 +7,9 @@ file does not name one: :func:`backend_from_env`), ``GOOGLE_CLOUD_PROJECT``,
 ``GOOGLE_CLOUD_LOCATION`` (``global`` when unset, as the SDK defaults it),
 ``GOOGLE_APPLICATION_CREDENTIALS``. Source: googleapis/python-genai
 ``google/genai/_api_client.py`` (``BaseApiClient.__init__``).
-Credentials live only in request headers: never in a URL, a log line or the database.
+Credentials live only in request headers: never in a URL, a log line or the database. The
+key and each access token are also handed to :func:`pipeline.redaction.remember`, so that a
+server's error that echoes them is redacted wherever it is made.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import anyio.to_thread
+
+from pipeline.redaction import redact, remember
 
 DEVELOPER_API_BASE = "https://generativelanguage.googleapis.com"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -55,6 +59,9 @@ class Auth(Protocol):
 class ApiKeyAuth:
     key: str
 
+    def __post_init__(self) -> None:
+        remember(self.key)
+
     async def headers(self) -> Mapping[str, str]:
         return {"x-goog-api-key": self.key}
 
@@ -85,7 +92,9 @@ class GoogleAuth:
             async with self._lock:
                 if not self._fresh():
                     await anyio.to_thread.run_sync(credentials.refresh, self._request)
-        return {"authorization": f"Bearer {credentials.token}"}
+        token = credentials.token
+        remember(token)  # a set lookup once it is known
+        return {"authorization": f"Bearer {token}"}
 
     def _fresh(self) -> bool:
         from google.auth.credentials import TokenState
@@ -163,5 +172,6 @@ def _google_credentials() -> Any:
     try:
         credentials, _project = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
     except DefaultCredentialsError as exc:
-        raise ConfigurationError(f"no Google credentials for Vertex AI: {exc}") from None
+        reason = redact(str(exc))
+        raise ConfigurationError(f"no Google credentials for Vertex AI: {reason}") from None
     return credentials

@@ -39,6 +39,7 @@ from pipeline.gemini.batch_wire import (
     _timestamp,
     status_error,
 )
+from pipeline.redaction import redact
 
 KEY_LABEL = "ground_key"  # the request label that carries a line's key
 # Label keys and values: lowercase letters, digits, "_" and "-", at most 63 characters
@@ -199,7 +200,9 @@ def parse_prediction_job(document: Any) -> BatchJob:
         responses_file=info.get("gcsOutputDirectory") or None,
         request_count=sum(known) if known else None,
         failed_count=counts[1],
-        error=str(error.get("message") or error) if isinstance(error, dict) and error else None,
+        error=redact(str(error.get("message") or error))
+        if isinstance(error, dict) and error
+        else None,
         labels={str(k): str(v) for k, v in labels.items()},
         output_uri_prefix=output_prefix(document),
     )

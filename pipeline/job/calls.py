@@ -31,6 +31,7 @@ from pipeline.gemini.request import (
 from pipeline.grounding import GroundedAnswer
 from pipeline.job.sections import GroundingSection
 from pipeline.job.spec import JobSpec
+from pipeline.redaction import remember
 from pipeline.structure import PreparedSchema, build_structure_body, schema_hash
 
 
@@ -339,6 +340,7 @@ def elasticsearch_tool(
             raise ConfigurationError(
                 f"grounding.elasticsearch_api_key_env: {g.elasticsearch_api_key_env} is not set"
             )
+        remember(key)
     return ElasticsearchTool(
         endpoint=g.elasticsearch_endpoint,
         index=g.elasticsearch_index,

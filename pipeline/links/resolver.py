@@ -43,6 +43,7 @@ from pipeline.job.states import SourceState, Verdict
 from pipeline.limits import Backoff, RateLimiter, RetryPolicy
 from pipeline.links import rules as redirects
 from pipeline.links.rules import AllowList
+from pipeline.redaction import redact
 from pipeline.run.commit_window import batches
 from pipeline.store import resolution
 from pipeline.store.reconnect import Database
@@ -122,7 +123,8 @@ class RedirectClient(SessionOwner):
             except TimeoutError:
                 return LookupResult(Verdict(_TRANSIENT, None, "timed out"))
             except aiohttp.ClientError as exc:
-                return LookupResult(Verdict(_TRANSIENT, None, f"{type(exc).__name__}: {exc}"))
+                reason = redact(f"{type(exc).__name__}: {exc}")
+                return LookupResult(Verdict(_TRANSIENT, None, reason))
             if status in (404, 410):
                 return LookupResult(Verdict(SourceState.EXPIRED, None, f"HTTP {status}"), status)
             if status == 403:

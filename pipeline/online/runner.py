@@ -77,6 +77,7 @@ from pipeline.online.own import OwnAnswerer, missed, stored_own_answer
 from pipeline.online.query_vectors import QueryEmbedder
 from pipeline.online.reuse import AnswerReuse
 from pipeline.online.writer import GroupCommitWriter
+from pipeline.redaction import redact
 from pipeline.run.context import RunContext
 from pipeline.run.summary import RunSummary
 from pipeline.run.verdicts import Outcome, stored_answer
@@ -438,7 +439,7 @@ class OnlineRunner:
                         QuestionState.FAILED,
                         question.attempts,
                         error_class=ErrorClass.INTERNAL_ERROR,
-                        last_error=f"internal error: {exc!r}"[:500],
+                        last_error=redact(f"internal error: {exc!r}")[:500],
                     )
                     await outcomes.send(Outcome(change))
 

@@ -16,6 +16,7 @@ from pipeline.grounding import (
     render_markdown,
     to_json_dict,
 )
+from pipeline.redaction import redact
 
 FORMATS = ("markdown", "html", "json")
 
@@ -43,7 +44,7 @@ def cite_body(body: bytes, min_confidence: float | None) -> Cited:
     api_error = decode_error(body)
     if api_error is not None:
         status = f" {api_error.status}" if api_error.status else ""
-        raise Uncitable(f"API error {api_error.code}{status}: {api_error.message}")
+        raise Uncitable(redact(f"API error {api_error.code}{status}: {api_error.message}"))
     try:
         response = decode_response(body)
     except MalformedResponse as exc:

@@ -4,6 +4,8 @@ Both formatters keep every ``extra`` field a call site passed, and every record 
 machine-readable ``action`` (``-`` when the call site gave none). Which one a process uses:
 ``--log-format text|json``; by default text when stderr is a terminal, JSON lines otherwise
 (a log file, journald, a container's log), so an unattended run is parseable as it stands.
+Both pass the finished line through :func:`pipeline.redaction.redact`: a secret that reached
+a record some other way (a library's exception, a traceback) is not written either.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import sys
 from typing import Literal, TextIO
 
 import orjson
+
+from pipeline.redaction import redact
 
 LogFormat = Literal["text", "json"]
 LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
@@ -47,7 +51,7 @@ class KeyValueFormatter(logging.Formatter):
             for key, value in extra_fields(record).items()
             if key != "action"
         ]
-        return f"{line} {' '.join(extras)}" if extras else line
+        return redact(f"{line} {' '.join(extras)}" if extras else line)
 
 
 def _log_value(value: object) -> str:
@@ -78,7 +82,7 @@ class JsonFormatter(logging.Formatter):
                 entry.setdefault(key, value)
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
-        return orjson.dumps(entry, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+        return redact(orjson.dumps(entry, default=str, option=orjson.OPT_NON_STR_KEYS).decode())
 
 
 def default_format(stream: TextIO | None = None) -> LogFormat:
