@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
+from tests.support.artifacts import artifacts_holding
+from tests.support.keys import TEST_API_KEY
 from tests.support.paths import SHARED_FIXTURES
 
 
@@ -33,12 +36,69 @@ def _state_home(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPa
     return state
 
 
+# What no artifact, log or output of any test may hold: the key the tests hand to `ground`.
+LEAK_NEEDLES = (TEST_API_KEY.encode(),)
+_scanned: set[Path] = set()  # the directories the per-test scan has searched
+
+
+def _leak_message(leaked: list[Path]) -> str:
+    named = ", ".join(str(path) for path in leaked)
+    return f"the test API key {TEST_API_KEY!r} was written to: {named}"
+
+
+@pytest.fixture(autouse=True)
+def _no_key_in_artifacts(request: pytest.FixtureRequest, _state_home: Path) -> Iterator[None]:
+    """After each test, every file it left under its ``tmp_path`` and its state directory
+    (databases and their WAL files as bytes, exports, reports, logs, spill files, summaries,
+    metrics) is searched for the test API key; a file that holds it fails the test, named.
+
+    Left out: files the test itself wrote to hand the key to ``ground`` (an ``env`` file for
+    a shell wrapper), by name (``tests.support.artifacts.KEY_INPUT_NAMES``). Directories of
+    module and session fixtures are searched once, at the end of the session
+    (:func:`_no_key_in_shared_artifacts`)."""
+    yield
+    directories = [_state_home]
+    tmp_path = getattr(request.node, "funcargs", {}).get("tmp_path")
+    if isinstance(tmp_path, Path):
+        directories.append(tmp_path)
+    _scanned.update(directories)
+    if leaked := artifacts_holding(directories, LEAK_NEEDLES):
+        pytest.fail(_leak_message(leaked), pytrace=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_key_in_shared_artifacts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """At the end of the session, the temporary directories no test's own scan covered (those
+    of module and session fixtures) are searched for the test API key as well."""
+    yield
+    base = tmp_path_factory.getbasetemp()
+    # pytest's "<name>current" links point at directories listed beside them.
+    rest = [d for d in base.iterdir() if d.is_dir() and not d.is_symlink() and d not in _scanned]
+    if leaked := artifacts_holding(rest, LEAK_NEEDLES):
+        pytest.fail(_leak_message(leaked), pytrace=False)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A test whose captured output (stdout, stderr, log records) holds the test API key
+    fails, naming where it was."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if report.when != "call" or not report.passed:
+        return
+    for section, content in report.sections:
+        if TEST_API_KEY in content:
+            report.outcome = "failed"
+            report.longrepr = f"the test API key {TEST_API_KEY!r} is in the test's {section}"
+            return
+
+
 @pytest.fixture
 def emulator_key(monkeypatch: pytest.MonkeyPatch) -> str:
     """The emulator's API key in the environment, as a user's key would be."""
-    monkeypatch.setenv("GEMINI_API_KEY", "emulator-key")
+    monkeypatch.setenv("GEMINI_API_KEY", TEST_API_KEY)
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
-    return "emulator-key"
+    return TEST_API_KEY
 
 
 @pytest.fixture(scope="session")

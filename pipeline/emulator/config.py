@@ -134,6 +134,11 @@ class EmulatorConfig:
     # and answer 503 (the client must ask how much arrived and go on from there).
     storage_chunk_503_share: float = 0.0
 
+    # Every JSON error body's message ends with the request as some of Google's errors (and
+    # the front ends before them) repeat it: its URL with ?key=<the key it carried> and its
+    # Authorization header. A client must keep neither (pipeline.redaction).
+    echo_request_in_errors: bool = False
+
     # googleSearch.excludeDomains is honoured: no answer cites an excluded domain, except
     # this share of answers, which ignore it (a misbehaving Google, for status to catch).
     exclude_domains_leak_share: float = 0.0
@@ -201,7 +206,11 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             raise ConfigError(f"{where} must be a list of strings")
         return frozenset(value)
     if isinstance(default, bool):
-        raise ConfigError(f"{where}: unsupported type")
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+            value = value.lower() in ("true", "1")
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} must be true or false, got {value!r}")
+        return value
     if isinstance(default, int):
         if isinstance(value, str):
             value = int(value)

@@ -48,6 +48,25 @@ class ApiError(Exception):
         return orjson.dumps({"error": err})
 
 
+def echo_request(body: bytes, method: str, url: str, key: str, authorization: str) -> bytes:
+    """``body`` (a JSON error body) with the request repeated at the end of its message, as
+    some of Google's errors repeat it: the URL with ``key=`` (the key, wherever it was sent)
+    and the ``Authorization`` header. A body that is not one of ours is returned as it is."""
+    try:
+        document = orjson.loads(body)
+        error = document["error"]
+        message = str(error["message"])
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return body
+    if key and "key=" not in url:
+        url += ("&" if "?" in url else "?") + f"key={key}"
+    echo = f" Request: {method} {url}"
+    if authorization:
+        echo += f" Authorization: {authorization}"
+    error["message"] = message + echo
+    return orjson.dumps(document)
+
+
 # --- auth -------------------------------------------------------------------------------
 
 _KEY_INVALID = "API key not valid. Please pass a valid API key."

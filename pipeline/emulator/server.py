@@ -423,7 +423,8 @@ def build_app(
 ) -> web.Application:
     """The emulator as an aiohttp application (state in ``app[EMULATOR]``), on ``clock``."""
     emu = Emulator(config or EmulatorConfig(), clock)
-    app = web.Application(client_max_size=32 * 1024 * 1024)  # bytes
+    middlewares = [_echo_request] if emu.config.echo_request_in_errors else []
+    app = web.Application(client_max_size=32 * 1024 * 1024, middlewares=middlewares)  # bytes
     app[EMULATOR] = emu
     r = app.router
     for version in ("v1beta", "v1"):
@@ -461,6 +462,26 @@ def build_app(
     r.add_get("/emulator/stats", emu.stats_view)
     r.add_post("/emulator/reset", emu.reset_view)
     return app
+
+
+@web.middleware
+async def _echo_request(request: web.Request, handler: Any) -> web.StreamResponse:
+    """``echo_request_in_errors``: a JSON error body repeats the request (its key and token)."""
+    response = await handler(request)
+    if (
+        response.status >= 400
+        and isinstance(response, web.Response)
+        and isinstance(response.body, bytes)
+        and response.content_type == "application/json"
+    ):
+        response.body = error_bodies.echo_request(
+            response.body,
+            request.method,
+            str(request.url),
+            request.headers.get("x-goog-api-key", ""),
+            request.headers.get("Authorization", ""),
+        )
+    return response
 
 
 def snapshot(app: web.Application) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from tests.support.demo import DEMO_JOB, demo_overrides
+from tests.support.keys import TEST_API_KEY
 from tests.support.metrics import free_port, names, read_textfile, scrape
 from tests.support.paths import REPO
 from tests.support.promtool import run_promtool
@@ -104,7 +105,7 @@ def test_every_series_the_dashboard_names_is_exported_by_a_demo_run(tmp_path: Pa
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            env={**os.environ, "GEMINI_API_KEY": "emulator-key"},
+            env={**os.environ, "GEMINI_API_KEY": TEST_API_KEY},
         )
         live: set[str] = set()
 

@@ -26,6 +26,7 @@ from pipeline.results.export.records import CITATION_FIELDS, SOURCE_FIELDS
 from pipeline.store.tables import answers, questions
 from tests.support.databases import fetch_rows
 from tests.support.exports import as_json, without_none
+from tests.support.keys import TEST_API_KEY
 from tests.support.results import CLASSES, XSS_ID, run_results_job
 
 N_QUESTIONS = 24
@@ -40,7 +41,7 @@ REQUIRED = {
 @pytest.fixture(scope="module")
 def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JobSpec]:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("GEMINI_API_KEY", "emulator-key")
+        patch.setenv("GEMINI_API_KEY", TEST_API_KEY)
         patch.delenv("GOOGLE_API_KEY", raising=False)
         directory = tmp_path_factory.mktemp("results")
         yield anyio.run(run_results_job, directory, N_QUESTIONS)

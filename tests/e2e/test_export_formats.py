@@ -37,6 +37,7 @@ from pipeline.store.versions import LATEST_ANSWER
 from tests.support.databases import POSTGRES_URL, fetch_rows
 from tests.support.demo import DEMO_JOB, demo_overrides, run_demo_job
 from tests.support.exports import as_json, read_jsonl, without_none
+from tests.support.keys import TEST_API_KEY
 
 N = 30
 REFRESHED = ("q0001", "q0002", "q0003")  # asked again: two answer versions each
@@ -92,7 +93,7 @@ async def plant_html(spec: JobSpec) -> dict[str, str | None]:
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("GEMINI_API_KEY", "emulator-key")
+        patch.setenv("GEMINI_API_KEY", TEST_API_KEY)
         patch.delenv("GOOGLE_API_KEY", raising=False)
         directory = tmp_path_factory.mktemp("demo")
         spec = anyio.run(run_demo_job, directory, N)

@@ -32,6 +32,7 @@ from pipeline.store.structured import CallRecord, persist_calls
 from pipeline.store.tables import answers, questions, sources
 from tests.support.databases import POSTGRES_URL, fetch_rows
 from tests.support.exports import as_json
+from tests.support.keys import TEST_API_KEY
 from tests.support.results import run_results_job
 
 N = 10_000
@@ -106,7 +107,7 @@ async def build_large_job(directory: Path, pool: list[bytes]) -> JobSpec:
 @pytest.fixture(scope="module")
 def large_job(tmp_path_factory: pytest.TempPathFactory) -> JobSpec:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("GEMINI_API_KEY", "emulator-key")
+        patch.setenv("GEMINI_API_KEY", TEST_API_KEY)
         small = anyio.run(run_results_job, tmp_path_factory.mktemp("small"), 12)
 
     async def responses() -> list[bytes]:

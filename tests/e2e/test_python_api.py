@@ -26,6 +26,7 @@ from pipeline.job.spec import JobSpecError, load_jobspec
 from pipeline.results import api
 from pipeline.store.engine import alembic_config, create_engine
 from tests.support.databases import fetch_rows
+from tests.support.keys import TEST_API_KEY
 from tests.support.paths import JOBS, REPO
 
 N = 30
@@ -44,7 +45,7 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     lines = (JOBS / "demo_questions.jsonl").read_text(encoding="utf-8").splitlines()[:N]
     (root / "jobs" / "demo_questions.jsonl").write_text("\n".join(lines) + "\n", "utf-8")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("GEMINI_API_KEY", "emulator-key")
+        patch.setenv("GEMINI_API_KEY", TEST_API_KEY)
         patch.delenv("GOOGLE_API_KEY", raising=False)
         with running_emulator(EmulatorConfig(seed=7)) as emu:
             host = emu.base_url.split("://", 1)[1]

@@ -17,6 +17,7 @@ from selenium.webdriver.common.by import By
 from pipeline.cli import main
 from pipeline.job.spec import JobSpec
 from pipeline.results.report.page import CSP, SCRIPT, script_hash
+from tests.support.keys import TEST_API_KEY
 from tests.support.paths import REPO
 from tests.support.results import XSS_ID, run_results_job
 
@@ -37,7 +38,7 @@ CHROMIUM_FLAGS = (
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[JobSpec, Path]:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("GEMINI_API_KEY", "emulator-key")
+        patch.setenv("GEMINI_API_KEY", TEST_API_KEY)
         patch.delenv("GOOGLE_API_KEY", raising=False)
         directory = tmp_path_factory.mktemp("report")
         spec = anyio.run(run_results_job, directory, N_QUESTIONS)

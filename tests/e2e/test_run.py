@@ -16,6 +16,7 @@ from pipeline.gemini.wire import decode_response
 from pipeline.store.tables import answers, questions, sources, supports
 from tests.support.databases import fetch_rows
 from tests.support.jobs import generate_calls, make_job
+from tests.support.keys import TEST_API_KEY
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("emulator_key")]
 
@@ -99,7 +100,7 @@ async def test_emulator_down_loses_nothing_and_a_later_run_finishes(
     assert await run_command(spec) == 1
     err = capsys.readouterr().err
     assert "unreachable" in err and f"127.0.0.1:{port}" in err
-    assert "emulator-key" not in err
+    assert TEST_API_KEY not in err
     states = await fetch_rows(spec.database_url, sa.select(questions.c.state, questions.c.attempts))
     assert len(states) == 30
     assert {s for s, _ in states} <= {"pending", "retry_wait"}

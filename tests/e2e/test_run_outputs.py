@@ -17,6 +17,7 @@ from pipeline.cli import main
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from tests.support.jobs import generate_calls, make_job
+from tests.support.keys import TEST_API_KEY
 from tests.support.metrics import free_port, read_textfile, scrape, value
 from tests.support.waiting import process_exited, wait_until
 
@@ -61,7 +62,7 @@ def _ground_run(spec_path: Path, *flags: str) -> subprocess.Popen[bytes]:
         [str(GROUND), "run", str(spec_path), "--log-format", "json", *flags],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        env={**os.environ, "GEMINI_API_KEY": "emulator-key"},
+        env={**os.environ, "GEMINI_API_KEY": TEST_API_KEY},
     )
 
 

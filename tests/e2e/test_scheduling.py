@@ -18,6 +18,7 @@ from pipeline.cli.parser import build_parser
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.job.spec import load_jobspec
+from tests.support.keys import TEST_API_KEY
 from tests.support.metrics import read_textfile, value
 from tests.support.paths import REPO
 
@@ -129,7 +130,7 @@ def test_the_cron_wrapper_runs_nightly_toml_as_written(
             }.get(case, []),
         ]
         env_file = tmp_path / "env"
-        key = "not-the-emulators-key" if case == "wrong_key" else "emulator-key"
+        key = "not-the-emulators-key" if case == "wrong_key" else TEST_API_KEY
         env_file.write_text(f"GEMINI_API_KEY={key}\n")
         state = tmp_path / "state"  # not there yet: the wrapper creates it
         done = subprocess.run(

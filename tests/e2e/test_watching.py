@@ -25,6 +25,7 @@ from pipeline.emulator.testing import running_emulator
 from pipeline.watch.logs import JsonFormatter, KeyValueFormatter
 from pipeline.watch.progress import WatchOptions
 from tests.support.jobs import make_job
+from tests.support.keys import TEST_API_KEY
 
 GROUND = Path(sys.executable).parent / "ground"
 DEADLINE_S = 60.0
@@ -57,7 +58,7 @@ def test_off_a_terminal_progress_is_json_records(tmp_path: Path) -> None:
             [str(GROUND), "run", str(tmp_path / "job.toml"), "--progress-interval", "0.2"],
             capture_output=True,
             text=True,
-            env={**os.environ, "GEMINI_API_KEY": "emulator-key"},
+            env={**os.environ, "GEMINI_API_KEY": TEST_API_KEY},
             timeout=DEADLINE_S,
             check=False,
         )
@@ -147,7 +148,7 @@ def test_a_terminal_gets_the_progress_bar_and_the_summary(tmp_path: Path) -> Non
     with running_emulator(EmulatorConfig(seed=5, latency_p50_ms=20)) as emu:
         make_job(tmp_path, base_url=emu.base_url, n_questions=30)
         command = (
-            f"cd {tmp_path} && GEMINI_API_KEY=emulator-key {GROUND} run job.toml;"
+            f"cd {tmp_path} && GEMINI_API_KEY={TEST_API_KEY} {GROUND} run job.toml;"
             " echo GROUND-EXIT=$?; sleep 600"
         )
         subprocess.run(
