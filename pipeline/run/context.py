@@ -29,6 +29,7 @@ from pipeline.costs.prices import Price, PriceTable, UnconfirmedPriceWarning, lo
 from pipeline.job.calls import worst_case
 from pipeline.job.spec import JobSpec
 from pipeline.limits import Backoff, RetryPolicy
+from pipeline.redaction import redact
 from pipeline.run.spill import SpillFile, spill_path, spill_prefix, state_directory
 from pipeline.run.summary import RunSummary
 from pipeline.store.faults import FileIdentity
@@ -132,9 +133,11 @@ class RunContext:
 
     def stop(self, reason: str) -> None:
         """Stop: nothing new is started; what is under way finishes and is stored. The first
-        reason is kept; the run's parts that wait are woken (:meth:`on_stop`)."""
+        reason is kept; the run's parts that wait are woken (:meth:`on_stop`). The reason
+        is redacted (it may quote a server or a library, and it is printed and stored)."""
         if self.summary.stopped is not None:
             return
+        reason = redact(reason)
         log.warning("stopping: %s", reason, extra={"action": "stop", "reason": reason})
         self.summary.stopped = reason
         for wake in self._on_stop:
