@@ -4,10 +4,12 @@ carry it, never survives; text without one is unchanged."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable
 from urllib.parse import quote, quote_plus
 
+import anyio
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -15,8 +17,9 @@ from hypothesis import strategies as st
 from pipeline import redaction
 from pipeline.errors import CallError
 from pipeline.gemini.api_errors import classify_http_error
-from pipeline.gemini.endpoint import ApiKeyAuth
+from pipeline.gemini.endpoint import ApiKeyAuth, GoogleAuth
 from pipeline.redaction import MIN_SECRET_CHARS, REDACTED, redact, remember
+from pipeline.watch.logs import JsonFormatter, KeyValueFormatter
 
 # Words the patterns treat as the start of a credential: text without them is left alone.
 MARKERS = re.compile(
@@ -199,3 +202,32 @@ def test_an_api_error_echoing_the_request_is_redacted_where_it_is_made(
     # A secret past the stored length is redacted before the message is cut, not after.
     long = CallError("x" * 490 + "k-echoed-back-1")
     assert "k-echo" not in long.message
+
+
+def test_an_access_token_is_known_once_it_is_sent() -> None:
+    class Fresh:
+        """google-auth credentials holding a token that needs no refresh."""
+
+        token = "opaque-access-token-9"
+
+        @property
+        def token_state(self) -> object:
+            from google.auth.credentials import TokenState
+
+            return TokenState.FRESH
+
+    headers = anyio.run(GoogleAuth(Fresh()).headers)
+    assert headers == {"authorization": "Bearer opaque-access-token-9"}
+    assert redact("token opaque-access-token-9 refused") == f"token {REDACTED} refused"
+
+
+@pytest.mark.parametrize("formatter", [JsonFormatter(), KeyValueFormatter()])
+def test_log_lines_are_redacted_whatever_carried_the_secret(
+    formatter: logging.Formatter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GOOGLE_API_KEY", "log-line-key-3")
+    record = logging.LogRecord(
+        "t", logging.WARNING, __file__, 1, "sent %s", ("log-line-key-3",), None
+    )
+    record.url = "https://h/p?key=log-line-key-3"
+    assert "log-line-key-3" not in formatter.format(record)
