@@ -200,6 +200,9 @@ class PromptFeedback(_Wire):
 
 
 class UsageMetadata(_Wire):
+    """Token counts as sent; decoded as plain ints (a float or NaN is refused by the
+    decoder), checked for sense before anything is priced (:func:`usage_problem`)."""
+
     prompt_token_count: int = 0
     cached_content_token_count: int = 0
     candidates_token_count: int = 0
@@ -247,6 +250,27 @@ class ErrorStatus(_Wire):
 
 class ErrorBody(_Wire):
     error: ErrorStatus
+
+
+# No count of one call comes near this: inputs are capped near 2M tokens and outputs far
+# lower. A count past it is a hostile or broken body, not a bill.
+MAX_TOKEN_COUNT = 100_000_000  # tokens
+
+
+def usage_problem(usage: UsageMetadata) -> str | None:
+    """Why ``usage`` cannot be priced (a negative or absurd count), naming the field; None
+    when every count is a sensible one."""
+    for info in msgspec.structs.fields(usage):
+        value = getattr(usage, info.name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            return f"usageMetadata.{info.encode_name} is not a count ({value!r})"
+        if value < 0:
+            return f"usageMetadata.{info.encode_name} is negative ({value})"
+        if value > MAX_TOKEN_COUNT:
+            return (
+                f"usageMetadata.{info.encode_name} is beyond any call ({value} > {MAX_TOKEN_COUNT})"
+            )
+    return None
 
 
 _response_decoder = msgspec.json.Decoder(GenerateContentResponse)
