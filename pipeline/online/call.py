@@ -140,6 +140,8 @@ class MeteredCaller:
             await self._waiting_for("rate", limits.requests.acquire())
             if limits.tokens is not None:
                 taken = await self._waiting_for("tokens", limits.tokens.acquire(estimate))
+            # An access token first: a credentials failure sends nothing and stops the run.
+            await endpoint.auth.headers()
             stop.check()  # the run stopped while this call waited: it is not sent
         except BaseException:  # not sent: the reservation, tokens and prompt go back at once
             if taken and limits.tokens is not None:
