@@ -122,3 +122,43 @@ async def test_negative_usage_never_lowers_the_spend_and_is_ledgered_at_its_wors
     assert len(malformed) == hostile
     assert all(cost > 0 for cost in malformed), malformed
     assert all(cost >= 0 for _, cost in rows)
+
+
+async def test_negative_usage_in_batch_results_is_ledgered_at_its_worst_case(
+    tmp_path: Path, emulator_key: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The collect path checks the same usage: a batch line billing negative tokens is a
+    malformed response at its share of the batch's hold, and the retries go on online."""
+    config = EmulatorConfig(
+        seed=35, ungrounded_share=0.0, batch_delay_s=0.1, negative_usage_share=NEGATIVE_SHARE
+    )
+    with running_emulator(config) as emu:
+        spec = make_job(
+            tmp_path,
+            base_url=emu.base_url,
+            n_questions=N_QUESTIONS,
+            overrides=[
+                'model.mode="batch"',
+                "batch.poll_initial_s=0.02",
+                "batch.poll_max_s=0.2",
+                "limits.budget_usd=5",
+            ],
+        )
+        status = await run_command(spec, backoff=Backoff(base_s=0.01, cap_s=0.05))
+        stats = emu.stats()
+    url = spec.database_url
+    rows = await fetch_rows(url, sa.select(calls.c.outcome, calls.c.cost_micro_usd))
+    used, spend = await _spend(url)
+    capsys.readouterr()
+    assert await status_command(spec, as_json=False) == 0
+    printed = capsys.readouterr().out
+
+    assert status in (0, 3), status
+    assert all(cost >= 0 for _, cost in rows)
+    assert used == spend > 0
+    assert "spend $" in printed and "spend $-" not in printed, printed
+    malformed = [cost for outcome, cost in rows if outcome == ErrorClass.MALFORMED_RESPONSE]
+    assert len(malformed) >= stats["responses"]["negative_usage"] + 1  # some in the batch
+    assert all(cost > 0 for cost in malformed), malformed
+    batched = stats["batch"]["batch_requests"]  # their retries went into later batches
+    assert len(rows) == batched + generate_calls(stats, MODEL)  # paid = ledgered
