@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import stat
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,10 +80,11 @@ class GoogleAuth:
     call, so it runs in a worker thread, once for every caller waiting on it, bounded by
     ``timeout_s``. A refresh that fails or does not answer in time raises
     :class:`~pipeline.errors.CredentialsUnavailable` (nothing is sent; the run stops), and
-    so does every caller that was waiting on it: none of them tries again.
+    so does every caller that was waiting on it: none of them tries again within
+    ``timeout_s`` of the failure (a later caller, in a process that lives on, tries anew).
     """
 
-    __slots__ = ("_credentials", "_failed", "_lock", "_request", "_timeout_s")
+    __slots__ = ("_credentials", "_failed", "_failed_at", "_lock", "_request", "_timeout_s")
 
     def __init__(self, credentials: Any, *, timeout_s: float = TOKEN_TIMEOUT_S) -> None:
         import google.auth.transport.requests
@@ -92,13 +94,15 @@ class GoogleAuth:
         self._lock = anyio.Lock()
         self._timeout_s = timeout_s
         self._failed: CredentialsUnavailable | None = None
+        self._failed_at = 0.0  # time.monotonic() of the last failed refresh
 
     async def headers(self) -> Mapping[str, str]:
         credentials = self._credentials
         if not self._fresh():
             async with self._lock:
-                if self._failed is not None:
-                    raise CredentialsUnavailable(self._failed.message)
+                failed = self._failed
+                if failed is not None and time.monotonic() - self._failed_at < self._timeout_s:
+                    raise CredentialsUnavailable(failed.message)
                 if not self._fresh():
                     await self._refresh()
         return {"authorization": f"Bearer {credentials.token}"}
@@ -119,6 +123,7 @@ class GoogleAuth:
         else:
             return
         self._failed = CredentialsUnavailable(f"Google credentials: {why}")
+        self._failed_at = time.monotonic()
         raise CredentialsUnavailable(self._failed.message)
 
     def _fresh(self) -> bool:
