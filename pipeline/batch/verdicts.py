@@ -29,6 +29,7 @@ from pipeline.gemini.batch_wire import ResultLine
 from pipeline.gemini.wire import (
     GenerateContentResponse,
     MalformedResponse,
+    MalformedUsage,
     decode_response,
     usage_problem,
     visible_text,
@@ -188,6 +189,8 @@ def _decoded(result: ResultLine) -> GenerateContentResponse | CallError:
         return result.error
     try:
         response = decode_response(result.response)
+    except MalformedUsage as exc:
+        return InvalidUsage(exc.problem, http_status=None)
     except MalformedResponse as exc:
         return TransientError(str(exc), error_class=ErrorClass.MALFORMED_RESPONSE)
     problem = usage_problem(response.usage_metadata)

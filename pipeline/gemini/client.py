@@ -24,6 +24,7 @@ from pipeline.gemini.session import SessionOwner, TransportErrors
 from pipeline.gemini.wire import (
     GenerateContentResponse,
     MalformedResponse,
+    MalformedUsage,
     decode_response,
     usage_problem,
 )
@@ -64,6 +65,8 @@ class GeminiClient(SessionOwner):
             raise classify_http_error(status, raw)
         try:
             response = decode_response(raw)
+        except MalformedUsage as exc:  # whole JSON, answered: paid, but not priceable
+            raise InvalidUsage(exc.problem, http_status=status) from None
         except MalformedResponse as exc:
             # A 200 with a cut or non-JSON body: the network or a proxy broke it; ask again.
             raise TransientError(

@@ -280,13 +280,31 @@ _error_decoder = msgspec.json.Decoder(ErrorBody)
 class MalformedResponse(ValueError):
     """The body is not a generateContent response; the message names the place."""
 
+    @property
+    def problem(self) -> str:
+        """The message without its ``malformed generateContent response:`` prefix."""
+        return str(self).removeprefix(_MALFORMED)
+
+
+class MalformedUsage(MalformedResponse):
+    """The body is whole JSON, but its ``usageMetadata`` holds something that is not a count
+    (a string, a fraction, a number out of range): answered, so paid, but not priceable."""
+
+
+_USAGE_PATH = "- at `$.usageMetadata"  # how msgspec names a place inside usageMetadata
+_MALFORMED = "malformed generateContent response: "
+
 
 def decode_response(body: bytes) -> GenerateContentResponse:
-    """Decode a generateContent body; raise :class:`MalformedResponse` naming the bad place."""
+    """Decode a generateContent body; raise :class:`MalformedResponse` naming the bad place
+    (:class:`MalformedUsage` when that place is in ``usageMetadata``)."""
     try:
         return _response_decoder.decode(body)
-    except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
-        raise MalformedResponse(f"malformed generateContent response: {exc}") from None
+    except msgspec.ValidationError as exc:
+        error = MalformedUsage if _USAGE_PATH in str(exc) else MalformedResponse
+        raise error(f"{_MALFORMED}{exc}") from None
+    except msgspec.DecodeError as exc:  # not JSON at all, or cut short
+        raise MalformedResponse(f"{_MALFORMED}{exc}") from None
 
 
 def decode_error(body: bytes) -> ErrorStatus | None:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.gemini.wire import MAX_TOKEN_COUNT, UsageMetadata, decode_response, usage_problem
+from pipeline.gemini.wire import (
+    MAX_TOKEN_COUNT,
+    MalformedResponse,
+    MalformedUsage,
+    UsageMetadata,
+    decode_response,
+    usage_problem,
+)
 
 
 def test_sensible_usage_passes() -> None:
@@ -37,3 +44,21 @@ def test_sensible_usage_passes() -> None:
 def test_a_negative_or_absurd_count_is_named(body: bytes, problem: str) -> None:
     found = usage_problem(decode_response(body).usage_metadata)
     assert found is not None and found.startswith(problem)
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [b"1e400", b"1.5", b'"NaN"', b'"Infinity"', b"-1e400"],
+    ids=["out-of-range", "fraction", "nan-string", "infinity-string", "minus-out-of-range"],
+)
+def test_a_count_that_is_no_integer_is_malformed_usage(usage: bytes) -> None:
+    body = b'{"candidates": [], "usageMetadata": {"promptTokenCount": ' + usage + b"}}"
+    with pytest.raises(MalformedUsage) as caught:
+        decode_response(body)
+    assert caught.value.problem.endswith("- at `$.usageMetadata.promptTokenCount`")
+
+
+def test_a_body_cut_short_is_not_taken_for_usage() -> None:
+    with pytest.raises(MalformedResponse) as caught:
+        decode_response(b'{"candidates": [], "usageMetadata": {"promptTokenCount": 1')
+    assert not isinstance(caught.value, MalformedUsage)
