@@ -18,6 +18,9 @@ class                      branch          when
                                            stop the run
 ``BudgetExhausted``        run-fatal       the next call's worst case does not fit: the run
                                            stops, the question is given back untouched
+``CredentialsUnavailable`` run-fatal       no access token could be had: nothing was sent;
+                                           the run stops, the question is given back
+                                           untouched
 ``NotSent``                (none)          the run stopped while the call waited for a
                                            permit (rate, tokens, budget): nothing was sent,
                                            the question is given back untouched
@@ -59,6 +62,7 @@ class ErrorClass(StrEnum):
     BLOCKED = "blocked"
     BUDGET = "budget"  # the run stopped: the next call did not fit in the budget
     CONNECTION = "connection"
+    CREDENTIALS = "credentials"  # no token could be had: the run stops, nothing was sent
     EMPTY_ANSWER = "empty_answer"
     GROUNDING_PAUSED = "grounding_paused"  # the daily grounding bucket is empty
     INTERNAL_ERROR = "internal_error"  # a bug of ours, confined to one question
@@ -121,6 +125,14 @@ class BudgetExhausted(RunFatalError):
     """The next call's worst case does not fit in what is left of the budget."""
 
     error_class = ErrorClass.BUDGET
+
+
+class CredentialsUnavailable(RunFatalError):
+    """No access token could be had (the token endpoint did not answer, or refused): nothing
+    was sent, and no question is at fault. The run stops at once; the question is given back
+    untouched."""
+
+    error_class = ErrorClass.CREDENTIALS
 
 
 class NotSent(CallError):

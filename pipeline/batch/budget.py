@@ -96,6 +96,16 @@ class BatchBudget:
         tool = self._tool if step == GROUND else None
         return self._worst_case.micro(price, estimate_tokens(body.decode()), tool)
 
+    def line_worst(self, share: int, step: str, price: Price | None) -> int:
+        """What a result line whose usage cannot be priced is ledgered at: its share of the
+        batch's hold (the mean worst case of the batch's requests), or without a hold the
+        worst case of a request of an empty prompt (its body is not at hand any more)."""
+        if share > 0:
+            return share
+        if price is None:
+            return 0
+        return self._worst_case.micro(price, 0, self._tool if step == GROUND else None)
+
     async def hold(self, connection: AsyncConnection, batch: store.BatchRow, micro: int) -> bool:
         """Hold ``micro`` for the batch until its lease ends (in the caller's transaction)."""
         if self.limit_micro is None or micro == 0:

@@ -264,11 +264,13 @@ class Collector:
         results = [parse(line) for line in chunk]
         ids = [int(r.key) for r in results if r.key.isdigit()]
         started = row.submitted_at or now
+        price = self.ctx.prices.batch(row.model)
         ctx = LineContext(
             started=started,
             latency_ms=((row.finished_at or now) - started).total_seconds() * 1000.0,
             model=row.model,
-            price=self.ctx.prices.batch(row.model),
+            price=price,
+            worst_micro=self.budget.line_worst(share, row.step, price),
         )
 
         async def store_group(connection: AsyncConnection) -> tuple[list[Outcome], StoredAnswers]:

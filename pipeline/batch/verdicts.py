@@ -24,12 +24,14 @@ from dataclasses import dataclass
 from pipeline.costs.charges import call_cost
 from pipeline.costs.prices import Price
 from pipeline.errors import CallError, ErrorClass
-from pipeline.gemini.api_errors import TransientError
+from pipeline.gemini.api_errors import InvalidUsage, TransientError
 from pipeline.gemini.batch_wire import ResultLine
 from pipeline.gemini.wire import (
     GenerateContentResponse,
     MalformedResponse,
+    MalformedUsage,
     decode_response,
+    usage_problem,
     visible_text,
 )
 from pipeline.job.calls import StructureCall
@@ -56,12 +58,14 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class LineContext:
     """What every line of one batch shares: when it ran (the ledger's ``started_at`` and
-    latency are the batch's, from submission to its end) and its model and price."""
+    latency are the batch's, from submission to its end), its model and price, and the worst
+    case of one of its requests (what a line whose usage cannot be priced is ledgered at)."""
 
     started: dt.datetime
     latency_ms: float
     model: str
     price: Price | None
+    worst_micro: int = 0
 
 
 class LineVerdicts:
@@ -184,13 +188,19 @@ def _decoded(result: ResultLine) -> GenerateContentResponse | CallError:
         assert result.error is not None
         return result.error
     try:
-        return decode_response(result.response)
+        response = decode_response(result.response)
+    except MalformedUsage as exc:
+        return InvalidUsage(exc.problem, http_status=None)
     except MalformedResponse as exc:
         return TransientError(str(exc), error_class=ErrorClass.MALFORMED_RESPONSE)
+    problem = usage_problem(response.usage_metadata)
+    return response if problem is None else InvalidUsage(problem, http_status=None)
 
 
 def failed_record(question_id: int, step: str, error: CallError, ctx: LineContext) -> CallRecord:
-    """The ledger row of a failed line (not billed)."""
+    """The ledger row of a failed line: not billed, unless it was answered with usage that
+    cannot be priced (then at the worst case of its request, never less than zero)."""
+    paid = isinstance(error, InvalidUsage)
     return CallRecord(
         question_id,
         step,
@@ -199,4 +209,6 @@ def failed_record(question_id: int, step: str, error: CallError, ctx: LineContex
         ctx.latency_ms,
         getattr(error, "http_status", None),
         error.error_class,
+        cost_micro_usd=max(ctx.worst_micro, 0) if paid else 0,
+        cost_complete=not paid or ctx.price is not None,
     )

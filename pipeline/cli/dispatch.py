@@ -112,12 +112,20 @@ def _refused(command: str, problem: str) -> int:
 JobAction = Callable[[JobSpec], Coroutine[Any, Any, int]]
 
 
-def _job_command(args: argparse.Namespace, action: JobAction) -> int:
+def _job_command(args: argparse.Namespace, action: JobAction, *, calls: bool = False) -> int:
+    """Load the job and run ``action`` on it; ``calls``: the command calls the model, so the
+    credentials file a Vertex job names must be one (checked before any work)."""
     try:
         spec = load_jobspec(args.job, args.overrides)
     except JobSpecError as exc:
         print(f"ground: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if calls and spec.model.backend == "vertex":
+        from pipeline.gemini.endpoint import credentials_file_problem
+
+        if (problem := credentials_file_problem()) is not None:
+            print(printable(f"ground: {problem}"), file=sys.stderr)
+            return EXIT_USAGE
     from pipeline.commands import DatabaseUnavailable
     from pipeline.watch.exporter import OutputUnavailable
 
@@ -219,6 +227,7 @@ def _run_command(args: argparse.Namespace, log_format: str) -> int:
                     trial=_trial(args),
                     dry_run=args.dry_run,
                 ),
+                calls=not args.dry_run,
             )
         case "batch":
             from pipeline.commands.batch import batch_cancel_command, batch_clean_command
@@ -237,6 +246,7 @@ def _run_command(args: argparse.Namespace, log_format: str) -> int:
                     verbose=args.verbose,
                     watch=watch,
                 ),
+                calls=True,
             )
         case "refresh":
             return _job_command(
@@ -248,12 +258,14 @@ def _run_command(args: argparse.Namespace, log_format: str) -> int:
                     ids_file=args.ids,
                     watch=watch,
                 ),
+                calls=True,
             )
     return _job_command(
         args,
         lambda spec: commands.restructure_command(
             spec, schema_file=args.schema, states=args.states or (), watch=watch
         ),
+        calls=True,
     )
 
 

@@ -423,7 +423,7 @@ def _decode(data: bytes, path: str) -> _PricesFile:
     try:
         doc = tomllib.loads(data.decode("utf-8"), parse_float=Decimal)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise PriceError(f"{path}: {exc}") from None
+        raise PriceError(f"{path}: not valid TOML: {exc}") from None
     try:
         return msgspec.convert(doc, _PricesFile, dec_hook=_dec_hook)
     except msgspec.ValidationError as exc:

@@ -50,6 +50,8 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--fault-502-html-share", "fault_502_html_share", float, "share of HTML 502 pages"),
     ("--fault-truncate-share", "fault_truncate_share", float, "share of cut JSON bodies"),
     ("--fault-hang-share", "fault_hang_share", float, "share of requests that hang"),
+    ("--negative-usage-share", "negative_usage_share", float, "share of negative usage"),
+    ("--token-hang-s", "token_hang_s", float, "seconds POST /token hangs before answering"),
 )
 
 

@@ -76,6 +76,7 @@ class EmulatorConfig:
     api_keys: frozenset[str] = frozenset({DEFAULT_API_KEY})
     bearer_tokens: frozenset[str] = frozenset({DEFAULT_BEARER_TOKEN})
     access_token_ttl_s: float = 3600.0  # lifetime of tokens issued by POST /token
+    token_hang_s: float = 0.0  # POST /token answers only after this long (a hung endpoint)
     # A prompt over this many tokens is refused as Google refuses it: 400 INVALID_ARGUMENT
     # "The input token count (N) exceeds the maximum number of tokens allowed (1048576)."
     # (the input limit of the Gemini 2.x models), before any quota is counted.
@@ -97,6 +98,9 @@ class EmulatorConfig:
     miss_ungrounded_share: float = 0.0
     miss_chunkless_share: float = 0.0
     safety_share: float = 0.0  # a candidate cut with finishReason SAFETY, no grounding
+    # Per request (seed + sequence number, so a retry can be sound): every usageMetadata
+    # count negative and large, online and in batch results (a body that would refund).
+    negative_usage_share: float = 0.0
 
     # Redirect links /grounding-api-redirect/<token>.
     redirect_ttl_s: float = 3600.0  # after this many seconds since issue: 404
@@ -163,6 +167,7 @@ _NON_NEGATIVE_FIELDS = (
     "latency_p50_ms",
     "latency_p99_ms",
     "access_token_ttl_s",
+    "token_hang_s",
     "redirect_ttl_s",
     "quota_window_s",
     "grounding_window_s",

@@ -78,6 +78,8 @@ class Built:
 
 
 _STRUCTURED_FAULT = b"structured-fault"
+_NEGATIVE_USAGE = b"negative-usage"
+NEGATIVE_USAGE_FACTOR = 1000  # how many times its real size a negative count is
 _EXCLUDE_LEAK = b"exclude-leak"
 _MISS = b"class-miss"
 
@@ -101,6 +103,12 @@ def _usage(
     ctx: Context, candidates: int, tool_use: int, thoughts: int, *, details: bool = True
 ) -> dict[str, Any]:
     prompt = tokens(ctx.request.prompt_bytes)
+    seq = ctx.seq.to_bytes(8, "big")
+    if draws.unit(ctx.seed_key, _NEGATIVE_USAGE, seq) < ctx.config.negative_usage_share:
+        # A hostile bill: every count negative and large, so that pricing it would refund.
+        prompt, candidates, tool_use, thoughts = (
+            -NEGATIVE_USAGE_FACTOR * max(n, 1) for n in (prompt, candidates, tool_use, thoughts)
+        )
     u: dict[str, Any] = {"promptTokenCount": prompt}
     if candidates:
         u["candidatesTokenCount"] = candidates

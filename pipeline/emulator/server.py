@@ -292,6 +292,8 @@ class Emulator:
         )
         built = responses.build(ctx)
         st.responses[built.outcome] += 1
+        if built.body.get("usageMetadata", {}).get("promptTokenCount", 0) < 0:
+            st.responses["negative_usage"] += 1
         payload, content_type = _framed(orjson.dumps(built.body), method, request)
         if fault == "fault_truncate":
             st.responses["truncated"] += 1
@@ -391,6 +393,9 @@ class Emulator:
 
     async def token(self, request: web.Request) -> web.Response:
         form = await request.post()
+        self.stats.token_requests += 1
+        if self.config.token_hang_s:
+            await asyncio.sleep(self.config.token_hang_s)  # cancelled when the client leaves
         now = self.clock.time()
         try:
             if form.get("grant_type") != oauth.JWT_BEARER:

@@ -11,12 +11,13 @@ Shape (every leaf an int; keys of the ``by_*`` maps appear once counted)::
         "by_tool": {"googleSearch": 8, "none": 2}                  # generateContent only
       },
       "responses": {"grounded": 7, "ungrounded": 1, "plain": 0, "blocked": 0,
-                    "safety": 0, "structured": 1, "truncated": 0},
+                    "safety": 0, "structured": 1, "truncated": 0, "negative_usage": 0},
       "redirects": {"total": 2, "by_outcome": {"302": 2, "403": 0, "404": 0}},
       "quota_rejections": {"total": 1, "by_bucket": {"rpm": 1}},
       "faults": {"total": 0, "by_kind": {"fault_503": 0}},
       "errors": {"by_kind": {"api_key_invalid": 1}},
-      "tokens_issued": 1
+      "tokens_issued": 1,
+      "token_requests": 1
     }
 
 Path kinds: ``developer`` (``/v1beta/models/...``), ``vertex`` (``/v1*/projects/...``),
@@ -42,6 +43,7 @@ class Stats:
         "quota",
         "redirects",
         "responses",
+        "token_requests",
         "tokens_issued",
         "total",
     )
@@ -57,7 +59,16 @@ class Stats:
         self.by_tool: Counter[str] = Counter()
         self.responses: Counter[str] = Counter(
             dict.fromkeys(
-                ("grounded", "ungrounded", "plain", "blocked", "safety", "structured", "truncated"),
+                (
+                    "grounded",
+                    "ungrounded",
+                    "plain",
+                    "blocked",
+                    "safety",
+                    "structured",
+                    "truncated",
+                    "negative_usage",
+                ),
                 0,
             )
         )
@@ -66,6 +77,7 @@ class Stats:
         self.faults: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
         self.tokens_issued = 0
+        self.token_requests = 0  # POST /token received, answered or not
 
     def request(self, kind: str, status: int) -> None:
         self.total += 1
@@ -90,4 +102,5 @@ class Stats:
             "faults": {"total": sum(self.faults.values()), "by_kind": dict(self.faults)},
             "errors": {"by_kind": dict(self.errors)},
             "tokens_issued": self.tokens_issued,
+            "token_requests": self.token_requests,
         }

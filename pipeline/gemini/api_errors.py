@@ -7,6 +7,8 @@ class                  branch     when
                                   sent, so no attempt is spent; repeated, it stops the run
 ``TransientError``     retryable  408/429/500/502/503/504, timeouts, resets, a truncated or
                                   non-JSON body
+``InvalidUsage``       retryable  a 200 whose usageMetadata cannot be priced: paid, so
+                                  ledgered at its request's worst case
 ``PermanentError``     permanent  400 INVALID_ARGUMENT, 404 model, other 4xx
 ``FatalError``         run-fatal  401/403: the credentials or project are wrong; stop the
                                   run rather than burn every question
@@ -81,6 +83,19 @@ class TransientError(GeminiError, RetryableError):
         self.error_class = error_class
         # Seconds the server asked us to wait (RetryInfo.retryDelay); a floor, not a hint.
         self.retry_delay = retry_delay
+
+
+class InvalidUsage(TransientError):
+    """A 200 whose ``usageMetadata`` cannot be priced (a negative or absurd count): a
+    malformed response, retried like one; but the server answered, so the call was paid,
+    and its ledger row carries the worst case of its request, never less than zero."""
+
+    def __init__(self, problem: str, *, http_status: int | None = 200) -> None:
+        super().__init__(
+            f"malformed generateContent response: {problem}",
+            error_class=ErrorClass.MALFORMED_RESPONSE,
+            http_status=http_status,
+        )
 
 
 class PermanentError(GeminiError, PermanentCallError):

@@ -14,13 +14,20 @@ import aiohttp
 
 from pipeline.errors import ErrorClass
 from pipeline.gemini.api_errors import (
+    InvalidUsage,
     PermanentError,
     TransientError,
     classify_http_error,
 )
 from pipeline.gemini.endpoint import Endpoint
 from pipeline.gemini.session import SessionOwner, TransportErrors
-from pipeline.gemini.wire import GenerateContentResponse, MalformedResponse, decode_response
+from pipeline.gemini.wire import (
+    GenerateContentResponse,
+    MalformedResponse,
+    MalformedUsage,
+    decode_response,
+    usage_problem,
+)
 
 CONNECT_TIMEOUT_S = 10.0  # establishing a TCP/TLS connection
 MAX_BODY_BYTES = 64 * 1024 * 1024  # a response larger than this is refused as hostile
@@ -58,11 +65,16 @@ class GeminiClient(SessionOwner):
             raise classify_http_error(status, raw)
         try:
             response = decode_response(raw)
+        except MalformedUsage as exc:  # whole JSON, answered: paid, but not priceable
+            raise InvalidUsage(exc.problem, http_status=status) from None
         except MalformedResponse as exc:
             # A 200 with a cut or non-JSON body: the network or a proxy broke it; ask again.
             raise TransientError(
                 str(exc), error_class=ErrorClass.MALFORMED_RESPONSE, http_status=status
             ) from None
+        problem = usage_problem(response.usage_metadata)
+        if problem is not None:  # never priced: a negative count would refund the budget
+            raise InvalidUsage(problem, http_status=status)
         return CallResult(response, raw, latency_ms)
 
 

@@ -14,13 +14,18 @@ server's error that echoes them is redacted wherever it is made.
 
 from __future__ import annotations
 
+import functools
 import os
+import stat
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import anyio.to_thread
 
+from pipeline.errors import CredentialsUnavailable
 from pipeline.redaction import redact, remember
 
 DEVELOPER_API_BASE = "https://generativelanguage.googleapis.com"
@@ -29,6 +34,10 @@ CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 BACKEND_ENV = ("GOOGLE_GENAI_USE_ENTERPRISE", "GOOGLE_GENAI_USE_VERTEXAI")
 TRUTHY = ("true", "1")  # the SDK's truthy values (compared lower-cased); anything else is false
 DEFAULT_VERTEX_LOCATION = "global"  # the SDK's location when none is given
+CREDENTIALS_ENV = "GOOGLE_APPLICATION_CREDENTIALS"  # a service-account (or ADC) file
+TOKEN_TIMEOUT_S = 30.0  # seconds an access-token refresh may take (google-auth's is 120)
+TOKEN_TIMEOUT_MARGIN_S = 5.0  # seconds past it before the waiting caller gives up on the thread
+MAX_DETAIL_CHARS = 200  # of a credentials error's own text, in the run's one line
 
 
 def backend_from_env(env: Mapping[str, str] | None = None) -> str | None:
@@ -74,32 +83,71 @@ class GoogleAuth:
 
     google-auth's ``token_state`` says when: ``STALE`` within its refresh threshold (3 min
     45 s) of the expiry, ``INVALID`` with no token or past it. The refresh is a blocking HTTP
-    call, so it runs in a worker thread, once for every caller waiting on it.
+    call, so it runs in a worker thread, once for every caller waiting on it, bounded by
+    ``timeout_s``. A refresh that fails or does not answer in time raises
+    :class:`~pipeline.errors.CredentialsUnavailable` (nothing is sent; the run stops), and
+    so does every caller that was waiting on it: none of them tries again within
+    ``timeout_s`` of the failure (a later caller, in a process that lives on, tries anew).
     """
 
-    __slots__ = ("_credentials", "_lock", "_request")
+    __slots__ = ("_credentials", "_failed", "_failed_at", "_lock", "_request", "_timeout_s")
 
-    def __init__(self, credentials: Any) -> None:
+    def __init__(self, credentials: Any, *, timeout_s: float = TOKEN_TIMEOUT_S) -> None:
         import google.auth.transport.requests
 
         self._credentials = credentials
         self._request = google.auth.transport.requests.Request()
         self._lock = anyio.Lock()
+        self._timeout_s = timeout_s
+        self._failed: CredentialsUnavailable | None = None
+        self._failed_at = 0.0  # time.monotonic() of the last failed refresh
 
     async def headers(self) -> Mapping[str, str]:
         credentials = self._credentials
         if not self._fresh():
             async with self._lock:
+                failed = self._failed
+                if failed is not None and time.monotonic() - self._failed_at < self._timeout_s:
+                    raise CredentialsUnavailable(failed.message)
                 if not self._fresh():
-                    await anyio.to_thread.run_sync(credentials.refresh, self._request)
+                    await self._refresh()
         token = credentials.token
         remember(token)  # a set lookup once it is known
         return {"authorization": f"Bearer {token}"}
+
+    async def _refresh(self) -> None:
+        from google.auth.exceptions import GoogleAuthError
+
+        timeout = self._timeout_s
+        request = functools.partial(self._request, timeout=timeout)
+        try:
+            # The thread is left behind if it outlives the bound (requests has its own).
+            with anyio.fail_after(timeout + TOKEN_TIMEOUT_MARGIN_S):
+                await anyio.to_thread.run_sync(
+                    self._credentials.refresh, request, abandon_on_cancel=True
+                )
+        except (TimeoutError, GoogleAuthError, OSError, ValueError) as exc:
+            why = _refresh_failure(exc, timeout)
+        else:
+            return
+        self._failed = CredentialsUnavailable(f"Google credentials: {why}")
+        self._failed_at = time.monotonic()
+        raise CredentialsUnavailable(self._failed.message)
 
     def _fresh(self) -> bool:
         from google.auth.credentials import TokenState
 
         return self._credentials.token_state == TokenState.FRESH
+
+
+def _refresh_failure(exc: BaseException, timeout_s: float) -> str:
+    """What went wrong with a token refresh, in a few words (no request, no token)."""
+    import requests
+
+    if isinstance(exc, TimeoutError) or isinstance(exc.__cause__, requests.Timeout):
+        return f"the token endpoint did not answer within {timeout_s:g} s"
+    detail = " ".join(str(exc).split())[:MAX_DETAIL_CHARS]
+    return f"no access token ({type(exc).__name__}: {detail})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,12 +165,14 @@ def endpoint_for(
     location: str | None = None,
     env: Mapping[str, str] | None = None,
     auth: Auth | None = None,
+    token_timeout_s: float = TOKEN_TIMEOUT_S,
 ) -> Endpoint:
     """The generateContent endpoint of ``model`` on ``backend`` (``developer`` or ``vertex``).
 
     ``project`` and ``location`` (Vertex) default to the SDK's environment variables, and the
     location then to ``global``, as the SDK does. Pass
-    ``auth`` to share credentials (and their token refreshes) between endpoints.
+    ``auth`` to share credentials (and their token refreshes) between endpoints;
+    ``token_timeout_s`` bounds a Vertex access-token refresh.
     """
     env = os.environ if env is None else env
     if backend == "developer":
@@ -136,7 +186,10 @@ def endpoint_for(
     project, location = vertex_place(project, location, env)
     base = (base_url or vertex_base_url(location)).rstrip("/")
     path = f"/v1/projects/{project}/locations/{location}/publishers/google/models/{model}"
-    return Endpoint(f"{base}{path}:generateContent", auth or GoogleAuth(_google_credentials()))
+    return Endpoint(
+        f"{base}{path}:generateContent",
+        auth or GoogleAuth(_google_credentials(), timeout_s=token_timeout_s),
+    )
 
 
 def vertex_place(
@@ -165,13 +218,37 @@ def vertex_base_url(location: str) -> str:
     return f"https://{location}-aiplatform.googleapis.com"
 
 
+def credentials_file_problem(env: Mapping[str, str] | None = None) -> str | None:
+    """Why the file ``GOOGLE_APPLICATION_CREDENTIALS`` names cannot be a credentials file (a
+    directory, missing, unreadable), in one line; None when it is unset or can be read. A
+    setting to fix before any work, checked before google-auth trips over it."""
+    env = os.environ if env is None else env
+    name = env.get(CREDENTIALS_ENV, "")
+    if not name.strip():
+        return None
+    path = Path(name)
+    try:
+        is_dir = stat.S_ISDIR(path.stat().st_mode)
+        if not is_dir:
+            with path.open("rb"):
+                pass
+    except OSError as exc:
+        return f"{CREDENTIALS_ENV}: {name}: cannot be read: {exc.strerror or exc}"
+    if is_dir:
+        return f"{CREDENTIALS_ENV}: {name} is a directory, not a credentials file"
+    return None
+
+
 def _google_credentials() -> Any:
     import google.auth
     from google.auth.exceptions import DefaultCredentialsError
 
+    problem = credentials_file_problem()
+    if problem is not None:
+        raise ConfigurationError(problem)
     try:
         credentials, _project = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
-    except DefaultCredentialsError as exc:
+    except (DefaultCredentialsError, OSError, ValueError) as exc:
         reason = redact(str(exc))
         raise ConfigurationError(f"no Google credentials for Vertex AI: {reason}") from None
     return credentials

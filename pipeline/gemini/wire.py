@@ -200,6 +200,9 @@ class PromptFeedback(_Wire):
 
 
 class UsageMetadata(_Wire):
+    """Token counts as sent; decoded as plain ints (a float or NaN is refused by the
+    decoder), checked for sense before anything is priced (:func:`usage_problem`)."""
+
     prompt_token_count: int = 0
     cached_content_token_count: int = 0
     candidates_token_count: int = 0
@@ -249,6 +252,27 @@ class ErrorBody(_Wire):
     error: ErrorStatus
 
 
+# No count of one call comes near this: inputs are capped near 2M tokens and outputs far
+# lower. A count past it is a hostile or broken body, not a bill.
+MAX_TOKEN_COUNT = 100_000_000  # tokens
+
+
+def usage_problem(usage: UsageMetadata) -> str | None:
+    """Why ``usage`` cannot be priced (a negative or absurd count), naming the field; None
+    when every count is a sensible one."""
+    for info in msgspec.structs.fields(usage):
+        value = getattr(usage, info.name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            return f"usageMetadata.{info.encode_name} is not a count ({value!r})"
+        if value < 0:
+            return f"usageMetadata.{info.encode_name} is negative ({value})"
+        if value > MAX_TOKEN_COUNT:
+            return (
+                f"usageMetadata.{info.encode_name} is beyond any call ({value} > {MAX_TOKEN_COUNT})"
+            )
+    return None
+
+
 _response_decoder = msgspec.json.Decoder(GenerateContentResponse)
 _error_decoder = msgspec.json.Decoder(ErrorBody)
 
@@ -256,13 +280,31 @@ _error_decoder = msgspec.json.Decoder(ErrorBody)
 class MalformedResponse(ValueError):
     """The body is not a generateContent response; the message names the place."""
 
+    @property
+    def problem(self) -> str:
+        """The message without its ``malformed generateContent response:`` prefix."""
+        return str(self).removeprefix(_MALFORMED)
+
+
+class MalformedUsage(MalformedResponse):
+    """The body is whole JSON, but its ``usageMetadata`` holds something that is not a count
+    (a string, a fraction, a number out of range): answered, so paid, but not priceable."""
+
+
+_USAGE_PATH = "- at `$.usageMetadata"  # how msgspec names a place inside usageMetadata
+_MALFORMED = "malformed generateContent response: "
+
 
 def decode_response(body: bytes) -> GenerateContentResponse:
-    """Decode a generateContent body; raise :class:`MalformedResponse` naming the bad place."""
+    """Decode a generateContent body; raise :class:`MalformedResponse` naming the bad place
+    (:class:`MalformedUsage` when that place is in ``usageMetadata``)."""
     try:
         return _response_decoder.decode(body)
-    except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
-        raise MalformedResponse(f"malformed generateContent response: {exc}") from None
+    except msgspec.ValidationError as exc:
+        error = MalformedUsage if _USAGE_PATH in str(exc) else MalformedResponse
+        raise error(f"{_MALFORMED}{exc}") from None
+    except msgspec.DecodeError as exc:  # not JSON at all, or cut short
+        raise MalformedResponse(f"{_MALFORMED}{exc}") from None
 
 
 def decode_error(body: bytes) -> ErrorStatus | None:

@@ -19,7 +19,12 @@ from typing import Any
 
 from pipeline.costs.charges import WorstCase
 from pipeline.costs.prices import Price
-from pipeline.gemini.endpoint import ConfigurationError, Endpoint, endpoint_for
+from pipeline.gemini.endpoint import (
+    TOKEN_TIMEOUT_S,
+    ConfigurationError,
+    Endpoint,
+    endpoint_for,
+)
 from pipeline.gemini.request import (
     ElasticsearchTool,
     GroundedRequestBuilder,
@@ -208,6 +213,8 @@ def plan_calls(spec: JobSpec, env: Mapping[str, str] | None = None) -> CallPlan:
         "project": model.project or None,
         "location": model.location or None,
         "env": env,
+        # A token refresh gets no longer than a model request would.
+        "token_timeout_s": min(model.request_timeout_s, TOKEN_TIMEOUT_S),
     }
     ground_endpoint = endpoint_for(model.backend, ground.model, **where)
     structure_endpoint = endpoint_for(

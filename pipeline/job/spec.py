@@ -27,6 +27,7 @@ import re
 import resource
 import stat
 import tomllib
+import warnings
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from pathlib import Path
@@ -35,6 +36,7 @@ from urllib.parse import quote
 
 import msgspec
 
+from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.gemini.endpoint import backend_from_env
 from pipeline.gemini.vertex_batch_wire import parse_gs_uri
 from pipeline.job.datastore import location_warning, search_location
@@ -276,13 +278,14 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
     _check_refresh(path, parsed.refresh)
     _check_reuse(path, parsed.job)
     _check_retrieval(path, parsed)
-    budget = parsed.limits.budget_usd
+    limits = _checked_prices(path, parsed.limits, base)
+    budget = limits.budget_usd
     spec = JobSpec(
         path=path,
         job=parsed.job,
         model=parsed.model,
         grounding=parsed.grounding,
-        limits=parsed.limits,
+        limits=limits,
         resolver=resolver,
         structure=parsed.structure,
         database_url=_database_url(path, parsed.job.database, base),
@@ -297,6 +300,22 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
     )
     _check_token_limit(spec)
     return spec
+
+
+def _checked_prices(path: Path, limits: LimitsSection, base: Path) -> LimitsSection:
+    """``[limits] prices_file`` resolved against ``base`` and read whole now, so that a file
+    that is missing, not TOML or not a valid price table is refused at load, naming it, and
+    not found by the first call of a run."""
+    if not limits.prices_file.strip():
+        return limits
+    prices = (base / limits.prices_file).resolve()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnconfirmedPriceWarning)  # the run warns per row
+            load_prices(prices)
+    except ValueError as exc:  # PriceError names the file, the row and the key
+        raise JobSpecError(f"{path}: limits.prices_file: {exc}") from None
+    return msgspec.structs.replace(limits, prices_file=str(prices))
 
 
 def _check_fail_on(path: Path, job: JobSection) -> None:

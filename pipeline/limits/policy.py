@@ -11,6 +11,7 @@ its own.
 error                      decision
 =========================  =================================================================
 ``BudgetExhausted``        give the question back untouched (``state`` None); stop the run
+``CredentialsUnavailable`` give the question back untouched; stop the run (exit 1)
 ``NotSent``                give the question back untouched, no attempt spent (the run is
                            already stopping)
 ``GroundingPaused``        wait until the reset, no attempt spent; a pause longer than
@@ -41,6 +42,7 @@ from pipeline.clock import utcnow
 from pipeline.errors import (
     BudgetExhausted,
     CallError,
+    CredentialsUnavailable,
     ErrorClass,
     GroundingPaused,
     NotSent,
@@ -120,6 +122,8 @@ class RetryPolicy:
             return Decision(True, None, kind, spend_attempt=False)
         if isinstance(error, BudgetExhausted):
             return Decision(True, None, kind, spend_attempt=False, stop=f"budget: {error}")
+        if isinstance(error, CredentialsUnavailable):
+            return Decision(True, None, kind, spend_attempt=False, stop=f"credentials: {error}")
         if isinstance(error, GroundingPaused):
             stop = None
             if error.until - utcnow() > self.long_pause:

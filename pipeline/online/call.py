@@ -14,7 +14,9 @@ tokens. A run that stops while the call waits for any of these sends nothing:
 :class:`~pipeline.errors.NotSent`, with the reservation, the tokens and the day's prompt given
 back (:mod:`pipeline.limits.interrupt`). After it: the token estimate is corrected from
 ``usageMetadata``, the cost computed from the price table, and a
-:class:`~pipeline.store.ledger.CallRecord` made for the ledger (failed calls too, at cost 0);
+:class:`~pipeline.store.ledger.CallRecord` made for the ledger (failed calls too, at cost 0;
+an answer whose usage cannot be priced, :class:`~pipeline.gemini.api_errors.InvalidUsage`, at
+the call's worst case: it was paid);
 the budget's reservation is settled by the writer, with the ledger row
 (``record.reserved_micro``).
 """
@@ -35,7 +37,7 @@ from pipeline.clock import utcnow
 from pipeline.costs.charges import WorstCase, call_cost
 from pipeline.costs.prices import Price
 from pipeline.errors import BudgetExhausted, GroundingPaused
-from pipeline.gemini.api_errors import GeminiError, Unreachable, classify_429
+from pipeline.gemini.api_errors import GeminiError, InvalidUsage, Unreachable, classify_429
 from pipeline.gemini.client import CallResult, GeminiClient
 from pipeline.gemini.endpoint import Endpoint
 from pipeline.limits import GroundingPause, JobLimits, estimate_tokens
@@ -138,6 +140,8 @@ class MeteredCaller:
             await self._waiting_for("rate", limits.requests.acquire())
             if limits.tokens is not None:
                 taken = await self._waiting_for("tokens", limits.tokens.acquire(estimate))
+            # An access token first: a credentials failure sends nothing and stops the run.
+            await endpoint.auth.headers()
             stop.check()  # the run stopped while this call waited: it is not sent
         except BaseException:  # not sent: the reservation, tokens and prompt go back at once
             if taken and limits.tokens is not None:
@@ -160,8 +164,17 @@ class MeteredCaller:
                 await limits.release(worst)
                 raise
             latency_ms = (time.perf_counter() - started) * 1000.0
+            paid = 0  # a refused call is not billed ...
+            if isinstance(error, InvalidUsage):  # ... one answered with unpriceable usage is
+                paid = worst or self._worst_micro(price, estimate, tool)
             error.record = CallRecord(
-                *head, latency_ms, error.http_status, error.error_class, reserved_micro=worst
+                *head,
+                latency_ms,
+                error.http_status,
+                error.error_class,
+                cost_micro_usd=paid,
+                cost_complete=price is not None or not isinstance(error, InvalidUsage),
+                reserved_micro=worst,
             )
             await self._on_error(error, tool)
             raise
@@ -204,10 +217,16 @@ class MeteredCaller:
                 f"no price is known for {model!r} ({self._backend}), so a budget cannot be"
                 " enforced: add a row to the prices file (limits.prices_file)"
             )
-        worst = self._worst_case.micro(price, estimate, tool)
+        worst = self._worst_micro(price, estimate, tool)
         if not await self.limits.reserve(worst):
             raise BudgetExhausted(await self.limits.budget_message(worst))
         return worst
+
+    def _worst_micro(
+        self, price: Price | None, estimate: int, tool: str | tuple[str, ...] | None
+    ) -> int:
+        """The most the call may cost, in micro-dollars (0 with no price known)."""
+        return self._worst_case.micro(price, estimate, tool) if price is not None else 0
 
     async def _pass_daily(self, limits: JobLimits) -> None:
         """Count a grounded prompt in the job's daily row, or raise GroundingPaused."""

@@ -103,7 +103,7 @@ async def persist_calls(connection: AsyncConnection, records: Sequence[CallRecor
                 "input_tokens": r.input_tokens,
                 "output_tokens": r.output_tokens,
                 "grounding_units": r.grounding_units,
-                "cost_micro_usd": r.cost_micro_usd,
+                "cost_micro_usd": max(r.cost_micro_usd, 0),  # no row refunds the budget
                 "cost_complete": r.cost_complete,
                 "job_id": r.job_id,
             }
@@ -121,7 +121,10 @@ async def job_totals(connection: AsyncConnection, job_id: int) -> LedgerTotals:
         await connection.execute(
             sa.select(
                 sa.func.count(),
-                sa.func.coalesce(sa.func.sum(c.cost_micro_usd), 0),
+                # A negative row (stored before usage was checked) refunds nothing.
+                sa.func.coalesce(
+                    sa.func.sum(sa.case((c.cost_micro_usd > 0, c.cost_micro_usd), else_=0)), 0
+                ),
                 sa.func.count().filter(c.cost_complete.is_(False), c.outcome == "ok"),
             ).where(sa.or_(c.question_id.in_(of_job), c.job_id == job_id))
         )

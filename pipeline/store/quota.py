@@ -263,7 +263,11 @@ async def settle_budget(
 ) -> None:
     """Release ``released`` of ``owner``'s hold and count ``spent`` (the ledger rows stored in
     the same transaction). A hold already reaped (the owner was taken for dead) releases
-    nothing twice."""
+    nothing twice.
+
+    ``used`` only ever grows: there is no refund path, so a negative ``spent`` (usage that
+    slipped past the checks at the edge) counts as nothing rather than handing out room."""
+    spent = max(spent, 0)
     if not (released or spent):
         return
     await _lock_budget_row(connection, job_id)
@@ -281,7 +285,7 @@ async def settle_budget(
         .where(_key(job_id, BUDGET))
         .values(
             reserved=sa.case((_s.reserved > released, _s.reserved - released), else_=0),
-            used=_s.used + spent,
+            used=_s.used + sa.literal(spent, sa.BigInteger),
         )
     )
 
@@ -297,11 +301,15 @@ async def extend_hold(
 
 
 async def recount_budget(connection: AsyncConnection, job_id: int) -> None:
-    """Set the budget row's ``used`` to the ledger's sum, under the row's lock (writers that
-    count lock it first, so none is half counted). Runs without a budget do not count."""
+    """Raise the budget row's ``used`` to the ledger's sum, under the row's lock (writers that
+    count lock it first, so none is half counted). Runs without a budget do not count. It is
+    never lowered: the ledger is only appended to, so a sum below ``used`` would be rows that
+    must not refund the budget (negative costs a former version stored)."""
     await _lock_budget_row(connection, job_id)
     spent = int(await ledger.job_spend(connection, job_id) * 1_000_000)
-    await connection.execute(shared_limits.update().where(_key(job_id, BUDGET)).values(used=spent))
+    await connection.execute(
+        shared_limits.update().where(_key(job_id, BUDGET), _s.used < spent).values(used=spent)
+    )
 
 
 async def drop_holds(

@@ -3,6 +3,7 @@ line's own error each give the question's next state and one ledger row, as onli
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import warnings
 
@@ -118,3 +119,23 @@ def test_a_failed_line_is_retried_and_recorded_unbilled(
     assert record.outcome == error_class and record.cost_micro_usd == 0
     last = verdicts.ground(7, 2, line, ctx)  # the third attempt of three
     assert last.change is not None and last.change.state == QuestionState.FAILED
+
+
+@pytest.mark.parametrize(
+    ("count", "problem"),
+    [(-5, "candidatesTokenCount is negative"), (2.5, "Expected `int`, got `float`")],
+    ids=["negative", "fraction"],
+)
+def test_a_line_with_unpriceable_usage_is_malformed_and_billed_at_its_worst_case(
+    verdicts: LineVerdicts, ctx: LineContext, count: float, problem: str
+) -> None:
+    hostile = {**ANSWER, "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": count}}
+    worst = dataclasses.replace(ctx, worst_micro=4_321)
+    outcome = verdicts.ground(7, 0, ResultLine("7", response=orjson.dumps(hostile)), worst)
+    assert outcome.answer is None
+    assert outcome.change is not None and outcome.change.state == QuestionState.RETRY_WAIT
+    assert outcome.change.error_class == ErrorClass.MALFORMED_RESPONSE
+    assert problem in (outcome.change.last_error or "")
+    (record,) = outcome.calls
+    assert (record.outcome, record.cost_micro_usd) == (ErrorClass.MALFORMED_RESPONSE, 4_321)
+    assert (record.input_tokens, record.output_tokens) == (0, 0)

@@ -421,3 +421,15 @@ def test_policy_waits_without_spending_an_attempt_and_strikes_stop_the_run() -> 
     assert strikes.add(auth) is None
     strikes.success()  # auth failures are not forgiven by a success
     assert strikes.add(auth) == "authentication or permission failure: HTTP 401"
+
+
+def test_a_credentials_failure_stops_the_run_at_once_and_spends_nothing() -> None:
+    from pipeline.errors import CredentialsUnavailable
+    from pipeline.limits import RetryPolicy, Strikes
+
+    error = CredentialsUnavailable("Google credentials: the token endpoint did not answer")
+    for step in ("ground", "structure"):
+        decision = RetryPolicy().decide(error, 1, step)
+        assert decision.state is None  # the question is given back untouched
+        assert decision.attempts_after(1) == 0
+        assert Strikes().add(decision) == f"credentials: {error.message}"
