@@ -50,7 +50,11 @@ def _job(tmp_path: Path, database: str) -> Path:
 async def _poll(connection: AsyncConnection, query: str, what: str) -> None:
     """Until ``query`` (run on ``connection``) gives a row."""
     deadline = time.monotonic() + DEADLINE_S
-    while (await connection.execute(sa.text(query))).first() is None:
+    while True:
+        # In a transaction, pg_stat_activity is a snapshot taken once: taken afresh each look.
+        await connection.execute(sa.text("SELECT pg_stat_clear_snapshot()"))
+        if (await connection.execute(sa.text(query))).first() is not None:
+            return
         if time.monotonic() > deadline:
             raise NeverHappened(f"{what} did not happen within {DEADLINE_S:.0f} s")
         await anyio.sleep(POLL_S)

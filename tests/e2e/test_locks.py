@@ -11,13 +11,14 @@ ledger and the spill file: paid = stored + spilled, nothing paid twice.
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
@@ -31,7 +32,7 @@ from pipeline.store.tables import calls, questions
 from tests.support.databases import fetch_rows, postgres_database
 from tests.support.jobs import generate_calls, make_job
 from tests.support.ledger import assert_paid_once
-from tests.support.waiting import process_exited, wait_until
+from tests.support.waiting import DEADLINE_S, POLL_S, NeverHappened, process_exited, wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(600)]
 
@@ -227,13 +228,99 @@ async def test_a_lock_held_past_the_outage_allowance_spills_the_paid_answers(
         await assert_paid_once(url, N_QUESTIONS)
 
 
-@contextmanager
-def _sqlite_locked(path: Path) -> Iterator[sqlite3.Connection]:
-    """The SQLite file write-locked (``BEGIN EXCLUSIVE``) by a second connection."""
-    connection = sqlite3.connect(path, isolation_level=None, timeout=60)
-    try:
-        connection.execute("BEGIN EXCLUSIVE")
-        yield connection
-    finally:
-        connection.rollback()
-        connection.close()
+async def _poll(connection: AsyncConnection, query: str, params: dict[str, str], what: str) -> None:
+    """Until ``query`` (on ``connection``, polled) gives a row; observed, not slept on."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        # In a transaction, pg_stat_activity is a snapshot taken once: taken afresh each look.
+        await connection.execute(sa.text("SELECT pg_stat_clear_snapshot()"))
+        if (await connection.execute(sa.text(query), params)).first() is not None:
+            return
+        if time.monotonic() > deadline:
+            raise NeverHappened(f"{what} did not happen within {DEADLINE_S:.0f} s")
+        await anyio.sleep(POLL_S)
+
+
+_WAITING_ON_A_LOCK = (
+    "SELECT pid FROM pg_stat_activity WHERE datname = :db AND wait_event_type = 'Lock'"
+    " AND pid <> pg_backend_pid()"
+)
+
+
+async def _kill_while_opening(url: str, child: subprocess.Popen[bytes]) -> AsyncConnection:
+    """Lock ``alembic_version`` (which opening reads), wait until the command's session waits
+    on it, and kill that session: a connection killed while the database opens. The lock
+    stays held on the connection returned."""
+    name = url.rsplit("/", 1)[1]
+    locker = create_async_engine(url)
+    connection = await locker.connect()
+    await connection.execute(sa.text("SET lock_timeout = 0"))
+    await connection.execute(sa.text("LOCK TABLE alembic_version IN ACCESS EXCLUSIVE MODE"))
+    await _poll(connection, _WAITING_ON_A_LOCK, {"db": name}, "the command opening the database")
+    killed = await connection.execute(
+        sa.text(f"SELECT pg_terminate_backend(pid) FROM ({_WAITING_ON_A_LOCK}) AS waiting"),
+        {"db": name},
+    )
+    assert killed.all(), "no session to kill"
+    assert child.poll() is None
+    return connection
+
+
+def _status(spec: JobSpec, *extra: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "status", str(spec.path), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+@pytest.mark.postgres
+async def test_a_connection_killed_while_the_database_opens_is_waited_out(
+    tmp_path: Path,
+) -> None:
+    async with _job_database(None) as url:
+        spec = make_job(tmp_path, base_url="http://127.0.0.1:9", n_questions=5,
+                        database=url.replace("+asyncpg", ""))  # fmt: skip
+        _load(spec, dict(os.environ))
+        child = _status(spec)
+        try:
+            connection = await _kill_while_opening(url, child)
+            await connection.rollback()  # the lock let go: the command opens on its next try
+            await connection.close()
+            out, err = child.communicate(timeout=120)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.communicate()
+    assert child.returncode == 0, err.decode()
+    assert "5 questions" in out.decode() or "pending" in out.decode(), out.decode()
+    assert "Traceback" not in err.decode()
+
+
+@pytest.mark.postgres
+async def test_trouble_opening_the_database_that_lasts_ends_in_one_line(
+    tmp_path: Path,
+) -> None:
+    async with _job_database("200ms") as url:
+        spec = make_job(tmp_path, base_url="http://127.0.0.1:9", n_questions=5,
+                        database=url.replace("+asyncpg", ""))  # fmt: skip
+        _load(spec, dict(os.environ))
+        child = _status(spec, "--set", "job.database_outage_s=2")
+        try:
+            connection = await _kill_while_opening(url, child)
+            try:
+                _out, err = child.communicate(timeout=120)  # the lock held throughout
+            finally:
+                await connection.rollback()
+                await connection.close()
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.communicate()
+    assert child.returncode == 1
+    stderr = err.decode()
+    assert "Traceback" not in stderr
+    closing = stderr.strip().splitlines()[-1]  # after the warnings logged while it waited
+    assert closing.startswith("ground: "), closing
+    assert "for 2 s ([job] database_outage_s), during opening the database" in closing, closing
+    assert "cannot switch to state" not in stderr
