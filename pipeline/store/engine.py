@@ -45,12 +45,6 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000  # a second process waits this long for the writ
 SQLITE_CACHED_STATEMENTS = 8
 POSTGRES_POOL_SIZE = 10  # connections kept open per process
 POSTGRES_MAX_OVERFLOW = 10  # extra connections allowed under a burst
-# A statement of ours waits at most this long for a lock another session holds (a migration,
-# a DBA's LOCK, a long ALTER) when the database or role sets no lock_timeout of its own; it
-# then fails, and its transaction is retried within [job] database_outage_s like an outage
-# (pipeline.store.reconnect), so that a lock held for good ends the run with what it paid for
-# kept, rather than a run that waits forever.
-LOCK_WAIT_S = 5
 # Workers starting together on a new database would race to create it; on PostgreSQL the
 # migration runs under this transaction-scoped advisory lock (an arbitrary constant).
 MIGRATION_LOCK_KEY = 0x67726F756E64  # "ground"
@@ -113,32 +107,13 @@ def create_engine(url: str, *, read_only: bool = False) -> AsyncEngine:
         )
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
-    engine = create_async_engine(
+    return create_async_engine(
         url,
         pool_size=POSTGRES_POOL_SIZE,
         max_overflow=POSTGRES_MAX_OVERFLOW,
         pool_pre_ping=True,
         **JSON_CODEC,
     )
-    event.listen(engine.sync_engine, "connect", _postgres_lock_wait)
-    return engine
-
-
-def _postgres_lock_wait(dbapi_connection: Any, _record: Any) -> None:
-    """:data:`LOCK_WAIT_S` as the session's ``lock_timeout``, unless the database or the role
-    sets one (kept as it is)."""
-    autocommit = dbapi_connection.autocommit
-    dbapi_connection.autocommit = True
-    try:
-        cursor = dbapi_connection.cursor()
-        cursor.execute(
-            "SELECT set_config('lock_timeout', $1, false)"
-            " WHERE current_setting('lock_timeout') IN ('0', '0ms')",
-            (f"{LOCK_WAIT_S}s",),
-        )
-        cursor.close()
-    finally:
-        dbapi_connection.autocommit = autocommit
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -3,12 +3,12 @@
 A PostgreSQL restart, a failover or ``pg_terminate_backend`` breaks the pool's connections;
 SQLAlchemy invalidates them and the next checkout opens a new one. A lock held by another
 session (a migration, a DBA's ``LOCK``, a long ``ALTER``) makes a statement fail once it has
-waited ``lock_timeout`` (the database's own, or :data:`~pipeline.store.engine.LOCK_WAIT_S`),
-or ``statement_timeout``; a deadlock or a serialization failure rolls the transaction back;
-SQLite says "database is locked" after its busy timeout. Each is storage trouble, not a crash:
-:func:`retrying` re-runs the whole operation (a transaction: it rolled back) until it
-succeeds, or raises :class:`DatabaseOutage` once the trouble has lasted ``outage_s``.
-Other errors are raised at once; a storage that refuses (a full disk, a
+waited ``lock_timeout`` (the database's own, or :data:`LOCK_WAIT_S` in a transaction of
+:class:`Database`), or ``statement_timeout``; a deadlock or a serialization failure rolls
+the transaction back; SQLite says "database is locked" after its busy timeout. Each is
+storage trouble, not a crash: :func:`retrying` re-runs the whole operation (a transaction:
+it rolled back) until it succeeds, or raises :class:`DatabaseOutage` once the trouble has
+lasted ``outage_s``. Other errors are raised at once; a storage that refuses (a full disk, a
 read-only file, :mod:`pipeline.store.faults`) raises :class:`StorageFault` at once, and a run
 that is stopping no longer waits a lost connection out. Messages never carry the URL.
 :class:`Database` is how a run reaches its database: every transaction through it is retried so.
@@ -44,6 +44,16 @@ T = TypeVar("T")
 
 RECONNECT_FIRST_S = 0.1  # seconds: the first wait after a lost connection
 RECONNECT_MAX_S = 5.0  # seconds: the longest wait between two tries
+# A transaction of a run (through Database) waits at most this long for a lock another session
+# holds (a migration, a DBA's LOCK, a long ALTER) when the database or role sets no
+# lock_timeout of its own; it then fails and is retried within [job] database_outage_s like an
+# outage, so a lock held for good ends the run with what it paid for kept, not a run waiting
+# forever. Set for the transaction only (SET LOCAL): other commands wait on locks as before.
+LOCK_WAIT_S = 5
+_LOCK_WAIT = sa.text(
+    "SELECT set_config('lock_timeout', :wait, true)"
+    " WHERE current_setting('lock_timeout') IN ('0', '0ms')"
+).bindparams(wait=f"{LOCK_WAIT_S}s")
 # SQLSTATEs worth re-running the transaction for: 08 connection exception, 57P admin
 # shutdown / crash shutdown / cannot connect now.
 _CONNECTION_SQLSTATES = ("08", "57P")
@@ -263,6 +273,7 @@ class Database:
 
         async def once() -> T:
             async with self.engine.begin() as connection:
+                await _bounded_lock_wait(connection)
                 return await statement(connection)
 
         return await retrying(
@@ -292,6 +303,7 @@ class Database:
 
         async def once() -> T:
             async with self.engine.connect() as connection:
+                await _bounded_lock_wait(connection)
                 return await statement(connection)
 
         return await retrying(
@@ -305,3 +317,10 @@ class Database:
             return (await connection.execute(query)).all()
 
         return await self.read(what, fetch)
+
+
+async def _bounded_lock_wait(connection: AsyncConnection) -> None:
+    """:data:`LOCK_WAIT_S` as the transaction's ``lock_timeout`` on PostgreSQL, unless the
+    database or role sets one (kept as it is)."""
+    if connection.dialect.name == "postgresql":
+        await connection.execute(_LOCK_WAIT)
