@@ -119,6 +119,7 @@ def _job_command(args: argparse.Namespace, action: JobAction) -> int:
         print(f"ground: {exc}", file=sys.stderr)
         return EXIT_USAGE
     from pipeline.commands import DatabaseUnavailable
+    from pipeline.store.reconnect import DatabaseOutage
     from pipeline.watch.exporter import OutputUnavailable
 
     try:
@@ -126,6 +127,9 @@ def _job_command(args: argparse.Namespace, action: JobAction) -> int:
     except DatabaseUnavailable as exc:
         print(f"ground: {exc}", file=sys.stderr)
         return exc.exit_status
+    except DatabaseOutage as exc:  # storage trouble past its allowance, where no step said so
+        print(printable(f"ground: {exc}"), file=sys.stderr)
+        return EXIT_FAILED
     except OutputUnavailable as exc:  # the metrics port, taken since it was checked
         print(printable(f"ground: {exc}"), file=sys.stderr)
         return EXIT_FAILED

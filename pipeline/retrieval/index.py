@@ -56,7 +56,7 @@ from pipeline.retrieval.documents import (
 )
 from pipeline.store import documents as store
 from pipeline.store.ledger import CallRecord, job_call_stored, persist_calls
-from pipeline.store.reconnect import Database
+from pipeline.store.reconnect import Database, DatabaseOutage
 
 __all__ = [
     "EmbedOutcome",
@@ -335,7 +335,8 @@ async def embed_pending(
     db: Database, job_id: int, embedding: Embedding, *, batch_size: int = EMBED_BATCH_MAX
 ) -> EmbedResult:
     """Embed every chunk of the job that has no embedding yet; stops at the first batch that
-    still fails after its tries (what was stored stays)."""
+    still fails after its tries (what was stored stays). :class:`DatabaseOutage` (the first,
+    alone) once the database stays away or locked past its allowance."""
     result = EmbedResult()
     send, receive = anyio.create_memory_object_stream[list[store.ChunkToEmbed]](EMBED_CONCURRENCY)
 
@@ -348,24 +349,33 @@ async def embed_pending(
                 if not result.errors:
                     await _embed_batch(db, client, job_id, embedding, batch, result)
 
-    async with (
-        EmbeddingClient(timeout_s=embedding.timeout_s) as client,
-        anyio.create_task_group() as group,
-    ):
-        for _ in range(EMBED_CONCURRENCY):
-            group.start_soon(worker, client, receive.clone())
-        receive.close()
-        async with send:
-            after = 0
-            while not result.errors:
-                batch = await db.read(
-                    "reading the chunks to embed",
-                    functools.partial(
-                        store.chunks_to_embed, job_id=job_id, limit=batch_size, after=after
-                    ),
-                )
-                if not batch:
-                    break
-                after = batch[-1].chunk_id
-                await send.send(batch)
+    try:
+        async with (
+            EmbeddingClient(timeout_s=embedding.timeout_s) as client,
+            anyio.create_task_group() as group,
+        ):
+            for _ in range(EMBED_CONCURRENCY):
+                group.start_soon(worker, client, receive.clone())
+            receive.close()
+            async with send:
+                after = 0
+                while not result.errors:
+                    batch = await db.read(
+                        "reading the chunks to embed",
+                        functools.partial(
+                            store.chunks_to_embed, job_id=job_id, limit=batch_size, after=after
+                        ),
+                    )
+                    if not batch:
+                        break
+                    after = batch[-1].chunk_id
+                    await send.send(batch)
+    except* DatabaseOutage as outages:  # one line for the caller, not a group of them
+        raise _first(outages) from None
     return result
+
+
+def _first(group: BaseExceptionGroup[DatabaseOutage]) -> DatabaseOutage:
+    """The first outage of ``group`` (task groups nest them)."""
+    found = group.exceptions[0]
+    return found if isinstance(found, DatabaseOutage) else _first(found)

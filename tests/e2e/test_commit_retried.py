@@ -9,6 +9,7 @@ in the budget row, no second answer or source.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -20,17 +21,22 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.clock import utcnow
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.testing import running_emulator
+from pipeline.gemini.endpoint import endpoint_for
+from pipeline.job.sections import RetrievalSection
 from pipeline.job.states import QuestionState
 from pipeline.limits import JobLimits
 from pipeline.links.rules import AllowList, initial_verdict
 from pipeline.online.writer import GroupCommitWriter
+from pipeline.retrieval.index import Embedding, embed_pending, load_index
 from pipeline.run.verdicts import Outcome
 from pipeline.store import queue, quota
 from pipeline.store.answers import persist_answers
 from pipeline.store.ledger import CallRecord
 from pipeline.store.queue import StateChange
 from pipeline.store.reconnect import Database
-from pipeline.store.tables import answers, calls, questions, sources, supports
+from pipeline.store.tables import answers, calls, chunks, documents, questions, sources, supports
 from tests.e2e.test_store import _record, _seed
 from tests.support.databases import postgres_engine, sqlite_engine
 
@@ -40,6 +46,7 @@ N = 6
 COST_MICRO = 1_000  # what each answered call cost
 LEASE = dt.timedelta(seconds=60)
 ALLOW = AllowList(["vertexaisearch.cloud.google.com"])
+EMBEDDING_MODEL = "gemini-embedding-001"
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -53,11 +60,13 @@ def engine_factory(
 
 class AcknowledgementLost:
     """An engine whose next ``lost`` transactions commit, then raise as if the connection
-    had dropped before the server's answer came back."""
+    had dropped before the server's answer came back; with ``every_other``, every first try
+    of a transaction does (the try after it goes through)."""
 
-    def __init__(self, engine: AsyncEngine, lost: int) -> None:
+    def __init__(self, engine: AsyncEngine, lost: int, *, every_other: bool = False) -> None:
         self.engine = engine
         self.lost = lost
+        self.every_other = every_other
         self.committed = 0
 
     @asynccontextmanager
@@ -65,6 +74,10 @@ class AcknowledgementLost:
         async with self.engine.begin() as connection:
             yield connection
         self.committed += 1
+        if self.every_other and self.committed % 2:
+            raise sa_exc.OperationalError(
+                "COMMIT", {}, ConnectionResetError("connection lost before the answer")
+            )
         if self.lost:
             self.lost -= 1
             raise sa_exc.OperationalError(
@@ -158,3 +171,43 @@ async def test_one_answer_twice_in_a_batch_is_stored_once(
             assert await _count(connection, answers) == 2
             assert await _count(connection, sources) == 2
             assert await _count(connection, supports) == 2
+
+
+async def test_index_writes_whose_acknowledgement_was_lost_are_not_stored_twice(
+    engine_factory: Callable[[], AbstractAsyncContextManager[AsyncEngine]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``ground index``'s groups of documents and its embeddings with their ledger rows, each
+    transaction's first commit acknowledged too late."""
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(
+        "".join(
+            json.dumps({"id": f"d{i}", "title": f"T{i}", "text": f"Airport {i}. " * 30}) + "\n"
+            for i in range(N)
+        ),
+        "utf-8",
+    )
+    retrieval = RetrievalSection(docs=str(docs), chunk_chars=120, chunk_overlap=0)
+    with running_emulator(EmulatorConfig(seed=3)) as emu:
+        monkeypatch.setenv("GEMINI_API_KEY", emu.api_key)
+        endpoint = endpoint_for("developer", EMBEDDING_MODEL, base_url=emu.base_url)
+        embedding = Embedding(endpoint, EMBEDDING_MODEL, 64, None)
+        async with engine_factory() as engine:
+            async with engine.begin() as connection:
+                job_id = await queue.ensure_job(connection, "job")
+            flaky = AcknowledgementLost(engine, lost=0, every_other=True)
+            db = Database(cast(AsyncEngine, flaky), outage_s=30)
+            loaded = await load_index(db, job_id, retrieval)
+            embedded = await embed_pending(db, job_id, embedding, batch_size=4)
+            made = emu.stats()["requests"]["by_model"].get(EMBEDDING_MODEL, 0)
+            async with engine.connect() as connection:
+                n_documents = await _count(connection, documents)
+                n_chunks = await _count(connection, chunks)
+                ledger = await _count(connection, calls)
+    assert flaky.committed > 2  # every transaction was run again
+    # Each document counted once (as unchanged: the try after a lost acknowledgement finds
+    # it stored, as a rerun would) and stored once.
+    assert (loaded.documents, n_documents) == (N, N)
+    assert not embedded.errors and embedded.chunks == n_chunks
+    assert ledger == embedded.calls == made  # one ledger row per call made, none twice
