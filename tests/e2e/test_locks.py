@@ -6,6 +6,10 @@ The test holds the lock itself, from a second connection, in an open transaction
 it go once the run has said it is waiting on its storage and the emulator has answered more
 calls (outcomes the run then holds). Calls answered at the emulator are counted against the
 ledger and the spill file: paid = stored + spilled, nothing paid twice.
+
+Opening the database rides out the same trouble: a connection killed while it opens (the
+test locks ``alembic_version``, which opening reads, and kills the session seen waiting on
+it) is waited out within the allowance, and trouble that lasts ends in one line, exit 1.
 """
 
 from __future__ import annotations
