@@ -118,8 +118,10 @@ def _job_command(args: argparse.Namespace, action: JobAction) -> int:
     except JobSpecError as exc:
         print(f"ground: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    from sqlalchemy.exc import DBAPIError
+
     from pipeline.commands import DatabaseUnavailable
-    from pipeline.store.reconnect import DatabaseOutage
+    from pipeline.store.reconnect import DatabaseOutage, storage_trouble
     from pipeline.watch.exporter import OutputUnavailable
 
     try:
@@ -129,6 +131,11 @@ def _job_command(args: argparse.Namespace, action: JobAction) -> int:
         return exc.exit_status
     except DatabaseOutage as exc:  # storage trouble past its allowance, where no step said so
         print(printable(f"ground: {exc}"), file=sys.stderr)
+        return EXIT_FAILED
+    except DBAPIError as exc:  # storage trouble in a statement that is not retried
+        if (said := storage_trouble(exc)) is None:
+            raise
+        print(printable(f"ground: {said}"), file=sys.stderr)
         return EXIT_FAILED
     except OutputUnavailable as exc:  # the metrics port, taken since it was checked
         print(printable(f"ground: {exc}"), file=sys.stderr)

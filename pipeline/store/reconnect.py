@@ -35,6 +35,7 @@ __all__ = [
     "StorageFault",
     "is_connection_error",
     "retrying",
+    "storage_trouble",
     "trouble_of",
 ]
 
@@ -199,6 +200,19 @@ async def retrying(
                     await anyio.sleep_forever()
                 await given_up.wait()
             delay = min(delay * 2, RECONNECT_MAX_S)
+
+
+def storage_trouble(error: BaseException) -> str | None:
+    """One line for ``error`` when it is storage trouble met outside a retried transaction
+    (a command's own statement, waiting on a lock past the database's ``lock_timeout``);
+    None for any other error."""
+    trouble = trouble_of(error)
+    if trouble is None:
+        return None
+    return (
+        f"{_UNAVAILABLE[trouble]} ({_named(trouble, error)}): run the command again once the"
+        " database is free (what it committed before stays)"
+    )
 
 
 _UNAVAILABLE: dict[Trouble, str] = {

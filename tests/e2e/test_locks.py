@@ -328,3 +328,32 @@ async def test_trouble_opening_the_database_that_lasts_ends_in_one_line(
     assert closing.startswith("ground: "), closing
     assert "for 2 s ([job] database_outage_s), during opening the database" in closing, closing
     assert "cannot switch to state" not in stderr
+
+
+@pytest.mark.postgres
+async def test_a_command_stopped_by_the_database_lock_timeout_says_so_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """A statement no retried transaction runs (``ground status``'s reads) meets the
+    database's own ``lock_timeout``: one line, exit 1, no traceback."""
+    async with _job_database("200ms") as url:
+        spec = make_job(tmp_path, base_url="http://127.0.0.1:9", n_questions=5,
+                        database=url.replace("+asyncpg", ""))  # fmt: skip
+        _load(spec, dict(os.environ))
+        async with _locked_questions(url):
+            done = await anyio.to_thread.run_sync(
+                lambda: subprocess.run(
+                    [sys.executable, "-m", "pipeline.cli", "status", str(spec.path)],
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    check=False,
+                )
+            )
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "ground: the database stayed locked by another session (canceling statement due to"
+        " lock timeout): run the command again once the database is free (what it committed"
+        " before stays)"
+    )
