@@ -63,10 +63,12 @@ from pipeline.retrieval.index import load_index
 from pipeline.retrieval.search import search
 from pipeline.store import documents, queue
 from pipeline.store.engine import create_engine, migrate
+from pipeline.store.reconnect import Database
 
 POSTGRES_URL = os.environ.get(
     "GROUND_BENCH_POSTGRES", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 )
+OUTAGE_S = 30.0  # seconds the index may wait its database out
 VOCABULARY = 20_000  # distinct words in the corpus
 WORDS_PER_CHUNK = 120  # about 800 characters
 QUERY_WORDS = 8
@@ -143,7 +145,7 @@ async def bench(
         job_id = await queue.ensure_job(connection, "bench")
     settings = RetrievalSection(docs=str(corpus), chunk_chars=2_000, chunk_overlap=0)
     started = time.perf_counter()
-    result = await load_index(engine, job_id, settings)
+    result = await load_index(Database(engine, outage_s=OUTAGE_S), job_id, settings)
     elapsed = time.perf_counter() - started
     rng = random.Random(SEED + 1)
     latencies: list[float] = []
@@ -278,12 +280,12 @@ async def one_answer_run(
         await migrate(engine)
         async with engine.begin() as connection:
             job_id = await queue.ensure_job(connection, spec.name)
-        await load_index(engine, job_id, spec.retrieval)
+        await load_index(Database(engine, outage_s=OUTAGE_S), job_id, spec.retrieval)
         await load_questions(engine, job_id, spec.source_path, spec.source)
         plan = plan_calls(spec)
         if variant == "own_dense" and plan.own is not None:
             embedding = embedding_for(spec)
-            embedded = await embed_pending(engine, job_id, embedding)
+            embedded = await embed_pending(Database(engine, outage_s=OUTAGE_S), job_id, embedding)
             assert not embedded.errors, embedded.errors
             plan = dataclasses.replace(plan, own=dataclasses.replace(plan.own, embedding=embedding))
         runner = online_runner(spec, run_context(spec, engine, job_id), plan)

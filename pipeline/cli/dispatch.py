@@ -126,7 +126,10 @@ def _job_command(args: argparse.Namespace, action: JobAction, *, calls: bool = F
         if (problem := credentials_file_problem()) is not None:
             print(printable(f"ground: {problem}"), file=sys.stderr)
             return EXIT_USAGE
+    from sqlalchemy.exc import DBAPIError
+
     from pipeline.commands import DatabaseUnavailable
+    from pipeline.store.reconnect import DatabaseOutage, storage_trouble
     from pipeline.watch.exporter import OutputUnavailable
 
     try:
@@ -134,6 +137,14 @@ def _job_command(args: argparse.Namespace, action: JobAction, *, calls: bool = F
     except DatabaseUnavailable as exc:
         print(f"ground: {exc}", file=sys.stderr)
         return exc.exit_status
+    except DatabaseOutage as exc:  # storage trouble past its allowance, where no step said so
+        print(printable(f"ground: {exc}"), file=sys.stderr)
+        return EXIT_FAILED
+    except DBAPIError as exc:  # storage trouble in a statement that is not retried
+        if (said := storage_trouble(exc)) is None:
+            raise
+        print(printable(f"ground: {said}"), file=sys.stderr)
+        return EXIT_FAILED
     except OutputUnavailable as exc:  # the metrics port, taken since it was checked
         print(printable(f"ground: {exc}"), file=sys.stderr)
         return EXIT_FAILED

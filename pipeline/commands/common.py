@@ -8,11 +8,12 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NoReturn
 from urllib.parse import urlsplit
 
 import anyio
 import orjson
+from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -27,6 +28,7 @@ from pipeline.store.engine import (
     migrate,
 )
 from pipeline.store.faults import storage_fault
+from pipeline.store.reconnect import DatabaseOutage, retrying, trouble_of
 from pipeline.store.urls import sqlite_file
 from pipeline.watch.terminal import printable
 
@@ -61,6 +63,14 @@ class DatabaseMisplaced(DatabaseUnavailable):
 Purpose = Literal["write", "read", "migrate"]
 
 
+class _AtOnce(Exception):
+    """An error opening the database that no wait would help: said at once (see :func:`opened`)."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__()  # no words: retrying() must not read a storage fault into them
+        self.error = error
+
+
 @asynccontextmanager
 async def opened(spec: JobSpec, *, purpose: Purpose = "write") -> AsyncIterator[AsyncEngine]:
     """An engine on the job's database, brought to the newest schema.
@@ -69,21 +79,59 @@ async def opened(spec: JobSpec, *, purpose: Purpose = "write") -> AsyncIterator[
     database, bad SSL options, a file that is no database, a schema this ground cannot use):
     one line, not a driver traceback; :class:`DatabaseMisplaced` for a SQLite file whose
     directory does not exist (``ground migrate`` creates it).
+
+    A database that answered once and then went away while it was being opened (a connection
+    killed, a restart), or one locked by another session, is storage trouble like a run's:
+    waited out within ``[job] database_outage_s`` (:func:`retrying`), then one line. One
+    never reached (refused, a wrong name or password) is said at once: a mistake in the URL
+    is not waited out.
     """
     _check_place(spec, purpose)
     engine = create_engine(spec.database_url, read_only=purpose == "read")
-    try:
+    reached = False
+
+    def connected(*_args: object) -> None:
+        nonlocal reached
+        reached = True
+
+    event.listen(engine.sync_engine, "connect", connected)
+
+    async def open_once() -> None:
         try:
             await migrate(engine)
-        except SchemaError as exc:
+        except Exception as exc:
+            trouble = trouble_of(exc)
+            if trouble is None or storage_fault(exc) is not None:
+                raise _AtOnce(exc) from None
+            if not reached and trouble == "connection":
+                raise _AtOnce(exc) from None
+            raise
+
+    try:
+        try:
+            await retrying(
+                open_once, outage_s=spec.job.database_outage_s, what="opening the database"
+            )
+        except _AtOnce as at_once:
+            _refuse(spec, at_once.error)
+        except DatabaseOutage as exc:
             raise DatabaseUnavailable(f"{display_url(spec)}: {exc}") from None
-        except (OSError, DBAPIError, TypeError) as exc:
-            if isinstance(exc, TypeError) and "connect()" not in str(exc):
-                raise  # a bug of ours, not a connection option
-            raise DatabaseUnavailable(urls.database_problem(spec.database_url, exc)) from None
         yield engine
     finally:
         await engine.dispose()
+
+
+def _refuse(spec: JobSpec, exc: BaseException) -> NoReturn:
+    """Raise :class:`DatabaseUnavailable` in one line for ``exc``, an error opening the
+    database (re-raised as it is when it is a bug of ours)."""
+    if isinstance(exc, SchemaError):
+        raise DatabaseUnavailable(f"{display_url(spec)}: {exc}") from None
+    connecting = isinstance(exc, (OSError, DBAPIError)) or (
+        isinstance(exc, TypeError) and "connect()" in str(exc)  # a connection option
+    )
+    if connecting:
+        raise DatabaseUnavailable(urls.database_problem(spec.database_url, exc)) from None
+    raise exc  # a bug of ours
 
 
 def _check_place(spec: JobSpec, purpose: Purpose) -> None:

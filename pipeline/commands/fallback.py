@@ -17,6 +17,7 @@ from pipeline.results.fallback import MIN_FINISHED, fallback_candidates
 from pipeline.retrieval.documents import DocumentError
 from pipeline.retrieval.index import embed_pending, load_index
 from pipeline.store import documents
+from pipeline.store.reconnect import Database
 from pipeline.store.status import class_routes
 
 
@@ -45,7 +46,8 @@ async def ensure_index(
     if counts.chunks:
         return None
     try:
-        result = await load_index(engine, job_id, spec.retrieval)
+        db = Database(engine, outage_s=spec.job.database_outage_s)
+        result = await load_index(db, job_id, spec.retrieval)
     except DocumentError as exc:
         return f"{exc} (the job's own index is empty; nothing after that row was read)"
     say(
@@ -71,7 +73,8 @@ async def prepare_dense(
     except ConfigurationError as exc:
         return plan, f"retrieval.dense: {exc}"
     if own.classes or own.when_ungrounded:
-        result = await embed_pending(engine, job_id, embedding)
+        db = Database(engine, outage_s=spec.job.database_outage_s)
+        result = await embed_pending(db, job_id, embedding)
         if result.calls:
             say(
                 f"retrieval.dense: embedded {result.chunks} chunks with no vector in"

@@ -1,11 +1,13 @@
 """``ground index JOB``: load ``[retrieval]``'s documents into the job's own index, then, with
-``dense = true``, embed the chunks that have no vector yet."""
+``dense = true``, embed the chunks that have no vector yet.
+
+Every write goes through the retried transaction a run uses (:class:`Database`): a restart,
+a lost connection or a lock held by another session is waited out within
+``[job] database_outage_s``; past it, one line (exit 1), and what was committed stays."""
 
 from __future__ import annotations
 
 import warnings
-
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.commands.common import complain, label_local_spend, opened, say
 from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
@@ -15,6 +17,7 @@ from pipeline.job.spec import JobSpec
 from pipeline.retrieval.documents import DocumentError
 from pipeline.retrieval.index import Embedding, embed_pending, load_index
 from pipeline.store import documents, queue
+from pipeline.store.reconnect import Database, DatabaseOutage
 
 
 async def index_command(spec: JobSpec) -> int:
@@ -23,23 +26,34 @@ async def index_command(spec: JobSpec) -> int:
         complain(f"{spec.path}: retrieval: give docs (a JSONL or CSV file) or query to index")
         return EXIT_USAGE
     async with opened(spec) as engine:
-        async with engine.begin() as connection:
-            job_id = await queue.ensure_job(connection, spec.name)
+        db = Database(engine, outage_s=spec.job.database_outage_s)
         try:
-            result = await load_index(engine, job_id, r)
-        except DocumentError as exc:
-            complain(f"{exc} (documents before it stay indexed; nothing after it was read)")
+            return await _index(db, spec)
+        except DatabaseOutage as exc:
+            complain(
+                f"{exc}; index stopped (the documents committed before stay indexed: run"
+                " `ground index` again to finish)"
+            )
             return EXIT_FAILED
-        async with engine.connect() as connection:
-            counts = await documents.index_counts(connection, job_id)
-        say(
-            f"indexed {result.documents} documents: {result.added} new, {result.changed}"
-            f" changed, {result.unchanged} unchanged ({result.chunks} chunks written;"
-            f" the index holds {counts.documents} documents, {counts.chunks} chunks)"
-        )
-        if not r.dense:
-            return EXIT_OK
-        return await _embed(engine, spec, job_id)
+
+
+async def _index(db: Database, spec: JobSpec) -> int:
+    r = spec.retrieval
+    job_id = await db.transaction("opening the job", lambda c: queue.ensure_job(c, spec.name))
+    try:
+        result = await load_index(db, job_id, r)
+    except DocumentError as exc:
+        complain(f"{exc} (documents before it stay indexed; nothing after it was read)")
+        return EXIT_FAILED
+    counts = await db.read("counting the index", lambda c: documents.index_counts(c, job_id))
+    say(
+        f"indexed {result.documents} documents: {result.added} new, {result.changed}"
+        f" changed, {result.unchanged} unchanged ({result.chunks} chunks written;"
+        f" the index holds {counts.documents} documents, {counts.chunks} chunks)"
+    )
+    if not r.dense:
+        return EXIT_OK
+    return await _embed(db, spec, job_id)
 
 
 def embedding_for(spec: JobSpec) -> Embedding:
@@ -54,13 +68,13 @@ def embedding_for(spec: JobSpec) -> Embedding:
     return Embedding(endpoint, r.embedding_model, r.embedding_dimensions, price)
 
 
-async def _embed(engine: AsyncEngine, spec: JobSpec, job_id: int) -> int:
+async def _embed(db: Database, spec: JobSpec, job_id: int) -> int:
     try:
         embedding = embedding_for(spec)
     except ConfigurationError as exc:
         complain(f"retrieval.dense: {exc}")
         return EXIT_FAILED
-    result = await embed_pending(engine, job_id, embedding)
+    result = await embed_pending(db, job_id, embedding)
     say(
         f"embedded {result.chunks} chunks in {result.calls} calls"
         f" (${result.spend_usd:.6f}, step embed in the ledger)"
@@ -69,8 +83,7 @@ async def _embed(engine: AsyncEngine, spec: JobSpec, job_id: int) -> int:
     if result.errors:
         complain(f"embedding stopped: {result.errors[0]} (run `ground index` again to resume)")
         return EXIT_FAILED
-    async with engine.connect() as connection:
-        missing = await documents.dense_unavailable(connection)
+    missing = await db.read("reading the index", documents.dense_unavailable)
     if missing is not None:
         say(f"note: {missing}")
     return EXIT_OK

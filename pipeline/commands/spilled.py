@@ -11,7 +11,6 @@ file stays.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import logging
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from pipeline.clock import utcnow
 from pipeline.commands.common import complain, say
 from pipeline.job.spec import JobSpec
 from pipeline.links.rules import AllowList, initial_verdict
-from pipeline.online.writer import store_outcomes
+from pipeline.online.writer import store_outcomes, unstored
 from pipeline.run.context import job_spill_prefix
 from pipeline.run.spill import (
     Spilled,
@@ -34,7 +33,6 @@ from pipeline.run.spill import (
 from pipeline.run.verdicts import Outcome
 from pipeline.store import queue
 from pipeline.store.faults import storage_fault
-from pipeline.store.ledger import CallRecord, stored_call_keys
 from pipeline.store.reconnect import Database, DatabaseOutage
 from pipeline.store.urls import sqlite_file
 
@@ -80,9 +78,7 @@ async def store_spilled(engine: AsyncEngine, spec: JobSpec, job_id: int) -> bool
         outcomes = [o for k in kept if (o := _outcome(k, ids)) is not None]
         # A commit whose acknowledgement was lost with the connection was stored after all:
         # its calls are in the ledger already, and it is not stored twice.
-        asked = [c.question_id for o in outcomes for c in o.calls if c.question_id is not None]
-        in_ledger = await stored_call_keys(connection, asked)
-        outcomes = [o for o in outcomes if not any(_key(c) in in_ledger for c in o.calls)]
+        outcomes = await unstored(connection, outcomes)
         # No budget row to settle: a run with a budget counts its spend again from the
         # ledger when it starts (pipeline.limits.JobLimits.start), after this.
         await store_outcomes(
@@ -127,11 +123,6 @@ def _outcome(kept: Spilled, ids: dict[str, int]) -> Outcome | None:
     structured = kept.structured and dataclasses.replace(kept.structured, question_id=question_id)
     calls = [dataclasses.replace(c, question_id=question_id, reserved_micro=0) for c in kept.calls]
     return Outcome(change, answer, structured, calls)
-
-
-def _key(call: CallRecord) -> tuple[int, str, dt.datetime]:
-    assert call.question_id is not None
-    return (call.question_id, call.step, call.started_at)
 
 
 def _done_with(path: Path) -> None:

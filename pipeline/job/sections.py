@@ -65,7 +65,9 @@ class JobSection(_Section):
     # The share of the job's sources (those with a link) that may be expired, or rejected,
     # before a `sources_expired` / `sources_rejected` in fail_on fails the run.
     fail_on_sources_lost: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)] = 0.05
-    # Seconds the database may stay unreachable (a restart, a failover) before a run gives up.
+    # Seconds the database may stay unreachable (a restart, a failover) or locked by another
+    # session (a migration, a LOCK, a long ALTER) before a run, `ground index` or the opening
+    # of the database gives up; what a run paid for is then kept in its spill file.
     database_outage_s: Seconds = 300.0
     # Where a run keeps the paid responses its database could not take (a spill file per job
     # and database, stored by the next run): empty = $XDG_STATE_HOME/ground, else

@@ -10,8 +10,12 @@
   caller waiting on its commit before call 2 then waits only when other outcomes are on their
   way, and never longer than the window.
 * Commits run shielded from cancellation: an answer that was paid for is stored even when the
-  run is being stopped. A lost connection rolls the transaction back and it is run again
-  (the pool's retrying transactions), so outcomes are held until they are stored.
+  run is being stopped. A lost connection or a lock held by another session rolls the
+  transaction back and it is run again (the pool's retrying transactions), so outcomes are
+  held until they are stored. A commit whose acknowledgement was lost with the connection
+  went through: when it is run again, the outcomes whose calls the ledger holds already (a
+  call's identity: question, step, start) are left out (:func:`unstored`), so nothing is
+  stored or settled twice.
 * In the transaction the budget row is locked first (as everywhere), and the budget
   reservations of the group's calls are settled against what the ledger stores.
 * After a commit a caller that goes on to call 2 is released (``Outcome.committed``), every
@@ -29,7 +33,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import anyio
@@ -44,7 +48,7 @@ from pipeline.run.spill import SpillError, SpillFile
 from pipeline.run.verdicts import Outcome
 from pipeline.store import queue
 from pipeline.store.answers import StoredAnswers, VerdictOf, persist_answers
-from pipeline.store.ledger import persist_calls
+from pipeline.store.ledger import CallRecord, persist_calls, stored_call_keys
 from pipeline.store.queue import StateChange
 from pipeline.store.reconnect import Database, DatabaseOutage
 from pipeline.store.structured import persist_structured
@@ -142,10 +146,17 @@ class GroupCommitWriter:
     async def commit(self, batch: list[Outcome]) -> None:
         """Store ``batch`` in one transaction, then release, report and feed what it stored."""
         now = utcnow()
-        # Held until stored: a lost connection rolls the transaction back, and it is re-run.
-        stored = await self._db.transaction(
-            "storing outcomes", lambda c: self._store(c, batch, now)
-        )
+        tries = 0
+
+        async def store(connection: AsyncConnection) -> StoredAnswers:
+            # Held until stored: trouble rolls the transaction back, and it is run again; a
+            # try after the first leaves out what a commit whose answer was lost stored.
+            nonlocal tries
+            tries += 1
+            todo = batch if tries == 1 else await unstored(connection, batch)
+            return await self._store(connection, todo, now)
+
+        stored = await self._db.transaction("storing outcomes", store)
         for outcome in batch:
             change = outcome.change
             if change is None:  # handed back: released with the leftovers
@@ -179,6 +190,22 @@ class GroupCommitWriter:
                 self._feed.send_nowait(lookup)
             except (anyio.WouldBlock, anyio.BrokenResourceError):
                 self.dropped += 1  # still pending in the database: swept later
+
+
+async def unstored(connection: AsyncConnection, outcomes: Sequence[Outcome]) -> list[Outcome]:
+    """``outcomes`` but those a commit stored already: one whose calls the ledger holds (a
+    commit whose acknowledgement was lost with the connection went through). The rest of a
+    stored outcome (its answer, structured object, state change) is stored once either way:
+    their unique keys and absolute values make them safe to write again."""
+    asked = [c.question_id for o in outcomes for c in o.calls if c.question_id is not None]
+    if not asked:
+        return list(outcomes)
+    in_ledger = await stored_call_keys(connection, asked)
+    return [o for o in outcomes if not any(_identity(c) in in_ledger for c in o.calls)]
+
+
+def _identity(call: CallRecord) -> tuple[int | None, str, dt.datetime]:
+    return (call.question_id, call.step, call.started_at)
 
 
 async def store_outcomes(

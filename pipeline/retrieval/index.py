@@ -14,11 +14,17 @@ with ``[retrieval] dense``, their chunks' embeddings.
   :data:`EMBED_CONCURRENCY` calls in flight. Each batch's vectors and its ledger row (step
   ``embed``, the job's, no question) are stored in one transaction: a rerun never pays for a
   stored vector again.
+* Every transaction goes through the run's retried transaction (:class:`Database`): a lost
+  connection, a restart or a lock held by another session is waited out within
+  ``[job] database_outage_s`` (then :class:`DatabaseOutage`, one line); the groups committed
+  before stay. A ledger row whose commit's acknowledgement was lost is found by its identity
+  (job, step, start) when the transaction is run again, and not stored twice.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -26,7 +32,7 @@ from pathlib import Path
 
 import anyio
 import anyio.abc
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.clock import utcnow
 from pipeline.costs.charges import call_cost
@@ -49,7 +55,8 @@ from pipeline.retrieval.documents import (
     read_document_query,
 )
 from pipeline.store import documents as store
-from pipeline.store.ledger import CallRecord, persist_calls
+from pipeline.store.ledger import CallRecord, job_call_stored, persist_calls
+from pipeline.store.reconnect import Database, DatabaseOutage
 
 __all__ = [
     "EmbedOutcome",
@@ -110,7 +117,7 @@ def _new_document(doc: SourceDocument, digest: str, size: int, overlap: int) -> 
 
 
 async def _commit(
-    engine: AsyncEngine,
+    db: Database,
     job_id: int,
     group: dict[str, SourceDocument],
     retrieval: RetrievalSection,
@@ -118,7 +125,10 @@ async def _commit(
     now: dt.datetime,
 ) -> None:
     size, overlap = retrieval.chunk_chars, retrieval.chunk_overlap
-    async with engine.begin() as connection:
+
+    async def write(connection: AsyncConnection) -> IndexResult:
+        # Counted afresh on each try: a transaction run again after trouble counts once.
+        counted = IndexResult()
         stored = await store.stored_hashes(connection, job_id, list(group))
         fresh: list[store.NewDocument] = []
         changed: list[tuple[int, store.NewDocument]] = []
@@ -126,18 +136,24 @@ async def _commit(
             digest = content_hash(doc, size, overlap)
             known = stored.get(doc.doc_id)
             if known is not None and known[1] == digest:
-                result.unchanged += 1
+                counted.unchanged += 1
             elif known is not None:
                 changed.append((known[0], _new_document(doc, digest, size, overlap)))
             else:
                 fresh.append(_new_document(doc, digest, size, overlap))
-        result.chunks += await store.write_documents(connection, job_id, fresh, changed, now)
-    result.added += len(fresh)
-    result.changed += len(changed)
+        counted.chunks = await store.write_documents(connection, job_id, fresh, changed, now)
+        counted.added, counted.changed = len(fresh), len(changed)
+        return counted
+
+    counted = await db.transaction("indexing documents", write)
+    result.added += counted.added
+    result.changed += counted.changed
+    result.unchanged += counted.unchanged
+    result.chunks += counted.chunks
 
 
 async def load_index(
-    engine: AsyncEngine,
+    db: Database,
     job_id: int,
     retrieval: RetrievalSection,
     *,
@@ -157,10 +173,10 @@ async def load_index(
         group[doc.doc_id] = doc
         chars += len(doc.text)
         if len(group) >= DOCS_PER_COMMIT or chars >= CHARS_PER_COMMIT:
-            await _commit(engine, job_id, group, retrieval, result, clock())
+            await _commit(db, job_id, group, retrieval, result, clock())
             group, chars = {}, 0
     if group:
-        await _commit(engine, job_id, group, retrieval, result, clock())
+        await _commit(db, job_id, group, retrieval, result, clock())
     return result
 
 
@@ -275,7 +291,7 @@ async def embed_texts(
 
 
 async def _embed_batch(
-    engine: AsyncEngine,
+    db: Database,
     client: EmbeddingClient,
     job_id: int,
     embedding: Embedding,
@@ -283,12 +299,20 @@ async def _embed_batch(
     result: EmbedResult,
 ) -> None:
     async def save(row: CallRecord, vectors: list[tuple[float, ...]] | None) -> None:
-        async with engine.begin() as connection:
+        tries = 0
+
+        async def write(connection: AsyncConnection) -> None:
+            nonlocal tries
+            tries += 1
+            if tries > 1 and await job_call_stored(connection, row):
+                return  # the commit whose acknowledgement was lost went through
             if vectors is not None:
                 await store.store_embeddings(
                     connection, [(c.chunk_id, v) for c, v in zip(batch, vectors, strict=True)]
                 )
             await persist_calls(connection, [row])
+
+        await db.transaction("storing embeddings", write)
 
     outcome = await embed_texts(
         client,
@@ -308,10 +332,11 @@ async def _embed_batch(
 
 
 async def embed_pending(
-    engine: AsyncEngine, job_id: int, embedding: Embedding, *, batch_size: int = EMBED_BATCH_MAX
+    db: Database, job_id: int, embedding: Embedding, *, batch_size: int = EMBED_BATCH_MAX
 ) -> EmbedResult:
     """Embed every chunk of the job that has no embedding yet; stops at the first batch that
-    still fails after its tries (what was stored stays)."""
+    still fails after its tries (what was stored stays). :class:`DatabaseOutage` (the first,
+    alone) once the database stays away or locked past its allowance."""
     result = EmbedResult()
     send, receive = anyio.create_memory_object_stream[list[store.ChunkToEmbed]](EMBED_CONCURRENCY)
 
@@ -322,22 +347,35 @@ async def embed_pending(
         async with batches:
             async for batch in batches:
                 if not result.errors:
-                    await _embed_batch(engine, client, job_id, embedding, batch, result)
+                    await _embed_batch(db, client, job_id, embedding, batch, result)
 
-    async with (
-        EmbeddingClient(timeout_s=embedding.timeout_s) as client,
-        anyio.create_task_group() as group,
-    ):
-        for _ in range(EMBED_CONCURRENCY):
-            group.start_soon(worker, client, receive.clone())
-        receive.close()
-        async with send:
-            after = 0
-            while not result.errors:
-                async with engine.connect() as connection:
-                    batch = await store.chunks_to_embed(connection, job_id, batch_size, after)
-                if not batch:
-                    break
-                after = batch[-1].chunk_id
-                await send.send(batch)
+    try:
+        async with (
+            EmbeddingClient(timeout_s=embedding.timeout_s) as client,
+            anyio.create_task_group() as group,
+        ):
+            for _ in range(EMBED_CONCURRENCY):
+                group.start_soon(worker, client, receive.clone())
+            receive.close()
+            async with send:
+                after = 0
+                while not result.errors:
+                    batch = await db.read(
+                        "reading the chunks to embed",
+                        functools.partial(
+                            store.chunks_to_embed, job_id=job_id, limit=batch_size, after=after
+                        ),
+                    )
+                    if not batch:
+                        break
+                    after = batch[-1].chunk_id
+                    await send.send(batch)
+    except* DatabaseOutage as outages:  # one line for the caller, not a group of them
+        raise _first(outages) from None
     return result
+
+
+def _first(group: BaseExceptionGroup[DatabaseOutage]) -> DatabaseOutage:
+    """The first outage of ``group`` (task groups nest them)."""
+    found = group.exceptions[0]
+    return found if isinstance(found, DatabaseOutage) else _first(found)

@@ -101,15 +101,23 @@ async def persist_answers(
             row["changed"], row["changes"] = bool(moved), list(moved)
         rows.append(row)
     # ON CONFLICT DO NOTHING: a second answer for the same version of a question (its lease
-    # was lost to another worker, which stored first) is skipped even when both commit at once.
+    # was lost to another worker, which stored first) is skipped even when both commit at once,
+    # or come in one batch (then the first is stored, and only its sources and supports).
     result = await connection.execute(
         insert_ignoring_conflicts(connection, answers).returning(
-            answers.c.id, answers.c.question_id
+            answers.c.id, answers.c.question_id, answers.c.version
         ),
         rows,
     )
-    stored.answer_ids = {row.question_id: row.id for row in result}
-    fresh = [r for r in records if r.question_id in stored.answer_ids]
+    inserted = {(row.question_id, row.version): row.id for row in result}
+    fresh: list[AnswerRecord] = []
+    answer_id_of: dict[int, int] = {}  # id(record) -> its answer's id
+    for record in records:
+        answer_id = inserted.pop((record.question_id, record.version), None)
+        if answer_id is not None:
+            fresh.append(record)
+            answer_id_of[id(record)] = answer_id
+            stored.answer_ids[record.question_id] = answer_id
     await supersede(connection, answers, [(r.question_id, r.version) for r in fresh], now)
     # Only a question with an answer is ever marked to be asked again: a first answer has
     # nothing to clear (a first pass then makes no UPDATE here).
@@ -119,7 +127,7 @@ async def persist_answers(
     source_rows: list[dict[str, Any]] = []
     support_rows: list[dict[str, Any]] = []
     for record in fresh:
-        answer_id = stored.answer_ids[record.question_id]
+        answer_id = answer_id_of[id(record)]
         for source, verdict in zip(record.answer.sources, verdicts[id(record)], strict=True):
             source_rows.append(_source_row(answer_id, source, verdict))
             if verdict.status == SourceState.PENDING and source.uri is not None:

@@ -166,3 +166,18 @@ async def stored_call_keys(
 
 def _utc(value: dt.datetime) -> dt.datetime:
     return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+async def job_call_stored(connection: AsyncConnection, record: CallRecord) -> bool:
+    """Whether the ledger holds ``record``, a call made for no question (an embedding), by its
+    identity (job, step, start): a commit whose acknowledgement was lost went through."""
+    c = calls.c
+    found = await connection.scalar(
+        sa.select(sa.func.count()).where(
+            c.question_id.is_(None),
+            c.job_id == record.job_id,
+            c.step == record.step,
+            c.started_at == record.started_at,
+        )
+    )
+    return bool(found)

@@ -1,10 +1,14 @@
-"""Riding out a database that goes away: retry an operation on connection errors, with backoff.
+"""Riding out a database that goes away or is locked: retry an operation, with backoff.
 
 A PostgreSQL restart, a failover or ``pg_terminate_backend`` breaks the pool's connections;
-SQLAlchemy invalidates them and the next checkout opens a new one. :func:`retrying` re-runs the
-whole operation (a transaction: it rolled back with the connection) until it succeeds, or
-raises :class:`DatabaseOutage` once the database has been unreachable for ``outage_s``.
-Errors other than lost connections are raised at once; a storage that refuses (a full disk, a
+SQLAlchemy invalidates them and the next checkout opens a new one. A lock held by another
+session (a migration, a DBA's ``LOCK``, a long ``ALTER``) makes a statement fail once it has
+waited ``lock_timeout`` (the database's own, or :data:`LOCK_WAIT_S` in a transaction of
+:class:`Database`), or ``statement_timeout``; a deadlock or a serialization failure rolls
+the transaction back; SQLite says "database is locked" after its busy timeout. Each is
+storage trouble, not a crash: :func:`retrying` re-runs the whole operation (a transaction:
+it rolled back) until it succeeds, or raises :class:`DatabaseOutage` once the trouble has
+lasted ``outage_s``. Other errors are raised at once; a storage that refuses (a full disk, a
 read-only file, :mod:`pipeline.store.faults`) raises :class:`StorageFault` at once, and a run
 that is stopping no longer waits a lost connection out. Messages never carry the URL.
 :class:`Database` is how a run reaches its database: every transaction through it is retried so.
@@ -16,7 +20,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import anyio
 import sqlalchemy as sa
@@ -25,7 +29,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.store.faults import DatabaseOutage, FileIdentity, StorageFault, storage_fault
 
-__all__ = ["Database", "DatabaseOutage", "StorageFault", "is_connection_error", "retrying"]
+__all__ = [
+    "Database",
+    "DatabaseOutage",
+    "StorageFault",
+    "is_connection_error",
+    "retrying",
+    "storage_trouble",
+    "trouble_of",
+]
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +45,25 @@ T = TypeVar("T")
 
 RECONNECT_FIRST_S = 0.1  # seconds: the first wait after a lost connection
 RECONNECT_MAX_S = 5.0  # seconds: the longest wait between two tries
+# A transaction of a run (through Database) waits at most this long for a lock another session
+# holds (a migration, a DBA's LOCK, a long ALTER) when the database or role sets no
+# lock_timeout of its own; it then fails and is retried within [job] database_outage_s like an
+# outage, so a lock held for good ends the run with what it paid for kept, not a run waiting
+# forever. Set for the transaction only (SET LOCAL): other commands wait on locks as before.
+LOCK_WAIT_S = 5
+_LOCK_WAIT = sa.text(
+    "SELECT set_config('lock_timeout', :wait, true)"
+    " WHERE current_setting('lock_timeout') IN ('0', '0ms')"
+).bindparams(wait=f"{LOCK_WAIT_S}s")
 # SQLSTATEs worth re-running the transaction for: 08 connection exception, 57P admin
-# shutdown / crash shutdown / cannot connect now; 40001 / 40P01 a serialization failure or
-# a deadlock (the transaction was rolled back whole).
-_CONNECTION_SQLSTATES = ("08", "57P", "40001", "40P01")
+# shutdown / crash shutdown / cannot connect now.
+_CONNECTION_SQLSTATES = ("08", "57P")
+# ... and the locks: 55P03 lock_not_available (lock_timeout, NOWAIT), 57014 query_canceled
+# (statement_timeout), 40001 / 40P01 a serialization failure or a deadlock (each rolled the
+# transaction back whole).
+_LOCK_SQLSTATES = ("55P03", "57014", "40001", "40P01")
+# SQLite's words once its busy timeout has passed (SQLITE_BUSY, SQLITE_LOCKED).
+_SQLITE_LOCKED = ("database is locked", "database table is locked")
 _CONNECTION_ERROR_NAMES = frozenset(
     {
         "ConnectionDoesNotExistError",
@@ -49,7 +76,52 @@ _CONNECTION_ERROR_NAMES = frozenset(
 )
 
 
+Trouble = Literal["connection", "lock"]
+
+
+def trouble_of(error: BaseException) -> Trouble | None:
+    """What ``error`` says is wrong with the storage, worth waiting out: ``"lock"`` (a lock
+    held elsewhere, a timeout, a deadlock), ``"connection"`` (lost, or not made), or None."""
+    if _is_lock_error(error):
+        return "lock"
+    if _is_connection_error(error):
+        return "connection"
+    return None
+
+
 def is_connection_error(error: BaseException) -> bool:
+    """Whether ``error`` is storage trouble worth waiting out (see :func:`trouble_of`)."""
+    return trouble_of(error) is not None
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    """``error``, the driver's error it wraps, and their causes."""
+    seen: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and all(current is not s for s in seen):
+        seen.append(current)
+        current = getattr(current, "orig", None) or current.__cause__
+    return seen
+
+
+def _is_lock_error(error: BaseException) -> bool:
+    for link in _chain(error):
+        state = getattr(link, "sqlstate", None) or getattr(link, "pgcode", None)
+        if isinstance(state, str) and state.startswith(_LOCK_SQLSTATES):
+            return True
+        if any(words in str(link).lower() for words in _SQLITE_LOCKED):
+            return True
+    return False
+
+
+def _lock_reason(error: BaseException) -> str:
+    """The driver's first line for a lock error ("canceling statement due to lock timeout")."""
+    driver = _chain(error)[-1]
+    lines = str(driver).strip().splitlines()
+    return lines[0] if lines else type(driver).__name__
+
+
+def _is_connection_error(error: BaseException) -> bool:
     """Whether ``error`` means the connection was lost or could not be made."""
     if isinstance(error, sa_exc.DBAPIError):
         if error.connection_invalidated:
@@ -63,7 +135,7 @@ def is_connection_error(error: BaseException) -> bool:
         if isinstance(state, str) and state.startswith(_CONNECTION_SQLSTATES):
             return True
         cause = getattr(orig, "__cause__", None)
-        if cause is not None and cause is not error and is_connection_error(cause):
+        if cause is not None and cause is not error and _is_connection_error(cause):
             return True
         # Lost connections and a SQLite database locked past its busy timeout alike.
         return isinstance(error, sa_exc.OperationalError)
@@ -83,7 +155,8 @@ async def retrying(
     given_up: anyio.Event | None = None,
     file: FileIdentity | None = None,
 ) -> T:
-    """Run ``operation`` until it gets through the lost connections (see the module).
+    """Run ``operation`` until it gets through the lost connections and the locks (see the
+    module).
 
     A storage that refuses (a full disk, a read-only file: :func:`storage_fault`) raises
     :class:`StorageFault` at once: waiting would not help. So does any error once ``file``
@@ -104,25 +177,22 @@ async def retrying(
             fault = storage_fault(error)
             if fault is not None:
                 raise StorageFault(f"{fault}, during {what}") from None
-            if not is_connection_error(error):
+            trouble = trouble_of(error)
+            if trouble is None:
                 raise
             now = time.monotonic()
             if given_up is not None and given_up.is_set():
                 raise DatabaseOutage(
-                    f"the database could not be reached during {what}, and the run is stopping:"
-                    f" {type(error).__name__}"
+                    f"{_UNAVAILABLE[trouble]} during {what}, and the run is stopping:"
+                    f" {_named(trouble, error)}"
                 ) from None
             if deadline is None:
                 deadline = now + outage_s
-                log.warning(
-                    "database connection lost during %s: reconnecting",
-                    what,
-                    extra={"action": "db_reconnect", "error": type(error).__name__},
-                )
+                _log_trouble(trouble, what, error)
             if now >= deadline:
                 raise DatabaseOutage(
-                    f"the database could not be reached for {outage_s:g} s"
-                    f" ([job] database_outage_s), during {what}: {type(error).__name__}"
+                    f"{_UNAVAILABLE[trouble]} for {outage_s:g} s ([job] database_outage_s),"
+                    f" during {what}: {_named(trouble, error)}"
                 ) from None
             wait = min(delay * (0.5 + random.random()), deadline - now)
             with anyio.move_on_after(wait):
@@ -130,6 +200,47 @@ async def retrying(
                     await anyio.sleep_forever()
                 await given_up.wait()
             delay = min(delay * 2, RECONNECT_MAX_S)
+
+
+def storage_trouble(error: BaseException) -> str | None:
+    """One line for ``error`` when it is storage trouble met outside a retried transaction
+    (a command's own statement, waiting on a lock past the database's ``lock_timeout``);
+    None for any other error."""
+    trouble = trouble_of(error)
+    if trouble is None:
+        return None
+    return (
+        f"{_UNAVAILABLE[trouble]} ({_named(trouble, error)}): run the command again once the"
+        " database is free (what it committed before stays)"
+    )
+
+
+_UNAVAILABLE: dict[Trouble, str] = {
+    "connection": "the database could not be reached",
+    "lock": "the database stayed locked by another session",
+}
+
+
+def _named(trouble: Trouble, error: BaseException) -> str:
+    """The error, in words safe to print (a lost connection's text may name the server)."""
+    return _lock_reason(error) if trouble == "lock" else type(error).__name__
+
+
+def _log_trouble(trouble: Trouble, what: str, error: BaseException) -> None:
+    if trouble == "lock":
+        log.warning(
+            "waiting on storage during %s: the database is locked by another session (%s);"
+            " retrying",
+            what,
+            _lock_reason(error),
+            extra={"action": "db_locked", "error": type(error).__name__},
+        )
+        return
+    log.warning(
+        "database connection lost during %s: reconnecting",
+        what,
+        extra={"action": "db_reconnect", "error": type(error).__name__},
+    )
 
 
 class Database:
@@ -176,6 +287,7 @@ class Database:
 
         async def once() -> T:
             async with self.engine.begin() as connection:
+                await _bounded_lock_wait(connection)
                 return await statement(connection)
 
         return await retrying(
@@ -205,6 +317,7 @@ class Database:
 
         async def once() -> T:
             async with self.engine.connect() as connection:
+                await _bounded_lock_wait(connection)
                 return await statement(connection)
 
         return await retrying(
@@ -218,3 +331,10 @@ class Database:
             return (await connection.execute(query)).all()
 
         return await self.read(what, fetch)
+
+
+async def _bounded_lock_wait(connection: AsyncConnection) -> None:
+    """:data:`LOCK_WAIT_S` as the transaction's ``lock_timeout`` on PostgreSQL, unless the
+    database or role sets one (kept as it is)."""
+    if connection.dialect.name == "postgresql":
+        await connection.execute(_LOCK_WAIT)

@@ -28,6 +28,7 @@ from pipeline.retrieval.search import search
 from pipeline.store import documents as store
 from pipeline.store import queue
 from pipeline.store.ledger import job_totals
+from pipeline.store.reconnect import Database
 from pipeline.store.tables import calls, chunks, documents
 from pipeline.store.urls import async_url
 from tests.support.databases import fetch_rows, postgres_engine, sqlite_engine
@@ -35,6 +36,8 @@ from tests.support.paths import REPO
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.anyio
+
+OUTAGE_S = 30.0  # seconds the index may wait its database out
 
 DOCS = [
     {
@@ -102,19 +105,19 @@ async def test_loading_is_idempotent_and_a_changed_document_is_chunked_again(
     docs = _write(tmp_path / "docs.jsonl", DOCS)
     async with engine_factory() as engine:
         job_id = await _job(engine)
-        first = await load_index(engine, job_id, _settings(docs))
+        first = await load_index(Database(engine, outage_s=OUTAGE_S), job_id, _settings(docs))
         assert (first.added, first.changed, first.unchanged) == (3, 0, 0)
         n_docs, n_chunks, _ = await _rows(engine)
         assert n_docs == 3 and n_chunks == first.chunks > 3
 
-        again = await load_index(engine, job_id, _settings(docs))
+        again = await load_index(Database(engine, outage_s=OUTAGE_S), job_id, _settings(docs))
         assert (again.added, again.changed, again.unchanged, again.chunks) == (0, 0, 3, 0)
         assert (await _rows(engine))[:2] == (n_docs, n_chunks)
 
         changed = [dict(d) for d in DOCS]
         changed[1]["text"] = "Zürich Airport (ZRH) is 12 km north of the city. " * 4
         _write(docs, changed)
-        third = await load_index(engine, job_id, _settings(docs))
+        third = await load_index(Database(engine, outage_s=OUTAGE_S), job_id, _settings(docs))
         assert (third.added, third.changed, third.unchanged) == (0, 1, 2)
         async with engine.connect() as connection:
             texts = [
@@ -143,7 +146,11 @@ async def test_search_ranks_the_matching_chunks_and_min_score_means_nothing_foun
     docs = _write(tmp_path / "docs.jsonl", DOCS)
     async with engine_factory() as engine:
         job_id = await _job(engine)
-        await load_index(engine, job_id, _settings(docs, chunk_chars=1000, chunk_overlap=0))
+        await load_index(
+            Database(engine, outage_s=OUTAGE_S),
+            job_id,
+            _settings(docs, chunk_chars=1000, chunk_overlap=0),
+        )
         async with engine.connect() as connection:
             found = await search(
                 connection,
@@ -173,7 +180,7 @@ async def test_a_bad_row_is_named_and_nothing_is_loaded(tmp_path: Path) -> None:
     async with sqlite_engine(tmp_path) as engine:
         job_id = await _job(engine)
         with pytest.raises(DocumentError, match=r"docs\.jsonl:2: missing or empty text"):
-            await load_index(engine, job_id, _settings(path))
+            await load_index(Database(engine, outage_s=OUTAGE_S), job_id, _settings(path))
         assert (await _rows(engine))[:2] == (0, 0)
 
 
@@ -187,11 +194,15 @@ async def test_embeddings_are_stored_with_one_ledger_row_per_call_and_never_paid
         embedding = Embedding(endpoint, "gemini-embedding-001", 64, None)
         async with engine_factory() as engine:
             job_id = await _job(engine)
-            loaded = await load_index(engine, job_id, _settings(docs))
-            result = await embed_pending(engine, job_id, embedding, batch_size=2)
+            loaded = await load_index(Database(engine, outage_s=OUTAGE_S), job_id, _settings(docs))
+            result = await embed_pending(
+                Database(engine, outage_s=OUTAGE_S), job_id, embedding, batch_size=2
+            )
             assert result.chunks == loaded.chunks and not result.errors
             assert result.calls == -(-loaded.chunks // 2)
-            again = await embed_pending(engine, job_id, embedding, batch_size=2)
+            again = await embed_pending(
+                Database(engine, outage_s=OUTAGE_S), job_id, embedding, batch_size=2
+            )
             assert (again.chunks, again.calls) == (0, 0)
             async with engine.connect() as connection:
                 counts = await store.index_counts(connection, job_id)
@@ -313,7 +324,7 @@ async def test_the_demo_corpus_answers_the_demo_airport_questions(tmp_path: Path
     retrieval = RetrievalSection(docs=str(REPO / "jobs" / "demo_corpus.jsonl"))
     async with sqlite_engine(tmp_path) as engine:
         job_id = await _job(engine)
-        loaded = await load_index(engine, job_id, retrieval)
+        loaded = await load_index(Database(engine, outage_s=OUTAGE_S), job_id, retrieval)
         assert 24 <= loaded.documents <= 60
         async with engine.connect() as connection:
             for question in questions:

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import exc as sa_exc
 
 from pipeline.store.faults import FileIdentity, storage_fault
-from pipeline.store.reconnect import DatabaseOutage, StorageFault, retrying
+from pipeline.store.reconnect import DatabaseOutage, StorageFault, retrying, trouble_of
 from pipeline.store.urls import database_problem
 
 pytestmark = pytest.mark.anyio
@@ -151,3 +151,68 @@ async def test_each_way_into_a_lost_database_stops_waiting_once_the_run_gives_up
     finally:
         await engine.dispose()
     assert time.monotonic() - started < 5  # not database_outage_s
+
+
+def _pg_dbapi_error(sqlstate: str, message: str) -> sa_exc.DBAPIError:
+    """A PostgreSQL error as SQLAlchemy raises it over asyncpg: a plain DBAPIError whose
+    driver error carries the SQLSTATE."""
+    driver = _PgError(sqlstate)
+    driver.args = (message,)
+    return sa_exc.DBAPIError("UPDATE questions ...", {}, driver)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        _pg_dbapi_error("55P03", "canceling statement due to lock timeout"),
+        _pg_dbapi_error("57014", "canceling statement due to statement timeout"),
+        _pg_dbapi_error("40P01", "deadlock detected"),
+        _pg_dbapi_error("40001", "could not serialize access due to concurrent update"),
+        _operational("database is locked"),
+    ],
+)
+def test_a_lock_or_a_timeout_is_storage_trouble_to_wait_out(error: BaseException) -> None:
+    assert trouble_of(error) == "lock"
+    assert storage_fault(error) is None
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        sa_exc.IntegrityError("INSERT ...", {}, _PgError("23505")),
+        sa_exc.ProgrammingError("SELECT ...", {}, _PgError("42P01")),
+        ValueError("a bug"),
+    ],
+)
+def test_a_constraint_or_a_bug_is_no_storage_trouble(error: BaseException) -> None:
+    assert trouble_of(error) is None
+
+
+async def test_a_lock_that_outlasts_the_allowance_is_an_outage_in_one_line() -> None:
+    tries = 0
+
+    async def update() -> None:
+        nonlocal tries
+        tries += 1
+        raise _pg_dbapi_error("55P03", "canceling statement due to lock timeout")
+
+    with pytest.raises(DatabaseOutage) as raised:
+        await retrying(update, outage_s=0.5, what="storing outcomes")
+    assert str(raised.value) == (
+        "the database stayed locked by another session for 0.5 s ([job] database_outage_s),"
+        " during storing outcomes: canceling statement due to lock timeout"
+    )
+    assert tries > 1  # waited out, not raised at once
+
+
+async def test_a_lock_released_in_time_lets_the_operation_through() -> None:
+    tries = 0
+
+    async def update() -> str:
+        nonlocal tries
+        tries += 1
+        if tries < 3:
+            raise _pg_dbapi_error("55P03", "canceling statement due to lock timeout")
+        return "stored"
+
+    assert await retrying(update, outage_s=30, what="storing outcomes") == "stored"
