@@ -1,4 +1,5 @@
-"""A graceful stop (SIGINT/SIGTERM): calls already made are stored, the rest is given back."""
+"""A graceful stop (SIGINT/SIGTERM, and the SIGHUP of a closing terminal or ssh session): calls
+already made are stored, the rest is given back, one line says why, and the summary follows."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import sqlalchemy as sa
 
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
-from pipeline.store.tables import calls, questions
+from pipeline.store.tables import answers, calls, questions
 from tests.support.databases import fetch_rows
 from tests.support.jobs import generate_calls, make_job
 from tests.support.waiting import process_exited, wait_until
@@ -25,7 +26,9 @@ RATE_PER_MINUTE = 6000  # paced by the run itself: 400 calls take at least 4 s
 SIGNAL_AFTER_CALLS = 30  # answered calls before the signal: the run is well under way
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"]
+)
 async def test_a_signal_stops_the_run_without_losing_a_paid_call(
     tmp_path: Path, signum: signal.Signals
 ) -> None:
@@ -49,17 +52,25 @@ async def test_a_signal_stops_the_run_without_losing_a_paid_call(
                 abort=process_exited(child),
             )
             child.send_signal(signum)
-            _out, err = child.communicate(timeout=60)
+            out, err = child.communicate(timeout=60)
         finally:
             if child.poll() is None:
                 child.kill()
                 child.communicate()
         seen = generate_calls(emu.stats())
-    assert child.returncode == 1
-    assert f"{signum.name} received" in err.decode()
-    ledger = await fetch_rows(spec.database_url, sa.select(calls.c.id))
+    assert child.returncode == 1, err.decode()
+    # One line says why (the log's own records aside), and the summary follows.
+    said = [line for line in err.decode().splitlines() if line.startswith("ground: ")]
+    assert said == [f"ground: run stopped early: {signum.name} received"], err.decode()
+    assert "Traceback" not in err.decode()
+    summary = [line for line in out.decode().splitlines() if line.startswith("run: ")]
+    assert len(summary) == 1 and " calls for " in summary[0], out.decode()
+    ledger = await fetch_rows(spec.database_url, sa.select(calls.c.id, calls.c.outcome))
     assert SIGNAL_AFTER_CALLS <= seen < N_QUESTIONS
     assert len(ledger) == seen  # every call the server answered was stored
+    paid = sum(outcome == "ok" for _id, outcome in ledger)
+    stored = await fetch_rows(spec.database_url, sa.select(answers.c.id))
+    assert len(stored) == paid  # ... and every answer paid for with it
     rows = await fetch_rows(spec.database_url, sa.select(questions.c.state, questions.c.attempts))
     assert "running" not in {s for s, _ in rows}  # leases given back
     assert all(a == 0 for s, a in rows if s == "pending")  # unasked ones kept their attempts
