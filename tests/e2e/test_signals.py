@@ -74,3 +74,45 @@ async def test_a_signal_stops_the_run_without_losing_a_paid_call(
     rows = await fetch_rows(spec.database_url, sa.select(questions.c.state, questions.c.attempts))
     assert "running" not in {s for s, _ in rows}  # leases given back
     assert all(a == 0 for s, a in rows if s == "pending")  # unasked ones kept their attempts
+
+
+async def test_ground_worker_passes_a_sighup_on_to_its_children(tmp_path: Path) -> None:
+    """A closing terminal's SIGHUP reaches the supervisor only (its children run in their own
+    process group): it forwards it, and each child stops as a run does."""
+    config = EmulatorConfig(seed=72, latency_p50_ms=300, latency_p99_ms=900)
+    with running_emulator(config) as emu:
+        overrides = ["limits.concurrency=8", f"limits.requests_per_minute={RATE_PER_MINUTE}"]
+        spec = make_job(
+            tmp_path, base_url=emu.base_url, n_questions=N_QUESTIONS, overrides=overrides
+        )
+        command = [sys.executable, "-m", "pipeline.cli", "worker", str(spec.path)]
+        command += ["--processes", "2"]
+        command += [arg for override in overrides for arg in ("--set", override)]
+        env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
+        supervisor = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        try:
+            wait_until(
+                lambda: generate_calls(emu.stats()) >= SIGNAL_AFTER_CALLS,
+                f"{SIGNAL_AFTER_CALLS} answered calls",
+                abort=process_exited(supervisor),
+            )
+            supervisor.send_signal(signal.SIGHUP)
+            _out, err = supervisor.communicate(timeout=60)
+        finally:
+            if supervisor.poll() is None:
+                supervisor.kill()
+                supervisor.communicate()
+        seen = generate_calls(emu.stats())
+    assert supervisor.returncode == 1, err.decode()
+    said = [line for line in err.decode().splitlines() if line.startswith("ground: ")]
+    assert said.count("ground: run stopped early: SIGHUP received") == 2, err.decode()
+    assert "Traceback" not in err.decode()
+    ledger = await fetch_rows(spec.database_url, sa.select(calls.c.outcome))
+    assert SIGNAL_AFTER_CALLS <= seen < N_QUESTIONS
+    assert len(ledger) == seen  # every call the server answered was stored
+    stored = await fetch_rows(spec.database_url, sa.select(answers.c.id))
+    assert len(stored) == sum(outcome == "ok" for (outcome,) in ledger)
+    rows = await fetch_rows(spec.database_url, sa.select(questions.c.state))
+    assert "running" not in {s for (s,) in rows}  # leases given back
