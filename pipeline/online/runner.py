@@ -756,21 +756,23 @@ class OnlineRunner:
                 )
 
     def _after_pause(self, before: Instant, interval: float) -> None:
-        """Said once per pause: the heartbeat's tick came more than a lease late (the
-        process was stopped, or the machine slept), and the leases that ran out meanwhile
-        are lost: what they cover is given back without a call (the fence refuses it)."""
+        """Said once per pause: the heartbeat's tick came a lease late (the process was
+        stopped, or the machine slept), or leases ran out before it could extend them. Those
+        are lost for good: what they cover is given back without a call (the fence refuses
+        it, and the callers give the questions back)."""
         lapsed = self._fence.lapse()
         now = self._fence.now()
         late = max(now[0] - before[0], now[1] - before[1]) - interval
-        if late > self._lease.total_seconds():
+        if lapsed or late > self._lease.total_seconds():
             log.warning(
-                "this run did not run for %.0f s, longer than its %.0f s leases: %d leases ran"
-                " out, and the calls it had claimed for them and not sent are not sent (their"
-                " questions are given back; another run may hold them now)",
+                "this run's heartbeat came %.0f s late (the process was paused, the machine"
+                " slept, or the database was slow) and %d of its %.0f s leases ran out: the"
+                " calls not yet sent for them are not sent, and their questions go back to"
+                " the queue (another run may hold them now)",
                 late,
-                self._lease.total_seconds(),
                 len(lapsed),
-                extra={"action": "paused_past_leases", "paused_s": round(late, 1)},
+                self._lease.total_seconds(),
+                extra={"action": "leases_lapsed", "late_s": round(late, 1), "count": len(lapsed)},
             )
 
     async def _give_back(self, question_id: int) -> None:

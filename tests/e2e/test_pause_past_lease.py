@@ -96,7 +96,7 @@ async def _in_transaction(spec: JobSpec, postgres: bool) -> bool:
         .where(
             sa.text(
                 "datname = current_database() AND pid <> pg_backend_pid()"
-                " AND xact_start IS NOT NULL"
+                " AND backend_type = 'client backend' AND xact_start IS NOT NULL"
             )
         ),
     )
