@@ -108,17 +108,23 @@ async def _count(spec: JobSpec, statement: sa.Select) -> int:
 
 
 async def _pause(child: subprocess.Popen[bytes], spec: JobSpec, emu: RunningEmulator) -> None:
-    """SIGSTOP ``child`` between two transactions, with every call it had answered stored: a
-    pause inside one is undone (SIGCONT) and tried again."""
+    """SIGSTOP ``child`` between two transactions, with every call it was answered stored: a
+    pause that lands inside a transaction is undone (SIGCONT) and tried again."""
     postgres = spec.database_url.startswith("postgresql")
     abort = process_exited(child)
+
+    async def quiet() -> bool:
+        ledger = await _count(spec, sa.select(sa.func.count()).select_from(calls))
+        stored = ledger == generate_calls(emu.stats())
+        return stored and not await _in_transaction(spec, postgres)
+
     for _ in range(PAUSE_TRIES):
+        await _until(quiet, "the run storing every answer it was given", abort)
         child.send_signal(signal.SIGSTOP)
         await anyio.to_thread.run_sync(
             lambda: wait_until(lambda: _stopped(child.pid), "the run stopped", abort=abort)
         )
-        ledger = await _count(spec, sa.select(sa.func.count()).select_from(calls))
-        if ledger == generate_calls(emu.stats()) and not await _in_transaction(spec, postgres):
+        if await quiet():
             return
         child.send_signal(signal.SIGCONT)
         await anyio.to_thread.run_sync(
