@@ -5,6 +5,7 @@ call is in the ledger, each question's answer stored once."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
 import sqlite3
@@ -137,63 +138,70 @@ def _start(command: list[str], env: dict[str, str], log: IO[bytes]) -> subproces
     return subprocess.Popen(command, env=env, stdout=log, stderr=log)
 
 
+def _job(tmp_path: Path, emu: RunningEmulator, database: str | None) -> tuple[JobSpec, list[str]]:
+    """The job, and the ``ground run`` command line for it."""
+    overrides = [
+        f"limits.concurrency={CONCURRENCY}",
+        f"limits.lease_s={LEASE_S}",
+        "model.request_timeout_s=120",  # the calls on the wire outlive the pause
+    ]
+    spec = make_job(
+        tmp_path,
+        base_url=emu.base_url,
+        n_questions=N_QUESTIONS,
+        database=database,
+        overrides=overrides,
+    )
+    command = [sys.executable, "-m", "pipeline.cli", "run", str(spec.path)]
+    return spec, command + [arg for override in overrides for arg in ("--set", override)]
+
+
+async def _paused_past_its_leases(
+    run: subprocess.Popen[bytes], spec: JobSpec, emu: RunningEmulator
+) -> tuple[int, set[int], dt.datetime]:
+    """Pause ``run`` mid-way, every caller in a call the emulator holds and more questions
+    claimed behind them (claimed, not sent), until its leases have run out. The calls on the
+    wire at the pause, the questions it held, and when it was paused."""
+    abort = process_exited(run)
+
+    async def under_way() -> bool:
+        return generate_calls(emu.stats()) >= CALLS_BEFORE_PAUSE
+
+    await _until(under_way, f"{CALLS_BEFORE_PAUSE} answered calls", abort)
+    emu.hold()
+
+    async def all_callers_on_the_wire() -> bool:
+        held = await _count(spec, sa.select(sa.func.count()).where(_owned_by(run.pid)))
+        return _on_wire(emu) == CONCURRENCY and held > CONCURRENCY
+
+    await _until(all_callers_on_the_wire, "every caller in a held call", abort)
+    await _pause(run, spec, emu)
+    paused_at = utcnow()
+    on_wire = _on_wire(emu)
+    rows = await fetch_rows(spec.database_url, sa.select(questions.c.id).where(_owned_by(run.pid)))
+    held = {row.id for row in rows}
+    assert on_wire == CONCURRENCY < len(held)  # some claimed and not sent
+
+    async def leases_expired() -> bool:
+        live = sa.and_(_owned_by(run.pid), questions.c.lease_expires_at >= utcnow())
+        return not await _count(spec, sa.select(sa.func.count()).where(live))
+
+    await _until(leases_expired, "the paused run's leases running out", abort)
+    return on_wire, held, paused_at
+
+
 async def test_a_run_paused_past_its_leases_sends_nothing_it_had_not_sent(
     tmp_path: Path, database: str | None
 ) -> None:
     config = EmulatorConfig(seed=53, ungrounded_share=0.0, latency_p50_ms=20, latency_p99_ms=60)
     with running_emulator(config) as emu:
-        overrides = [
-            f"limits.concurrency={CONCURRENCY}",
-            f"limits.lease_s={LEASE_S}",
-            "model.request_timeout_s=120",  # the calls on the wire outlive the pause
-        ]
-        spec = make_job(
-            tmp_path,
-            base_url=emu.base_url,
-            n_questions=N_QUESTIONS,
-            database=database,
-            overrides=overrides,
-        )
-        command = [sys.executable, "-m", "pipeline.cli", "run", str(spec.path)]
-        command += [arg for override in overrides for arg in ("--set", override)]
+        spec, command = _job(tmp_path, emu, database)
         env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
         with (tmp_path / "a.log").open("wb") as a_log, (tmp_path / "b.log").open("wb") as b_log:
             first = _start(command, env, a_log)
             second: subprocess.Popen[bytes] | None = None
             try:
-                abort = process_exited(first)
-
-                async def under_way() -> bool:
-                    return generate_calls(emu.stats()) >= CALLS_BEFORE_PAUSE
-
-                await _until(under_way, f"{CALLS_BEFORE_PAUSE} answered calls", abort)
-                # Every caller of the first run waits on a call the emulator holds, with more
-                # questions claimed behind them: claimed, not sent.
-                emu.hold()
-
-                async def all_callers_on_the_wire() -> bool:
-                    held = await _count(
-                        spec, sa.select(sa.func.count()).where(_owned_by(first.pid))
-                    )
-                    return _on_wire(emu) == CONCURRENCY and held > CONCURRENCY
-
-                await _until(all_callers_on_the_wire, "every caller in a held call", abort)
-                await _pause(first, spec, emu)
-                paused_at = utcnow()
-                on_wire = _on_wire(emu)
-                held = {
-                    row.id
-                    for row in await fetch_rows(
-                        spec.database_url, sa.select(questions.c.id).where(_owned_by(first.pid))
-                    )
-                }
-                assert on_wire == CONCURRENCY < len(held)  # some claimed and not sent
-
-                async def leases_expired() -> bool:
-                    live = sa.and_(_owned_by(first.pid), questions.c.lease_expires_at >= utcnow())
-                    return not await _count(spec, sa.select(sa.func.count()).where(live))
-
-                await _until(leases_expired, "the paused run's leases running out", abort)
+                on_wire, held, paused_at = await _paused_past_its_leases(first, spec, emu)
                 second = _start(command, env, b_log)
 
                 async def taken_over() -> bool:
@@ -252,6 +260,53 @@ async def test_a_run_paused_past_its_leases_sends_nothing_it_had_not_sent(
         sa.select(sa.func.count(), sa.func.count(sa.distinct(answers.c.question_id))),
     )
     assert tuple(stored[0]) == (N_QUESTIONS, N_QUESTIONS)  # each answer stored once
+    states = await fetch_rows(
+        spec.database_url,
+        sa.select(questions.c.state, sa.func.count()).group_by(questions.c.state),
+    )
+    assert dict(states) == {"done": N_QUESTIONS}
+
+
+async def test_a_run_paused_past_its_leases_alone_gives_them_back_and_finishes(
+    tmp_path: Path, database: str | None
+) -> None:
+    """No other run took the questions: the paused run gives back what it had not sent,
+    claims it afresh, and finishes; nothing is asked twice."""
+    config = EmulatorConfig(seed=54, ungrounded_share=0.0, latency_p50_ms=20, latency_p99_ms=60)
+    with running_emulator(config) as emu:
+        spec, command = _job(tmp_path, emu, database)
+        env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
+        log_path = tmp_path / "run.log"
+        with log_path.open("wb") as log:
+            run = _start(command, env, log)
+            try:
+                await _paused_past_its_leases(run, spec, emu)
+                run.send_signal(signal.SIGCONT)
+
+                async def said() -> bool:
+                    return '"action":"leases_lapsed"' in log_path.read_text()
+
+                await _until(said, "the run saying its leases ran out", process_exited(run))
+                emu.release()
+                status = await anyio.to_thread.run_sync(lambda: run.wait(timeout=PROCESS_TIMEOUT_S))
+            finally:
+                emu.release()
+                if run.poll() is None:
+                    run.send_signal(signal.SIGCONT)
+                    run.kill()
+                    run.wait()
+        sent = emu.stats()["requests"]["by_model"][GROUND_MODEL]
+    output = log_path.read_text()
+    assert status == 0, output
+    assert "Traceback" not in output
+    assert sent == N_QUESTIONS  # nothing asked twice
+    ledger = await fetch_rows(spec.database_url, sa.select(calls.c.question_id))
+    assert len(ledger) == sent == len({q for (q,) in ledger})
+    stored = await fetch_rows(
+        spec.database_url,
+        sa.select(sa.func.count(), sa.func.count(sa.distinct(answers.c.question_id))),
+    )
+    assert tuple(stored[0]) == (N_QUESTIONS, N_QUESTIONS)
     states = await fetch_rows(
         spec.database_url,
         sa.select(questions.c.state, sa.func.count()).group_by(questions.c.state),
