@@ -4,11 +4,13 @@ already made are stored, the rest is given back, one line says why, and the summ
 from __future__ import annotations
 
 import os
+import pty
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 import sqlalchemy as sa
 
@@ -109,6 +111,54 @@ async def test_ground_worker_passes_a_sighup_on_to_its_children(tmp_path: Path) 
     said = [line for line in err.decode().splitlines() if line.startswith("ground: ")]
     assert said.count("ground: run stopped early: SIGHUP received") == 2, err.decode()
     assert "Traceback" not in err.decode()
+    ledger = await fetch_rows(spec.database_url, sa.select(calls.c.outcome))
+    assert SIGNAL_AFTER_CALLS <= seen < N_QUESTIONS
+    assert len(ledger) == seen  # every call the server answered was stored
+    stored = await fetch_rows(spec.database_url, sa.select(answers.c.id))
+    assert len(stored) == sum(outcome == "ok" for (outcome,) in ledger)
+    rows = await fetch_rows(spec.database_url, sa.select(questions.c.state))
+    assert "running" not in {s for (s,) in rows}  # leases given back
+
+
+async def test_a_closed_terminal_stops_the_run_and_its_summary_is_still_written(
+    tmp_path: Path,
+) -> None:
+    """The run draws its bar on a terminal (a pty) that goes away mid-run, as an ssh session
+    does: SIGHUP, and every later write to it fails (EIO). The run drains all the same, writes
+    its summary file and exits 1."""
+    config = EmulatorConfig(seed=73, latency_p50_ms=300, latency_p99_ms=900)
+    with running_emulator(config) as emu:
+        overrides = ["limits.concurrency=16", f"limits.requests_per_minute={RATE_PER_MINUTE}"]
+        spec = make_job(
+            tmp_path, base_url=emu.base_url, n_questions=N_QUESTIONS, overrides=overrides
+        )
+        summary = tmp_path / "summary.json"
+        command = [sys.executable, "-m", "pipeline.cli", "run", str(spec.path)]
+        command += [arg for override in overrides for arg in ("--set", override)]
+        command += ["--summary-json", str(summary)]
+        env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
+        terminal, tty = pty.openpty()
+        child = subprocess.Popen(
+            command, env=env, stdin=tty, stdout=tty, stderr=tty, start_new_session=True
+        )
+        os.close(tty)
+        try:
+            wait_until(
+                lambda: generate_calls(emu.stats()) >= SIGNAL_AFTER_CALLS,
+                f"{SIGNAL_AFTER_CALLS} answered calls",
+                abort=process_exited(child),
+            )
+            os.close(terminal)  # the session goes; what the run writes now fails
+            child.send_signal(signal.SIGHUP)
+            status = child.wait(timeout=60)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        seen = generate_calls(emu.stats())
+    assert status == 1
+    closing = orjson.loads(summary.read_bytes())
+    assert (closing["exit_status"], closing["stopped"]) == (1, "SIGHUP received")
     ledger = await fetch_rows(spec.database_url, sa.select(calls.c.outcome))
     assert SIGNAL_AFTER_CALLS <= seen < N_QUESTIONS
     assert len(ledger) == seen  # every call the server answered was stored
