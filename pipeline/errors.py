@@ -24,6 +24,10 @@ class                      branch          when
 ``NotSent``                (none)          the run stopped while the call waited for a
                                            permit (rate, tokens, budget): nothing was sent,
                                            the question is given back untouched
+``LeaseLost``              (none)          the question's lease ran out before the request
+                                           left (the process was paused, or another took
+                                           the question over): nothing was sent, the
+                                           question is given back untouched
 =========================  ==============  ===============================================
 
 This module sits above ``gemini/`` because the budget and the daily gate are the run's own
@@ -66,6 +70,7 @@ class ErrorClass(StrEnum):
     EMPTY_ANSWER = "empty_answer"
     GROUNDING_PAUSED = "grounding_paused"  # the daily grounding bucket is empty
     INTERNAL_ERROR = "internal_error"  # a bug of ours, confined to one question
+    LEASE_LOST = "lease_lost"  # the lease ran out before the request left: given back unsent
     MALFORMED_RESPONSE = "malformed_response"
     NOT_SENT = "not_sent"  # the run stopped before the request was sent: given back untouched
     # own retrieval: no chunk of the job's index scored min_score; no call was made
@@ -139,3 +144,10 @@ class NotSent(CallError):
     """The run is stopping: a call that was still waiting for a permit is not sent."""
 
     error_class = ErrorClass.NOT_SENT
+
+
+class LeaseLost(NotSent):
+    """The question's lease is no longer this process's (:mod:`pipeline.online.fence`): its
+    call is not sent, and the question is given back."""
+
+    error_class = ErrorClass.LEASE_LOST

@@ -3,7 +3,9 @@
 ======  ==============================================================================
 ``0``   finished, and no question ended in a state the job calls a failure
 ``1``   stopped early, or the command could not do its work (the message says why):
-        retry later
+        retry later. SIGINT, SIGTERM and SIGHUP (a terminal or ssh session closing) during
+        a run stop it so: what is under way is stored, the rest given back, one line says
+        which signal, and the summary follows
 ``2``   bad usage or a job file that does not validate: fix it, retrying will not help
 ``3``   finished, but some questions ended in a state listed in ``[job] fail_on``
         (default ``failed`` and ``invalid``), or more than ``fail_on_sources_lost`` of the
@@ -18,6 +20,7 @@ The README and ``ground --help`` repeat this table; ``EPILOG`` is the text they 
 
 from __future__ import annotations
 
+import signal
 from enum import IntEnum
 
 
@@ -29,6 +32,10 @@ class ExitStatus(IntEnum):
     INTERRUPTED = 130  # Ctrl-C before the run started (128 + SIGINT)
 
 
+# The signals that stop a run early (exit 1): a Ctrl-C, a scheduler's stop, a closing
+# terminal or ssh session. ``ground worker`` forwards each to its children.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
 EXIT_OK = ExitStatus.OK
 EXIT_FAILED = ExitStatus.FAILED
 EXIT_USAGE = ExitStatus.USAGE
@@ -37,7 +44,8 @@ EXIT_INTERRUPTED = ExitStatus.INTERRUPTED
 EPILOG = """\
 exit status:
   0    finished; no question ended in a state the job calls a failure
-  1    stopped early, or the command could not do its work: retry later
+  1    stopped early, or the command could not do its work: retry later;
+       also a run stopped by SIGINT, SIGTERM or SIGHUP (a closed terminal)
   2    bad usage or a job file that does not validate: fix it first
   3    finished, but some questions ended in a [job] fail_on state
        (default: failed, invalid): alert; the stored data is good

@@ -8,7 +8,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Literal, NoReturn
+from typing import Literal, NoReturn, TextIO
 from urllib.parse import urlsplit
 
 import anyio
@@ -30,17 +30,27 @@ from pipeline.store.engine import (
 from pipeline.store.faults import storage_fault
 from pipeline.store.reconnect import DatabaseOutage, retrying, trouble_of
 from pipeline.store.urls import sqlite_file
-from pipeline.watch.terminal import printable
+from pipeline.watch.terminal import hung_up, let_go, printable
 
 log = logging.getLogger(__name__)
 
 
 def say(message: str) -> None:
-    print(printable(message), flush=True)
+    _write(printable(message), sys.stdout)
 
 
 def complain(message: str) -> None:
-    print(printable(f"ground: {message}"), file=sys.stderr, flush=True)
+    _write(printable(f"ground: {message}"), sys.stderr)
+
+
+def _write(line: str, stream: TextIO) -> None:
+    """``line`` to ``stream``, unless its terminal hung up (then nothing more goes there)."""
+    try:
+        print(line, file=stream, flush=True)
+    except OSError as exc:
+        if not hung_up(exc):
+            raise
+        let_go(stream)
 
 
 class DatabaseUnavailable(RuntimeError):

@@ -38,6 +38,7 @@ from pipeline.commands.trial import dry_run, trial_scope
 from pipeline.exit_codes import (
     EXIT_FAILED,
     EXIT_USAGE,
+    STOP_SIGNALS,
     ExitStatus,
     describe_failures,
     failures,
@@ -384,12 +385,13 @@ async def _run_with_signals(
     watch: WatchOptions,
     tick: Callable[[], Awaitable[None]],
 ) -> None:
-    """First SIGINT/SIGTERM: stop claiming and finish what is in flight; second: abort."""
+    """First SIGINT/SIGTERM/SIGHUP (:data:`STOP_SIGNALS`): stop claiming and finish what is
+    in flight; second: abort."""
     ctx = runner.ctx
     async with anyio.create_task_group() as group:
 
         async def watch_signals() -> None:
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
                 async for signum in signals:
                     if ctx.stopped is None:
                         ctx.stop(f"{signal.Signals(signum).name} received")

@@ -4,8 +4,9 @@
   on the same job file: they share the queue (leases), the quota and the budget through the
   job's database (:mod:`pipeline.limits.job_limits`), so N needs no arithmetic in the job file.
 * Children run in their own process group: a Ctrl-C at the terminal reaches the supervisor
-  only, which forwards it (and SIGTERM) to every child, once per signal received. The first
-  signal makes each child stop claiming and store what is in flight; a second aborts.
+  only, which forwards it (and SIGTERM, and the SIGHUP of a closing terminal or ssh session:
+  :data:`~pipeline.exit_codes.STOP_SIGNALS`) to every child, once per signal received. The
+  first signal makes each child stop claiming and store what is in flight; a second aborts.
 * A child that dies (killed, crashed: any exit other than ``ground run``'s 0 and 1) is
   restarted after a backoff (``RESTART_FIRST_S`` doubling to ``RESTART_MAX_S``); one that
   exits 0 (nothing left to claim) or 1 (the run stopped: budget, outage ...) is not.
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import signal
 import sys
 import tempfile
 from collections.abc import Callable
@@ -34,7 +34,7 @@ import anyio
 import orjson
 from anyio.abc import Process
 
-from pipeline.exit_codes import ExitStatus
+from pipeline.exit_codes import STOP_SIGNALS, ExitStatus
 from pipeline.job.spec import JobSpec
 from pipeline.watch.outputs import write_atomically
 from pipeline.watch.progress import WatchOptions
@@ -248,7 +248,7 @@ class Supervisor:
             delay = min(delay * 2, RESTART_MAX_S)
 
     async def _forward_signals(self) -> None:
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
             async for signum in signals:
                 self.stopping = True
                 self._stopped.set()

@@ -239,7 +239,8 @@ class LimitsSection(_Section):
     concurrency: Annotated[int, msgspec.Meta(ge=1, le=MAX_CONCURRENCY)] = 8
     max_attempts: Annotated[int, msgspec.Meta(ge=1, le=MAX_ATTEMPTS)] = 5
     # Seconds a claimed question stays ours without a heartbeat (a crashed run's questions come
-    # back after this, or at once when the dead run was on this host).
+    # back after this, or at once when the dead run was on this host). A run paused longer
+    # (a suspended machine, a stopped process) sends none of the calls it had not sent.
     lease_s: Annotated[float, msgspec.Meta(ge=5, le=MAX_SECONDS)] = 120.0
     # USD for the whole job (every run); a call whose worst case would exceed what is left is
     # not started. 0 = no budget.

@@ -12,11 +12,13 @@ is known to be empty (:class:`~pipeline.errors.GroundingPaused`, with the reset 
 request waits for its slot of the shared rate; the token grant takes the prompt's estimated
 tokens. A run that stops while the call waits for any of these sends nothing:
 :class:`~pipeline.errors.NotSent`, with the reservation, the tokens and the day's prompt given
-back (:mod:`pipeline.limits.interrupt`). After it: the token estimate is corrected from
-``usageMetadata``, the cost computed from the price table, and a
-:class:`~pipeline.store.ledger.CallRecord` made for the ledger (failed calls too, at cost 0;
-an answer whose usage cannot be priced, :class:`~pipeline.gemini.api_errors.InvalidUsage`, at
-the call's worst case: it was paid);
+back (:mod:`pipeline.limits.interrupt`); nor does a call whose question's lease is no longer
+this process's, checked against the clock as the call starts and again just before the
+request leaves (:class:`~pipeline.errors.LeaseLost`, :mod:`pipeline.online.fence`). After it:
+the token estimate is corrected from ``usageMetadata``, the cost computed from the price
+table, and a :class:`~pipeline.store.ledger.CallRecord` made for the ledger (failed calls
+too, at cost 0; an answer whose usage cannot be priced,
+:class:`~pipeline.gemini.api_errors.InvalidUsage`, at the call's worst case: it was paid);
 the budget's reservation is settled by the writer, with the ledger row
 (``record.reserved_micro``).
 """
@@ -42,6 +44,7 @@ from pipeline.gemini.client import CallResult, GeminiClient
 from pipeline.gemini.endpoint import Endpoint
 from pipeline.limits import GroundingPause, JobLimits, estimate_tokens
 from pipeline.limits.daily import DAILY_RESET_MARGIN
+from pipeline.online.fence import LeaseFence
 from pipeline.run.context import RunPrices
 from pipeline.store.ledger import CallRecord
 from pipeline.store.reconnect import DatabaseOutage
@@ -75,7 +78,7 @@ class MeteredCaller:
 
     ``worst_case``: the bounds a call's budget reservation is computed under; ``adaptive``:
     whether 429s lower (and successes raise) the job's shared rate; ``backend``: what a 429's
-    body is read as.
+    body is read as; ``fence``: the leases this process holds (None: calls are not fenced).
     """
 
     def __init__(
@@ -87,8 +90,10 @@ class MeteredCaller:
         worst_case: WorstCase,
         adaptive: bool,
         backend: str,
+        fence: LeaseFence | None = None,
     ) -> None:
         self.client = client
+        self.fence = fence
         self.limits = limits
         self.prices = prices
         self.pause = GroundingPause()
@@ -120,12 +125,16 @@ class MeteredCaller:
 
         Raises a :class:`~pipeline.errors.CallError`: :class:`BudgetExhausted`,
         :class:`GroundingPaused` or :class:`~pipeline.errors.NotSent` (the run stopped while
-        the call waited for a permit) before any request, :class:`Unreachable` when no request could
+        the call waited for a permit; :class:`~pipeline.errors.LeaseLost`: the question's
+        lease ran out) before any request, :class:`Unreachable` when no request could
         be sent, and the API's error (its ledger row in ``record``) when the server refused.
         """
         limits = self.limits
         stop = limits.interrupt
         stop.check()
+        fence = self.fence
+        if fence is not None:
+            fence.check(question_id)
         price = self.prices.online(model)
         # The whole body, not only the prompt: system instruction, schema and source list
         # are input too, and the JSON around them only makes the estimate err high.
@@ -143,6 +152,8 @@ class MeteredCaller:
             # An access token first: a credentials failure sends nothing and stops the run.
             await endpoint.auth.headers()
             stop.check()  # the run stopped while this call waited: it is not sent
+            if fence is not None:  # ... or the process slept past the question's lease
+                fence.check(question_id)
         except BaseException:  # not sent: the reservation, tokens and prompt go back at once
             if taken and limits.tokens is not None:
                 limits.tokens.reconcile(taken, 0)

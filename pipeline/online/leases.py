@@ -4,8 +4,10 @@ A run leases what it claims to its *owner*, ``host:pid:nonce`` (:func:`default_o
 per run, and it tells a later run on the same host whether the owner died (:func:`pid_alive`),
 so that run takes the questions back at once instead of waiting for the leases to expire
 (:func:`release_dead_runs`, which also drops the expired budget holds of dead runs). While it
-works, a run extends the leases of everything in flight (:func:`heartbeat`); what it claimed
-but did not finish it releases at its end (:func:`pipeline.store.queue.release`).
+works, a run extends the leases of everything in flight (:func:`heartbeat`), and sends a call
+only while its own record says the lease holds (:mod:`pipeline.online.fence`); what it claimed
+but did not finish it releases at its end (:func:`pipeline.store.queue.release`), what it finds
+it no longer holds at once.
 """
 
 from __future__ import annotations
@@ -54,8 +56,8 @@ async def heartbeat(
     ids: list[int],
     lease: dt.timedelta,
     limits: JobLimits,
-) -> None:
+) -> list[int]:
     """Extend ``owner``'s leases on ``ids`` (and its budget hold: that row first, before the
-    question rows, as every transaction locks them)."""
+    question rows, as every transaction locks them); the ids still ``owner``'s."""
     await limits.heartbeat(connection)
-    await queue.extend_leases(connection, owner, ids, lease)
+    return await queue.extend_leases(connection, owner, ids, lease)

@@ -5,7 +5,7 @@
     claimer --(claimed questions)--> callers x concurrency --(outcomes)--> writer
        ^                                  |                                  |
        '--------- progress (in-flight set shrinks after each commit) --------'
-    heartbeat: extends the leases of everything in flight
+    heartbeat: extends the leases of everything in flight; fence: no call without its lease
     writer --(sources to resolve)--> resolver feed (pipeline.links.resolver), within seconds
 
 * The claimer leases questions in batches and keeps at most ``2 x concurrency`` in flight; it
@@ -39,6 +39,14 @@
   Either way the calls under way finish, and the outcomes the database could not take are
   kept in the spill file (:mod:`pipeline.run.spill`) and counted in the run's spend; the
   run's closing line names the cause and the file, and the next run stores them first.
+* A call is sent only while its question's lease is this process's, by the process's own
+  record checked just before the request leaves (:mod:`pipeline.online.fence`): a process
+  that was paused past its leases (SIGSTOP, a paused VM, a suspended laptop) wakes to find
+  them run out, sends none of the calls it had claimed but not sent, and gives those
+  questions back at once (another run may hold them by now). The heartbeat notices such a
+  pause too (its tick came that late) and says so once. An outcome of a call that was on the
+  wire during the pause is stored all the same (it is paid); its question's state is written
+  only if no other run took the question over.
 * A stop (signal, or the retry policy's verdict: budget spent, too many auth failures, the
   endpoint unreachable, a long daily pause) stops claiming and stops spending: a caller still
   waiting for a permit (rate, tokens, budget) sends nothing (:mod:`pipeline.limits.interrupt`)
@@ -73,6 +81,7 @@ from pipeline.links.rules import AllowList, initial_verdict
 from pipeline.online import leases
 from pipeline.online.answering import Answerer
 from pipeline.online.call import MeteredCaller
+from pipeline.online.fence import Instant, LeaseFence
 from pipeline.online.own import OwnAnswerer, missed, stored_own_answer
 from pipeline.online.query_vectors import QueryEmbedder
 from pipeline.online.reuse import AnswerReuse
@@ -157,6 +166,7 @@ class OnlineRunner:
         self._plan = plan
         self._concurrency = concurrency
         self._lease = dt.timedelta(seconds=lease_s)
+        self._fence = LeaseFence(lease_s)  # the leases held, by this process's own clock
         self._request_timeout_s = request_timeout_s
         self._worst_case = worst_case
         self._adaptive = adaptive
@@ -280,6 +290,7 @@ class OnlineRunner:
                 worst_case=self._worst_case,
                 adaptive=self._adaptive,
                 backend=self._plan.backend,
+                fence=self._fence,
             )
             self._answerer = Answerer(self.caller, self._plan, self.ctx.policy)
             self._reuse = AnswerReuse(
@@ -380,12 +391,15 @@ class OnlineRunner:
                 if time.monotonic() - self._last_sweep > leases.DEAD_OWNER_SWEEP_S:
                     await self._release_dead()
                 want = min(free, CLAIM_BATCH)
+                at = self._fence.now()  # before the claim: its lease runs from no earlier
                 batch = await self.ctx.db.transaction(
                     "claiming",
                     lambda c, n=want: queue.claim(
                         c, self.ctx.job_id, self.owner, n, self._lease, self.ctx.scope
                     ),
                 )
+                batch = await self._not_held(batch)
+                self._fence.granted((q.id for q in batch), at)
                 if batch:
                     self.summary.claimed += len(batch)
                     self._in_flight.update(q.id for q in batch)
@@ -415,6 +429,19 @@ class OnlineRunner:
                 wait = (wake_at - utcnow()).total_seconds()
                 await self._wait_for_progress(min(max(wait, 0.05), IDLE_POLL_S))
 
+    async def _not_held(self, batch: list[ClaimedQuestion]) -> list[ClaimedQuestion]:
+        """``batch`` without the questions this process still holds: one whose lease ran out
+        here, that another run took over and gave back since, may come back in a claim
+        while its old holder has yet to give it back. It goes back to the queue at once,
+        so that it is never in two of this process's hands."""
+        held = [q.id for q in batch if q.id in self._in_flight]
+        if not held:
+            return batch
+        await self.ctx.db.transaction(
+            "giving back questions still held", lambda c: queue.release(c, self.owner, held)
+        )
+        return [q for q in batch if q.id not in self._in_flight]
+
     async def _wait_for_progress(self, at_most_s: float) -> None:
         with anyio.move_on_after(at_most_s):
             await self._progress.wait()
@@ -428,6 +455,9 @@ class OnlineRunner:
                     self._unstarted.append(question.id)
                     continue
                 try:
+                    if not self._fence.holds(question.id):  # its lease ran out while it waited
+                        await self._give_back(question.id)
+                        continue
                     await self._handle(question, outcomes)
                 except DatabaseOutage as fault:  # a limit's row could not be written
                     self._database_failed(str(fault))
@@ -648,7 +678,11 @@ class OnlineRunner:
             if stop is not None:
                 self.stop(stop)
         if outcome.change is None:  # handed back untouched: released with its attempts
-            self._unstarted.append(question.id)
+            decision = outcome.decision
+            if decision is not None and decision.error_class == ErrorClass.LEASE_LOST:
+                await self._give_back(question.id)  # not ours any more: at once
+            else:
+                self._unstarted.append(question.id)
             if not outcome.calls:
                 return
         elif outcome.change.keep_lease:
@@ -681,6 +715,7 @@ class OnlineRunner:
         """A question's final change in this run is stored: it leaves the pool."""
         self._in_flight.discard(change.question_id)
         self._qids.pop(change.question_id, None)
+        self._fence.drop(change.question_id)
         self.summary.count(change.state)
         if self.metrics is not None:
             self.metrics.on_finished(change.state)
@@ -698,13 +733,59 @@ class OnlineRunner:
             self._database_failed(str(fault))
 
     async def _beat(self) -> None:
+        """Every quarter lease: extend the leases still held (by the fence's record), and
+        learn which are not this process's any more; a tick that comes a lease late says the
+        process was paused past its leases."""
+        fence = self._fence
+        interval = self._lease.total_seconds() / 4
         while True:
-            await anyio.sleep(self._lease.total_seconds() / 4)
-            ids = list(self._in_flight)
-            await self.ctx.db.transaction(
+            before = fence.now()
+            await anyio.sleep(interval)
+            self._after_pause(before, interval)
+            ids = fence.renewable(self._in_flight)
+            at = fence.now()
+            kept = await self.ctx.db.transaction(
                 "the heartbeat",
                 lambda c, ids=ids: leases.heartbeat(c, self.owner, ids, self._lease, self.limits),
             )
+            taken = [i for i in fence.renewed(ids, kept, at) if i in self._in_flight]
+            if taken:
+                log.warning(
+                    "%d questions were taken over by another run: their calls are not sent",
+                    len(taken),
+                    extra={"action": "leases_taken_over", "count": len(taken)},
+                )
+
+    def _after_pause(self, before: Instant, interval: float) -> None:
+        """Said once per pause: the heartbeat's tick came a lease late (the process was
+        stopped, or the machine slept), or leases ran out before it could extend them. Those
+        are lost for good: what they cover is given back without a call (the fence refuses
+        it, and the callers give the questions back)."""
+        lapsed = self._fence.lapse()
+        now = self._fence.now()
+        late = max(now[0] - before[0], now[1] - before[1]) - interval
+        if lapsed or late > self._lease.total_seconds():
+            log.warning(
+                "this run's heartbeat came %.0f s late (the process was paused, the machine"
+                " slept, or the database was slow) and %d of its %.0f s leases ran out: the"
+                " calls not yet sent for them are not sent, and their questions go back to"
+                " the queue (another run may hold them now)",
+                late,
+                len(lapsed),
+                self._lease.total_seconds(),
+                extra={"action": "leases_lapsed", "late_s": round(late, 1), "count": len(lapsed)},
+            )
+
+    async def _give_back(self, question_id: int) -> None:
+        """A question whose lease is no longer this process's leaves the pool unasked, and
+        goes back to the queue unless another run holds it now."""
+        self._in_flight.discard(question_id)
+        self._qids.pop(question_id, None)
+        self._fence.drop(question_id)
+        self._notify()  # the claimer may refill
+        await self.ctx.db.transaction(
+            "giving back a lapsed lease", lambda c: queue.release(c, self.owner, [question_id])
+        )
 
     async def _release_leftovers(self) -> None:
         leftovers = set(self._unstarted) | self._in_flight

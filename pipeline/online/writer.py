@@ -17,7 +17,8 @@
   call's identity: question, step, start) are left out (:func:`unstored`), so nothing is
   stored or settled twice.
 * In the transaction the budget row is locked first (as everywhere), and the budget
-  reservations of the group's calls are settled against what the ledger stores.
+  reservations of the group's calls are settled against what the ledger stores. A question's
+  state is written only while its lease is still this run's (:func:`store_outcomes`).
 * After a commit a caller that goes on to call 2 is released (``Outcome.committed``), every
   finished question is reported to the pool, and each stored redirect is handed to the
   resolver's feed at once; a full feed drops it (still pending in the database: the final
@@ -180,7 +181,7 @@ class GroupCommitWriter:
             released=sum(r.reserved_micro for r in records),
             spent=sum(r.cost_micro_usd for r in records),
         )
-        return await store_outcomes(connection, batch, now, self._verdict_of)
+        return await store_outcomes(connection, batch, now, self._verdict_of, self._owner)
 
     def _feed_resolver(self, stored: StoredAnswers) -> None:
         if self._feed is None:
@@ -209,11 +210,21 @@ def _identity(call: CallRecord) -> tuple[int | None, str, dt.datetime]:
 
 
 async def store_outcomes(
-    connection: AsyncConnection, batch: list[Outcome], now: dt.datetime, verdict_of: VerdictOf
+    connection: AsyncConnection,
+    batch: list[Outcome],
+    now: dt.datetime,
+    verdict_of: VerdictOf,
+    owner: str | None = None,
 ) -> StoredAnswers:
     """Store ``batch`` in the caller's transaction: answers, structured objects, ledger rows,
     state changes (the writer's commit, and the kept outcomes a later run stores). The caller
-    settles the budget row first, if it counts one."""
+    settles the budget row first, if it counts one.
+
+    Every paid outcome is kept: its ledger rows always, its answer unless that version of the
+    question's answer is stored already. With ``owner`` (the run's writer), a state change is
+    written only while the question is still leased to ``owner``: a call that was on the wire
+    while the process was paused past its lease answers a question another run holds now,
+    whose state is that run's to write."""
     stored = await persist_answers(
         connection, [o.answer for o in batch if o.answer is not None], now, verdict_of
     )
@@ -221,5 +232,7 @@ async def store_outcomes(
         connection, [o.structured for o in batch if o.structured is not None], now
     )
     await persist_calls(connection, [c for o in batch for c in o.calls])
-    await queue.apply_state_changes(connection, [o.change for o in batch if o.change is not None])
+    await queue.apply_state_changes(
+        connection, [o.change for o in batch if o.change is not None], owner
+    )
     return stored

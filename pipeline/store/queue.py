@@ -143,10 +143,16 @@ async def claim(
     scope: sa.ColumnElement[bool] | None = None,
 ) -> list[ClaimedQuestion]:
     """Lease up to ``limit`` claimable questions to ``owner``, oldest first; ``scope``: only
-    questions matching it (a trial run's, :mod:`pipeline.store.trial`)."""
+    questions matching it (a trial run's, :mod:`pipeline.store.trial`).
+
+    A lease of ``owner``'s own that ran out is not taken again here: that question may still be
+    in one of ``owner``'s calls (sent before the process paused); it comes back when its
+    outcome is stored, or when ``owner`` gives it back (:func:`release`)."""
     now = utcnow()
     q = questions.c
-    condition = _claimable(job_id, now)
+    condition = sa.and_(
+        _claimable(job_id, now), sa.or_(q.lease_owner.is_(None), q.lease_owner != owner)
+    )
     if scope is not None:
         condition = sa.and_(condition, scope)
     result = await connection.execute(
@@ -222,19 +228,21 @@ def _waiting_state() -> sa.Case[str]:
 
 async def extend_leases(
     connection: AsyncConnection, owner: str, ids: Iterable[int], lease: dt.timedelta
-) -> int:
-    """Heartbeat: push the lease of ``owner``'s running questions forward."""
+) -> list[int]:
+    """Heartbeat: push the lease of ``owner``'s running questions forward; the ids extended
+    (one not among them is no longer ``owner``'s: finished, or taken over by another run)."""
     ids = list(ids)
     if not ids:
-        return 0
+        return []
     now = utcnow()
     q = questions.c
     result = await connection.execute(
         questions.update()
         .where(q.id.in_(ids), q.lease_owner == owner, q.state == QuestionState.RUNNING)
         .values(lease_expires_at=now + lease)
+        .returning(q.id)
     )
-    return result.rowcount
+    return list(result.scalars())
 
 
 async def release(connection: AsyncConnection, owner: str, ids: Iterable[int]) -> None:
@@ -305,19 +313,29 @@ class StateChange:
     keep_lease: bool = False
 
 
-async def apply_state_changes(connection: AsyncConnection, changes: Sequence[StateChange]) -> None:
+async def apply_state_changes(
+    connection: AsyncConnection, changes: Sequence[StateChange], owner: str | None = None
+) -> None:
     """Write many state changes in one statement (executemany).
 
     A question already terminal is never moved back (a late duplicate outcome is a no-op).
+    With ``owner`` (a run's writer), a change is written only while the question is still
+    leased to ``owner``: an outcome that arrives after another run took the question over
+    leaves its state to that run (its answer and ledger rows are stored all the same).
     """
     if not changes:
         return
     q = questions.c
     now = utcnow()
+    fenced = () if owner is None else (q.lease_owner == owner,)
     statement = (
         questions.update()
         # Spelled out rather than NOT IN (...): an expanding IN cannot go into executemany.
-        .where(q.id == sa.bindparam("b_id"), *(q.state != s for s in sorted(TERMINAL_STATES)))
+        .where(
+            q.id == sa.bindparam("b_id"),
+            *(q.state != s for s in sorted(TERMINAL_STATES)),
+            *fenced,
+        )
         .values(
             state=sa.bindparam("b_state"),
             attempts=sa.bindparam("b_attempts"),

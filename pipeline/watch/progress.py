@@ -29,6 +29,7 @@ import anyio
 
 from pipeline.job.states import TERMINAL_STATES
 from pipeline.run.summary import RunSummary
+from pipeline.watch.terminal import hung_up, let_go
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -189,6 +190,7 @@ class ProgressBar:
             console=Console(file=sys.stdout),
             auto_refresh=False,
         )
+        self._gone = False  # the terminal hung up: nothing more is drawn
         self._task = self._progress.add_task(
             "grounding", total=total, completed=finished, rate="- q/s", spend="$0", throttled=0
         )
@@ -198,7 +200,7 @@ class ProgressBar:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._progress.stop()
+        self._drawing(self._progress.stop)
 
     def update(self, snap: Snapshot) -> None:
         self._progress.update(
@@ -208,7 +210,20 @@ class ProgressBar:
             spend=f"${snap.spend_usd:.4f}",
             throttled=snap.throttled,
         )
-        self._progress.refresh()
+        self._drawing(self._progress.refresh)
+
+    def _drawing(self, draw: Callable[[], None]) -> None:
+        """``draw``, unless the terminal hung up: then the bar is no longer drawn, and the
+        run goes on (a bar that cannot be drawn must not cut a drain short)."""
+        if self._gone:
+            return
+        try:
+            draw()
+        except OSError as exc:
+            if not hung_up(exc):
+                raise
+            self._gone = True
+            let_go(sys.stdout)
 
 
 def log_progress(snap: Snapshot) -> None:

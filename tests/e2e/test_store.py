@@ -127,6 +127,40 @@ async def test_claim_lease_finish_and_reclaim(engine_factory) -> None:
             assert wake is not None and wake <= utcnow()  # q2 is ready now
 
 
+async def test_a_lease_lost_to_another_run_is_that_runs_to_write(engine_factory) -> None:
+    """a's lease runs out and b takes the question over: a's heartbeat no longer extends it,
+    a's late outcome leaves its state to b, and a never claims its own lapsed lease again
+    (its call may still be on the wire) until it gives the question back."""
+    async with engine_factory() as engine:
+        job_id = await _seed(engine, 2)
+        async with engine.begin() as connection:
+            mine = await queue.claim(connection, job_id, "a", 2, LEASE)
+            assert await queue.extend_leases(connection, "a", [q.id for q in mine], LEASE) == [
+                q.id for q in mine
+            ]
+            await connection.execute(
+                questions.update().values(lease_expires_at=utcnow() - dt.timedelta(seconds=1))
+            )
+            assert await queue.claim(connection, job_id, "a", 2, LEASE) == []  # a's own
+            taken = await queue.claim(connection, job_id, "b", 1, LEASE)
+            assert [q.id for q in taken] == [mine[0].id]
+            kept = await queue.extend_leases(connection, "a", [q.id for q in mine], LEASE)
+            assert kept == [mine[1].id]
+            await queue.apply_state_changes(
+                connection,
+                [queue.StateChange(q.id, QuestionState.RETRY_WAIT, 1) for q in mine],
+                owner="a",
+            )
+            await queue.release(connection, "a", [mine[0].id])  # b's: untouched
+            rows = await connection.execute(
+                sa.select(questions.c.id, questions.c.state, questions.c.lease_owner)
+            )
+            assert sorted(rows) == [
+                (mine[0].id, "running", "b"),
+                (mine[1].id, "retry_wait", None),
+            ]
+
+
 async def test_next_wakeup_is_none_when_everything_is_terminal(engine_factory) -> None:
     async with engine_factory() as engine:
         job_id = await _seed(engine, 2)
