@@ -50,6 +50,11 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--fault-502-html-share", "fault_502_html_share", float, "share of HTML 502 pages"),
     ("--fault-truncate-share", "fault_truncate_share", float, "share of cut JSON bodies"),
     ("--fault-hang-share", "fault_hang_share", float, "share of requests that hang"),
+    ("--storm-503-requests", "storm_503_requests", int, "first N requests answer 503"),
+    ("--storm-503-s", "storm_503_s", float, "503 for every request this long after start"),
+    ("--bare-429-requests", "bare_429_requests", int, "first N grounded requests: bare 429"),
+    ("--retry-after-s", "retry_after_s", float, "Retry-After on every 429, s (0 = none)"),
+    ("--retry-after-form", "retry_after_form", str, "Retry-After as 'seconds' or 'date'"),
 )
 
 

@@ -399,6 +399,17 @@ class DailyGrants:
             self._left = granted - 1
             return None
 
+    async def used_up(self) -> bool:
+        """Whether the day's count is used up: nothing left in this process's grant, nor in
+        the job's row."""
+        if self._left > 0 and time.time() < self._resets_at:
+            return False
+        left = await self._limits.db.transaction(
+            "reading the daily grounding count",
+            lambda c: quota.count_left(c, self._limits.job_id, quota.GROUNDED_DAY, time.time()),
+        )
+        return left == 0
+
     def untake(self) -> None:
         """A prompt counted by :meth:`take` was not sent after all: it goes back to the grant."""
         if time.time() < self._resets_at:

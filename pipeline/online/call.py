@@ -34,12 +34,15 @@ import anyio
 from pipeline.clock import utcnow
 from pipeline.costs.charges import WorstCase, call_cost
 from pipeline.costs.prices import Price
-from pipeline.errors import BudgetExhausted, GroundingPaused
-from pipeline.gemini.api_errors import GeminiError, Unreachable, classify_429
+from pipeline.errors import BudgetExhausted, CallError, GroundingPaused, Overloaded, Throttled
+from pipeline.gemini.api_errors import GeminiError, QuotaKind, Unreachable, classify_429
 from pipeline.gemini.client import CallResult, GeminiClient
 from pipeline.gemini.endpoint import Endpoint
 from pipeline.limits import GroundingPause, JobLimits, estimate_tokens
 from pipeline.limits.daily import DAILY_RESET_MARGIN
+from pipeline.limits.overload import Storms
+from pipeline.limits.probe import DailyProbe, ProbeSettings
+from pipeline.limits.retry_after import server_delay
 from pipeline.run.context import RunPrices
 from pipeline.store.ledger import CallRecord
 from pipeline.store.reconnect import DatabaseOutage
@@ -49,6 +52,12 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 PERMITS = ("budget", "daily", "rate", "tokens")  # what a call waits for before it is sent
+OVERLOADED_HTTP = 503  # the model is overloaded: waited out, no attempt spent
+# Why grounded calls pause for the day, by what a 429's body named (classify_429's kinds).
+_DAY_REASONS: dict[QuotaKind, str] = {
+    "daily_grounding": "the daily grounding quota ran out (the 429 names it)",
+    "daily": "a per-day quota of the model ran out (the 429 names it)",
+}
 
 
 class _Head(NamedTuple):
@@ -73,7 +82,8 @@ class MeteredCaller:
 
     ``worst_case``: the bounds a call's budget reservation is computed under; ``adaptive``:
     whether 429s lower (and successes raise) the job's shared rate; ``backend``: what a 429's
-    body is read as.
+    body is read as; ``daily_probe``: how long bare 429s on grounded calls must persist before
+    grounding pauses for the day.
     """
 
     def __init__(
@@ -85,11 +95,14 @@ class MeteredCaller:
         worst_case: WorstCase,
         adaptive: bool,
         backend: str,
+        daily_probe: ProbeSettings | None = None,
     ) -> None:
         self.client = client
         self.limits = limits
         self.prices = prices
         self.pause = GroundingPause()
+        self.probe = DailyProbe(daily_probe)  # bare 429s on grounded calls, before a day's pause
+        self.storms = Storms()  # each model's 503s and 429s since its last answer
         self._worst_case = worst_case
         self._adaptive = adaptive
         self._backend = backend
@@ -131,15 +144,17 @@ class MeteredCaller:
         worst = await self._waiting_for("budget", self._reserve(price, model, estimate, tool))
         taken = 0
         counted = False  # a grounded prompt counted in the day's row
+        probe: int | None = None  # this call is the daily probe (its number)
         try:
             if tool is not None:
-                await self._waiting_for("daily", self._pass_daily(limits))
+                probe = await self._waiting_for("daily", self._pass_daily(limits))
                 counted = limits.daily is not None
             await self._waiting_for("rate", limits.requests.acquire())
             if limits.tokens is not None:
                 taken = await self._waiting_for("tokens", limits.tokens.acquire(estimate))
             stop.check()  # the run stopped while this call waited: it is not sent
         except BaseException:  # not sent: the reservation, tokens and prompt go back at once
+            self.probe.abandoned(probe)
             if taken and limits.tokens is not None:
                 limits.tokens.reconcile(taken, 0)
             if counted and limits.daily is not None:
@@ -163,7 +178,7 @@ class MeteredCaller:
             error.record = CallRecord(
                 *head, latency_ms, error.http_status, error.error_class, reserved_micro=worst
             )
-            await self._on_error(error, tool)
+            await self._on_error(error, tool, model, question_id, probe)
             raise
         except BaseException:  # cancelled mid-call: no ledger row will settle it
             with anyio.CancelScope(shield=True):
@@ -171,6 +186,10 @@ class MeteredCaller:
             raise
         finally:
             self.on_wire -= 1
+            self.probe.abandoned(probe)  # no verdict on the day (a 503, say): the next probes
+        self.storms.answered(model)
+        if tool is not None:
+            self.probe.answered()
         usage = result.response.usage_metadata
         if limits.tokens is not None:
             limits.tokens.reconcile(taken, usage.prompt_token_count)
@@ -209,8 +228,24 @@ class MeteredCaller:
             raise BudgetExhausted(await self.limits.budget_message(worst))
         return worst
 
-    async def _pass_daily(self, limits: JobLimits) -> None:
-        """Count a grounded prompt in the job's daily row, or raise GroundingPaused."""
+    async def _pass_daily(self, limits: JobLimits) -> int | None:
+        """Count a grounded prompt in the job's daily row, or raise GroundingPaused: while the
+        day is paused, or while bare 429s are probed and this call is not the probe. Returns
+        the probe's number when this call is it."""
+        paused_until = self.pause.paused_until
+        if paused_until is not None:
+            raise GroundingPaused(paused_until, self.pause.message())
+        held_until, probe = self.probe.admit()
+        if held_until is not None:
+            raise GroundingPaused(held_until, self.probe.message())
+        try:
+            await self._count_daily(limits)
+        except BaseException:
+            self.probe.abandoned(probe)
+            raise
+        return probe
+
+    async def _count_daily(self, limits: JobLimits) -> None:
         if self.pause.paused_until is None and limits.daily is not None:
             resets_at = await limits.daily.take()
             if resets_at is not None:
@@ -223,30 +258,117 @@ class MeteredCaller:
         if paused_until is not None:
             raise GroundingPaused(paused_until, self.pause.message())
 
-    async def _on_error(self, error: GeminiError, tool: str | tuple[str, ...] | None) -> None:
-        """Learn from a refused call: a rate 429 lowers every process's rate (the row's); a
-        daily 429 pauses grounded calls for the day. A grounded call refused while the daily
-        bucket is empty raises GroundingPaused (from ``error``, with its ledger row): it waits
-        for the reset rather than spending an attempt."""
-        if error.http_status != 429:
+    async def _on_error(
+        self,
+        error: GeminiError,
+        tool: str | tuple[str, ...] | None,
+        model: str,
+        question_id: int,
+        probe: int | None,
+    ) -> None:
+        """Learn from a refused call, and raise what the retry policy decides on:
+
+        * a 503: :class:`Overloaded` (the model's storm goes on; no attempt spent);
+        * a 429 whose body names a per-day quota: grounded calls pause for the day, and a
+          grounded call raises GroundingPaused (it waits for the reset);
+        * a bare 429 on a grounded call (:func:`classify_429` ``"bare"``): the day's pause
+          when the job's own daily count is used up, or when the probe's bare 429s have
+          persisted long enough (:class:`~pipeline.limits.probe.DailyProbe`); otherwise the
+          rate slows and the call is :class:`Throttled` until the next probe;
+        * any other 429: the rate slows (the row's, every process's), :class:`Throttled`.
+
+        The server's delay (RetryInfo, ``Retry-After``) is a floor of every wait. The raised
+        error carries ``error``'s ledger row. ``probe``: this call's number as the daily
+        probe, when it was one."""
+        status = error.http_status
+        if status not in (429, OVERLOADED_HTTP):
             return
-        kind = classify_429(error.body, grounded=tool is not None, backend=self._backend)
-        requests = self.limits.requests
-        if kind in ("daily_grounding", "daily"):
-            until = self.pause.pause_for_day(f"the daily {kind.replace('_', ' ')} quota ran out")
-            log.warning(
-                "daily quota exhausted: grounded calls paused until %s",
-                until.isoformat(),
-                extra={"action": "grounding_paused", "until": until.isoformat()},
+        delay = server_delay(error.retry_delay, error.retry_after, utcnow())
+        if status == OVERLOADED_HTTP:
+            refusal = self.storms.refused(model, question_id)
+            if refusal.tries == 1 and refusal.lasted_s == 0.0:
+                log.warning(
+                    "503: %s is overloaded; waiting it out, no attempt spent",
+                    model,
+                    extra={"action": "overloaded", "model": model},
+                )
+            raise self._attached(
+                Overloaded(
+                    error.message,
+                    tries=refusal.tries,
+                    lasted_s=refusal.lasted_s,
+                    retry_delay=delay,
+                ),
+                error,
             )
-        elif self._adaptive and await requests.on_throttle():
+        grounded = tool is not None
+        kind = classify_429(error.body, grounded=grounded, backend=self._backend)
+        if kind in _DAY_REASONS:
+            self._pause_for_day(_DAY_REASONS[kind])
+        elif kind == "bare":
+            await self._bare_429(delay, probe)
+        if kind not in _DAY_REASONS:
+            await self._slow_down()
+        paused_until = self.pause.paused_until
+        if grounded and paused_until is not None:
+            raise self._attached(GroundingPaused(paused_until, self.pause.message()), error)
+        if kind in _DAY_REASONS:  # an ungrounded call's day: asked again as a failed try
+            return
+        if kind == "bare" and delay is None:  # wait for the next probe, at least
+            delay = self.probe.wait_left_s()
+        refusal = self.storms.refused(model, question_id)
+        raise self._attached(
+            Throttled(
+                error.message, tries=refusal.tries, lasted_s=refusal.lasted_s, retry_delay=delay
+            ),
+            error,
+        )
+
+    async def _bare_429(self, delay: float | None, probe: int | None) -> None:
+        """A bare 429 on a grounded call: the day's pause, when the evidence is in."""
+        daily = self.limits.daily
+        if daily is not None and await daily.used_up():
+            self._pause_for_day(
+                f"the configured grounded_prompts_per_day ({self.limits.grounded_per_day})"
+                " is used up, and the server refused a grounded call (429)"
+            )
+            return
+        if self.probe.refused(delay, probe):
+            probe = self.probe.settings
+            self._pause_for_day(
+                f"bare 429s on grounded calls persisted (at least {probe.bare_429s} over"
+                f" {probe.over_s:g} s, no grounded answer between): the daily grounding quota"
+                " is taken as used up"
+            )
+            return
+        log.info(
+            "429 on a grounded call with no quota named: probing (%d so far)",
+            self.probe.refusals,
+            extra={"action": "daily_probe", "refusals": self.probe.refusals},
+        )
+
+    def _pause_for_day(self, reason: str) -> None:
+        until = self.pause.pause_for_day(reason)
+        log.warning(
+            "grounded calls paused until %s: %s",
+            until.isoformat(),
+            reason,
+            extra={"action": "grounding_paused", "until": until.isoformat()},
+        )
+
+    async def _slow_down(self) -> None:
+        """A 429: lower every process's rate (the row's), when the job follows 429s."""
+        requests = self.limits.requests
+        if self._adaptive and await requests.on_throttle():
             log.info(
                 "429: the job's shared sending rate lowered to %.1f/s",
                 requests.rate,
                 extra={"action": "rate_lowered", "rate": requests.rate},
             )
-        paused_until = self.pause.paused_until
-        if tool is not None and paused_until is not None:
-            paused = GroundingPaused(paused_until, self.pause.message())
-            paused.record = error.record
-            raise paused from error
+
+    @staticmethod
+    def _attached(raised: CallError, error: GeminiError) -> CallError:
+        """``raised``, carrying ``error``'s ledger row (the call was made: it is stored)."""
+        raised.record = error.record
+        raised.__cause__ = error
+        return raised

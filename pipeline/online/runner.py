@@ -279,6 +279,7 @@ class OnlineRunner:
                 worst_case=self._worst_case,
                 adaptive=self._adaptive,
                 backend=self._plan.backend,
+                daily_probe=self.ctx.policy.daily_probe,
             )
             self._answerer = Answerer(self.caller, self._plan, self.ctx.policy)
             self._reuse = AnswerReuse(
