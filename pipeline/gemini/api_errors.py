@@ -6,7 +6,9 @@ class                  branch     when
 ``Unreachable``        retryable  no connection could be made (DNS, refused): nothing was
                                   sent, so no attempt is spent; repeated, it stops the run
 ``TransientError``     retryable  408/429/500/502/503/504, timeouts, resets, a truncated or
-                                  non-JSON body
+                                  non-JSON body (online, a 429 or a 503 is then read by the
+                                  caller into what the policy waits out: pipeline.errors'
+                                  ``Throttled``, ``Overloaded``, ``GroundingPaused``)
 ``PermanentError``     permanent  400 INVALID_ARGUMENT, 404 model, other 4xx
 ``FatalError``         run-fatal  401/403: the credentials or project are wrong; stop the
                                   run rather than burn every question

@@ -10,13 +10,19 @@ call's worst case (refused: the call is not made, :class:`~pipeline.errors.Budge
 a grounded call counts in the day's grounded prompts, and is not made while the daily bucket
 is known to be empty (:class:`~pipeline.errors.GroundingPaused`, with the reset time); the
 request waits for its slot of the shared rate; the token grant takes the prompt's estimated
-tokens. A run that stops while the call waits for any of these sends nothing:
+tokens. While bare 429s on grounded calls are probed (:class:`~pipeline.limits.DailyProbe`),
+a grounded call other than the probe is held (GroundingPaused, until the next probe). A run
+that stops while the call waits for any of these sends nothing:
 :class:`~pipeline.errors.NotSent`, with the reservation, the tokens and the day's prompt given
 back (:mod:`pipeline.limits.interrupt`). After it: the token estimate is corrected from
 ``usageMetadata``, the cost computed from the price table, and a
 :class:`~pipeline.store.ledger.CallRecord` made for the ledger (failed calls too, at cost 0);
 the budget's reservation is settled by the writer, with the ledger row
-(``record.reserved_micro``).
+(``record.reserved_micro``). A refusal for capacity is raised as what the retry policy waits
+out without spending an attempt: a 503 as :class:`~pipeline.errors.Overloaded`, a 429 that
+names no day as :class:`~pipeline.errors.Throttled` (each model's storm of them counted in
+:class:`~pipeline.limits.Storms`), the server's ``Retry-After`` and ``RetryInfo`` a floor of
+the wait.
 """
 
 from __future__ import annotations
@@ -130,9 +136,12 @@ class MeteredCaller:
         """Make one call. ``tool`` is the grounding tool declared (None for call 2).
 
         Raises a :class:`~pipeline.errors.CallError`: :class:`BudgetExhausted`,
-        :class:`GroundingPaused` or :class:`~pipeline.errors.NotSent` (the run stopped while
-        the call waited for a permit) before any request, :class:`Unreachable` when no request could
-        be sent, and the API's error (its ledger row in ``record``) when the server refused.
+        :class:`GroundingPaused` (the day is paused, or a bare 429 is being probed) or
+        :class:`~pipeline.errors.NotSent` (the run stopped while the call waited for a permit)
+        before any request, :class:`Unreachable` when no request could be sent; when the server
+        refused, :class:`Overloaded` (503), :class:`Throttled` or :class:`GroundingPaused`
+        (429, see :meth:`_on_error`), or the API's error, each with its ledger row in
+        ``record``.
         """
         limits = self.limits
         stop = limits.interrupt
