@@ -400,10 +400,8 @@ class DailyGrants:
             return None
 
     async def used_up(self) -> bool:
-        """Whether the day's count is used up: nothing left in this process's grant, nor in
-        the job's row."""
-        if self._left > 0 and time.time() < self._resets_at:
-            return False
+        """Whether the job's count for the day has reached its limit: the row has nothing
+        left to grant (what processes hold, sent or not, counts as used)."""
         left = await self._limits.db.transaction(
             "reading the daily grounding count",
             lambda c: quota.count_left(c, self._limits.job_id, quota.GROUNDED_DAY, time.time()),

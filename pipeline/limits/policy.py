@@ -163,8 +163,9 @@ class RetryPolicy:
             stop = None
             if error.lasted_s > self.overload_wait_s:
                 stop = (
-                    f"{error.message}; the model has refused for {error.lasted_s:.0f} s with no"
-                    f" answer (limits.overload_wait_s = {self.overload_wait_s:g}): run again later"
+                    f"the model refused for capacity (503 overloaded, 429 throttled) for"
+                    f" {round(error.lasted_s, 1):g} s with no answer (limits.overload_wait_s ="
+                    f" {self.overload_wait_s:g}), the last time: {error.message}; run again later"
                 )
             return Decision(True, waiting, kind, delay_s=delay, spend_attempt=False, stop=stop)
         if isinstance(error, Unreachable):
