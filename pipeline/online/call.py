@@ -358,6 +358,7 @@ class MeteredCaller:
 
     def _pause_for_day(self, reason: str) -> None:
         until = self.pause.pause_for_day(reason)
+        self.probe.answered()  # the day's verdict is in: any probe ends (afresh after the reset)
         log.warning(
             "grounded calls paused until %s: %s",
             until.isoformat(),

@@ -210,24 +210,27 @@ async def test_a_storm_beyond_overload_wait_s_stops_the_run_with_the_questions_w
     assert all(r.attempts == 0 for r in rows)
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 async def test_a_bare_429_once_the_jobs_own_daily_count_is_reached_is_the_days_end(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], backend: str
 ) -> None:
     # The job says 10 grounded prompts a day, and has drawn all 10 (one grant); the server's
     # bucket holds 5. Its first bare 429 is then evidence enough: no probe (whose default
     # would take minutes), the day's pause at once.
     config = _config(quotas={"*": ModelQuota(grounded_rpd=5)})
     with running_emulator(config) as emu:
-        spec = make_job(
-            tmp_path,
-            base_url=emu.base_url,
-            n_questions=12,
-            overrides=["limits.concurrency=1", "limits.grounded_prompts_per_day=10"],
-        )
-        assert await run_command(spec, backoff=FAST) == 1
-        assert emu.stats()["quota_rejections"]["by_bucket"]["grounded_rpd"] == 1
+        async with _database(backend) as database:
+            spec = make_job(
+                tmp_path,
+                base_url=emu.base_url,
+                n_questions=12,
+                database=database,
+                overrides=["limits.concurrency=1", "limits.grounded_prompts_per_day=10"],
+            )
+            assert await run_command(spec, backoff=FAST) == 1
+            assert emu.stats()["quota_rejections"]["by_bucket"]["grounded_rpd"] == 1
+            rows = await _questions(spec.database_url)
     err = capsys.readouterr().err
     assert "grounding paused until" in err and "grounded_prompts_per_day (10) is used up" in err
-    rows = await _questions(spec.database_url)
     assert Counter(r.state for r in rows)["done"] == 5
     assert all(r.attempts == (1 if r.state == "done" else 0) for r in rows)
