@@ -118,6 +118,7 @@ class Storms:
         if seconds <= 0:
             return None
         if self._config.retry_after_form == "date":
-            when = dt.datetime.fromtimestamp(self._clock.time() + seconds, dt.UTC)
+            # Whole seconds, rounded up: the date is never sooner than the wait it stands for.
+            when = dt.datetime.fromtimestamp(math.ceil(self._clock.time() + seconds), dt.UTC)
             return format_datetime(when, usegmt=True)
         return str(math.ceil(seconds))
