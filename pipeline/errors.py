@@ -8,8 +8,15 @@ A call (:meth:`pipeline.online.call.MeteredCaller.call`) either returns its resu
 =========================  ==============  ===============================================
 class                      branch          when
 =========================  ==============  ===============================================
-``GroundingPaused``        retryable       the daily grounding bucket is empty: wait for the
-                                           reset, no attempt spent
+``GroundingPaused``        retryable       the daily grounding bucket is empty (or a bare 429
+                                           is being probed): wait until ``until``, no attempt
+                                           spent
+``Throttled``              retryable       a 429 that is no daily exhaustion: the rate slows,
+                                           the call waits (the server's delay a floor), no
+                                           attempt spent
+``Overloaded``             retryable       a 503 (the model is overloaded): back off, no
+                                           attempt spent; a storm longer than ``[limits]
+                                           overload_wait_s`` stops the run
 ``gemini.Unreachable``     retryable       nothing could be sent: no attempt spent;
                                            repeated, it stops the run
 ``gemini.TransientError``  retryable       408/429/5xx, timeouts, truncated bodies
@@ -75,6 +82,8 @@ class ErrorClass(StrEnum):
     NOT_SENT = "not_sent"  # the run stopped before the request was sent: given back untouched
     # own retrieval: no chunk of the job's index scored min_score; no call was made
     NOTHING_RELEVANT = "nothing_relevant"
+    # 503: the model is overloaded; waited out (no attempt spent) up to overload_wait_s
+    OVERLOADED = "overloaded"
     OVERSIZED_RESPONSE = "oversized_response"
     RATE_LIMITED = "rate_limited"
     RESOLVE_TRANSIENT = "resolve_transient"  # a redirect lookup to try again
@@ -124,6 +133,35 @@ class GroundingPaused(RetryableError):
     def __init__(self, until: dt.datetime, message: str) -> None:
         super().__init__(message)
         self.until = until
+
+
+class CapacityRefused(RetryableError):
+    """The server refused for capacity, not for the question: waited out, no attempt spent.
+
+    ``tries``: this question's refusals in the model's current storm (the backoff's exponent);
+    ``lasted_s``: how long the storm has lasted (refusals with no answer between);
+    ``retry_delay``: the server's own delay (RetryInfo or ``Retry-After``), a floor.
+    """
+
+    def __init__(
+        self, message: str, *, tries: int, lasted_s: float, retry_delay: float | None
+    ) -> None:
+        super().__init__(message)
+        self.tries = tries
+        self.lasted_s = lasted_s
+        self.retry_delay = retry_delay
+
+
+class Throttled(CapacityRefused):
+    """A 429 that says no day's quota ran out: slow down and ask again."""
+
+    error_class = ErrorClass.RATE_LIMITED
+
+
+class Overloaded(CapacityRefused):
+    """A 503: the model is overloaded; ask again after a backoff."""
+
+    error_class = ErrorClass.OVERLOADED
 
 
 class BudgetExhausted(RunFatalError):

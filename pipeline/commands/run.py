@@ -68,6 +68,7 @@ from pipeline.watch.progress import watch as progress_watch
 
 if TYPE_CHECKING:
     from pipeline.limits import Backoff
+    from pipeline.limits.probe import ProbeSettings
     from pipeline.watch.metrics import RunMetrics
 
 
@@ -80,6 +81,7 @@ async def run_command(
     fallback_auto: bool = False,
     trial: Trial | None = None,
     dry_run: bool = False,
+    daily_probe: ProbeSettings | None = None,
 ) -> int:
     """Load, then ground every question not yet finished; the exit status is the contract in
     :mod:`pipeline.exit_codes`. ``trial``: only the questions ``--limit`` / ``--sample``
@@ -87,7 +89,8 @@ async def run_command(
     and send nothing (:mod:`pipeline.commands.trial`). In batch mode the batches go first
     (``no_wait``: return once they are submitted), then an online run does what they leave
     (call 2, online retries).
-    ``backoff``: the retry delays (None: the default; tests pass shorter ones).
+    ``backoff``: the retry delays (None: the default; tests pass shorter ones);
+    ``daily_probe``: how long bare 429s must persist before a day's pause (likewise).
     ``fallback_auto``: route the classes under ``[grounding] fallback_below`` to own
     retrieval for this run (:mod:`pipeline.commands.fallback`)."""
     watch = watch or WatchOptions()
@@ -109,6 +112,7 @@ async def run_command(
             backoff=backoff,
             fallback_auto=fallback_auto,
             trial=trial,
+            daily_probe=daily_probe,
         )
         exporter.exited(status)
     return status
@@ -135,6 +139,7 @@ async def _run(
     backoff: Backoff | None,
     fallback_auto: bool,
     trial: Trial | None = None,
+    daily_probe: ProbeSettings | None = None,
 ) -> int:
     if (unkeepable := check_state_dir(spec)) is not None:
         complain(unkeepable)
@@ -151,7 +156,7 @@ async def _run(
         await exporter.begin(engine, job_id, before.states, before.spend_usd)
         if before.terminal == before.total or (scope is not None and not scope.unfinished):
             return await _nothing_to_do(engine, spec, job_id, before, watch, exporter, scope)
-        ctx = run_context(spec, engine, job_id, backoff=backoff)
+        ctx = run_context(spec, engine, job_id, backoff=backoff, daily_probe=daily_probe)
         if scope is not None:
             ctx.scope = scope.condition()
         try:

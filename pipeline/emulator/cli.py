@@ -52,6 +52,11 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--fault-hang-share", "fault_hang_share", float, "share of requests that hang"),
     ("--negative-usage-share", "negative_usage_share", float, "share of negative usage"),
     ("--token-hang-s", "token_hang_s", float, "seconds POST /token hangs before answering"),
+    ("--storm-503-requests", "storm_503_requests", int, "first N requests answer 503"),
+    ("--storm-503-s", "storm_503_s", float, "503 for every request this long after start"),
+    ("--bare-429-requests", "bare_429_requests", int, "first N grounded requests: bare 429"),
+    ("--retry-after-s", "retry_after_s", float, "Retry-After on every 429, s (0 = none)"),
+    ("--retry-after-form", "retry_after_form", str, "Retry-After as 'seconds' or 'date'"),
 )
 
 

@@ -38,6 +38,7 @@ ALL_MODELS = "*"  # the quota table that applies to models without their own
 
 MINUTE_S = 60.0  # seconds
 DAY_S = 86_400.0  # seconds
+RETRY_AFTER_FORMS = ("seconds", "date")  # how a 429's Retry-After header is written
 
 
 class ConfigError(ValueError):
@@ -121,6 +122,18 @@ class EmulatorConfig:
     fault_truncate_share: float = 0.0  # 200 whose JSON body is cut short
     fault_hang_share: float = 0.0  # no answer for hang_s (cancelled when the client leaves)
     hang_s: float = 3600.0  # seconds
+    # Storms, counted or timed from the emulator's start on its clock (faults.Storms):
+    # generateContent answers 503 UNAVAILABLE "overloaded" for its first storm_503_requests
+    # requests and while storm_503_s seconds have not passed; a grounded request answers
+    # the bare 429 (Help only, no RetryInfo: the daily grounding body) for the first
+    # bare_429_requests grounded requests.
+    storm_503_requests: int = 0
+    storm_503_s: float = 0.0
+    bare_429_requests: int = 0
+    # Every 429 carries "Retry-After: <retry_after_s>" (0 = no header), as delay-seconds
+    # (retry_after_form "seconds") or as an HTTP date that far ahead on the clock ("date").
+    retry_after_s: float = 0.0
+    retry_after_form: str = "seconds"
     # Structured output (responseMimeType application/json), per request: a share that breaks
     # the schema (required keys dropped), a share that is not JSON at all.
     structured_invalid_share: float = 0.0
@@ -176,6 +189,10 @@ _NON_NEGATIVE_FIELDS = (
     "input_token_limit",
     "batch_delay_s",
     "batch_expire_first",
+    "storm_503_requests",
+    "storm_503_s",
+    "bare_429_requests",
+    "retry_after_s",
     "prediction_shard_lines",
 )
 
@@ -188,6 +205,11 @@ def _validated(cfg: EmulatorConfig, *, source: str) -> EmulatorConfig:
     for name in _NON_NEGATIVE_FIELDS:
         if getattr(cfg, name) < 0:
             raise ConfigError(f"{source}: {name} must be >= 0, got {getattr(cfg, name)!r}")
+    if cfg.retry_after_form not in RETRY_AFTER_FORMS:
+        raise ConfigError(
+            f"{source}: retry_after_form must be one of {RETRY_AFTER_FORMS}, got"
+            f" {cfg.retry_after_form!r}"
+        )
     fault_total = sum(getattr(cfg, n) for n in _SHARE_FIELDS if n.startswith("fault_"))
     if fault_total > 1.0:
         raise ConfigError(f"{source}: the fault_*_share values add up to {fault_total} > 1")
@@ -215,6 +237,10 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             value = value.lower() in ("true", "1")
         if not isinstance(value, bool):
             raise ConfigError(f"{where} must be true or false, got {value!r}")
+        return value
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise ConfigError(f"{where} must be a string, got {value!r}")
         return value
     if isinstance(default, int):
         if isinstance(value, str):

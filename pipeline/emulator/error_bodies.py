@@ -268,7 +268,9 @@ def format_retry_delay(seconds: float) -> str:
     return f"{whole}.{frac}s" if frac else f"{whole}s"
 
 
-def quota_exceeded(bucket: str, model: str, limit: int, retry_after_s: float | None) -> ApiError:
+def quota_exceeded(
+    bucket: str, model: str, limit: int, retry_after_s: float | None, *, kind: str = "quota"
+) -> ApiError:
     """Developer API 429 RESOURCE_EXHAUSTED.
 
     ``rpm``/``tpm``: QuotaFailure + Help + RetryInfo, as google/langextract issue #50 shows
@@ -277,7 +279,7 @@ def quota_exceeded(bucket: str, model: str, limit: int, retry_after_s: float | N
     RetryInfo (googleapis/python-genai issue #1427, the daily grounding bucket).
     """
     if bucket == "grounded_rpd":
-        return ApiError(429, "RESOURCE_EXHAUSTED", _QUOTA_MESSAGE, (_HELP,), kind="quota")
+        return ApiError(429, "RESOURCE_EXHAUSTED", _QUOTA_MESSAGE, (_HELP,), kind=kind)
     metric, quota_id = _QUOTA_IDS[bucket]
     details: list[dict[str, Any]] = [
         {
@@ -295,7 +297,7 @@ def quota_exceeded(bucket: str, model: str, limit: int, retry_after_s: float | N
     ]
     if retry_after_s is not None:
         details.append({"@type": _T + "RetryInfo", "retryDelay": format_retry_delay(retry_after_s)})
-    return ApiError(429, "RESOURCE_EXHAUSTED", _QUOTA_MESSAGE, details, kind="quota")
+    return ApiError(429, "RESOURCE_EXHAUSTED", _QUOTA_MESSAGE, details, kind=kind)
 
 
 def vertex_quota_exceeded() -> ApiError:
@@ -317,10 +319,10 @@ def internal() -> ApiError:
     return ApiError(500, "INTERNAL", "Internal error encountered.", kind="fault_500")
 
 
-def unavailable() -> ApiError:
+def unavailable(*, kind: str = "fault_503") -> ApiError:
     """gemini-cli issue #5191."""
     return ApiError(
-        503, "UNAVAILABLE", "The model is overloaded. Please try again later.", kind="fault_503"
+        503, "UNAVAILABLE", "The model is overloaded. Please try again later.", kind=kind
     )
 
 

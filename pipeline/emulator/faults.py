@@ -1,4 +1,5 @@
-"""Injected faults and latency, decided per request from ``(seed, sequence number)``.
+"""Injected faults and latency, decided per request from ``(seed, sequence number)``; and
+storms (:class:`Storms`), which refuse every request for a count or a time.
 
 The sequence number counts generateContent requests in arrival order, so a retry of a failed
 request is a new draw and can succeed, while a whole run is reproducible under the same seed
@@ -11,10 +12,13 @@ Latency is lognormal with median ``p50`` and 99th percentile ``p99``:
 
 from __future__ import annotations
 
+import datetime as dt
 import math
+from email.utils import format_datetime
 from statistics import NormalDist
 
 from pipeline.emulator import draws
+from pipeline.emulator.clock import Clock
 from pipeline.emulator.config import EmulatorConfig
 
 # (kind, config field) in the order their shares are laid out on [0, 1).
@@ -76,3 +80,45 @@ class FaultPlan:
         """Where to cut a body of ``length`` bytes: somewhere in [10%, 90%), never 0."""
         u = draws.unit(self._key, _TRUNCATE, seq.to_bytes(8, "big"))
         return max(1, min(length - 1, int(length * (0.1 + 0.8 * u))))
+
+
+class Storms:
+    """The configured storms: ``storm_503_requests`` and ``storm_503_s`` (a 503 for every
+    generateContent request, for a count or until that long after the start on the
+    emulator's clock), ``bare_429_requests`` (the bare daily-grounding 429 for grounded
+    requests), and the ``Retry-After`` header every 429 carries."""
+
+    def __init__(self, config: EmulatorConfig, clock: Clock) -> None:
+        self._config = config
+        self._clock = clock
+        self._started = clock.monotonic()
+        self._503s = 0
+        self._bare = 0
+
+    def overloaded(self) -> bool:
+        """Whether this request is refused with a 503 (counted when it is)."""
+        cfg = self._config
+        counted = self._503s < cfg.storm_503_requests
+        timed = self._clock.monotonic() - self._started < cfg.storm_503_s
+        if counted or timed:
+            self._503s += 1
+            return True
+        return False
+
+    def bare_429(self, grounded: bool) -> bool:
+        """Whether this request is refused with the bare 429 (counted when it is)."""
+        if grounded and self._bare < self._config.bare_429_requests:
+            self._bare += 1
+            return True
+        return False
+
+    def retry_after(self) -> str | None:
+        """The ``Retry-After`` value a 429 carries now, or None."""
+        seconds = self._config.retry_after_s
+        if seconds <= 0:
+            return None
+        if self._config.retry_after_form == "date":
+            # Whole seconds, rounded up: the date is never sooner than the wait it stands for.
+            when = dt.datetime.fromtimestamp(math.ceil(self._clock.time() + seconds), dt.UTC)
+            return format_datetime(when, usegmt=True)
+        return str(math.ceil(seconds))

@@ -83,6 +83,7 @@ class Emulator:
         self.stats = Stats()
         self.quotas = Quotas(config)
         self.plan = faults.FaultPlan(config, self.seed_key)
+        self.storms = faults.Storms(config, clock)
         self.seq = 0
         self.batch = BatchService(config, clock, self.seed_key, self.redirect_key, self._take_seq)
         self.storage = StorageService(config, clock, self.seed_key)
@@ -126,7 +127,11 @@ class Emulator:
     def _error(self, kind: str, e: error_bodies.ApiError) -> web.Response:
         self.stats.errors[e.kind or e.status] += 1
         self.stats.request(kind, e.code)
-        return web.Response(body=e.body(), status=e.code, headers={"Content-Type": _JSON})
+        headers = {"Content-Type": _JSON}
+        retry_after = self.storms.retry_after() if e.code == 429 else None
+        if retry_after is not None:
+            headers["Retry-After"] = retry_after
+        return web.Response(body=e.body(), status=e.code, headers=headers)
 
     def _ok(self, kind: str, body: bytes, content_type: str = _JSON) -> web.Response:
         self.stats.request(kind, 200)
@@ -267,6 +272,10 @@ class Emulator:
                 kind="input_too_long",
             )
 
+        if self.storms.overloaded():
+            raise error_bodies.unavailable(kind="storm_503")
+        if not vertex and self.storms.bare_429(req.grounding is not None):
+            raise error_bodies.quota_exceeded("grounded_rpd", model, 0, None, kind="bare_429")
         fault = self.plan.fault(seq)
         if fault is not None:
             faulted = await self._fault(fault, model, surface)

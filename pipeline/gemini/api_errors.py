@@ -6,7 +6,9 @@ class                  branch     when
 ``Unreachable``        retryable  no connection could be made (DNS, refused): nothing was
                                   sent, so no attempt is spent; repeated, it stops the run
 ``TransientError``     retryable  408/429/500/502/503/504, timeouts, resets, a truncated or
-                                  non-JSON body
+                                  non-JSON body (online, a 429 or a 503 is then read by the
+                                  caller into what the policy waits out: pipeline.errors'
+                                  ``Throttled``, ``Overloaded``, ``GroundingPaused``)
 ``InvalidUsage``       retryable  a 200 whose usageMetadata cannot be priced: paid, so
                                   ledgered at its request's worst case
 ``PermanentError``     permanent  400 INVALID_ARGUMENT, 404 model, other 4xx
@@ -25,6 +27,7 @@ is read by the classifiers only: it is never logged, stored or printed.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Literal
 
 from pipeline.errors import (
@@ -54,6 +57,7 @@ FATAL_REASONS = frozenset(
     }
 )
 MAX_KEPT_BODY = 16 * 1024  # bytes of an error body kept for classification (429 kinds)
+MAX_RETRY_AFTER_CHARS = 64  # characters of a Retry-After header kept (a date is 29)
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)s$")
 
 
@@ -64,6 +68,9 @@ class GeminiError(CallError):
         super().__init__(message)
         self.http_status = http_status
         self.body = b""  # the error body as received (truncated), for finer classification
+        # The response's Retry-After header as sent (seconds or an HTTP date), when it had
+        # one: read by the retry decision (pipeline.limits.retry_after), never trusted here.
+        self.retry_after: str | None = None
 
 
 class Unreachable(GeminiError, RetryableError):
@@ -123,8 +130,11 @@ def retry_delay_of(error: ErrorStatus) -> float | None:
     return None
 
 
-def classify_http_error(status: int, body: bytes) -> GeminiError:
-    """The error for a non-2xx response, from its status and (if it is one) Google's body."""
+def classify_http_error(
+    status: int, body: bytes, headers: Mapping[str, str] | None = None
+) -> GeminiError:
+    """The error for a non-2xx response, from its status and (if it is one) Google's body;
+    ``headers`` (names lower-cased): its ``Retry-After`` is kept on the error as sent."""
     error = decode_error(body)
     if error is not None:
         google_status = redact(error.status or "UNKNOWN")
@@ -147,12 +157,15 @@ def classify_http_error(status: int, body: bytes) -> GeminiError:
         error_class = (google_status or f"http_{status}").lower()
         result = PermanentError(text, error_class=error_class, http_status=status)
     result.body = body[:MAX_KEPT_BODY]
+    if headers is not None:
+        retry_after = headers.get("retry-after")
+        result.retry_after = retry_after[:MAX_RETRY_AFTER_CHARS] if retry_after else None
     return result
 
 
 # --- 429 classification ---------------------------------------------------------------------
 
-QuotaKind = Literal["rate", "daily", "daily_grounding", "unknown"]
+QuotaKind = Literal["rate", "daily", "daily_grounding", "bare", "unknown"]
 
 _DAILY = re.compile(r"per_?day|daily|\brpd\b|\brpd_|_rpd\b", re.IGNORECASE)
 _GROUNDING = re.compile(r"ground|search", re.IGNORECASE)
@@ -168,13 +181,15 @@ def classify_429(
     ErrorInfo metadata).
     ``grounded``: the request declared a grounding tool. ``backend``: developer | vertex.
 
-    * ``"daily_grounding"``: the daily grounding bucket. Either a quota name (QuotaFailure
-      ``quotaId``/``quotaMetric``, ErrorInfo ``metadata.quota_limit``/``quota_metric``) says
-      per-day *and* grounding/search, or, on the Developer API for a grounded request,
-      there is no QuotaFailure, no ErrorInfo quota and no RetryInfo at all: exactly the body
-      reported after ~5-6k grounded requests/day on tier 3, only a ``Help`` link
-      (googleapis/python-genai #1427; the emulator's ``grounded_rpd`` 429 has that shape).
-      Pause grounding until the daily reset; do not retry sooner.
+    * ``"daily_grounding"``: the daily grounding bucket, as a quota name (QuotaFailure
+      ``quotaId``/``quotaMetric``, ErrorInfo ``metadata.quota_limit``/``quota_metric``) says:
+      per-day *and* grounding/search. Pause grounding until the daily reset.
+    * ``"bare"``: on the Developer API for a grounded request, no QuotaFailure, no ErrorInfo
+      quota and no RetryInfo at all, only a ``Help`` link. That is the body reported after
+      ~5-6k grounded requests/day on tier 3 (googleapis/python-genai #1427; the emulator's
+      ``grounded_rpd`` 429 has that shape), but a momentary refusal can look the same: one
+      such 429 is no evidence of a day's exhaustion. The caller probes
+      (:class:`~pipeline.limits.probe.DailyProbe`) before it pauses for the day.
     * ``"daily"``: a per-day quota that is not about grounding, e.g.
       ``GenerateRequestsPerDayPerProjectPerModel-FreeTier`` (``docs/wire-format.md``
       "Error bodies"; such quotas "reset at midnight Pacific",
@@ -189,8 +204,8 @@ def classify_429(
     * ``"unknown"``: anything else (not a Google body; an ungrounded Developer call with a
       bare 429). Treat like ``"rate"``. Note: 2026 spend-based caps also answer 429
       RESOURCE_EXHAUSTED (``docs/wire-format.md`` "Error bodies"); their body shape is unconfirmed,
-      and a bare one on a grounded call would read as ``"daily_grounding"``, a pause until the
-      reset.
+      and a bare one on a grounded call would read as ``"bare"``: probed, then a pause until
+      the reset if it persists.
     """
     status = decode_error(body.encode() if isinstance(body, str) else body)
     if status is None:
@@ -206,7 +221,7 @@ def classify_429(
     if backend == "vertex":
         return "rate"
     if grounded:
-        return "daily_grounding"
+        return "bare"
     return "unknown"
 
 

@@ -60,9 +60,11 @@ class GeminiClient(SessionOwner):
             async with self._session.post(endpoint.url, data=body, headers=headers) as resp:
                 raw = await _read_body(resp)
                 status = resp.status
+                retry_after = resp.headers.get("Retry-After")
         latency_ms = (time.perf_counter() - started) * 1000.0
         if not 200 <= status < 300:
-            raise classify_http_error(status, raw)
+            told = {"retry-after": retry_after} if retry_after is not None else None
+            raise classify_http_error(status, raw, told)
         try:
             response = decode_response(raw)
         except MalformedUsage as exc:  # whole JSON, answered: paid, but not priceable

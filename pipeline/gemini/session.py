@@ -183,7 +183,7 @@ class SessionOwner:
                     {k.lower(): v for k, v in resp.headers.items()},
                 )
         if not (200 <= exchange.status < 300 or exchange.status in ok):
-            raise classify_http_error(exchange.status, exchange.body)
+            raise classify_http_error(exchange.status, exchange.body, exchange.headers)
         return exchange
 
     async def _lines(

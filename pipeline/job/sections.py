@@ -238,6 +238,11 @@ class LimitsSection(_Section):
     pacing_headroom: Annotated[float, msgspec.Meta(ge=0, lt=0.5)] = 0.005
     concurrency: Annotated[int, msgspec.Meta(ge=1, le=MAX_CONCURRENCY)] = 8
     max_attempts: Annotated[int, msgspec.Meta(ge=1, le=MAX_ATTEMPTS)] = 5
+    # Seconds a model may refuse for capacity (503 overloaded, 429 throttled) with no answer
+    # between before the run stops (exit 1, the questions left waiting for the next run).
+    # Until then its refusals are waited out with backoff (each wait at most 64 s) and spend
+    # no attempt.
+    overload_wait_s: Seconds = 3600.0
     # Seconds a claimed question stays ours without a heartbeat (a crashed run's questions come
     # back after this, or at once when the dead run was on this host). A run paused longer
     # (a suspended machine, a stopped process) sends none of the calls it had not sent.

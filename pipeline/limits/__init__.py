@@ -14,30 +14,45 @@
                            (``backoff``, with the bare ``retry_delay``)
 ``RetryPolicy``            one ``decide(error, attempts, step) -> Decision`` for every failed
                            step; ``Strikes`` counts the failures that stop a run (``policy``)
+``server_delay``           the server's wait: ``Retry-After`` (seconds or an HTTP date) and
+                           ``RetryInfo``, the longer (``retry_after``)
+``DailyProbe``             bare 429s on grounded calls, probed with backoff before they pause
+                           grounding for the day (``probe``, with ``ProbeSettings``)
+``Storms``                 each model's capacity refusals (503, 429) since its last answer,
+                           waited out up to ``[limits] overload_wait_s`` (``overload``)
 =========================  ==============================================================
 
-The 429 classifier (per-minute throttle or exhausted daily bucket) lives with the other error
-parsing, in :func:`pipeline.gemini.api_errors.classify_429`. Clocks and sleeps are injectable;
-a test that needs the limits without a server uses them on a SQLite file.
+The 429 classifier (per-minute throttle, a named daily bucket, or a bare 429 to probe) lives
+with the other error parsing, in :func:`pipeline.gemini.api_errors.classify_429`. Clocks and
+sleeps are injectable; a test that needs the limits without a server uses them on a SQLite
+file.
 """
 
 from pipeline.limits.backoff import Backoff, retry_delay
 from pipeline.limits.daily import GroundingPause, next_daily_reset
 from pipeline.limits.job_limits import JobLimits
+from pipeline.limits.overload import Storms
 from pipeline.limits.policy import Decision, RetryPolicy, Strikes
+from pipeline.limits.probe import DailyProbe, ProbeSettings
 from pipeline.limits.rate import RateLimiter, pacing_rate
+from pipeline.limits.retry_after import retry_after_s, server_delay
 from pipeline.limits.tokens import estimate_tokens
 
 __all__ = [
     "Backoff",
+    "DailyProbe",
     "Decision",
     "GroundingPause",
     "JobLimits",
+    "ProbeSettings",
     "RateLimiter",
     "RetryPolicy",
+    "Storms",
     "Strikes",
     "estimate_tokens",
     "next_daily_reset",
     "pacing_rate",
+    "retry_after_s",
     "retry_delay",
+    "server_delay",
 ]

@@ -61,9 +61,11 @@ class GroundingPause:
     * ``pause_until(reset_at)``: from now until ``reset_at`` grounded calls are held (a later
       pause wins over an earlier one): when the job's shared daily count is used up
       (:class:`~pipeline.limits.job_limits.DailyGrants`), or through ``pause_for_day`` when
-      :func:`~pipeline.gemini.api_errors.classify_429` says ``"daily_grounding"``: such 429s
-      carry no RetryInfo, and retrying before the reset only burns requests
-      (https://github.com/googleapis/python-genai/issues/1427).
+      a 429 says a day's quota ran out: its body names it
+      (:func:`~pipeline.gemini.api_errors.classify_429` ``"daily_grounding"``), or bare 429s
+      on grounded calls came once the job's own daily count was reached, or persisted
+      through the probe (:class:`~pipeline.limits.probe.DailyProbe`). Retrying before the
+      reset only burns requests (https://github.com/googleapis/python-genai/issues/1427).
     * ``pause_for_day()``: ``pause_until(next_daily_reset(now) + DAILY_RESET_MARGIN)``.
     * ``paused_until`` is None when open; ``message()`` says why and until when, for logs
       and ``ground status``.

@@ -399,6 +399,15 @@ class DailyGrants:
             self._left = granted - 1
             return None
 
+    async def used_up(self) -> bool:
+        """Whether the job's count for the day has reached its limit: the row has nothing
+        left to grant (what processes hold, sent or not, counts as used)."""
+        left = await self._limits.db.transaction(
+            "reading the daily grounding count",
+            lambda c: quota.count_left(c, self._limits.job_id, quota.GROUNDED_DAY, time.time()),
+        )
+        return left == 0
+
     def untake(self) -> None:
         """A prompt counted by :meth:`take` was not sent after all: it goes back to the grant."""
         if time.time() < self._resets_at:

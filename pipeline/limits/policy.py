@@ -14,8 +14,13 @@ error                      decision
 ``CredentialsUnavailable`` give the question back untouched; stop the run (exit 1)
 ``NotSent``                give the question back untouched, no attempt spent (the run is
                            already stopping)
-``GroundingPaused``        wait until the reset, no attempt spent; a pause longer than
-                           ``long_pause`` stops the run (the next run picks the work up)
+``GroundingPaused``        wait until the reset (or the next daily probe), no attempt
+                           spent; a pause longer than ``long_pause`` stops the run (the next
+                           run picks the work up)
+``Overloaded`` (503),      ``overload_backoff`` (full jitter on the question's refusals in
+``Throttled`` (429)        the storm, each wait at most 64 s; the server's RetryInfo or
+                           Retry-After a floor), no attempt spent; a storm longer than
+                           ``overload_wait_s`` stops the run (the questions wait for the next)
 ``Unreachable``            wait ``unreachable_wait_s``, no attempt spent; strike
                            ``"unreachable"`` (5 in a row, no success between, stop the run)
 ``FatalError`` (auth)      back to waiting at once, no attempt spent; strike ``"auth"``
@@ -42,6 +47,7 @@ from pipeline.clock import utcnow
 from pipeline.errors import (
     BudgetExhausted,
     CallError,
+    CapacityRefused,
     CredentialsUnavailable,
     ErrorClass,
     GroundingPaused,
@@ -51,6 +57,8 @@ from pipeline.errors import (
 from pipeline.gemini.api_errors import Unreachable
 from pipeline.job.states import QuestionState
 from pipeline.limits.backoff import Backoff
+from pipeline.limits.overload import OVERLOAD_BASE_S, OVERLOAD_CAP_S, OVERLOAD_WAIT_S
+from pipeline.limits.probe import ProbeSettings
 
 GROUND = "ground"  # call 1
 STRUCTURE = "structure"  # call 2
@@ -92,7 +100,16 @@ class Decision:
 class RetryPolicy:
     """Decides retries for one run (or one resolver). Stateless but for the backoff's rng."""
 
-    __slots__ = ("backoff", "failed_state", "long_pause", "max_attempts", "unreachable_wait_s")
+    __slots__ = (
+        "backoff",
+        "daily_probe",
+        "failed_state",
+        "long_pause",
+        "max_attempts",
+        "overload_backoff",
+        "overload_wait_s",
+        "unreachable_wait_s",
+    )
 
     def __init__(
         self,
@@ -102,14 +119,28 @@ class RetryPolicy:
         unreachable_wait_s: float = UNREACHABLE_WAIT_S,
         long_pause: dt.timedelta = LONG_PAUSE,
         failed_state: QuestionState = QuestionState.FAILED,
+        overload_wait_s: float = OVERLOAD_WAIT_S,
+        overload_backoff: Backoff | None = None,
+        daily_probe: ProbeSettings | None = None,
     ) -> None:
+        """``overload_wait_s``: how long a model's storm of capacity refusals (503, 429) is
+        waited out before the run stops; ``overload_backoff``: the waits in it;
+        ``daily_probe``: how long bare 429s on grounded calls must persist before they pause
+        grounding for the day (read by the caller that probes them)."""
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {max_attempts!r}")
+        if not overload_wait_s > 0:
+            raise ValueError(f"overload_wait_s must be > 0, got {overload_wait_s!r}")
         self.max_attempts = max_attempts
         self.backoff = backoff or Backoff()
         self.unreachable_wait_s = unreachable_wait_s
         self.long_pause = long_pause
         self.failed_state = failed_state
+        self.overload_wait_s = overload_wait_s
+        self.overload_backoff = overload_backoff or Backoff(
+            base_s=OVERLOAD_BASE_S, cap_s=OVERLOAD_CAP_S
+        )
+        self.daily_probe = daily_probe or ProbeSettings()
 
     def __repr__(self) -> str:
         return f"RetryPolicy(max_attempts={self.max_attempts!r}, backoff={self.backoff!r})"
@@ -131,6 +162,16 @@ class RetryPolicy:
             return Decision(
                 True, waiting, kind, retry_at=error.until, spend_attempt=False, stop=stop
             )
+        if isinstance(error, CapacityRefused):
+            delay = self.overload_backoff.delay(error.tries, error.retry_delay)
+            stop = None
+            if error.lasted_s > self.overload_wait_s:
+                stop = (
+                    f"the model refused for capacity (503 overloaded, 429 throttled) for"
+                    f" {round(error.lasted_s, 1):g} s with no answer (limits.overload_wait_s ="
+                    f" {self.overload_wait_s:g}), the last time: {error.message}; run again later"
+                )
+            return Decision(True, waiting, kind, delay_s=delay, spend_attempt=False, stop=stop)
         if isinstance(error, Unreachable):
             stop = f"the model endpoint is unreachable: {error.message}"
             return Decision(

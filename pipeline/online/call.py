@@ -10,7 +10,9 @@ call's worst case (refused: the call is not made, :class:`~pipeline.errors.Budge
 a grounded call counts in the day's grounded prompts, and is not made while the daily bucket
 is known to be empty (:class:`~pipeline.errors.GroundingPaused`, with the reset time); the
 request waits for its slot of the shared rate; the token grant takes the prompt's estimated
-tokens. A run that stops while the call waits for any of these sends nothing:
+tokens. While bare 429s on grounded calls are probed (:class:`~pipeline.limits.DailyProbe`),
+a grounded call other than the probe is held (GroundingPaused, until the next probe). A run
+that stops while the call waits for any of these sends nothing:
 :class:`~pipeline.errors.NotSent`, with the reservation, the tokens and the day's prompt given
 back (:mod:`pipeline.limits.interrupt`); nor does a call whose question's lease is no longer
 this process's, checked against the clock as the call starts and again just before the
@@ -20,7 +22,11 @@ table, and a :class:`~pipeline.store.ledger.CallRecord` made for the ledger (fai
 too, at cost 0; an answer whose usage cannot be priced,
 :class:`~pipeline.gemini.api_errors.InvalidUsage`, at the call's worst case: it was paid);
 the budget's reservation is settled by the writer, with the ledger row
-(``record.reserved_micro``).
+(``record.reserved_micro``). A refusal for capacity is raised as what the retry policy waits
+out without spending an attempt: a 503 as :class:`~pipeline.errors.Overloaded`, a 429 that
+names no day as :class:`~pipeline.errors.Throttled` (each model's storm of them counted in
+:class:`~pipeline.limits.Storms`), the server's ``Retry-After`` and ``RetryInfo`` a floor of
+the wait.
 """
 
 from __future__ import annotations
@@ -38,12 +44,21 @@ import anyio
 from pipeline.clock import utcnow
 from pipeline.costs.charges import WorstCase, call_cost
 from pipeline.costs.prices import Price
-from pipeline.errors import BudgetExhausted, GroundingPaused
-from pipeline.gemini.api_errors import GeminiError, InvalidUsage, Unreachable, classify_429
+from pipeline.errors import BudgetExhausted, CallError, GroundingPaused, Overloaded, Throttled
+from pipeline.gemini.api_errors import (
+    GeminiError,
+    InvalidUsage,
+    QuotaKind,
+    Unreachable,
+    classify_429,
+)
 from pipeline.gemini.client import CallResult, GeminiClient
 from pipeline.gemini.endpoint import Endpoint
 from pipeline.limits import GroundingPause, JobLimits, estimate_tokens
 from pipeline.limits.daily import DAILY_RESET_MARGIN
+from pipeline.limits.overload import Storms
+from pipeline.limits.probe import DailyProbe, ProbeSettings
+from pipeline.limits.retry_after import server_delay
 from pipeline.online.fence import LeaseFence
 from pipeline.run.context import RunPrices
 from pipeline.store.ledger import CallRecord
@@ -54,6 +69,12 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 PERMITS = ("budget", "daily", "rate", "tokens")  # what a call waits for before it is sent
+OVERLOADED_HTTP = 503  # the model is overloaded: waited out, no attempt spent
+# Why grounded calls pause for the day, by what a 429's body named (classify_429's kinds).
+_DAY_REASONS: dict[QuotaKind, str] = {
+    "daily_grounding": "the daily grounding quota ran out (the 429 names it)",
+    "daily": "a per-day quota of the model ran out (the 429 names it)",
+}
 
 
 class _Head(NamedTuple):
@@ -78,7 +99,9 @@ class MeteredCaller:
 
     ``worst_case``: the bounds a call's budget reservation is computed under; ``adaptive``:
     whether 429s lower (and successes raise) the job's shared rate; ``backend``: what a 429's
-    body is read as; ``fence``: the leases this process holds (None: calls are not fenced).
+    body is read as; ``fence``: the leases this process holds (None: calls are not fenced);
+    ``daily_probe``: how long bare 429s on grounded calls must persist before grounding pauses
+    for the day.
     """
 
     def __init__(
@@ -91,12 +114,15 @@ class MeteredCaller:
         adaptive: bool,
         backend: str,
         fence: LeaseFence | None = None,
+        daily_probe: ProbeSettings | None = None,
     ) -> None:
         self.client = client
         self.fence = fence
         self.limits = limits
         self.prices = prices
         self.pause = GroundingPause()
+        self.probe = DailyProbe(daily_probe)  # bare 429s on grounded calls, before a day's pause
+        self.storms = Storms()  # each model's 503s and 429s since its last answer
         self._worst_case = worst_case
         self._adaptive = adaptive
         self._backend = backend
@@ -124,10 +150,12 @@ class MeteredCaller:
         """Make one call. ``tool`` is the grounding tool declared (None for call 2).
 
         Raises a :class:`~pipeline.errors.CallError`: :class:`BudgetExhausted`,
-        :class:`GroundingPaused` or :class:`~pipeline.errors.NotSent` (the run stopped while
-        the call waited for a permit; :class:`~pipeline.errors.LeaseLost`: the question's
-        lease ran out) before any request, :class:`Unreachable` when no request could
-        be sent, and the API's error (its ledger row in ``record``) when the server refused.
+        :class:`GroundingPaused` (the day is paused, or a bare 429 is being probed) or
+        :class:`~pipeline.errors.NotSent` (the run stopped while the call waited for a permit;
+        :class:`~pipeline.errors.LeaseLost`: the question's lease ran out) before any request,
+        :class:`Unreachable` when no request could be sent; when the server refused, :class:`Overloaded` (503), :class:`Throttled` or :class:`GroundingPaused`
+        (429, see :meth:`_on_error`), or the API's error, each with its ledger row in
+        ``record``.
         """
         limits = self.limits
         stop = limits.interrupt
@@ -142,9 +170,10 @@ class MeteredCaller:
         worst = await self._waiting_for("budget", self._reserve(price, model, estimate, tool))
         taken = 0
         counted = False  # a grounded prompt counted in the day's row
+        probe: int | None = None  # this call is the daily probe (its number)
         try:
             if tool is not None:
-                await self._waiting_for("daily", self._pass_daily(limits))
+                probe = await self._waiting_for("daily", self._pass_daily(limits))
                 counted = limits.daily is not None
             await self._waiting_for("rate", limits.requests.acquire())
             if limits.tokens is not None:
@@ -155,6 +184,7 @@ class MeteredCaller:
             if fence is not None:  # ... or the process slept past the question's lease
                 fence.check(question_id)
         except BaseException:  # not sent: the reservation, tokens and prompt go back at once
+            self.probe.abandoned(probe)
             if taken and limits.tokens is not None:
                 limits.tokens.reconcile(taken, 0)
             if counted and limits.daily is not None:
@@ -187,7 +217,7 @@ class MeteredCaller:
                 cost_complete=price is not None or not isinstance(error, InvalidUsage),
                 reserved_micro=worst,
             )
-            await self._on_error(error, tool)
+            await self._on_error(error, tool, model, question_id, probe)
             raise
         except BaseException:  # cancelled mid-call: no ledger row will settle it
             with anyio.CancelScope(shield=True):
@@ -195,6 +225,10 @@ class MeteredCaller:
             raise
         finally:
             self.on_wire -= 1
+            self.probe.abandoned(probe)  # no verdict on the day (a 503, say): the next probes
+        self.storms.answered(model)
+        if tool is not None:
+            self.probe.answered()
         usage = result.response.usage_metadata
         if limits.tokens is not None:
             limits.tokens.reconcile(taken, usage.prompt_token_count)
@@ -239,8 +273,24 @@ class MeteredCaller:
         """The most the call may cost, in micro-dollars (0 with no price known)."""
         return self._worst_case.micro(price, estimate, tool) if price is not None else 0
 
-    async def _pass_daily(self, limits: JobLimits) -> None:
-        """Count a grounded prompt in the job's daily row, or raise GroundingPaused."""
+    async def _pass_daily(self, limits: JobLimits) -> int | None:
+        """Count a grounded prompt in the job's daily row, or raise GroundingPaused: while the
+        day is paused, or while bare 429s are probed and this call is not the probe. Returns
+        the probe's number when this call is it."""
+        paused_until = self.pause.paused_until
+        if paused_until is not None:
+            raise GroundingPaused(paused_until, self.pause.message())
+        held_until, probe = self.probe.admit()
+        if held_until is not None:
+            raise GroundingPaused(held_until, self.probe.message())
+        try:
+            await self._count_daily(limits)
+        except BaseException:
+            self.probe.abandoned(probe)
+            raise
+        return probe
+
+    async def _count_daily(self, limits: JobLimits) -> None:
         if self.pause.paused_until is None and limits.daily is not None:
             resets_at = await limits.daily.take()
             if resets_at is not None:
@@ -253,30 +303,118 @@ class MeteredCaller:
         if paused_until is not None:
             raise GroundingPaused(paused_until, self.pause.message())
 
-    async def _on_error(self, error: GeminiError, tool: str | tuple[str, ...] | None) -> None:
-        """Learn from a refused call: a rate 429 lowers every process's rate (the row's); a
-        daily 429 pauses grounded calls for the day. A grounded call refused while the daily
-        bucket is empty raises GroundingPaused (from ``error``, with its ledger row): it waits
-        for the reset rather than spending an attempt."""
-        if error.http_status != 429:
+    async def _on_error(
+        self,
+        error: GeminiError,
+        tool: str | tuple[str, ...] | None,
+        model: str,
+        question_id: int,
+        probe: int | None,
+    ) -> None:
+        """Learn from a refused call, and raise what the retry policy decides on:
+
+        * a 503: :class:`Overloaded` (the model's storm goes on; no attempt spent);
+        * a 429 whose body names a per-day quota: grounded calls pause for the day, and a
+          grounded call raises GroundingPaused (it waits for the reset);
+        * a bare 429 on a grounded call (:func:`classify_429` ``"bare"``): the day's pause
+          when the job's own daily count is used up, or when the probe's bare 429s have
+          persisted long enough (:class:`~pipeline.limits.probe.DailyProbe`); otherwise the
+          rate slows and the call is :class:`Throttled` until the next probe;
+        * any other 429: the rate slows (the row's, every process's), :class:`Throttled`.
+
+        The server's delay (RetryInfo, ``Retry-After``) is a floor of every wait. The raised
+        error carries ``error``'s ledger row. ``probe``: this call's number as the daily
+        probe, when it was one."""
+        status = error.http_status
+        if status not in (429, OVERLOADED_HTTP):
             return
-        kind = classify_429(error.body, grounded=tool is not None, backend=self._backend)
-        requests = self.limits.requests
-        if kind in ("daily_grounding", "daily"):
-            until = self.pause.pause_for_day(f"the daily {kind.replace('_', ' ')} quota ran out")
-            log.warning(
-                "daily quota exhausted: grounded calls paused until %s",
-                until.isoformat(),
-                extra={"action": "grounding_paused", "until": until.isoformat()},
+        delay = server_delay(error.retry_delay, error.retry_after, utcnow())
+        if status == OVERLOADED_HTTP:
+            refusal = self.storms.refused(model, question_id)
+            if refusal.tries == 1 and refusal.lasted_s == 0.0:
+                log.warning(
+                    "503: %s is overloaded; waiting it out, no attempt spent",
+                    model,
+                    extra={"action": "overloaded", "model": model},
+                )
+            raise self._attached(
+                Overloaded(
+                    error.message,
+                    tries=refusal.tries,
+                    lasted_s=refusal.lasted_s,
+                    retry_delay=delay,
+                ),
+                error,
             )
-        elif self._adaptive and await requests.on_throttle():
+        grounded = tool is not None
+        kind = classify_429(error.body, grounded=grounded, backend=self._backend)
+        if kind in _DAY_REASONS:
+            self._pause_for_day(_DAY_REASONS[kind])
+        elif kind == "bare":
+            await self._bare_429(delay, probe)
+        if kind not in _DAY_REASONS:
+            await self._slow_down()
+        paused_until = self.pause.paused_until
+        if grounded and paused_until is not None:
+            raise self._attached(GroundingPaused(paused_until, self.pause.message()), error)
+        if kind in _DAY_REASONS:  # an ungrounded call's day: asked again as a failed try
+            return
+        if kind == "bare" and delay is None:  # wait for the next probe, at least
+            delay = self.probe.wait_left_s()
+        refusal = self.storms.refused(model, question_id)
+        raise self._attached(
+            Throttled(
+                error.message, tries=refusal.tries, lasted_s=refusal.lasted_s, retry_delay=delay
+            ),
+            error,
+        )
+
+    async def _bare_429(self, delay: float | None, probe: int | None) -> None:
+        """A bare 429 on a grounded call: the day's pause, when the evidence is in."""
+        daily = self.limits.daily
+        if daily is not None and await daily.used_up():
+            self._pause_for_day(
+                f"the configured grounded_prompts_per_day ({self.limits.grounded_per_day})"
+                " is used up, and the server refused a grounded call (429)"
+            )
+            return
+        if self.probe.refused(delay, probe):
+            probe = self.probe.settings
+            self._pause_for_day(
+                f"bare 429s on grounded calls persisted (at least {probe.bare_429s} over"
+                f" {probe.over_s:g} s, no grounded answer between): the daily grounding quota"
+                " is taken as used up"
+            )
+            return
+        log.info(
+            "429 on a grounded call with no quota named: probing (%d so far)",
+            self.probe.refusals,
+            extra={"action": "daily_probe", "refusals": self.probe.refusals},
+        )
+
+    def _pause_for_day(self, reason: str) -> None:
+        until = self.pause.pause_for_day(reason)
+        self.probe.answered()  # the day's verdict is in: any probe ends (afresh after the reset)
+        log.warning(
+            "grounded calls paused until %s: %s",
+            until.isoformat(),
+            reason,
+            extra={"action": "grounding_paused", "until": until.isoformat()},
+        )
+
+    async def _slow_down(self) -> None:
+        """A 429: lower every process's rate (the row's), when the job follows 429s."""
+        requests = self.limits.requests
+        if self._adaptive and await requests.on_throttle():
             log.info(
                 "429: the job's shared sending rate lowered to %.1f/s",
                 requests.rate,
                 extra={"action": "rate_lowered", "rate": requests.rate},
             )
-        paused_until = self.pause.paused_until
-        if tool is not None and paused_until is not None:
-            paused = GroundingPaused(paused_until, self.pause.message())
-            paused.record = error.record
-            raise paused from error
+
+    @staticmethod
+    def _attached(raised: CallError, error: GeminiError) -> CallError:
+        """``raised``, carrying ``error``'s ledger row (the call was made: it is stored)."""
+        raised.record = error.record
+        raised.__cause__ = error
+        return raised

@@ -291,6 +291,7 @@ class OnlineRunner:
                 adaptive=self._adaptive,
                 backend=self._plan.backend,
                 fence=self._fence,
+                daily_probe=self.ctx.policy.daily_probe,
             )
             self._answerer = Answerer(self.caller, self._plan, self.ctx.policy)
             self._reuse = AnswerReuse(

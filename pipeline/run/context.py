@@ -29,6 +29,7 @@ from pipeline.costs.prices import Price, PriceTable, UnconfirmedPriceWarning, lo
 from pipeline.job.calls import worst_case
 from pipeline.job.spec import JobSpec
 from pipeline.limits import Backoff, RetryPolicy
+from pipeline.limits.probe import ProbeSettings
 from pipeline.redaction import redact
 from pipeline.run.spill import SpillFile, spill_path, spill_prefix, state_directory
 from pipeline.run.summary import RunSummary
@@ -149,9 +150,16 @@ class RunContext:
 
 
 def run_context(
-    spec: JobSpec, engine: AsyncEngine, job_id: int, *, backoff: Backoff | None = None
+    spec: JobSpec,
+    engine: AsyncEngine,
+    job_id: int,
+    *,
+    backoff: Backoff | None = None,
+    daily_probe: ProbeSettings | None = None,
 ) -> RunContext:
-    """The context of one run of ``spec`` (``backoff``: the retry delays; tests shorten them)."""
+    """The context of one run of ``spec``. ``backoff``: the retry delays, those of overload
+    storms too; ``daily_probe``: how long bare 429s must persist before a day's pause (tests
+    shorten both)."""
     limits = spec.limits
     database_file = sqlite_file(spec.database_url)
     watched = FileIdentity.of(database_file) if database_file else None
@@ -159,7 +167,13 @@ def run_context(
         Database(engine, outage_s=spec.job.database_outage_s, file=watched),
         job_id,
         prices=RunPrices.load(limits.prices_file, spec.model.backend, spec.grounding.tools),
-        policy=RetryPolicy(max_attempts=limits.max_attempts, backoff=backoff),
+        policy=RetryPolicy(
+            max_attempts=limits.max_attempts,
+            backoff=backoff,
+            overload_wait_s=limits.overload_wait_s,
+            overload_backoff=backoff,
+            daily_probe=daily_probe,
+        ),
         budget_micro=int(spec.budget * 1_000_000) if spec.budget is not None else None,
         worst_case=worst_case(spec),
         spill=SpillFile(spill_path(job_spill_prefix(spec))),

@@ -205,6 +205,20 @@ async def grant_count(
     return 0, next_reset
 
 
+async def count_left(connection: AsyncConnection, job_id: int, name: str, now: float) -> int:
+    """What is left of the counter's allowance in the period that holds ``now`` (granted
+    to processes counts as used, sent or not)."""
+    row = (
+        await connection.execute(
+            sa.select(_s.used, _s.ceiling, _s.resets_at).where(_key(job_id, name))
+        )
+    ).first()
+    if row is None:
+        return 0
+    used = 0 if row.resets_at <= now else row.used
+    return max(math.floor(row.ceiling) - int(used), 0)
+
+
 async def give_back_count(
     connection: AsyncConnection, job_id: int, name: str, count: int, resets_at: float
 ) -> None:

@@ -171,7 +171,7 @@ def test_classify_emulator_bodies() -> None:
     daily = quota_exceeded("grounded_rpd", "gemini-2.5-flash", 1500, None).body()
     assert classify_429(rpm) == "rate"
     assert classify_429(tpm) == "rate"
-    assert classify_429(daily) == "daily_grounding"
+    assert classify_429(daily) == "bare"  # the daily bucket's body, but no proof of it alone
     assert classify_429(daily, grounded=False) == "unknown"
     assert classify_429(vertex_quota_exceeded().body(), backend="vertex") == "rate"
 
@@ -199,7 +199,7 @@ def test_classify_python_genai_1427_body() -> None:
             ],
         }
     )
-    assert classify_429(body) == "daily_grounding"
+    assert classify_429(body) == "bare"  # probed before it pauses grounding for the day
     assert classify_429(body, backend="vertex") == "rate"  # DSQ: shared capacity
 
 
@@ -232,7 +232,7 @@ def test_classify_other_shapes() -> None:
     assert classify_429(b"<html>429 Too Many Requests</html>") == "unknown"
     assert classify_429("not json") == "unknown"
     assert classify_429(_body(), grounded=False) == "unknown"
-    assert classify_429(_body()) == "daily_grounding"  # bare 429 on a grounded Developer call
+    assert classify_429(_body()) == "bare"  # bare 429 on a grounded Developer call
     error_info = _body(
         {
             "@type": _T + "ErrorInfo",

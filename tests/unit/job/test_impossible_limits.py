@@ -46,6 +46,7 @@ def refusal(path: Path, *overrides: str) -> str:
         ("resolver.timeout_s=nan", "resolver.timeout_s: nan is not a finite number"),
         ("job.database_outage_s=inf", "job.database_outage_s: inf is not a finite number"),
         ("batch.poll_max_s=inf", "batch.poll_max_s: inf is not a finite number"),
+        ("limits.overload_wait_s=inf", "limits.overload_wait_s: inf is not a finite number"),
         ("model.temperature=nan", "model.temperature: nan is not a finite number"),
         ("grounding.location=[nan, 1.0]", "grounding.location: nan is not a finite number"),
     ],
@@ -66,6 +67,8 @@ def test_non_finite_numbers_are_refused(tmp_path: Path, override: str, says: str
         ("limits.concurrency=100000000000000000000000", "limits.concurrency"),
         ("limits.concurrency=1e23", "limits.concurrency: Expected `int`, got `float`"),
         ("limits.max_attempts=1000000", "limits.max_attempts"),
+        ("limits.overload_wait_s=1e9", "limits.overload_wait_s"),
+        ("limits.overload_wait_s=0", "limits.overload_wait_s"),
     ],
 )
 def test_absurd_numbers_are_refused(tmp_path: Path, override: str, says: str) -> None:
