@@ -153,7 +153,8 @@ class MeteredCaller:
         :class:`GroundingPaused` (the day is paused, or a bare 429 is being probed) or
         :class:`~pipeline.errors.NotSent` (the run stopped while the call waited for a permit;
         :class:`~pipeline.errors.LeaseLost`: the question's lease ran out) before any request,
-        :class:`Unreachable` when no request could be sent; when the server refused, :class:`Overloaded` (503), :class:`Throttled` or :class:`GroundingPaused`
+        :class:`Unreachable` when no request could be sent; when the server refused,
+        :class:`Overloaded` (503), :class:`Throttled` or :class:`GroundingPaused`
         (429, see :meth:`_on_error`), or the API's error, each with its ledger row in
         ``record``.
         """
