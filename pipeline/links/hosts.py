@@ -19,8 +19,8 @@ host parser does:
 
 :func:`internal_reason` then says whether the canonical host is somewhere a link must not
 lead: ``localhost`` and its subdomains, or an address that is not global (loopback, private,
-link-local, unspecified, shared, reserved, documentation), including an IPv4 address carried
-inside an IPv6 one (IPv4-compatible, 6to4, NAT64, Teredo).
+link-local, unspecified, shared, reserved, documentation, multicast), including an IPv4
+address carried inside an IPv6 one (IPv4-compatible, 6to4, NAT64, Teredo).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def internal_reason(host: str) -> str | None:
     except ValueError:
         return None  # a domain name: what it resolves to is never asked
     for candidate in (address, *_embedded_ipv4(address)):
-        if not candidate.is_global:
+        if not candidate.is_global or candidate.is_multicast:  # no page lives at a group
             return "is not a public address"
     return None
 

@@ -104,6 +104,8 @@ def test_hosts_no_url_parser_takes_are_refused(host: str) -> None:
         "[::7f00:1]",  # IPv4-compatible ::127.0.0.1
         "[2002:7f00:1::]",  # 6to4 for 127.0.0.1
         "[64:ff9b::a9fe:a9fe]",  # NAT64 for 169.254.169.254
+        "224.0.0.1",  # multicast
+        "[ff02::1]",
         "localhost",
         "app.localhost",
     ],
@@ -234,4 +236,4 @@ def test_any_ipv4_notation_is_its_dotted_address(case: tuple[ipaddress.IPv4Addre
     address, text = case
     assert canonical_host(text) == str(address)
     url = f"http://{text}/"
-    assert (check_destination(url) is None) == address.is_global
+    assert (check_destination(url) is None) == (address.is_global and not address.is_multicast)
