@@ -102,7 +102,8 @@ class EmulatorConfig:
     redirect_ttl_s: float = 3600.0  # after this many seconds since issue: 404
     redirect_forbidden_share: float = 0.0  # this share of links always answers 403
     # A hostile Google: every 302 points at one of these URLs (in sorted order, picked by the
-    # link's page) instead of the publisher's page; web chunk links carry this user:password.
+    # link's page) instead of the publisher's page; the web chunk links of generateContent
+    # answers are written with this user:password@ before their host.
     redirect_locations: frozenset[str] = frozenset()
     redirect_userinfo: str = ""
 
