@@ -106,6 +106,11 @@ class EmulatorConfig:
     # Redirect links /grounding-api-redirect/<token>.
     redirect_ttl_s: float = 3600.0  # after this many seconds since issue: 404
     redirect_forbidden_share: float = 0.0  # this share of links always answers 403
+    # A hostile Google: every 302 points at one of these URLs (in sorted order, picked by the
+    # link's page) instead of the publisher's page; the web chunk links of generateContent
+    # answers are written with this user:password@ before their host.
+    redirect_locations: frozenset[str] = frozenset()
+    redirect_userinfo: str = ""
 
     # Quotas, per model (ALL_MODELS = default), over sliding windows.
     quotas: Mapping[str, ModelQuota] = field(default_factory=lambda: MappingProxyType({}))
@@ -232,6 +237,10 @@ def _coerce(name: str, value: Any, source: str) -> Any:
         ):
             raise ConfigError(f"{where} must be a list of strings")
         return frozenset(value)
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise ConfigError(f"{where} must be a string, got {value!r}")
+        return value
     if isinstance(default, bool):
         if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
             value = value.lower() in ("true", "1")

@@ -10,9 +10,11 @@ Routes (``{tail}`` is ``MODEL:generateContent`` or ``MODEL:streamGenerateContent
   Bearer``; otherwise 401 UNAUTHENTICATED.
 * ``POST /v1beta/models/{model}:embedContent`` / ``:batchEmbedContents``: Developer API
   embeddings, deterministic (:mod:`pipeline.emulator.embeddings`).
-* ``GET|HEAD /grounding-api-redirect/{token}``: 302 to the publisher page; 404 once
-  ``redirect_ttl_s`` has passed since issue (or for a token that does not verify); 403 for a
-  fixed ``redirect_forbidden_share`` of tokens.
+* ``GET|HEAD /grounding-api-redirect/{token}``: 302 to the publisher page (or to one of
+  ``redirect_locations``); 404 once ``redirect_ttl_s`` has passed since issue (or for a token
+  that does not verify); 403 for a fixed ``redirect_forbidden_share`` of tokens. A request
+  that carries an ``Authorization`` header is counted (``redirects.with_authorization``): a
+  resolver must never send one.
 * ``POST /token``: OAuth JWT-bearer grant (see :mod:`pipeline.emulator.oauth`).
 * ``GET /emulator/stats`` (see :mod:`pipeline.emulator.stats`), ``POST /emulator/reset``
   (zero the counters and empty the quota windows).
@@ -293,7 +295,7 @@ class Emulator:
             traits=traits,
             request=req,
             vertex=vertex,
-            base_url=f"{request.scheme}://{request.host}",
+            base_url=_links_base(request, self.config.redirect_userinfo),
             seq=seq,
             now=self.clock.time(),
             project=project,
@@ -381,6 +383,8 @@ class Emulator:
         d = redirects.decode(self.redirect_key, request.match_info["token"])
         now_ms = self.clock.time() * 1000
         st = self.stats
+        if "Authorization" in request.headers:
+            st.redirects_with_authorization += 1
         if (
             d is None
             or d.destination >= len(SOURCES)
@@ -392,10 +396,11 @@ class Emulator:
         else:
             st.redirects["302"] += 1
             st.request("redirect", 302)
-            return web.Response(
-                status=302,
-                headers={"Location": SOURCES[d.destination].url, "Content-Type": _HTML},
+            hostile = sorted(self.config.redirect_locations)
+            location = (
+                hostile[d.destination % len(hostile)] if hostile else SOURCES[d.destination].url
             )
+            return web.Response(status=302, headers={"Location": location, "Content-Type": _HTML})
         st.redirects[str(status)] += 1
         st.request("redirect", status)
         return web.Response(body=body, status=status, headers={"Content-Type": _HTML})
@@ -525,3 +530,8 @@ def _framed(payload: bytes, method: str, request: web.Request) -> tuple[bytes, s
     if request.query.get("alt") == "sse":
         return b"data: " + payload + b"\r\n\r\n", "text/event-stream"
     return b"[" + payload + b"]", _JSON
+
+
+def _links_base(request: web.Request, userinfo: str) -> str:
+    """``scheme://host`` of this request, where answers' links point (with ``userinfo@``)."""
+    return f"{request.scheme}://{userinfo + '@' if userinfo else ''}{request.host}"

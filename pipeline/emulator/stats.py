@@ -12,7 +12,8 @@ Shape (every leaf an int; keys of the ``by_*`` maps appear once counted)::
       },
       "responses": {"grounded": 7, "ungrounded": 1, "plain": 0, "blocked": 0,
                     "safety": 0, "structured": 1, "truncated": 0, "negative_usage": 0},
-      "redirects": {"total": 2, "by_outcome": {"302": 2, "403": 0, "404": 0}},
+      "redirects": {"total": 2, "by_outcome": {"302": 2, "403": 0, "404": 0},
+                    "with_authorization": 0},
       "quota_rejections": {"total": 1, "by_bucket": {"rpm": 1}},
       "faults": {"total": 0, "by_kind": {"fault_503": 0}},
       "errors": {"by_kind": {"api_key_invalid": 1}},
@@ -42,6 +43,7 @@ class Stats:
         "faults",
         "quota",
         "redirects",
+        "redirects_with_authorization",
         "responses",
         "token_requests",
         "tokens_issued",
@@ -73,6 +75,7 @@ class Stats:
             )
         )
         self.redirects: Counter[str] = Counter(dict.fromkeys(("302", "403", "404"), 0))
+        self.redirects_with_authorization = 0  # redirect requests with an Authorization header
         self.quota: Counter[str] = Counter()
         self.faults: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
@@ -97,6 +100,7 @@ class Stats:
             "redirects": {
                 "total": sum(self.redirects.values()),
                 "by_outcome": dict(self.redirects),
+                "with_authorization": self.redirects_with_authorization,
             },
             "quota_rejections": {"total": sum(self.quota.values()), "by_bucket": dict(self.quota)},
             "faults": {"total": sum(self.faults.values()), "by_kind": dict(self.faults)},

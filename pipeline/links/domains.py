@@ -14,31 +14,44 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from urllib.parse import urlsplit
 
+from pipeline.links.hosts import InvalidHost, canonical_host
+
 
 def normalised(domain: str) -> str:
     """``https://www.Example.com/x`` -> ``example.com`` (what an entry means)."""
     text = domain.strip().lower()
     if "://" in text:
         text = urlsplit(text).hostname or ""
-    text = text.split("/", 1)[0].rstrip(".")
+    text = _canonical(text.split("/", 1)[0])
     return text.removeprefix("www.")
 
 
 def host_of(url: str | None) -> str | None:
-    """The host of an http(s) URL, lower-cased; None for anything else."""
+    """The host of an http(s) URL in its canonical spelling; None for anything else."""
     if not url:
         return None
     try:
         parts = urlsplit(url)
     except ValueError:
         return None
-    return parts.hostname if parts.scheme in ("http", "https") else None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return _canonical(parts.hostname)
 
 
 def under(host: str, domains: Sequence[str]) -> bool:
     """Whether ``host`` is one of ``domains`` (normalised) or a subdomain of one."""
-    host = host.strip().lower().rstrip(".")
+    host = _canonical(host.strip().lower())
     return any(d and (host == d or host.endswith("." + d)) for d in domains)
+
+
+def _canonical(host: str) -> str:
+    """``host`` as :func:`pipeline.links.hosts.canonical_host` spells it (fullwidth dots,
+    case, a trailing dot), or as written when no URL parser would take it."""
+    try:
+        return canonical_host(host)
+    except InvalidHost:
+        return host.rstrip(".")
 
 
 def source_hosts(domain: str | None, title: str | None, destination: str | None) -> list[str]:

@@ -19,7 +19,9 @@ most :data:`MAX_HOPS` hops), any other is recorded and the walk stops there.
   being stored) and in ``ground resolve`` / the start-up sweep over whatever is left.
 
 The HTTP session is the resolver's own: no cookies, no credentials, no headers but the user
-agent.
+agent. A link is requested with its host in canonical form and without any ``user:password@``
+it was written with (:meth:`pipeline.links.rules.AllowList.request_url`), so no Basic
+credentials ever leave with it.
 """
 
 from __future__ import annotations
@@ -116,10 +118,13 @@ class RedirectClient(SessionOwner):
     async def _walk(self, uri: str) -> LookupResult:
         url = uri
         for _hop in range(MAX_HOPS):
-            if not self._allow.allows(url):  # checked again before every request
-                return LookupResult(Verdict(SourceState.REJECTED, url, "host is not allow-listed"))
+            # Checked again before every request, and requested as the check read it: the
+            # canonical host, without any user:password@ (never sent).
+            request = self._allow.request_url(url)
+            if request is None:
+                return LookupResult(redirects.rejected(url, "host is not allow-listed"))
             try:
-                status, location = await self._ask(url)
+                status, location = await self._ask(request)
             except TimeoutError:
                 return LookupResult(Verdict(_TRANSIENT, None, "timed out"))
             except aiohttp.ClientError as exc:
@@ -135,16 +140,13 @@ class RedirectClient(SessionOwner):
                 return LookupResult(
                     Verdict(SourceState.FAILED, None, f"HTTP {status} without a redirect"), status
                 )
-            target = redirects.resolve_location(location, url)
+            target = redirects.resolve_location(location, request)
             if self._allow.allows(target):
                 url = target
                 continue
             problem = redirects.check_destination(target)
             if problem is not None:
-                return LookupResult(
-                    Verdict(SourceState.REJECTED, target[: redirects.MAX_URL_CHARS], problem),
-                    status,
-                )
+                return LookupResult(redirects.rejected(target, problem), status)
             return LookupResult(Verdict(SourceState.RESOLVED, target), status)
         return LookupResult(Verdict(SourceState.FAILED, None, f"more than {MAX_HOPS} redirects"))
 

@@ -11,17 +11,24 @@ without any IO:
   cap, and not an address inside a private network (a redirect that points at
   ``169.254.169.254`` is stored as given, marked ``rejected``, and never contacted).
 
+Every decision is about the host in its one canonical spelling (:mod:`pipeline.links.hosts`):
+``http://2130706433/``, ``http://0x7f.1/``, ``http://127。0。0。1/`` and ``http://localhost./``
+are rejected as ``http://127.0.0.1/`` and ``http://localhost/`` are, and an allow-listed
+host is recognised however it is written. A link is requested as :meth:`AllowList.request_url`
+writes it: the canonical host, and no ``user:password@`` (credentials in a link are never sent,
+and never stored: a rejected URI is stored without them).
+
 An allow-list entry is ``host`` (that host on its scheme's default port) or ``host:port``.
 """
 
 from __future__ import annotations
 
 import functools
-import ipaddress
 from collections.abc import Iterable
 from urllib.parse import SplitResult, urljoin, urlsplit
 
 from pipeline.job.states import SourceState, Verdict
+from pipeline.links import hosts
 
 MAX_URL_CHARS = 4096  # a destination longer than this is rejected, not truncated
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -34,45 +41,75 @@ NETLOC_DECISIONS = 4_096  # (scheme, netloc) decisions remembered, per allow-lis
 class AllowList:
     """Redirect hosts that may be requested, as ``host`` or ``host:port`` entries."""
 
-    __slots__ = ("_allows_netloc", "_entries")
+    __slots__ = ("_entries", "_netloc_to_request")
 
     def __init__(self, entries: Iterable[str]) -> None:
-        self._entries = frozenset(e.lower() for e in entries)
-        self._allows_netloc = functools.lru_cache(maxsize=NETLOC_DECISIONS)(self._decide)
+        self._entries = frozenset(_entry(e) for e in entries)
+        self._netloc_to_request = functools.lru_cache(maxsize=NETLOC_DECISIONS)(self._decide)
 
     def allows(self, url: str) -> bool:
-        parts = _split(url)
-        return parts is not None and self._allows_netloc(parts.scheme, parts.netloc)
+        return self.request_url(url) is not None
 
-    def _decide(self, scheme: str, netloc: str) -> bool:
+    def request_url(self, url: str) -> str | None:
+        """``url`` as it is requested (its host canonical, any userinfo left out), or None
+        when its host is not allow-listed."""
+        parts = _split(url)
+        if parts is None:
+            return None
+        netloc = self._netloc_to_request(parts.scheme, parts.netloc)
+        if netloc is None:
+            return None
+        return url if netloc == parts.netloc else parts._replace(netloc=netloc).geturl()
+
+    def _decide(self, scheme: str, netloc: str) -> str | None:
         parts = _split(f"{scheme}://{netloc}")
         if parts is None or scheme not in DEFAULT_PORTS or not parts.hostname:
-            return False
+            return None
         try:
-            port = parts.port or DEFAULT_PORTS[scheme]
-        except ValueError:
-            return False
-        host = parts.hostname.lower()
-        if f"{host}:{port}" in self._entries:
-            return True
-        return host in self._entries and port == DEFAULT_PORTS[scheme]
+            port = parts.port
+            host = hosts.canonical_host(parts.hostname)
+        except ValueError:  # a malformed port, or hosts.InvalidHost
+            return None
+        default = port is None or port == DEFAULT_PORTS[scheme]
+        if (host, port or DEFAULT_PORTS[scheme]) in self._entries or (
+            default and (host, None) in self._entries
+        ):
+            return host if port is None else f"{host}:{port}"
+        return None
+
+
+def _entry(entry: str) -> tuple[str, int | None]:
+    """An allow-list entry as (canonical host, port or None)."""
+    text = entry.strip().lower()
+    parts = _split(f"//{text}")
+    try:
+        if parts is not None and parts.hostname:
+            return hosts.canonical_host(parts.hostname), parts.port
+    except ValueError:
+        pass
+    return text, None  # matches nothing a URL can spell
 
 
 def initial_verdict(uri: str | None, allow: AllowList) -> Verdict:
-    """Classify a freshly stored source's URI."""
+    """Classify a freshly stored source's URI (a rejected one is given without userinfo)."""
     if not uri:
         return Verdict(SourceState.NO_URI)
     if allow.allows(uri):
         return Verdict(SourceState.PENDING)
     parts = _split(uri)
     if parts is None or parts.scheme not in DIRECT_SCHEMES:
-        return Verdict(SourceState.REJECTED, uri[:MAX_URL_CHARS], "not an http(s) or gs:// URI")
+        return rejected(uri, "not an http(s) or gs:// URI")
     if parts.scheme == "gs":
         return Verdict(SourceState.DIRECT, uri)
     reason = destination_problem(parts, uri)
     if reason is not None:
-        return Verdict(SourceState.REJECTED, uri[:MAX_URL_CHARS], reason)
+        return rejected(uri, reason)
     return Verdict(SourceState.DIRECT, uri)
+
+
+def rejected(url: str, reason: str) -> Verdict:
+    """A ``rejected`` verdict: ``url`` kept as given (to the length cap), less its userinfo."""
+    return Verdict(SourceState.REJECTED, hosts.without_userinfo(url)[:MAX_URL_CHARS], reason)
 
 
 def resolve_location(location: str, base: str) -> str:
@@ -111,19 +148,13 @@ def _netloc_problem(scheme: str, netloc: str) -> str | None:
         parts.port  # noqa: B018 - raises on a malformed port
     except ValueError:
         return "malformed port"
-    if _is_internal_address(parts.hostname):
+    try:
+        host = hosts.canonical_host(parts.hostname)
+    except hosts.InvalidHost:
+        return "not a valid host"
+    if hosts.internal_reason(host) is not None:
         return "points at a private, loopback or link-local address"
     return None
-
-
-def _is_internal_address(host: str) -> bool:
-    if host.lower() in ("localhost", "localhost.localdomain") or host.endswith(".localhost"):
-        return True
-    try:
-        address = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return not address.is_global
 
 
 def _split(url: str) -> SplitResult | None:

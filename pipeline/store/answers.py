@@ -24,6 +24,7 @@ from pipeline.gemini.wire import GenerateContentResponse
 from pipeline.grounding import GroundedAnswer, Source
 from pipeline.grounding.version_diff import SourceFacts, compare
 from pipeline.job.states import SourceState, Verdict
+from pipeline.links.hosts import without_userinfo
 from pipeline.store.resolution import Lookup
 from pipeline.store.reuse import origin_verdicts
 from pipeline.store.routes import ROUTE_MANAGED, ROUTE_OWN, clear_next_route, hand_over
@@ -131,10 +132,9 @@ async def persist_answers(
         for source, verdict in zip(record.answer.sources, verdicts[id(record)], strict=True):
             source_rows.append(_source_row(answer_id, source, verdict))
             if verdict.status == SourceState.PENDING and source.uri is not None:
+                uri = without_userinfo(source.uri)
                 stored.lookups.append(
-                    Lookup(
-                        answer_id, source.index, source.uri, now, first_version=record.version == 1
-                    )
+                    Lookup(answer_id, source.index, uri, now, first_version=record.version == 1)
                 )
         support_rows.extend(_support_rows(answer_id, record.answer))
     if source_rows:
@@ -199,6 +199,8 @@ def _answer_row(record: AnswerRecord, now: dt.datetime) -> dict[str, Any]:
 def _source_row(answer_id: int, s: Source, verdict: Verdict) -> dict[str, Any]:
     row = s.to_dict()
     row["chunk_index"] = row.pop("index")
+    if s.uri is not None:  # a user:password@ in a link is never sent, nor kept
+        row["uri"] = without_userinfo(s.uri)
     row["custom_metadata"] = row["custom_metadata"] or None
     return {
         "answer_id": answer_id,

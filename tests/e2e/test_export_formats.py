@@ -9,6 +9,9 @@ import csv
 import datetime as dt
 import functools
 import json
+import subprocess
+import sys
+import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
@@ -33,13 +36,16 @@ from pipeline.results import export
 from pipeline.store import queue
 from pipeline.store.engine import create_engine
 from pipeline.store.tables import answers, questions
+from pipeline.store.urls import async_url
 from pipeline.store.versions import LATEST_ANSWER
-from tests.support.databases import POSTGRES_URL, fetch_rows
+from tests.support.databases import POSTGRES_URL, fetch_rows, postgres_job_database
 from tests.support.demo import DEMO_JOB, demo_overrides, run_demo_job
 from tests.support.exports import as_json, read_jsonl, without_none
 from tests.support.keys import TEST_API_KEY
+from tests.support.waiting import wait_until
 
 N = 30
+PROCESS_TIMEOUT_S = 120  # seconds an export process may take to end, on a busy machine
 REFRESHED = ("q0001", "q0002", "q0003")  # asked again: two answer versions each
 PLANTED_ID = "q0004"
 # Stored as one answer's Search suggestions: CRLF, quotes, a comma, a tab, non-ASCII, an emoji
@@ -368,6 +374,79 @@ def test_two_jobs_share_a_postgres_table_and_both_keep_their_rows(
             await engine.dispose()
 
         anyio.run(drop)
+
+
+@pytest.mark.postgres
+def test_three_exports_started_together_create_one_new_postgres_table(
+    demo: Demo, emulator_key: str
+) -> None:
+    """Three ``export --to`` into one table that does not exist yet all succeed. A fourth
+    creator (this test, in a transaction it rolls back) holds the name until all three have
+    reached the creation, so they do meet there, however the machine schedules them."""
+    name = "kb_new"
+    with postgres_job_database() as target:
+        holding, release = threading.Event(), threading.Event()
+
+        async def hold_the_name() -> None:
+            engine = create_engine(async_url(target))
+            try:
+                async with engine.connect() as connection:
+                    await connection.execute(sa.text(f'CREATE TABLE "{name}" (x integer)'))
+                    holding.set()
+                    await anyio.to_thread.run_sync(release.wait)
+                    await connection.rollback()
+            finally:
+                await engine.dispose()
+
+        holder = threading.Thread(target=anyio.run, args=(hold_the_name,))
+        holder.start()
+        children: list[subprocess.Popen[bytes]] = []
+        try:
+            wait_until(holding.is_set, "the test's own CREATE TABLE")
+            sets = [part for line in demo.sets for part in ("--set", line)]
+            command = [sys.executable, "-m", "pipeline.cli", "export", str(DEMO_JOB), *sets]
+            children = [
+                subprocess.Popen(
+                    [*command, "--to", target, "--table", name],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+                for _ in range(3)
+            ]
+
+            def waiting_on_locks() -> bool:
+                statement = sa.select(sa.func.count()).where(
+                    sa.text("datname = current_database() AND wait_event_type = 'Lock'")
+                )
+                rows = anyio.run(
+                    fetch_rows,
+                    async_url(target),
+                    statement.select_from(sa.text("pg_stat_activity")),
+                )
+                return rows[0][0] >= len(children)
+
+            def one_ended() -> str | None:
+                ended = [c.returncode for c in children if c.poll() is not None]
+                return f"an export ended first, with status {ended[0]}" if ended else None
+
+            wait_until(
+                waiting_on_locks,
+                "three exports waiting to create the table",
+                poll=0.1,
+                abort=one_ended,
+            )
+        finally:
+            release.set()
+            holder.join()
+        outcomes = [(c.communicate(timeout=PROCESS_TIMEOUT_S), c.returncode) for c in children]
+        for (out, err), status in outcomes:
+            assert status == 0, err.decode()
+            assert f"upserted {N} questions of job 'demo' into table '{name}'" in out.decode()
+        table = sa.table(name, sa.column("job"), sa.column("id"), sa.column("answer"))
+        rows = anyio.run(fetch_rows, async_url(target), sa.select(table))
+    expected = {r["id"]: r["answer"] for r in anyio.run(read_records, demo.spec)}
+    assert sorted((r.job, r.id) for r in rows) == sorted(("demo", qid) for qid in expected)
+    assert {r.id: r.answer for r in rows} == expected
 
 
 def _sets(spec: JobSpec) -> list[str]:

@@ -91,7 +91,11 @@ SOURCE = Struct(
             values=SOURCE_KINDS,
         ),
         Field("title", Kind.STRING, "the source's title"),
-        Field("uri", Kind.STRING, "as sent: for web sources a redirect that expires"),
+        Field(
+            "uri",
+            Kind.STRING,
+            "as sent, less any user:password@: for web sources a redirect that expires",
+        ),
         Field("domain", Kind.STRING, "web sources: the site's domain"),
         Field("text", Kind.TEXT, "retrieved and maps sources: the passage sent"),
         Field("place_id", Kind.STRING, "maps sources: the place's id"),

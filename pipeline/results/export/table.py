@@ -15,6 +15,13 @@ given a job (two jobs exported into it overwrote each other's rows, so a job col
 now would be a guess), and it is derived data that one export rebuilds, into a new ``--table``
 or after it is dropped. A table with the right key that lacks a newer field gets that column
 added (nullable, as every added column must be); columns of the user's own are left alone.
+
+Exports started together into one new table (several jobs, or several machines, writing one
+table) must not race to create it: on PostgreSQL two ``CREATE TABLE`` of one name that overlap
+fail with a catalog error (a duplicate key in ``pg_type``), ``IF NOT EXISTS`` or not. So the
+look at the table and its creation (or its new columns) run under a transaction-scoped
+advisory lock on the table's name: the first export creates it, the others wait, then find it
+made. Elsewhere ``CREATE TABLE IF NOT EXISTS`` is what there is.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.schema import CreateTable
 
 from pipeline.results.export.records import RECORD, Field, Kind
 from pipeline.store.tables import UtcDateTime
@@ -34,6 +42,9 @@ KEY = (JOB_COLUMN, "id")
 MAX_NAME = 63  # characters in a table name (PostgreSQL's identifier limit)
 
 JSONB = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
+# The advisory lock's first key (an arbitrary constant, "gexp"); its second is the hash of
+# the table's name. Two-key advisory locks never meet the migration's one-key lock.
+EXPORT_LOCK_CLASS = 0x67657870
 
 
 class TargetError(ValueError):
@@ -104,9 +115,17 @@ class TableWriter:
         :class:`TargetError` for a table of another shape."""
         table = self._table
         async with self._engine.begin() as connection:
+            if connection.dialect.name == "postgresql":  # held until this transaction ends
+                await connection.execute(
+                    sa.select(
+                        sa.func.pg_advisory_xact_lock(
+                            EXPORT_LOCK_CLASS, sa.func.hashtext(table.name)
+                        )
+                    )
+                )
             found = await connection.run_sync(_existing, table.name)
             if found is None:
-                await connection.run_sync(table.metadata.create_all)
+                await connection.execute(CreateTable(table, if_not_exists=True))
                 return
             await self._check(connection, *found)
 
