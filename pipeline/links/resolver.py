@@ -98,7 +98,7 @@ class RedirectClient(SessionOwner):
     async def resolve(self, uri: str) -> LookupResult:
         """Walk the redirect chain from ``uri``; a transient failure (timeout, connection
         error, 408/429/5xx) is walked again after the delay the retry policy decides, and
-        stored as the policy's terminal state (``failed``) when it decides to give up."""
+        stored as a ``failed`` source when it decides to give up."""
         attempts = 0
         while True:
             outcome = await self._walk(uri)
@@ -108,8 +108,7 @@ class RedirectClient(SessionOwner):
             reason = outcome.verdict.reason or "transient failure"
             decision = self._policy.decide(LookupFailed(reason), attempts, RESOLVE)
             if not decision.retry or decision.state is None:
-                state = decision.state or SourceState.FAILED
-                return LookupResult(Verdict(state, None, reason), outcome.http_status)
+                return LookupResult(Verdict(SourceState.FAILED, None, reason), outcome.http_status)
             await anyio.sleep(decision.delay_s)
 
     async def _walk(self, uri: str) -> LookupResult:
