@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import aiohttp
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from pipeline.clock import utcnow
 from pipeline.errors import ErrorClass, RetryableError
@@ -169,11 +170,10 @@ class LookupFailed(RetryableError):
 
 def resolver_policy(backoff: Backoff | None = None) -> RetryPolicy:
     """The resolver's retry policy: :data:`TRANSIENT_RETRIES` retries with a short backoff,
-    then ``failed``."""
+    then give up (the source is stored ``failed``)."""
     return RetryPolicy(
         max_attempts=TRANSIENT_RETRIES + 1,
         backoff=backoff or Backoff(base_s=RETRY_BASE_S, cap_s=RETRY_CAP_S),
-        failed_state=SourceState.FAILED,
     )
 
 
@@ -202,7 +202,7 @@ class Resolver:
     def __repr__(self) -> str:
         return f"Resolver(allow={sorted(self.settings.allow_hosts)})"
 
-    async def serve(self, lookups: ObjectReceiveStream[Lookup]) -> None:
+    async def serve(self, lookups: MemoryObjectReceiveStream[Lookup]) -> None:
         """Resolve everything received on ``lookups`` until it is closed, then flush."""
         results_send, results_recv = anyio.create_memory_object_stream[ResolvedSource](
             self.settings.concurrency * 4
@@ -254,7 +254,7 @@ class Resolver:
             del self._inflight[uri]
             done.set()
 
-    async def _writer(self, results: ObjectReceiveStream[ResolvedSource]) -> None:
+    async def _writer(self, results: MemoryObjectReceiveStream[ResolvedSource]) -> None:
         async for batch in batches(
             results, WRITE_BATCH_MAX, linger_s=WRITE_LINGER_S, flush_early=self._idle
         ):
