@@ -64,9 +64,12 @@ test-stress: $(STAMP) system-tools
 	done; \
 	echo "$(STRESS_RUNS) runs passed under load in $$(( $$(date +%s) - start )) s"
 
+# The type checker (basedpyright: pyright with Node shipped as a wheel) after ruff; its settings,
+# level and scope (pipeline/) are in pyproject.toml's [tool.basedpyright].
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/basedpyright
 
 format: $(STAMP)
 	$(BIN)/ruff format .

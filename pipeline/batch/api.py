@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, Self
 
 from pipeline.gemini.batch_wire import BatchJob, ResultLine, UploadedFile
 
@@ -22,6 +22,14 @@ class BatchApi(Protocol):
     """What batch mode asks of a Batch API (used as an async context manager). Positional
     arguments are passed by position: each client names them in its own terms (a Files API
     name, a ``gs://`` URI)."""
+
+    async def __aenter__(self) -> Self:
+        """The client itself, for the calls below."""
+        ...
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """Close the client's HTTP sessions."""
+        ...
 
     def encode_line(self, key: str, body: bytes, /) -> bytes:
         """One input line for a request body (a ``GenerateContentRequest``) and its key."""

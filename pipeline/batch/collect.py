@@ -32,7 +32,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 
 import anyio
-from anyio.abc import ObjectSendStream
+from anyio.streams.memory import MemoryObjectSendStream
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.batch.api import BatchApi
@@ -85,7 +85,7 @@ class Collector:
         budget: BatchBudget,
         *,
         allow_hosts: Sequence[str],
-        feed: ObjectSendStream[Lookup] | None = None,
+        feed: MemoryObjectSendStream[Lookup] | None = None,
     ) -> None:
         """``allow_hosts``: the redirect hosts a stored source may be resolved on; ``feed``:
         the resolver's, told of each stored redirect."""

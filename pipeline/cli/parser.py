@@ -18,8 +18,9 @@ from pipeline.results.cite import FORMATS as CITE_FORMATS
 from pipeline.watch.logs import LOG_FORMATS
 
 if TYPE_CHECKING:
-    # The sub-parsers of ``ground`` (argparse's own type for them; subscriptable only in stubs).
-    Commands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
+    # The sub-parsers of ``ground``, each a Parser: argparse makes them of the parent's class
+    # (argparse's own type for them; subscriptable only in stubs).
+    Commands: TypeAlias = argparse._SubParsersAction["Parser"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -29,7 +30,7 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _job_parser() -> argparse.ArgumentParser:
+def _job_parser() -> Parser:
     common = Parser(add_help=False)
     common.add_argument("job", help="the job file (TOML)")
     common.add_argument(
@@ -91,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_run_commands(commands: Commands, job: argparse.ArgumentParser) -> None:
+def _add_run_commands(commands: Commands, job: Parser) -> None:
     """``run`` and the commands that are runs (``worker``, ``refresh``, ``restructure``),
     and ``batch``."""
     run = commands.add_parser(
@@ -159,7 +160,7 @@ def _add_run_commands(commands: Commands, job: argparse.ArgumentParser) -> None:
     _add_restructure_command(commands, job)
 
 
-def _add_refresh_command(commands: Commands, job: argparse.ArgumentParser) -> None:
+def _add_refresh_command(commands: Commands, job: Parser) -> None:
     refresh = commands.add_parser(
         "refresh",
         parents=[job],
@@ -177,7 +178,7 @@ def _add_refresh_command(commands: Commands, job: argparse.ArgumentParser) -> No
     _add_watch_arguments(refresh)
 
 
-def _add_restructure_command(commands: Commands, job: argparse.ArgumentParser) -> None:
+def _add_restructure_command(commands: Commands, job: Parser) -> None:
     restructure = commands.add_parser(
         "restructure",
         parents=[job],
@@ -196,7 +197,7 @@ def _add_restructure_command(commands: Commands, job: argparse.ArgumentParser) -
     _add_watch_arguments(restructure)
 
 
-def _add_queue_commands(commands: Commands, job: argparse.ArgumentParser) -> None:
+def _add_queue_commands(commands: Commands, job: Parser) -> None:
     """The commands that look after the queue: load, migrate, resolve, estimate, retry."""
     commands.add_parser("load", parents=[job], help="load the question file into the queue")
     commands.add_parser(
@@ -329,7 +330,7 @@ def _instant(text: str) -> dt.datetime:
 
 def _add_results_commands(
     commands: Commands,
-    job: argparse.ArgumentParser,
+    job: Parser,
 ) -> None:
     """``export``, ``show`` and ``report``: reading a job's stored results."""
     export = commands.add_parser(

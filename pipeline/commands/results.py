@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -265,7 +266,7 @@ class _Threaded:
     def __init__(self, writer: Any) -> None:
         self._writer = writer
 
-    async def write(self, records: list[dict[str, Any]]) -> None:
+    async def write(self, records: Sequence[dict[str, Any]]) -> None:
         await anyio.to_thread.run_sync(self._writer.write, records)
 
 

@@ -251,7 +251,9 @@ class PredictionService(StageGates):
         digest = hashlib.blake2b(b"job" + number.to_bytes(8, "big"), key=self.seed_key[:64])
         job_id = int(digest.hexdigest()[:15], 16)  # numeric, as Vertex job ids are
         name = f"projects/{project}/locations/{location}/batchPredictionJobs/{job_id}"
-        labels = spec.get("labels") if isinstance(spec.get("labels"), dict) else {}
+        labels = spec.get("labels")
+        if not isinstance(labels, dict):
+            labels = {}
         job = _Job(
             number=number,
             name=name,

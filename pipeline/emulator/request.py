@@ -185,7 +185,7 @@ class _Tools:
 def _declared_tools(data: dict[str, Any], surface: str) -> _Tools:
     known = _DEV_TOOLS if surface == DEVELOPER else _VERTEX_TOOLS
     out = _Tools()
-    for i, tool in enumerate(data.get("tools") or ()):
+    for i, tool in enumerate(data.get("tools") or []):
         if not isinstance(tool, dict):
             raise error_bodies.invalid_json(f"Expected an object for tools[{i}].")
         for raw_name, spec in tool.items():

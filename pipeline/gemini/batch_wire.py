@@ -220,6 +220,11 @@ def _int(value: Any) -> int | None:
         return None
 
 
+def _json_object(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 def parse_batch(document: Any) -> BatchJob:
     """An Operation (``{"name", "metadata": {...}, "done", "error"}``) or a bare batch -> a
     :class:`BatchJob`. Raises :class:`ProtocolError` when it names no batch."""
@@ -230,9 +235,9 @@ def parse_batch(document: Any) -> BatchJob:
     name = document.get("name") or batch.get("name")
     if not isinstance(name, str) or not name:
         raise ProtocolError("a batch answer without a name")
-    output = batch.get("output") if isinstance(batch.get("output"), dict) else {}
-    response = document.get("response") if isinstance(document.get("response"), dict) else {}
-    stats = batch.get("batchStats") if isinstance(batch.get("batchStats"), dict) else {}
+    output = _json_object(batch.get("output"))
+    response = _json_object(document.get("response"))
+    stats = _json_object(batch.get("batchStats"))
     error = document.get("error")
     return BatchJob(
         name=name,

@@ -106,7 +106,9 @@ class StoredObject:
 def _object(document: Any, *, uploaded: bool = False) -> StoredObject:
     if not isinstance(document, dict) or not document.get("name") or not document.get("bucket"):
         raise ProtocolError("an object resource without a bucket or a name")
-    meta = document.get("metadata") if isinstance(document.get("metadata"), dict) else {}
+    meta = document.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
     try:
         size = int(document.get("size") or 0)
     except (TypeError, ValueError):

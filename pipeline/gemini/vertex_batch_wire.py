@@ -36,6 +36,7 @@ from pipeline.gemini.batch_wire import (
     BatchJob,
     ResultLine,
     _int,
+    _json_object,
     _timestamp,
     status_error,
 )
@@ -183,13 +184,13 @@ def parse_prediction_job(document: Any) -> BatchJob:
     name = document.get("name")
     if not isinstance(name, str) or "/batchPredictionJobs/" not in name:
         raise ProtocolError("a prediction job answer without a name")
-    info = document.get("outputInfo") if isinstance(document.get("outputInfo"), dict) else {}
+    info = _json_object(document.get("outputInfo"))
     stats = document.get("completionStats")
     stats = stats if isinstance(stats, dict) else {}
     counts = [_int(stats.get(k)) for k in ("successfulCount", "failedCount", "incompleteCount")]
     known = [c for c in counts if c is not None and c >= 0]
     error = document.get("error")
-    labels = document.get("labels") if isinstance(document.get("labels"), dict) else {}
+    labels = _json_object(document.get("labels"))
     return BatchJob(
         name=name,
         state=str(document.get("state") or JOB_STATE_UNSPECIFIED),

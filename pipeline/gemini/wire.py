@@ -19,11 +19,14 @@ answer for audit, so nothing the API sent is lost.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, dataclass_transform
 
 import msgspec
 
 
+# msgspec's subclasses inherit ``frozen``; a type checker, going by dataclass_transform's rules,
+# would not know it without ``frozen_default``.
+@dataclass_transform(frozen_default=True, field_specifiers=(msgspec.field,))
 class _Wire(msgspec.Struct, rename="camel", frozen=True, forbid_unknown_fields=False):
     """Base for wire structs: camelCase keys, immutable, unknown keys ignored."""
 

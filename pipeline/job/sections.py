@@ -8,7 +8,7 @@ errors: every section forbids them.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, dataclass_transform
 
 import msgspec
 
@@ -51,6 +51,9 @@ FAIL_ON_STATES = tuple(
 FAIL_ON_SOURCES = ("sources_expired", "sources_rejected")
 
 
+# msgspec's subclasses inherit ``frozen`` and ``kw_only``; a type checker, going by
+# dataclass_transform's rules, would not know it without these defaults.
+@dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(msgspec.field,))
 class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Base of every section: immutable, unknown keys rejected."""
 

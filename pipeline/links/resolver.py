@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import aiohttp
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from pipeline.clock import utcnow
 from pipeline.errors import ErrorClass, RetryableError
@@ -101,7 +102,7 @@ class RedirectClient(SessionOwner):
     async def resolve(self, uri: str) -> LookupResult:
         """Walk the redirect chain from ``uri``; a transient failure (timeout, connection
         error, 408/429/5xx) is walked again after the delay the retry policy decides, and
-        stored as the policy's terminal state (``failed``) when it decides to give up."""
+        stored as a ``failed`` source when it decides to give up."""
         attempts = 0
         while True:
             outcome = await self._walk(uri)
@@ -111,8 +112,7 @@ class RedirectClient(SessionOwner):
             reason = outcome.verdict.reason or "transient failure"
             decision = self._policy.decide(LookupFailed(reason), attempts, RESOLVE)
             if not decision.retry or decision.state is None:
-                state = decision.state or SourceState.FAILED
-                return LookupResult(Verdict(state, None, reason), outcome.http_status)
+                return LookupResult(Verdict(SourceState.FAILED, None, reason), outcome.http_status)
             await anyio.sleep(decision.delay_s)
 
     async def _walk(self, uri: str) -> LookupResult:
@@ -174,11 +174,10 @@ class LookupFailed(RetryableError):
 
 def resolver_policy(backoff: Backoff | None = None) -> RetryPolicy:
     """The resolver's retry policy: :data:`TRANSIENT_RETRIES` retries with a short backoff,
-    then ``failed``."""
+    then give up (the source is stored ``failed``)."""
     return RetryPolicy(
         max_attempts=TRANSIENT_RETRIES + 1,
         backoff=backoff or Backoff(base_s=RETRY_BASE_S, cap_s=RETRY_CAP_S),
-        failed_state=SourceState.FAILED,
     )
 
 
@@ -207,7 +206,7 @@ class Resolver:
     def __repr__(self) -> str:
         return f"Resolver(allow={sorted(self.settings.allow_hosts)})"
 
-    async def serve(self, lookups: ObjectReceiveStream[Lookup]) -> None:
+    async def serve(self, lookups: MemoryObjectReceiveStream[Lookup]) -> None:
         """Resolve everything received on ``lookups`` until it is closed, then flush."""
         results_send, results_recv = anyio.create_memory_object_stream[ResolvedSource](
             self.settings.concurrency * 4
@@ -259,7 +258,7 @@ class Resolver:
             del self._inflight[uri]
             done.set()
 
-    async def _writer(self, results: ObjectReceiveStream[ResolvedSource]) -> None:
+    async def _writer(self, results: MemoryObjectReceiveStream[ResolvedSource]) -> None:
         async for batch in batches(
             results, WRITE_BATCH_MAX, linger_s=WRITE_LINGER_S, flush_early=self._idle
         ):

@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from pipeline.clock import utcnow
 from pipeline.costs.charges import WorstCase
@@ -186,7 +187,7 @@ class OnlineRunner:
         self.resolver = resolver
         allow = AllowList(allow_hosts)
         self._verdict_of = lambda uri: initial_verdict(uri, allow)
-        self._feed: ObjectSendStream[Lookup] | None = None
+        self._feed: MemoryObjectSendStream[Lookup] | None = None
         self._last_sweep = time.monotonic()
         ctx.on_stop(self._notify)
         ctx.on_stop(limits.interrupt.set)  # callers waiting for a permit send nothing more
@@ -352,7 +353,7 @@ class OnlineRunner:
                         await self._sweep(None)
             outer.cancel_scope.cancel()
 
-    async def _resolve(self, resolver: Resolver, feed: ObjectReceiveStream[Lookup]) -> None:
+    async def _resolve(self, resolver: Resolver, feed: MemoryObjectReceiveStream[Lookup]) -> None:
         """The resolver, beside the pool; a database that cannot take its verdicts stops the
         run (the redirects stay pending, resolved by a later run), not the calls under way."""
         try:

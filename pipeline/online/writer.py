@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import anyio
-from anyio.abc import ObjectReceiveStream, ObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.clock import utcnow
@@ -76,7 +76,7 @@ class GroupCommitWriter:
         *,
         limits: JobLimits,
         verdict_of: VerdictOf,
-        feed: ObjectSendStream[Lookup] | None,
+        feed: MemoryObjectSendStream[Lookup] | None,
         on_finished: Callable[[StateChange], None],
         on_committed: Callable[[], None],
         spill: SpillFile | None = None,
@@ -107,7 +107,7 @@ class GroupCommitWriter:
         self.spill_problem: str | None = None
 
     async def run(
-        self, outcomes: ObjectReceiveStream[Outcome], flush_now: Callable[[], bool]
+        self, outcomes: MemoryObjectReceiveStream[Outcome], flush_now: Callable[[], bool]
     ) -> None:
         """Commit ``outcomes`` in groups until the stream ends; ``flush_now``: whether the
         commit window may close early (no outcome is coming)."""

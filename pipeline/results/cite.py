@@ -56,10 +56,10 @@ def cite_body(body: bytes, min_confidence: float | None) -> Cited:
             detail = f": {feedback.block_reason_message}" if feedback.block_reason_message else ""
             raise Uncitable(f"prompt blocked ({feedback.block_reason}){detail}")
         raise Uncitable("no candidates (not a generateContent response?)")
+    candidate = response.candidates[0]
     notes: list[str] = []
     if len(response.candidates) > 1:
         notes.append(f"{len(response.candidates)} candidates; showing the first")
-    candidate = response.candidates[0]
     try:
         answer = ground_answer(candidate, min_confidence=min_confidence)
     except ValueError as exc:

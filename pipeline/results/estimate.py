@@ -87,14 +87,20 @@ async def estimate_remaining(
 ) -> Estimate:
     """What the questions not yet finished are expected to cost, and at worst."""
     q = questions.c
-    remaining = await connection.scalar(
-        sa.select(sa.func.count()).where(
-            q.job_id == job_id, q.state.not_in(sorted(TERMINAL_STATES))
+    remaining = (
+        await connection.execute(
+            sa.select(sa.func.count()).where(
+                q.job_id == job_id, q.state.not_in(sorted(TERMINAL_STATES))
+            )
         )
-    )
-    finished = await connection.scalar(
-        sa.select(sa.func.count()).where(q.job_id == job_id, q.state.in_(sorted(TERMINAL_STATES)))
-    )
+    ).scalar_one()
+    finished = (
+        await connection.execute(
+            sa.select(sa.func.count()).where(
+                q.job_id == job_id, q.state.in_(sorted(TERMINAL_STATES))
+            )
+        )
+    ).scalar_one()
     spent = await ledger.job_spend(connection, job_id)
     question_tokens = await _mean_question_tokens(connection, job_id)
     worst = _worst_per_question(ground, structure, worst_case, prices, question_tokens)

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TypeVar
 
 import anyio
-from anyio.abc import ObjectReceiveStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 T = TypeVar("T")
 
@@ -17,7 +17,7 @@ def _never() -> bool:
 
 
 async def batches(
-    stream: ObjectReceiveStream[T],
+    stream: MemoryObjectReceiveStream[T],
     max_items: int,
     *,
     linger_s: float = 0.0,
@@ -62,7 +62,7 @@ async def batches(
                 return
 
 
-def _take_waiting(stream: ObjectReceiveStream[T], batch: list[T], max_items: int) -> bool:
+def _take_waiting(stream: MemoryObjectReceiveStream[T], batch: list[T], max_items: int) -> bool:
     """Move the items already waiting into ``batch`` (up to ``max_items``); True when the
     stream turned out to be closed and drained."""
     while len(batch) < max_items:

@@ -38,7 +38,7 @@ class StructureQuestion:
     repair_errors: tuple[str, ...]
 
 
-def _structure_query(where: sa.ColumnElement[bool]) -> sa.Select[Any]:
+def _structure_query(where: sa.ColumnElement[bool]) -> sa.Select[*tuple[Any, ...]]:
     q, a, st = questions.c, answers.c, structured.c
     latest_structured = (
         sa.select(sa.func.max(st.version))

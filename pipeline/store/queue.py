@@ -81,7 +81,8 @@ async def ensure_job(connection: AsyncConnection, name: str) -> int:
     await connection.execute(
         insert_ignoring_conflicts(connection, jobs).values(name=name, created_at=utcnow())
     )
-    return int(await connection.scalar(sa.select(jobs.c.id).where(jobs.c.name == name)))
+    found = await connection.execute(sa.select(jobs.c.id).where(jobs.c.name == name))
+    return int(found.scalar_one())
 
 
 async def find_job(connection: AsyncConnection, name: str) -> int | None:

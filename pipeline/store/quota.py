@@ -163,7 +163,8 @@ async def recover(
 
 
 async def current_rate(connection: AsyncConnection, job_id: int, name: str) -> float:
-    return float(await connection.scalar(sa.select(_s.rate).where(_key(job_id, name))))
+    found = await connection.execute(sa.select(_s.rate).where(_key(job_id, name)))
+    return float(found.scalar_one())
 
 
 async def grant_count(

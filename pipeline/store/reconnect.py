@@ -198,7 +198,8 @@ async def retrying(
             with anyio.move_on_after(wait):
                 if given_up is None:
                     await anyio.sleep_forever()
-                await given_up.wait()
+                else:
+                    await given_up.wait()
             delay = min(delay * 2, RECONNECT_MAX_S)
 
 
@@ -324,7 +325,7 @@ class Database:
             once, outage_s=self.outage_s, what=what, given_up=self._event(), file=self.file
         )
 
-    async def rows(self, what: str, query: sa.Select[Any]) -> Sequence[sa.Row[Any]]:
+    async def rows(self, what: str, query: sa.Select[*tuple[Any, ...]]) -> Sequence[sa.Row[Any]]:
         """Every row of ``query`` (a page of a paged read), read like :meth:`read`."""
 
         async def fetch(connection: AsyncConnection) -> Sequence[sa.Row[Any]]:

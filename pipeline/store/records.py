@@ -16,9 +16,9 @@ plain mappings; assembling them into records is :mod:`pipeline.results.export.re
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -32,6 +32,13 @@ BATCH_QUESTIONS = 500  # questions per batch: bounds memory and the IN lists' le
 CALL_1_STEPS = ("ground", "own")
 
 Row = Mapping[str, Any]
+
+
+def _named(rows: Iterable[sa.RowMapping]) -> list[Row]:
+    """SQLAlchemy's rows as :data:`Row`: they are keyed by column name, but its stubs key a
+    RowMapping by column objects too, which a ``Mapping[str, Any]`` cannot be (a mapping's key
+    type is invariant)."""
+    return cast(list[Row], list(rows))
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +61,7 @@ class StoredQuestion:
     supports: Sequence[Row] = field(default_factory=tuple)
 
 
-def _ledger(question_ids: list[int]) -> sa.Select[Any]:
+def _ledger(question_ids: list[int]) -> sa.Select[*tuple[Any, ...]]:
     """The ledger totals of these questions (one grouped scan of their calls only)."""
     c = calls.c
     return (
@@ -89,7 +96,7 @@ def _reused_from(origin_id: sa.ColumnElement[Any]) -> sa.ScalarSelect[Any]:
     )
 
 
-def _question_select(job_id: int, filters: Filters) -> sa.Select[Any]:
+def _question_select(job_id: int, filters: Filters) -> sa.Select[*tuple[Any, ...]]:
     q, a, s = questions.c, answers.c, structured.c
     return (
         sa.select(
@@ -185,7 +192,7 @@ def _joined(all_versions: bool) -> sa.FromClause:
 
 async def _with_ledger(
     connection: AsyncConnection, rows: list[Row], *, per_version: bool = False
-) -> list[Row]:
+) -> list[dict[str, Any]]:
     """The question rows with their ledger totals (``l_*``; None where no call was made).
     ``per_version`` (one row per answer version): each row with its own version's calls
     (:mod:`pipeline.store.version_ledger`), not the question's running totals."""
@@ -195,8 +202,8 @@ async def _with_ledger(
     totals = {
         r["question_id"]: r for r in (await connection.execute(_ledger(question_ids))).mappings()
     }
-    empty = dict.fromkeys(LEDGER_COLUMNS)
-    out: list[Row] = []
+    empty: dict[str, Any] = dict.fromkeys(LEDGER_COLUMNS)
+    out: list[dict[str, Any]] = []
     for row in rows:
         found = totals.get(row["id"])
         ledger = {k: found[k] for k in LEDGER_COLUMNS} if found is not None else empty
@@ -216,14 +223,14 @@ async def _children(
         .where(sources.c.answer_id.in_(answer_ids))
         .order_by(sources.c.answer_id, sources.c.chunk_index)
     )
-    for row in src.mappings():
+    for row in _named(src.mappings()):
         by_source.setdefault(row["answer_id"], []).append(row)
     sup = await connection.execute(
         sa.select(supports)
         .where(supports.c.answer_id.in_(answer_ids))
         .order_by(supports.c.answer_id, supports.c.ordinal)
     )
-    for row in sup.mappings():
+    for row in _named(sup.mappings()):
         by_support.setdefault(row["answer_id"], []).append(row)
     return by_source, by_support
 
@@ -268,7 +275,7 @@ async def read_batches(
 
 async def _page(
     connection: AsyncConnection,
-    base: sa.Select[Any],
+    base: sa.Select[*tuple[Any, ...]],
     job_id: int,
     filters: Filters,
     after: int,
@@ -278,7 +285,7 @@ async def _page(
     q = questions.c
     if not filters.all_versions:
         page = base.where(q.id > after).limit(size)
-        return list((await connection.execute(page)).mappings().all())
+        return _named((await connection.execute(page)).mappings())
     # Several rows per question: page on the question ids, then read all their rows.
     ids = list(
         await connection.scalars(
@@ -290,7 +297,7 @@ async def _page(
     )
     if not ids:
         return []
-    return list((await connection.execute(base.where(q.id.in_(ids)))).mappings().all())
+    return _named((await connection.execute(base.where(q.id.in_(ids)))).mappings())
 
 
 async def read_one(
@@ -311,7 +318,7 @@ async def read_versions(
     filters = Filters(all_versions=all_versions)
     statement = _question_select(job_id, filters).where(q.job_id == job_id, q.qid == qid)
     async with engine.connect() as connection:
-        found = list((await connection.execute(statement)).mappings().all())
+        found = _named((await connection.execute(statement)).mappings())
         if not found:
             return []
         rows = await _with_ledger(connection, found, per_version=all_versions)

@@ -322,7 +322,7 @@ async def dead_letters(
         .group_by(q.state, q.error_class)
         .order_by(sa.func.count().desc())
     )
-    return [tuple(row) for row in rows]
+    return [(state, error_class, count, example) for state, error_class, count, example in rows]
 
 
 async def percentile(

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from urllib.parse import unquote
 
-import sqlalchemy as sa
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from pipeline.store.faults import storage_fault
 
@@ -31,7 +31,7 @@ def async_url(url: str) -> str:
     """``url`` with its async driver named; ValueError when it is no database URL."""
     try:
         parsed = make_url(url)
-    except sa.exc.ArgumentError:
+    except ArgumentError:
         raise ValueError(f"{url!r} is not a database URL") from None
     if parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
         parsed = parsed.set(drivername="postgresql+asyncpg")

@@ -136,7 +136,9 @@ def _forced_cycles(refs: _Refs) -> None:
         if "$ref" in node:
             target, at = refs.resolve(refs.local_fragment(node["$ref"], pointer), pointer)
             yield target, at, pointer
-        props = node.get("properties") if isinstance(node.get("properties"), dict) else {}
+        props = node.get("properties")
+        if not isinstance(props, dict):
+            props = {}
         for name in node.get("required", ()):
             if name in props:
                 yield props[name], f"{pointer}/properties/{_esc(name)}", None

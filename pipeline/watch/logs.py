@@ -87,8 +87,8 @@ class JsonFormatter(logging.Formatter):
 
 def default_format(stream: TextIO | None = None) -> LogFormat:
     """Text on a terminal, JSON lines otherwise."""
-    stream = stream or sys.stderr
-    return "text" if stream.isatty() else "json"
+    stream = stream or sys.stderr  # None without a console (pythonw, a closed stderr)
+    return "text" if stream is not None and stream.isatty() else "json"
 
 
 def configure_logging(*, verbose: bool, fmt: LogFormat | None = None) -> LogFormat:
