@@ -9,6 +9,7 @@ import pytest
 from hypothesis import settings
 
 from tests.support.paths import SHARED_FIXTURES
+from tests.support.real_fixtures import require_real_fixtures
 
 
 @pytest.fixture
@@ -41,23 +42,9 @@ def emulator_key(monkeypatch: pytest.MonkeyPatch) -> str:
     return "emulator-key"
 
 
-# Why the tests of the real recorded responses did not run, said where they skip.
-REAL_FIXTURES_MISSING = (
-    "the real recorded API responses (Google's own generateContent bodies, kept beside the"
-    " checkout in ../shared/fixtures/real, never in the repository) are not there: these tests"
-    " map them exactly; CI has them"
-)
-
-
 @pytest.fixture(scope="session")
 def real_fixtures() -> Path:
-    """The real recorded responses. Skipped where they are missing, but in CI (``CI`` set, as
-    ``.ci/run`` sets it) they are always beside the checkout, so a missing copy fails there."""
-    if not SHARED_FIXTURES.is_dir():
-        if os.environ.get("CI"):
-            pytest.fail(f"{REAL_FIXTURES_MISSING}, and CI must not skip them", pytrace=False)
-        pytest.skip(REAL_FIXTURES_MISSING)
-    return SHARED_FIXTURES
+    return require_real_fixtures(SHARED_FIXTURES)
 
 
 # Property tests explore new examples on a developer's machine, but CI must not turn red on a
