@@ -25,7 +25,7 @@ from pipeline.reference.markdown import GENERATED_NOTE, code, table
 REQUIRED = "required"
 # A comment whose first line leads with one of these words, then a colon or a parenthesis,
 # names the feature its keys belong to ("vertex_ai_search: the full path ...").
-_FEATURE_LEAD = re.compile(r"^(?P<lead>[A-Za-z_][\w /]*?(?: \([^)]*\))?)\s*:")
+_FEATURE_LEAD = re.compile(r"^(?P<lead>[^:;]{1,80}):")
 _FEATURE_WORDS = frozenset(get_args(sections.ToolName)) | {"Own retrieval", "Vertex batch"}
 # A key's unit, from the way its name ends (the house rule: a tunable names its unit).
 _UNIT_BY_SUFFIX = (
@@ -57,7 +57,8 @@ def _bounds(meta: msgspec.Meta) -> str:
     for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
         value = getattr(meta, attr, None)
         if value is not None:
-            parts.append(f"{sign} {value:,}" if isinstance(value, int) else f"{sign} {value:g}")
+            whole = isinstance(value, int) or float(value).is_integer()
+            parts.append(f"{sign} {int(value):,}" if whole else f"{sign} {value:g}")
     for attr, what in (("min_length", "length >="), ("max_length", "length <=")):
         value = getattr(meta, attr, None)
         if value is not None:

@@ -38,11 +38,12 @@ def test_every_key_of_every_section_is_on_the_job_file_page() -> None:
 def test_a_key_row_has_its_type_default_unit_and_feature() -> None:
     rows = _section_rows(job_keys.page(), "limits")
     assert "| `requests_per_minute` | integer (>= 1, <= 10,000,000) | `60` | a minute |" in rows
-    assert "| `budget_usd` | number (>= 0, <= 1e+09) | `0.0` | USD | [limits] |" in rows
+    assert "| `budget_usd` | number (>= 0, <= 1,000,000,000) | `0.0` | USD | [limits] |" in rows
     grounding = _section_rows(job_keys.page(), "grounding")
     assert '| `datastore` | string | `""` |  | vertex_ai_search |' in grounding
     assert '| `engine` | string | `""` |  | vertex_ai_search | See `datastore`. |' in grounding
     assert "**required**" in _section_rows(job_keys.page(), "job")
+    assert "| Own retrieval ([retrieval]) where managed grounding fails |" in grounding
 
 
 def _copy_of_sections(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, old: str, new: str) -> None:
@@ -89,7 +90,7 @@ def test_a_new_key_with_its_comment_appears_in_the_reference(
     )
     rows = _section_rows(job_keys.page(), "limits")
     assert (
-        "| `storm_wait_s` | number (> 0, <= 604800) | `600.0` | seconds | [limits] |"
+        "| `storm_wait_s` | number (> 0, <= 604,800) | `600.0` | seconds | [limits] |"
         " Seconds a storm of 503s is waited out. |" in rows
     )
 
