@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-stress system-tools lint format bench clean
+.PHONY: demo test test-stress system-tools lint format bench clean docs docs-build
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
@@ -43,8 +43,19 @@ system-tools: $(STAMP)
 PYTEST_WORKERS ?= 3
 PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal
 
-test: $(STAMP) system-tools
+test: $(STAMP) system-tools docs-build
 	$(PYTEST)
+
+# The docs site (mkdocs.yml): `make docs` serves it on http://127.0.0.1:8000 as you edit;
+# `make docs-build` builds it into var/site, strict: a broken link or anchor fails, and the
+# reference pages are generated from the code as it builds (mkdocs_hooks.py). `make test`
+# builds it first. Never --quiet: strict mode counts only the warnings it logs, so a quiet
+# build passes with broken links.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
+docs-build: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # The suite STRESS_RUNS times in a row beside `stress-ng --cpu 8` (a machine at a load of ~10),
 # stopping at the first failure: a test that depends on timing fails here, not in CI.

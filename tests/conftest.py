@@ -12,6 +12,7 @@ from hypothesis import settings
 from tests.support.artifacts import artifacts_holding
 from tests.support.keys import TEST_API_KEY
 from tests.support.paths import SHARED_FIXTURES
+from tests.support.real_fixtures import require_real_fixtures
 
 
 @pytest.fixture
@@ -103,9 +104,7 @@ def emulator_key(monkeypatch: pytest.MonkeyPatch) -> str:
 
 @pytest.fixture(scope="session")
 def real_fixtures() -> Path:
-    if not SHARED_FIXTURES.is_dir():
-        pytest.skip("../shared/fixtures/real is not beside this checkout")
-    return SHARED_FIXTURES
+    return require_real_fixtures(SHARED_FIXTURES)
 
 
 # Property tests explore new examples on a developer's machine, but CI must not turn red on a

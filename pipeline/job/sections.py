@@ -28,7 +28,7 @@ MAX_TOKENS_PER_MINUTE = 10_000_000_000  # input tokens a minute: likewise
 MAX_PER_DAY = 1_000_000_000  # grounded prompts a day
 # Calls in flight in one process. Each holds a connection (a file descriptor) and a task; by
 # Little's law 10,000 in flight carry 60,000 requests a minute at 10 s a call, above what one
-# process drives (see the README's Throughput). More: more processes (`ground worker`). The
+# process drives (see docs/guides/capacity.md). More: more processes (`ground worker`). The
 # machine's own ceiling (open files, `ulimit -n`) is checked at load too (pipeline.job.spec).
 MAX_CONCURRENCY = 10_000  # calls in flight
 MAX_ATTEMPTS = 100  # attempts (or retries) of one call

@@ -63,7 +63,7 @@ def test_the_docs_exist() -> None:
 
 def test_nothing_cites_notes_outside_the_repository_or_a_ticket() -> None:
     found = []
-    for path in [*_scanned(), *sorted((REPO / "docs").glob("*.md"))]:
+    for path in [*_scanned(), *sorted((REPO / "docs").rglob("*.md")), REPO / "mkdocs.yml"]:
         text = path.read_text(encoding="utf-8")
         for pattern in (OUTSIDE, TICKET):
             for m in pattern.finditer(text):
