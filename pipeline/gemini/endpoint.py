@@ -15,6 +15,7 @@ server's error that echoes them is redacted wherever it is made.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import stat
 import time
@@ -119,7 +120,7 @@ class GoogleAuth:
         from google.auth.exceptions import GoogleAuthError
 
         timeout = self._timeout_s
-        request = functools.partial(self._request, timeout=timeout)
+        request = functools.partial(self._request, timeout=math.ceil(timeout))  # whole seconds
         try:
             # The thread is left behind if it outlives the bound (requests has its own).
             with anyio.fail_after(timeout + TOKEN_TIMEOUT_MARGIN_S):

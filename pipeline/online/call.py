@@ -380,10 +380,10 @@ class MeteredCaller:
             )
             return
         if self.probe.refused(delay, probe):
-            probe = self.probe.settings
+            settings = self.probe.settings
             self._pause_for_day(
-                f"bare 429s on grounded calls persisted (at least {probe.bare_429s} over"
-                f" {probe.over_s:g} s, no grounded answer between): the daily grounding quota"
+                f"bare 429s on grounded calls persisted (at least {settings.bare_429s} over"
+                f" {settings.over_s:g} s, no grounded answer between): the daily grounding quota"
                 " is taken as used up"
             )
             return
