@@ -54,15 +54,18 @@ def _no_key_in_artifacts(request: pytest.FixtureRequest, _state_home: Path) -> I
     metrics) is searched for the test API key; a file that holds it fails the test, named.
 
     Left out: files the test itself wrote to hand the key to ``ground`` (an ``env`` file for
-    a shell wrapper), by name (``tests.support.artifacts.KEY_INPUT_NAMES``). Directories of
-    module and session fixtures are searched once, at the end of the session
-    (:func:`_no_key_in_shared_artifacts`)."""
+    a shell wrapper), by name (``tests.support.artifacts.KEY_INPUT_NAMES``), and the whole
+    ``tmp_path`` of a test marked ``repository_docs``: it holds a copy of the documentation,
+    which names the emulator's public key on purpose. Directories of module and session
+    fixtures are searched once, at the end of the session (:func:`_no_key_in_shared_artifacts`)."""
     yield
     directories = [_state_home]
     tmp_path = getattr(request.node, "funcargs", {}).get("tmp_path")
     if isinstance(tmp_path, Path):
         directories.append(tmp_path)
     _scanned.update(directories)
+    if request.node.get_closest_marker("repository_docs") is not None:
+        directories = [_state_home]
     if leaked := artifacts_holding(directories, LEAK_NEEDLES):
         pytest.fail(_leak_message(leaked), pytrace=False)
 
