@@ -8,6 +8,7 @@ with the worker, which knows the question's attempt budget.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import aiohttp
@@ -53,8 +54,13 @@ class GeminiClient(SessionOwner):
             headers={"content-type": "application/json"},
         )
 
-    async def generate(self, endpoint: Endpoint, body: bytes) -> CallResult:
-        headers = await endpoint.auth.headers()
+    async def generate(
+        self, endpoint: Endpoint, body: bytes, headers: Mapping[str, str] | None = None
+    ) -> CallResult:
+        """POST ``body`` to ``endpoint``; ``headers``: its credentials when the caller has
+        them already (else fetched here)."""
+        if headers is None:
+            headers = await endpoint.auth.headers()
         started = time.perf_counter()
         with TransportErrors(_where(endpoint.url), self._timeout.total):
             async with self._session.post(endpoint.url, data=body, headers=headers) as resp:

@@ -103,7 +103,6 @@ class RetryPolicy:
     __slots__ = (
         "backoff",
         "daily_probe",
-        "failed_state",
         "long_pause",
         "max_attempts",
         "overload_backoff",
@@ -118,7 +117,6 @@ class RetryPolicy:
         backoff: Backoff | None = None,
         unreachable_wait_s: float = UNREACHABLE_WAIT_S,
         long_pause: dt.timedelta = LONG_PAUSE,
-        failed_state: QuestionState = QuestionState.FAILED,
         overload_wait_s: float = OVERLOAD_WAIT_S,
         overload_backoff: Backoff | None = None,
         daily_probe: ProbeSettings | None = None,
@@ -135,7 +133,6 @@ class RetryPolicy:
         self.backoff = backoff or Backoff()
         self.unreachable_wait_s = unreachable_wait_s
         self.long_pause = long_pause
-        self.failed_state = failed_state
         self.overload_wait_s = overload_wait_s
         self.overload_backoff = overload_backoff or Backoff(
             base_s=OVERLOAD_BASE_S, cap_s=OVERLOAD_CAP_S
@@ -191,7 +188,7 @@ class RetryPolicy:
         if error.retryable and attempts < self.max_attempts:
             delay = self.backoff.delay(attempts, error.retry_delay)
             return Decision(True, waiting, kind, delay_s=delay)
-        return Decision(False, self.failed_state, kind)
+        return Decision(False, QuestionState.FAILED, kind)
 
 
 class Strikes:

@@ -180,7 +180,7 @@ class MeteredCaller:
             if limits.tokens is not None:
                 taken = await self._waiting_for("tokens", limits.tokens.acquire(estimate))
             # An access token first: a credentials failure sends nothing and stops the run.
-            await endpoint.auth.headers()
+            credentials = await endpoint.auth.headers()
             stop.check()  # the run stopped while this call waited: it is not sent
             if fence is not None:  # ... or the process slept past the question's lease
                 fence.check(question_id)
@@ -198,7 +198,7 @@ class MeteredCaller:
         self.sent += 1
         self.on_wire += 1
         try:
-            result = await self.client.generate(endpoint, body)
+            result = await self.client.generate(endpoint, body, credentials)
         except GeminiError as error:
             if limits.tokens is not None:
                 limits.tokens.reconcile(taken, 0)

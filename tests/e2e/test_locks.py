@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from pipeline.emulator.config import EmulatorConfig
-from pipeline.emulator.testing import running_emulator
+from pipeline.emulator.testing import RunningEmulator, running_emulator
 from pipeline.job.spec import JobSpec
 from pipeline.run.context import job_spill_prefix
 from pipeline.run.spill import read_spilled
@@ -52,6 +52,18 @@ def _start(spec: JobSpec, env: dict[str, str], log: Path, *extra: str) -> subpro
     command += [arg for override in [*OVERRIDES, *extra] for arg in ("--set", override)]
     with log.open("wb") as stderr:
         return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=stderr)
+
+
+def _job(tmp_path: Path, emu: RunningEmulator, url: str) -> tuple[JobSpec, dict[str, str]]:
+    """The lock tests' job on the database at ``url``, and the environment to run it in."""
+    spec = make_job(
+        tmp_path,
+        base_url=emu.base_url,
+        n_questions=N_QUESTIONS,
+        database=url.replace("+asyncpg", ""),
+        overrides=OVERRIDES,
+    )
+    return spec, {**os.environ, "GEMINI_API_KEY": emu.api_key}
 
 
 def _load(spec: JobSpec, env: dict[str, str]) -> None:
@@ -139,14 +151,7 @@ async def test_a_long_lock_on_questions_is_waited_out_and_every_answer_stored_on
     config = EmulatorConfig(seed=351, ungrounded_share=0.0, latency_p50_ms=100)
     async with _job_database(lock_timeout) as url:
         with running_emulator(config) as emu:
-            spec = make_job(
-                tmp_path,
-                base_url=emu.base_url,
-                n_questions=N_QUESTIONS,
-                database=url.replace("+asyncpg", ""),
-                overrides=OVERRIDES,
-            )
-            env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
+            spec, env = _job(tmp_path, emu, url)
             _load(spec, env)
             log = tmp_path / "run.log"
             child = _start(spec, env, log)
@@ -184,14 +189,7 @@ async def test_a_lock_held_past_the_outage_allowance_spills_the_paid_answers(
     config = EmulatorConfig(seed=352, ungrounded_share=0.0, latency_p50_ms=100)
     async with _job_database("200ms") as url:
         with running_emulator(config) as emu:
-            spec = make_job(
-                tmp_path,
-                base_url=emu.base_url,
-                n_questions=N_QUESTIONS,
-                database=url.replace("+asyncpg", ""),
-                overrides=OVERRIDES,
-            )
-            env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
+            spec, env = _job(tmp_path, emu, url)
             _load(spec, env)
             log = tmp_path / "run.log"
             child = _start(spec, env, log, "job.database_outage_s=3")
@@ -219,14 +217,7 @@ async def test_a_lock_held_past_the_outage_allowance_spills_the_paid_answers(
 
         # The lock gone, the rerun stores what was kept and asks only for the rest.
         with running_emulator(config) as emu:
-            env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
-            spec = make_job(
-                tmp_path,
-                base_url=emu.base_url,
-                n_questions=N_QUESTIONS,
-                database=url.replace("+asyncpg", ""),
-                overrides=OVERRIDES,
-            )
+            spec, env = _job(tmp_path, emu, url)
             again = _finish(_start(spec, env, log), log)
             assert generate_calls(emu.stats()) == N_QUESTIONS - len(stored) - len(kept), again
         await assert_paid_once(url, N_QUESTIONS)

@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from pipeline.emulator.config import EmulatorConfig
-from pipeline.emulator.testing import running_emulator
+from pipeline.emulator.testing import RunningEmulator, running_emulator
 from pipeline.store.tables import answers, calls, questions
 from tests.support.databases import fetch_rows
 from tests.support.jobs import generate_calls, make_job
@@ -26,6 +26,30 @@ pytestmark = pytest.mark.anyio
 N_QUESTIONS = 400
 RATE_PER_MINUTE = 6000  # paced by the run itself: 400 calls take at least 4 s
 SIGNAL_AFTER_CALLS = 30  # answered calls before the signal: the run is well under way
+
+
+def _signalled_mid_run(
+    emu: RunningEmulator, command: list[str], signum: signal.Signals
+) -> tuple[int, bytes, bytes]:
+    """Run ``command`` against ``emu`` and send it ``signum`` once the server has answered
+    some calls (so the handlers are installed and calls are in flight), not after a guess at
+    the start-up time: the run's own pacing leaves over 3.5 s between this point and its end,
+    so the signal lands mid-run. Returns the exit status, stdout and stderr."""
+    env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
+    child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_until(
+            lambda: generate_calls(emu.stats()) >= SIGNAL_AFTER_CALLS,
+            f"{SIGNAL_AFTER_CALLS} answered calls",
+            abort=process_exited(child),
+        )
+        child.send_signal(signum)
+        out, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    return child.returncode, out, err
 
 
 @pytest.mark.parametrize(
@@ -42,25 +66,9 @@ async def test_a_signal_stops_the_run_without_losing_a_paid_call(
         )
         command = [sys.executable, "-m", "pipeline.cli", "run", str(spec.path)]
         command += [arg for override in overrides for arg in ("--set", override)]
-        env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
-        child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        # Signal once the server has answered some calls (so the handlers are installed and
-        # calls are in flight), not after a guess at the start-up time. The run's own pacing
-        # leaves over 3.5 s between this point and its end: the signal lands mid-run.
-        try:
-            wait_until(
-                lambda: generate_calls(emu.stats()) >= SIGNAL_AFTER_CALLS,
-                f"{SIGNAL_AFTER_CALLS} answered calls",
-                abort=process_exited(child),
-            )
-            child.send_signal(signum)
-            out, err = child.communicate(timeout=60)
-        finally:
-            if child.poll() is None:
-                child.kill()
-                child.communicate()
+        returncode, out, err = _signalled_mid_run(emu, command, signum)
         seen = generate_calls(emu.stats())
-    assert child.returncode == 1, err.decode()
+    assert returncode == 1, err.decode()
     # One line says why (the log's own records aside), and the summary follows.
     said = [line for line in err.decode().splitlines() if line.startswith("ground: ")]
     assert said == [f"ground: run stopped early: {signum.name} received"], err.decode()
@@ -90,24 +98,9 @@ async def test_ground_worker_passes_a_sighup_on_to_its_children(tmp_path: Path) 
         command = [sys.executable, "-m", "pipeline.cli", "worker", str(spec.path)]
         command += ["--processes", "2"]
         command += [arg for override in overrides for arg in ("--set", override)]
-        env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
-        supervisor = subprocess.Popen(
-            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
-        try:
-            wait_until(
-                lambda: generate_calls(emu.stats()) >= SIGNAL_AFTER_CALLS,
-                f"{SIGNAL_AFTER_CALLS} answered calls",
-                abort=process_exited(supervisor),
-            )
-            supervisor.send_signal(signal.SIGHUP)
-            _out, err = supervisor.communicate(timeout=60)
-        finally:
-            if supervisor.poll() is None:
-                supervisor.kill()
-                supervisor.communicate()
+        returncode, _out, err = _signalled_mid_run(emu, command, signal.SIGHUP)
         seen = generate_calls(emu.stats())
-    assert supervisor.returncode == 1, err.decode()
+    assert returncode == 1, err.decode()
     said = [line for line in err.decode().splitlines() if line.startswith("ground: ")]
     assert said.count("ground: run stopped early: SIGHUP received") == 2, err.decode()
     assert "Traceback" not in err.decode()
