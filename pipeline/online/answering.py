@@ -38,7 +38,7 @@ from pipeline.job.calls import CallPlan, StructureCall
 from pipeline.job.states import QuestionState
 from pipeline.limits import RetryPolicy
 from pipeline.limits.policy import GROUND, STRUCTURE
-from pipeline.online.call import Metered, MeteredCaller
+from pipeline.online.call import Metered, ModelCaller
 from pipeline.run.verdicts import (
     Outcome,
     answer_of,
@@ -83,7 +83,7 @@ class _Tally:
 class Answerer:
     """Turns claimed questions into outcomes, making the calls through a MeteredCaller."""
 
-    def __init__(self, caller: MeteredCaller, plan: CallPlan, policy: RetryPolicy) -> None:
+    def __init__(self, caller: ModelCaller, plan: CallPlan, policy: RetryPolicy) -> None:
         self.caller = caller
         self.policy = policy
         self._plan = plan

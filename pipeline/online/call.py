@@ -35,9 +35,9 @@ import dataclasses
 import datetime as dt
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 import anyio
 
@@ -86,12 +86,45 @@ class _Head(NamedTuple):
     started_at: dt.datetime
 
 
+@dataclass(slots=True)
+class _Held:
+    """What one call holds on its way out: its price and token estimate, the tool it
+    declares, its budget reservation (micro-dollars), the tokens taken, whether a grounded
+    prompt was counted in the day's row, its number as the daily probe, and its credentials."""
+
+    price: Price | None
+    estimate: int
+    tool: str | tuple[str, ...] | None
+    worst: int
+    taken: int = 0
+    counted: bool = False
+    probe: int | None = None
+    credentials: Mapping[str, str] | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Metered:
     """A successful call's result and its ledger row."""
 
     result: CallResult
     record: CallRecord
+
+
+class ModelCaller(Protocol):
+    """What makes a model call for a question: :class:`MeteredCaller` in a run (under the job's
+    limits and budget), a stand-in in tests. Returns the result and its ledger row, or raises
+    a :class:`~pipeline.errors.CallError` (see :meth:`MeteredCaller.call`)."""
+
+    async def call(
+        self,
+        endpoint: Endpoint,
+        body: bytes,
+        *,
+        model: str,
+        question_id: int,
+        step: str,
+        tool: str | tuple[str, ...] | None,
+    ) -> Metered: ...
 
 
 class MeteredCaller:
@@ -159,80 +192,97 @@ class MeteredCaller:
         ``record``.
         """
         limits = self.limits
-        stop = limits.interrupt
-        stop.check()
-        fence = self.fence
-        if fence is not None:
-            fence.check(question_id)
+        limits.interrupt.check()
+        if self.fence is not None:
+            self.fence.check(question_id)
         price = self.prices.online(model)
         # The whole body, not only the prompt: system instruction, schema and source list
         # are input too, and the JSON around them only makes the estimate err high.
         estimate = estimate_tokens(body.decode())
         worst = await self._waiting_for("budget", self._reserve(price, model, estimate, tool))
-        taken = 0
-        counted = False  # a grounded prompt counted in the day's row
-        probe: int | None = None  # this call is the daily probe (its number)
+        held = _Held(price, estimate, tool, worst)
+        await self._permits(endpoint, held, question_id)
+        head = _Head(question_id, step, model, utcnow())
+        result = await self._request(endpoint, body, head, held)
+        return await self._answered(result, head, held)
+
+    async def _permits(self, endpoint: Endpoint, held: _Held, question_id: int) -> None:
+        """Wait for the call's permits after its budget, in order (the day's grounded
+        prompts, the rate, the tokens), then its credentials, counted in ``held``. A stop or
+        a lost lease meanwhile sends nothing: what is held goes back at once."""
+        limits = self.limits
         try:
-            if tool is not None:
-                probe = await self._waiting_for("daily", self._pass_daily(limits))
-                counted = limits.daily is not None
+            if held.tool is not None:
+                held.probe = await self._waiting_for("daily", self._pass_daily(limits))
+                held.counted = limits.daily is not None
             await self._waiting_for("rate", limits.requests.acquire())
             if limits.tokens is not None:
-                taken = await self._waiting_for("tokens", limits.tokens.acquire(estimate))
+                held.taken = await self._waiting_for("tokens", limits.tokens.acquire(held.estimate))
             # An access token first: a credentials failure sends nothing and stops the run.
-            credentials = await endpoint.auth.headers()
-            stop.check()  # the run stopped while this call waited: it is not sent
-            if fence is not None:  # ... or the process slept past the question's lease
-                fence.check(question_id)
+            held.credentials = await endpoint.auth.headers()
+            limits.interrupt.check()  # the run stopped while this call waited: it is not sent
+            if self.fence is not None:  # ... or the process slept past the question's lease
+                self.fence.check(question_id)
         except BaseException:  # not sent: the reservation, tokens and prompt go back at once
-            self.probe.abandoned(probe)
-            if taken and limits.tokens is not None:
-                limits.tokens.reconcile(taken, 0)
-            if counted and limits.daily is not None:
+            self.probe.abandoned(held.probe)
+            if held.taken and limits.tokens is not None:
+                limits.tokens.reconcile(held.taken, 0)
+            if held.counted and limits.daily is not None:
                 limits.daily.untake()
             with anyio.CancelScope(shield=True):
-                await limits.release(worst)
+                await limits.release(held.worst)
             raise
-        head = _Head(question_id, step, model, utcnow())
+
+    async def _request(
+        self, endpoint: Endpoint, body: bytes, head: _Head, held: _Held
+    ) -> CallResult:
+        """Send the request. A refusal raises with its ledger row (at cost 0, or the worst
+        case when its usage cannot be priced), after :meth:`_on_error` learned from it."""
+        limits = self.limits
         started = time.perf_counter()
         self.sent += 1
         self.on_wire += 1
         try:
-            result = await self.client.generate(endpoint, body, credentials)
+            return await self.client.generate(endpoint, body, held.credentials)
         except GeminiError as error:
             if limits.tokens is not None:
-                limits.tokens.reconcile(taken, 0)
+                limits.tokens.reconcile(held.taken, 0)
             if isinstance(error, Unreachable):  # nothing was sent: no ledger row to settle it
-                await limits.release(worst)
+                await limits.release(held.worst)
                 raise
             latency_ms = (time.perf_counter() - started) * 1000.0
             paid = 0  # a refused call is not billed ...
             if isinstance(error, InvalidUsage):  # ... one answered with unpriceable usage is
-                paid = worst or self._worst_micro(price, estimate, tool)
+                paid = held.worst or self._worst_micro(held.price, held.estimate, held.tool)
             error.record = CallRecord(
                 *head,
                 latency_ms,
                 error.http_status,
                 error.error_class,
                 cost_micro_usd=paid,
-                cost_complete=price is not None or not isinstance(error, InvalidUsage),
-                reserved_micro=worst,
+                cost_complete=held.price is not None or not isinstance(error, InvalidUsage),
+                reserved_micro=held.worst,
             )
-            await self._on_error(error, tool, model, question_id, probe)
+            await self._on_error(error, held.tool, head.model, head.question_id, held.probe)
             raise
         except BaseException:  # cancelled mid-call: no ledger row will settle it
             with anyio.CancelScope(shield=True):
-                await limits.release(worst)
+                await limits.release(held.worst)
             raise
         finally:
             self.on_wire -= 1
-            self.probe.abandoned(probe)  # no verdict on the day (a 503, say): the next probes
-        self.storms.answered(model)
-        if tool is not None:
+            self.probe.abandoned(held.probe)  # no verdict on the day (a 503, say): the next probes
+
+    async def _answered(self, result: CallResult, head: _Head, held: _Held) -> Metered:
+        """An answered call: the model's storm ends, the token estimate is corrected, the rate
+        may rise, and the ledger row carries the call's cost and its budget reservation."""
+        limits = self.limits
+        self.storms.answered(head.model)
+        if held.tool is not None:
             self.probe.answered()
         usage = result.response.usage_metadata
         if limits.tokens is not None:
-            limits.tokens.reconcile(taken, usage.prompt_token_count)
+            limits.tokens.reconcile(held.taken, usage.prompt_token_count)
         if self._adaptive:
             try:
                 await limits.requests.on_success()
@@ -240,9 +290,10 @@ class MeteredCaller:
                 log.debug("the shared rate could not be raised", extra={"action": "rate_kept"})
         response = result.response
         grounding = response.candidates[0].grounding_metadata if response.candidates else None
-        cost = call_cost(price, usage, grounding, tool=tool) if price is not None else None
+        price = held.price
+        cost = call_cost(price, usage, grounding, tool=held.tool) if price is not None else None
         record = CallRecord.answered(*head, result.latency_ms, usage, cost)
-        return Metered(result, dataclasses.replace(record, reserved_micro=worst))
+        return Metered(result, dataclasses.replace(record, reserved_micro=held.worst))
 
     async def _waiting_for(self, permit: str, wait: Awaitable[T]) -> T:
         """``wait``, counted in ``waiting[permit]`` while it lasts."""
@@ -338,15 +389,23 @@ class MeteredCaller:
                     model,
                     extra={"action": "overloaded", "model": model},
                 )
-            raise self._attached(
-                Overloaded(
-                    error.message,
-                    tries=refusal.tries,
-                    lasted_s=refusal.lasted_s,
-                    retry_delay=delay,
-                ),
-                error,
+            overloaded = Overloaded(
+                error.message, tries=refusal.tries, lasted_s=refusal.lasted_s, retry_delay=delay
             )
+            raise self._attached(overloaded, error)
+        await self._on_429(error, tool, model, question_id, probe, delay)
+
+    async def _on_429(
+        self,
+        error: GeminiError,
+        tool: str | tuple[str, ...] | None,
+        model: str,
+        question_id: int,
+        probe: int | None,
+        delay: float | None,
+    ) -> None:
+        """A 429 (see :meth:`_on_error`): the day's pause, or a slower rate and Throttled;
+        returns only for an ungrounded call's day (asked again as a failed try)."""
         grounded = tool is not None
         kind = classify_429(error.body, grounded=grounded, backend=self._backend)
         if kind in _DAY_REASONS:

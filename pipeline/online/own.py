@@ -40,7 +40,7 @@ from pipeline.grounding import GroundedAnswer
 from pipeline.job.calls import OWN_STEP, OwnRetrievalCall
 from pipeline.job.states import QuestionState
 from pipeline.limits import RetryPolicy
-from pipeline.online.call import MeteredCaller
+from pipeline.online.call import ModelCaller
 from pipeline.online.query_vectors import QueryEmbedder
 from pipeline.retrieval import NOTHING_FOUND, OwnRequest, Passage, cite_passages, own_answer
 from pipeline.retrieval.answer import own_request
@@ -66,7 +66,7 @@ class OwnAnswerer:
     call 2 follows a grounded answer (the caller keeps the lease for it).
     """
 
-    caller: MeteredCaller
+    caller: ModelCaller
     call: OwnRetrievalCall
     endpoint: Endpoint
     db: Database
