@@ -11,17 +11,10 @@
 * The claimer leases questions in batches and keeps at most ``2 x concurrency`` in flight; it
   refills only once a batch's worth has gone (a low-water mark), so claims stay batched when
   answers trickle in one at a time, as they do under real latency.
-* Each caller hands its question to the :class:`~pipeline.online.answering.Answerer` (call 1, then
-  call 2 when the structure step is on) and sends the outcomes to the writer; it never writes to
-  the database (own retrieval reads the job's index). Between call 1 and call 2 it waits until
-  call 1's answer is committed: from then on the grounded call is never paid for again,
-  whatever happens to the run.
-* Own retrieval (``[grounding] fallback``, :mod:`pipeline.online.own`) answers call 1 for the
-  questions routed to it: those of a fallback class, and those handed over
-  (``questions.next_route``). With ``fallback_when = "ungrounded"`` a managed answer still
-  ungrounded (or grounded with no chunks) after its retries is stored, handed over in the
-  same transaction, and asked again through own retrieval at once; both answers are kept,
-  the own one the latest. A run that dies in between resumes at the own call.
+* Each caller hands its question to the :class:`~pipeline.online.flow.QuestionFlow`, which
+  routes it (call 1, own retrieval or a reused answer, call 2) and sends its outcomes to the
+  writer through the pool (:class:`_CallerOutcomes`); it never writes to the database. The
+  pool keeps what is shared: the questions in flight, their leases, the stop, the strikes.
 * The writer (:mod:`pipeline.online.writer`) commits outcomes in groups, within a commit window
   that closes early when no caller is in a call; commits run shielded from cancellation: an
   answer that was paid for is stored even when the run is being stopped.
@@ -57,11 +50,10 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as dt
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio
@@ -73,28 +65,25 @@ from pipeline.costs.charges import WorstCase
 from pipeline.errors import ErrorClass
 from pipeline.gemini.client import GeminiClient
 from pipeline.gemini.embed import EmbeddingClient
-from pipeline.grounding import GroundedAnswer
 from pipeline.job.calls import CallPlan
 from pipeline.job.states import QuestionState
 from pipeline.limits import JobLimits, Strikes
 from pipeline.links.resolver import Lookup, Resolver, pending_lookups
 from pipeline.links.rules import AllowList, initial_verdict
 from pipeline.online import leases
-from pipeline.online.answering import Answerer
 from pipeline.online.call import MeteredCaller
-from pipeline.online.fence import Instant, LeaseFence
-from pipeline.online.own import OwnAnswerer, missed, stored_own_answer
+from pipeline.online.fence import LeaseFence
+from pipeline.online.flow import QuestionFlow
+from pipeline.online.heartbeat import Heartbeat
 from pipeline.online.query_vectors import QueryEmbedder
-from pipeline.online.reuse import AnswerReuse
 from pipeline.online.writer import GroupCommitWriter
 from pipeline.redaction import redact
 from pipeline.run.context import RunContext
 from pipeline.run.summary import RunSummary
-from pipeline.run.verdicts import Outcome, stored_answer
+from pipeline.run.verdicts import Outcome
 from pipeline.store import queue
 from pipeline.store.queue import ClaimedQuestion, StateChange
 from pipeline.store.reconnect import DatabaseOutage
-from pipeline.store.routes import ROUTE_MANAGED, ROUTE_OWN
 
 if TYPE_CHECKING:
     from pipeline.watch.metrics import RunMetrics
@@ -114,13 +103,6 @@ IDLE_POLL_S = 2.0  # longest sleep when nothing is claimable but work may become
 RESOLVER_FEED_BUFFER = 10_000  # lookups queued for the resolver; beyond, the final sweep has them
 
 
-def _missed(outcome: Outcome) -> bool:
-    """A managed call-1 outcome whose answer own retrieval takes over (``fallback_when``)."""
-    return (
-        outcome.answer is not None and outcome.change is not None and missed(outcome.answer.answer)
-    )
-
-
 def _claimed_from(question: ClaimedQuestion) -> QuestionState:
     """The waiting state a claimed question was leased from (as ``queue.release`` would put
     it back): for the live state gauges only, which each progress tick reads again."""
@@ -132,6 +114,30 @@ def _claimed_from(question: ClaimedQuestion) -> QuestionState:
 def refill_batch(concurrency: int) -> int:
     """How many questions a claim waits to be able to take (see :data:`REFILL_SHARE`)."""
     return max(1, min(CLAIM_BATCH, int(concurrency * REFILL_SHARE)))
+
+
+class _CallerOutcomes:
+    """One caller's side of the pool, as the flow sees it (:class:`~pipeline.online.flow.
+    Outcomes`): outcomes counted and sent on the caller's stream to the writer."""
+
+    __slots__ = ("_runner", "_stream")
+
+    def __init__(self, runner: OnlineRunner, stream: ObjectSendStream[Outcome]) -> None:
+        self._runner = runner
+        self._stream = stream
+
+    @property
+    def stopping(self) -> bool:
+        return self._runner.ctx.stopped is not None
+
+    async def send(self, question: ClaimedQuestion, outcome: Outcome) -> None:
+        await self._runner.send(question, outcome, self._stream)
+
+    async def stored(self, committed: anyio.Event) -> None:
+        await self._runner.stored(committed)
+
+    def hold_back(self, question_id: int) -> None:
+        self._runner.hold_back(question_id)
 
 
 class OnlineRunner:
@@ -171,15 +177,12 @@ class OnlineRunner:
         self._request_timeout_s = request_timeout_s
         self._worst_case = worst_case
         self._adaptive = adaptive
-        self._answerer: Answerer | None = None
-        self._own: OwnAnswerer | None = None  # own retrieval, when the job has an index
-        self._reuse: AnswerReuse | None = None  # the stamps and look-ups of reused answers
+        self._flow: QuestionFlow | None = None  # routes each question (once calls can be made)
         self.caller: MeteredCaller | None = None
         self._in_flight: set[int] = set()
         self._qids: dict[int, str] = {}  # the input's own id of each question in flight
         self._fault: str | None = None  # why the database stopped taking what the run stores
         self._writer_used: GroupCommitWriter | None = None
-        self._calling = 0  # callers inside a call right now (their outcome is still to come)
         self._storing = 0  # callers waiting for the writer (the database) to take an outcome
         self._unstarted: list[int] = []
         self._progress = anyio.Event()
@@ -204,6 +207,11 @@ class OnlineRunner:
     @property
     def owner(self) -> str:
         return self.limits.owner
+
+    @property
+    def _calling(self) -> int:
+        """Callers inside a call right now (their outcome is still to come)."""
+        return 0 if self._flow is None else self._flow.calling
 
     @property
     def _stopping(self) -> bool:
@@ -294,28 +302,19 @@ class OnlineRunner:
                 fence=self._fence,
                 daily_probe=self.ctx.policy.daily_probe,
             )
-            self._answerer = Answerer(self.caller, self._plan, self.ctx.policy)
-            self._reuse = AnswerReuse(
+            self._flow = QuestionFlow(
+                self.caller,
                 self.ctx.db,
                 self._plan,
-                self.ctx.reuse_within,
-                structuring=self._plan.structure is not None,
+                self.ctx.policy,
+                job_id=self.ctx.job_id,
+                reuse_within=self.ctx.reuse_within,
+                queries=(
+                    QueryEmbedder(embedder, self.ctx.db, self.ctx.job_id, embedding)
+                    if embedder is not None and embedding is not None
+                    else None
+                ),
             )
-            if self._plan.own is not None:
-                self._own = OwnAnswerer(
-                    self.caller,
-                    self._plan.own,
-                    self._plan.ground_endpoint,
-                    self.ctx.db,
-                    self.ctx.job_id,
-                    self.ctx.policy,
-                    structuring=self._plan.structure is not None,
-                    queries=(
-                        QueryEmbedder(embedder, self.ctx.db, self.ctx.job_id, embedding)
-                        if embedder is not None and embedding is not None
-                        else None
-                    ),
-                )
             try:
                 await self._run_pipeline()
             finally:
@@ -460,7 +459,8 @@ class OnlineRunner:
                     if not self._fence.holds(question.id):  # its lease ran out while it waited
                         await self._give_back(question.id)
                         continue
-                    await self._handle(question, outcomes)
+                    assert self._flow is not None
+                    await self._flow.handle(question, _CallerOutcomes(self, outcomes))
                 except DatabaseOutage as fault:  # a limit's row could not be written
                     self._database_failed(str(fault))
                     self._unstarted.append(question.id)
@@ -475,162 +475,7 @@ class OnlineRunner:
                     )
                     await outcomes.send(Outcome(change))
 
-    async def _handle(self, question: ClaimedQuestion, outcomes: ObjectSendStream[Outcome]) -> None:
-        """Call 1 unless its answer is stored, then call 2 when the structure step is on.
-
-        Call 1 is the grounded call, or own retrieval for a question routed to it (its class
-        is a fallback class, or it was handed over); a managed answer that missed is handed
-        over when ``fallback_when`` says so (:meth:`_fall_back`). A managed call 1 may be an
-        answer stored under the same reuse key instead (:meth:`_ask_or_reuse`).
-        """
-        own = self._own
-        if own is not None and question.next_route == ROUTE_OWN:
-            first: Outcome | None = await self._calling_out(
-                own.answer(
-                    question, attempts=question.attempts, version=question.answer_version + 1
-                )
-            )
-        elif question.answer_raw is None:
-            if own is not None and own.call.routes(question.qclass):
-                first = await self._calling_out(
-                    own.answer(
-                        question, attempts=question.attempts, version=question.answer_version + 1
-                    )
-                )
-            else:
-                await self._ask_or_reuse(question, outcomes)
-                return
-        else:
-            first = None
-        await self._after_call_1(question, first, outcomes)
-
-    async def _after_call_1(
-        self,
-        question: ClaimedQuestion,
-        first: Outcome | None,
-        outcomes: ObjectSendStream[Outcome],
-        stored: Callable[[], None] | None = None,
-    ) -> None:
-        """Store call 1's outcome (``first``; None: the answer was stored already), then make
-        call 2 when the structure step is on. ``stored``: called once ``first`` is committed
-        (it carries a ``committed`` event then)."""
-        answerer = self._answerer
-        assert answerer is not None
-        if first is not None:
-            await self._send(question, first, outcomes)
-            if stored is not None and first.committed is not None:
-                await first.committed.wait()
-                stored()
-            if first.change is None or not first.change.keep_lease or first.answer is None:
-                return
-            # Call 2 follows, but only once call 1's answer is safely stored.
-            assert first.committed is not None
-            await self._stored(first.committed)
-            if self._stopping:
-                self._unstarted.append(question.id)  # released as `grounded`
-                return
-            answer, attempts = first.answer.answer, first.change.attempts
-            answer_version = first.answer.version
-        elif answerer.structuring:
-            answer = await self._stored_answer(question)
-            attempts = question.attempts
-            answer_version = question.answer_version
-        else:  # answered by an earlier run that had the structure step on; now it is off
-            await outcomes.send(
-                Outcome(StateChange(question.id, QuestionState.DONE, question.attempts))
-            )
-            return
-        second = await self._calling_out(
-            answerer.structure(
-                question,
-                answer,
-                attempts=attempts,
-                structure_attempts=question.structure_attempts,
-                answer_version=answer_version,
-            )
-        )
-        await self._send(question, second, outcomes)
-
-    async def _ask_or_reuse(
-        self, question: ClaimedQuestion, outcomes: ObjectSendStream[Outcome]
-    ) -> None:
-        """The managed call 1 (:meth:`_managed`), or an answer stored under the same reuse
-        key copied at no cost (:mod:`pipeline.online.reuse`). With reuse on, the key is held
-        until this answer is committed, so that a question with the same key waits for it."""
-        reuse = self._reuse
-        assert reuse is not None
-        key = reuse.key(question)
-        reused = await reuse.find_or_hold(question, key)
-        if reused is not None:
-            await self._after_call_1(question, reused, outcomes)
-            return
-        try:
-            first = await self._managed(question, outcomes)
-            if first is None:  # stopped after the hand-over was stored
-                return
-            if first.answer is not None and first.answer.route == ROUTE_MANAGED:
-                first = reuse.stamped(first, key)
-            if reuse.within is not None and first.change is not None and first.committed is None:
-                first.committed = anyio.Event()  # set by the writer once stored
-            await self._after_call_1(question, first, outcomes, lambda: reuse.release(key))
-        finally:
-            reuse.release(key)
-
-    async def _managed(
-        self, question: ClaimedQuestion, outcomes: ObjectSendStream[Outcome]
-    ) -> Outcome | None:
-        """The grounded call 1, handed over to own retrieval when it missed and
-        ``fallback_when`` says so; None when the run stopped after the hand-over."""
-        answerer = self._answerer
-        assert answerer is not None
-        own = self._own
-        first = await self._calling_out(answerer.ground(question))
-        if own is not None and own.call.when_ungrounded and _missed(first):
-            return await self._fall_back(question, first, outcomes)
-        return first
-
-    async def _fall_back(
-        self, question: ClaimedQuestion, managed: Outcome, outcomes: ObjectSendStream[Outcome]
-    ) -> Outcome | None:
-        """Store the managed answer that missed, handed over (its question's next call 1 is
-        own retrieval's, should the run die here), then ask own retrieval; None when the run
-        stopped in between (the question is released, and resumes at the own call)."""
-        own = self._own
-        assert own is not None and managed.answer is not None
-        record = dataclasses.replace(managed.answer, hand_over=True)
-        # The managed step is over: own retrieval's tries are counted afresh.
-        change = StateChange(question.id, QuestionState.RUNNING, 0, keep_lease=True)
-        handed = Outcome(change, record, managed.structured, managed.calls, managed.decision)
-        await self._send(question, handed, outcomes)
-        assert handed.committed is not None
-        await self._stored(handed.committed)
-        if self._stopping:
-            self._unstarted.append(question.id)
-            return None
-        log.debug(
-            "question %s: the managed answer missed; asking own retrieval",
-            question.qid,
-            extra={"action": "fallback", "grounded": record.answer.grounded},
-        )
-        after = dataclasses.replace(
-            question,
-            attempts=0,
-            answer_version=record.version,
-            structured_version=question.structured_version + (managed.structured is not None),
-        )
-        return await self._calling_out(own.answer(after, attempts=0, version=record.version + 1))
-
-    async def _stored_answer(self, question: ClaimedQuestion) -> GroundedAnswer:
-        """The latest stored answer of a question that only needs call 2: an own answer's
-        citations rebuilt from its passages, a managed one's from its response."""
-        assert question.answer_raw is not None
-        if question.answer_route == ROUTE_OWN:
-            rebuilt = await stored_own_answer(self.ctx.db, question)
-            if rebuilt is not None:
-                return rebuilt
-        return stored_answer(question.answer_raw)
-
-    async def _stored(self, committed: anyio.Event) -> None:
+    async def stored(self, committed: anyio.Event) -> None:
         """Wait for the writer to commit an outcome (counted: waiting for the database)."""
         self._storing += 1
         try:
@@ -651,21 +496,16 @@ class OnlineRunner:
             waits["paused"] = 1
         return waits
 
-    async def _calling_out(self, call: Awaitable[Outcome]) -> Outcome:
-        """Await one call, counted in ``_calling`` until its outcome is in hand (before it is
-        sent to the writer, so the writer sees the count drop with the outcome)."""
-        self._calling += 1
-        try:
-            return await call
-        finally:
-            self._calling -= 1
-
     def _flush_now(self) -> bool:
         """The commit window closes early when no outcome is coming: no caller is in a call
         (each busy caller waits on a commit, or none is busy), or the run is stopping."""
         return self._calling == 0 or self._stopping
 
-    async def _send(
+    def hold_back(self, question_id: int) -> None:
+        """A claimed question goes back unasked, released with the leftovers."""
+        self._unstarted.append(question_id)
+
+    async def send(
         self, question: ClaimedQuestion, outcome: Outcome, outcomes: ObjectSendStream[Outcome]
     ) -> None:
         """Count the outcome's calls and strikes (stopping the run when the policy says so),
@@ -730,53 +570,11 @@ class OnlineRunner:
 
     async def _heartbeat(self) -> None:
         try:
-            await self._beat()
+            await Heartbeat(
+                self.ctx.db, self.limits, self._fence, self._lease, self._in_flight
+            ).run()
         except DatabaseOutage as fault:
             self._database_failed(str(fault))
-
-    async def _beat(self) -> None:
-        """Every quarter lease: extend the leases still held (by the fence's record), and
-        learn which are not this process's any more; a tick that comes a lease late says the
-        process was paused past its leases."""
-        fence = self._fence
-        interval = self._lease.total_seconds() / 4
-        while True:
-            before = fence.now()
-            await anyio.sleep(interval)
-            self._after_pause(before, interval)
-            ids = fence.renewable(self._in_flight)
-            at = fence.now()
-            kept = await self.ctx.db.transaction(
-                "the heartbeat",
-                lambda c, ids=ids: leases.heartbeat(c, self.owner, ids, self._lease, self.limits),
-            )
-            taken = [i for i in fence.renewed(ids, kept, at) if i in self._in_flight]
-            if taken:
-                log.warning(
-                    "%d questions were taken over by another run: their calls are not sent",
-                    len(taken),
-                    extra={"action": "leases_taken_over", "count": len(taken)},
-                )
-
-    def _after_pause(self, before: Instant, interval: float) -> None:
-        """Said once per pause: the heartbeat's tick came a lease late (the process was
-        stopped, or the machine slept), or leases ran out before it could extend them. Those
-        are lost for good: what they cover is given back without a call (the fence refuses
-        it, and the callers give the questions back)."""
-        lapsed = self._fence.lapse()
-        now = self._fence.now()
-        late = max(now[0] - before[0], now[1] - before[1]) - interval
-        if lapsed or late > self._lease.total_seconds():
-            log.warning(
-                "this run's heartbeat came %.0f s late (the process was paused, the machine"
-                " slept, or the database was slow) and %d of its %.0f s leases ran out: the"
-                " calls not yet sent for them are not sent, and their questions go back to"
-                " the queue (another run may hold them now)",
-                late,
-                len(lapsed),
-                self._lease.total_seconds(),
-                extra={"action": "leases_lapsed", "late_s": round(late, 1), "count": len(lapsed)},
-            )
 
     async def _give_back(self, question_id: int) -> None:
         """A question whose lease is no longer this process's leaves the pool unasked, and
