@@ -21,7 +21,13 @@ from pipeline.job.spec import JobSpec
 from pipeline.job.states import QuestionState
 from pipeline.links.resolver import Lookup, Resolver, pending_lookups
 from pipeline.links.rules import AllowList, initial_verdict
-from pipeline.results.estimate import Estimate, JobPrices, estimate_remaining, job_prices
+from pipeline.results.estimate import (
+    Estimate,
+    JobPrices,
+    estimate_remaining,
+    job_prices,
+    unbudgeted_note,
+)
 from pipeline.store import ledger, queue, resolution, routes
 from pipeline.store.reconnect import Database
 
@@ -135,6 +141,8 @@ async def estimate_command(spec: JobSpec) -> int:
     say(f"{estimate.remaining} questions left; spent so far ${spent:.4f}")
     each = f"${estimate.per_question:.6f} a question, from {estimate.basis}"
     say(f"expected: ${estimate.total:.4f} ({each})")
+    if (note := unbudgeted_note(spec.budget, estimate.total)) is not None:
+        say(note)
     if estimate.worst_total is not None:
         say(f"worst case, as the budget reserves it: ${estimate.worst_total:.4f}")
     if spec.budget is not None:

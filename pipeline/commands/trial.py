@@ -23,6 +23,7 @@ from pipeline.exit_codes import EXIT_OK, ExitStatus
 from pipeline.gemini.endpoint import ConfigurationError
 from pipeline.job.calls import grounded_call, own_retrieval_call, plan_calls
 from pipeline.job.spec import JobSpec
+from pipeline.results.estimate import unbudgeted_note
 from pipeline.store.trial import Trial, TrialScope, first_unfinished, select_trial
 
 DRY_RUN_BODIES = 3  # request bodies a dry run prints
@@ -87,6 +88,8 @@ async def dry_run(
     each = estimate.per_question
     say(f"questions to ask: {left}")
     say(f"expected: ${each * left:.4f} (${each:.6f} a question, from {estimate.basis})")
+    if (note := unbudgeted_note(spec.budget, each * left)) is not None:
+        say(note)
     if estimate.worst_total is not None and estimate.remaining:
         worst = estimate.worst_total / estimate.remaining * left
         say(f"worst case, as the budget reserves it: ${worst:.4f}")

@@ -12,31 +12,17 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pipeline.costs.charges import WorstCase
 from pipeline.costs.prices import Price
-from pipeline.gemini.endpoint import (
-    TOKEN_TIMEOUT_S,
-    ConfigurationError,
-    Endpoint,
-    endpoint_for,
-)
-from pipeline.gemini.request import (
-    ElasticsearchTool,
-    GroundedRequestBuilder,
-    PassagesRequestBuilder,
-    RagStoreTool,
-    grounding_tool,
-    maps_tool_config,
-)
+from pipeline.gemini.endpoint import TOKEN_TIMEOUT_S, Endpoint, endpoint_for
+from pipeline.gemini.request import GroundedRequestBuilder, PassagesRequestBuilder
 from pipeline.grounding import GroundedAnswer
-from pipeline.job.sections import GroundingSection
+from pipeline.job.grounded_request import grounded_request_builder
 from pipeline.job.spec import JobSpec
-from pipeline.redaction import remember
 from pipeline.structure import PreparedSchema, build_structure_body, schema_hash
 
 
@@ -303,64 +289,4 @@ def request_builder(
     spec: JobSpec, *, schema: PreparedSchema | None = None
 ) -> GroundedRequestBuilder:
     """Call 1's request builder; with ``schema``, the single-call mode's."""
-    g = spec.grounding
-    return GroundedRequestBuilder(
-        tools=grounding_tools(g),
-        tool_config=maps_tool_config(*g.lat_lng) if g.lat_lng is not None else None,
-        prompt_template=spec.model.prompt_template,
-        temperature=spec.model.temperature,
-        max_output_tokens=spec.limits.max_output_tokens,
-        system_instruction=spec.model.system_instruction,
-        response_schema=(schema.wire_field, schema.wire_schema) if schema is not None else None,
-    )
-
-
-def grounding_tools(g: GroundingSection) -> list[dict[str, object]]:
-    """The ``tools`` entries ``[grounding]`` declares, in the file's order."""
-    return [
-        grounding_tool(
-            tool,
-            datastore=g.datastore or None,
-            engine=g.engine or None,
-            filter=g.filter or None,
-            max_results=g.max_results or None,
-            exclude_domains=g.exclude_domains,
-            file_search_stores=g.file_search_stores,
-            dynamic_threshold=g.dynamic_threshold or None,
-            maps_widget=g.maps_widget,
-            elasticsearch=elasticsearch_tool(g) if tool == "elasticsearch" else None,
-            rag_store=rag_store_tool(g) if tool == "vertex_rag_store" else None,
-        )
-        for tool in g.tools
-    ]
-
-
-def elasticsearch_tool(
-    g: GroundingSection, env: Mapping[str, str] | None = None
-) -> ElasticsearchTool:
-    """The Elasticsearch connector's settings, its API key read from the named variable."""
-    env = os.environ if env is None else env
-    key = ""
-    if g.elasticsearch_api_key_env:
-        key = env.get(g.elasticsearch_api_key_env, "")
-        if not key:
-            raise ConfigurationError(
-                f"grounding.elasticsearch_api_key_env: {g.elasticsearch_api_key_env} is not set"
-            )
-        remember(key)
-    return ElasticsearchTool(
-        endpoint=g.elasticsearch_endpoint,
-        index=g.elasticsearch_index,
-        search_template=g.elasticsearch_search_template,
-        num_hits=g.elasticsearch_num_hits,
-        api_key=key,
-    )
-
-
-def rag_store_tool(g: GroundingSection) -> RagStoreTool:
-    return RagStoreTool(
-        rag_corpus=g.rag_corpus,
-        rag_file_ids=g.rag_file_ids,
-        top_k=g.rag_top_k,
-        vector_distance_threshold=g.rag_vector_distance_threshold,
-    )
+    return grounded_request_builder(spec.model, spec.grounding, spec.limits, schema=schema)

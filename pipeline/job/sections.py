@@ -3,7 +3,8 @@ and per-key limits; :class:`RawJob` is the whole file as decoded.
 
 What one key cannot say alone (a tool that needs another backend, a schema file that must
 parse) is checked after decoding, by :func:`pipeline.job.spec.load_jobspec`. Unknown keys are
-errors: every section forbids them.
+errors: every section forbids them. A key of a feature the job leaves off (a tool's keys with
+the tool not declared) is ignored, with a note (:mod:`pipeline.job.switched_off`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ MAX_PER_DAY = 1_000_000_000  # grounded prompts a day
 # Calls in flight in one process. Each holds a connection (a file descriptor) and a task; by
 # Little's law 10,000 in flight carry 60,000 requests a minute at 10 s a call, above what one
 # process drives (see docs/guides/capacity.md). More: more processes (`ground worker`). The
-# machine's own ceiling (open files, `ulimit -n`) is checked at load too (pipeline.job.spec).
+# machine's own ceiling (open files, `ulimit -n`) is checked at load too (pipeline.job.capacity).
 MAX_CONCURRENCY = 10_000  # calls in flight
 MAX_ATTEMPTS = 100  # attempts (or retries) of one call
 MAX_OUTPUT_TOKENS = 1_048_576  # tokens: above every Gemini model's output limit
@@ -329,7 +330,7 @@ class ResolverSection(_Section):
     # Lookups in flight; 0 = automatic: requests_per_second / 4, within 16..256.
     concurrency: Annotated[int, msgspec.Meta(ge=0, le=MAX_CONCURRENCY)] = 0
     # Lookups per second; 0 = automatic: enough to keep up with the answers
-    # (limits.requests_per_minute / 60 x pipeline.job.spec.RESOLVES_PER_ANSWER), at least 20.
+    # (limits.requests_per_minute / 60 x pipeline.job.capacity.RESOLVES_PER_ANSWER), at least 20.
     requests_per_second: Annotated[float, msgspec.Meta(ge=0, le=MAX_LOOKUPS_PER_SECOND)] = 0.0
     timeout_s: Seconds = 10.0
 

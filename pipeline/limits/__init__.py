@@ -9,7 +9,8 @@
 ``RateLimiter``            one process's own pacing, no burst (exact GCRA): the redirect
                            resolver's lookups, which are no part of the model's quota
                            (``rate``, with ``pacing_rate``: a quota's rate to pace at)
-``estimate_tokens``        a prompt's tokens before the call (``tokens``)
+``estimate_tokens``        a prompt's tokens before the call (``gemini.tokens``, beside the
+                           request bodies it estimates)
 ``Backoff``                full-jitter exponential backoff; a server ``retryDelay`` is a floor
                            (``backoff``, with the bare ``retry_delay``)
 ``RetryPolicy``            one ``decide(error, attempts, step) -> Decision`` for every failed
@@ -28,6 +29,7 @@ sleeps are injectable; a test that needs the limits without a server uses them o
 file.
 """
 
+from pipeline.gemini.tokens import estimate_tokens
 from pipeline.limits.backoff import Backoff, retry_delay
 from pipeline.limits.daily import GroundingPause, next_daily_reset
 from pipeline.limits.job_limits import JobLimits
@@ -36,7 +38,6 @@ from pipeline.limits.policy import Decision, RetryPolicy, Strikes
 from pipeline.limits.probe import DailyProbe, ProbeSettings
 from pipeline.limits.rate import RateLimiter, pacing_rate
 from pipeline.limits.retry_after import retry_after_s, server_delay
-from pipeline.limits.tokens import estimate_tokens
 
 __all__ = [
     "Backoff",

@@ -34,6 +34,8 @@ ASSUMED_SEARCH_QUERIES = 2
 # Assumed usage of call 2: the source list it is shown, and the JSON it writes.
 ASSUMED_SOURCE_LIST_TOKENS = 150
 ASSUMED_STRUCTURED_TOKENS = 300
+# Expected spend (USD) above which a job with no budget is told which key caps it.
+UNBUDGETED_NOTE_USD = Decimal(100)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,17 @@ class Estimate:
     total: Decimal
     worst_total: Decimal | None
     basis: str  # where per_question comes from
+
+
+def unbudgeted_note(budget: Decimal | None, expected: Decimal) -> str | None:
+    """One line naming ``[limits] budget_usd`` when no budget is set and ``expected`` is over
+    :data:`UNBUDGETED_NOTE_USD`; None otherwise."""
+    if budget is not None or expected <= UNBUDGETED_NOTE_USD:
+        return None
+    return (
+        f"no budget is set and this is expected to cost ${expected:,.2f}: set [limits]"
+        " budget_usd (or --set limits.budget_usd=N) to cap what the job may spend"
+    )
 
 
 async def estimate_remaining(

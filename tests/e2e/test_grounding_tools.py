@@ -106,7 +106,6 @@ def test_file_search_and_legacy_retrieval(tmp_path: Path) -> None:
             "grounding.tool",
             "use google_search",
         ),
-        (["grounding.dynamic_threshold=0.5"], "grounding.dynamic_threshold", "google_search"),
         (['grounding.tool="enterprise_web_search"'], "grounding.tool", '"vertex"'),
         (['grounding.tool="file_search"'], "grounding.file_search_stores", "required"),
         (['grounding.exclude_domains=["a.com"]'], "grounding.exclude_domains", "Vertex only"),
@@ -115,7 +114,6 @@ def test_file_search_and_legacy_retrieval(tmp_path: Path) -> None:
             "grounding.tool",
             "cannot be combined",
         ),
-        (["grounding.location=[1.0, 2.0]"], "grounding.location", "only for google_maps"),
         (
             ['grounding.tool="url_context"', 'grounding.url_field="url"'],
             "grounding.url_field",

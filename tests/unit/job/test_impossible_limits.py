@@ -6,15 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.job.capacity import RESERVED_FILES, concurrency_ceiling
+from pipeline.job.durations import parse_duration
+from pipeline.job.grounded_request import smallest_call_tokens
 from pipeline.job.sections import MAX_CONCURRENCY
-from pipeline.job.spec import (
-    RESERVED_FILES,
-    JobSpecError,
-    concurrency_ceiling,
-    load_jobspec,
-    parse_duration,
-    smallest_call_tokens,
-)
+from pipeline.job.spec import JobSpec, JobSpecError, load_jobspec
 
 JOB = '[job]\nname = "t"\n[source]\nfile = "q.jsonl"\n'
 
@@ -79,7 +75,7 @@ def test_a_token_limit_below_the_smallest_call_is_refused_with_the_minimum(
     tmp_path: Path,
 ) -> None:
     path = job_file(tmp_path)
-    smallest = smallest_call_tokens(load_jobspec(path))
+    smallest = _smallest(load_jobspec(path))
     assert smallest > 1
     message = refusal(path, "limits.tokens_per_minute=1")
     assert "limits.tokens_per_minute: 1 is below the smallest call" in message
@@ -87,7 +83,11 @@ def test_a_token_limit_below_the_smallest_call_is_refused_with_the_minimum(
     assert load_jobspec(path, [f"limits.tokens_per_minute={smallest}"])
     # A longer prompt template or system instruction raises the minimum.
     longer = load_jobspec(path, ['model.system_instruction="' + "Answer briefly. " * 40 + '"'])
-    assert smallest_call_tokens(longer) > smallest + 100
+    assert _smallest(longer) > smallest + 100
+
+
+def _smallest(spec: JobSpec) -> int:
+    return smallest_call_tokens(spec.model, spec.grounding, spec.limits)
 
 
 def test_concurrency_is_bounded_by_the_open_file_limit() -> None:

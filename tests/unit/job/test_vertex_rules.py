@@ -131,13 +131,19 @@ def test_maps_widget_sends_enable_widget(tmp_path: Path) -> None:
     assert body["tools"] == [{"googleMaps": {"enableWidget": True}}]
     plain = _job(tmp_path, 'grounding.tool="google_maps"')
     assert orjson.loads(request_builder(plain).body("x"))["tools"] == [{"googleMaps": {}}]
-    with pytest.raises(JobSpecError, match=r"grounding\.maps_widget: only for google_maps"):
-        _job(tmp_path, "grounding.maps_widget=true")
+    # Without the google_maps tool, the widget key is ignored (a note), never sent.
+    searching = _job(tmp_path, "grounding.maps_widget=true")
+    assert searching.grounding.maps_widget is False
+    assert searching.warnings == (
+        "grounding.maps_widget: ignored: only used with the google_maps tool",
+    )
 
 
 def test_batch_cloud_storage_keys(tmp_path: Path) -> None:
-    with pytest.raises(JobSpecError, match=r"batch\.gcs_input: only for Vertex"):
-        _job(tmp_path, 'batch.gcs_input="gs://b/in"')
+    developer = _job(tmp_path, 'batch.gcs_input="gs://b/in"')  # no Vertex: ignored, noted
+    assert developer.batch.gcs_input == ""
+    (note,) = developer.warnings
+    assert note.startswith("batch.gcs_input: ignored: only used with Vertex batch prediction")
     spec = _job(
         tmp_path,
         VERTEX,

@@ -57,10 +57,6 @@ embedding_model = "gemini-embedding-001"
             "grounding.fallback: own_retrieval needs a [retrieval] section",
         ),
         (
-            '[grounding]\nfallback_classes = ["a"]\n',
-            'grounding.fallback_classes: only with fallback = "own_retrieval"',
-        ),
-        (
             '[grounding]\nfallback = "own_retrieval"\n[retrieval]\ndocs = "d.jsonl"\n',
             "grounding.fallback: say when",
         ),
@@ -105,10 +101,6 @@ embedding_model = "gemini-embedding-001"
             "grounding.elasticsearch_api_key_env",
         ),
         (
-            '[grounding]\nelasticsearch_index = "kb"\n',
-            "grounding.elasticsearch_index: only for elasticsearch",
-        ),
-        (
             VERTEX + '[grounding]\ntool = "vertex_rag_store"\nrag_corpus = "my-corpus"\n',
             "grounding.rag_corpus: vertex_rag_store needs a corpus",
         ),
@@ -117,7 +109,6 @@ embedding_model = "gemini-embedding-001"
             'rag_corpus = "projects/p/locations/l/ragCorpora/1"\n',
             "vertex_rag_store cannot be combined",
         ),
-        ("[grounding]\nrag_top_k = 3\n", "grounding.rag_top_k: only for vertex_rag_store"),
     ],
 )
 def test_bad_keys_are_refused_naming_the_key(tmp_path: Path, text: str, message: str) -> None:
@@ -153,7 +144,7 @@ def test_the_elasticsearch_key_is_read_from_its_variable_at_call_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from pipeline.gemini.endpoint import ConfigurationError
-    from pipeline.job.calls import grounding_tools
+    from pipeline.job.grounded_request import grounding_tools
 
     spec = _load(
         tmp_path,
