@@ -86,6 +86,10 @@ def _example(row: ProblemRow) -> str:
     )
 
 
+def _questions(n: int) -> str:
+    return f"{n:,} question" + ("" if n == 1 else "s")
+
+
 def render_problems(problems: Sequence[Problem], scope: str) -> str:
     """The section: a row per kind (a kind with no question says so), ``scope`` saying which
     questions were counted (plain text)."""
@@ -103,7 +107,8 @@ def render_problems(problems: Sequence[Problem], scope: str) -> str:
     total = sum(p.count for p in problems if p.kind != UNRESOLVED_LINKS)
     links = next((p.count for p in problems if p.kind == UNRESOLVED_LINKS), 0)
     lead = (
-        f"{total:,} questions ended in a problem state; {links:,} cite links left unresolved."
+        f"{_questions(total)} ended in a problem state; {_questions(links)} cite links left"
+        " unresolved."
         if total or links
         else "No question failed, was blocked, or ended ungrounded or invalid; every link resolved."
     )
