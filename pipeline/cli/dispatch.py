@@ -311,5 +311,13 @@ def _queue_or_results_action(args: argparse.Namespace) -> JobAction:
                 spec, args.id, args.fmt, all_versions=args.all_versions
             )
         case "report":
-            return lambda spec: commands.report_command(spec, args.out, limit=args.limit)
+            return lambda spec: commands.report_command(
+                spec,
+                args.out,
+                limit=args.limit,
+                sample=args.sample,
+                seed=args.seed,
+                qclass=args.qclass,
+                states=args.states or (),
+            )
     raise AssertionError(f"unknown command {args.command!r}")  # argparse allows no other

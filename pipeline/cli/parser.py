@@ -391,12 +391,43 @@ def _add_results_commands(
         "--all-versions", action="store_true", help="every stored answer version, oldest first"
     )
 
+    _add_report_command(commands, job)
+
+
+def _add_report_command(commands: Commands, job: Parser) -> None:
+    """``report``: which questions its table holds (read by ``commands.report_command``)."""
     report = commands.add_parser(
         "report", parents=[job], help="write a self-contained HTML report of the job"
     )
     report.add_argument("--out", required=True, metavar="PATH", help="the HTML file to write")
+    rows = report.add_mutually_exclusive_group()
+    rows.add_argument(
+        "--limit",
+        type=int,
+        default=2000,
+        metavar="N",
+        help="the table holds the first N questions in load order (default 2000)",
+    )
+    rows.add_argument(
+        "--sample",
+        type=_sample_size,
+        metavar="N",
+        help="the table holds a random sample of N questions, the same for the same --seed"
+        " (and the same as `ground run --sample N --seed S` picks)",
+    )
     report.add_argument(
-        "--limit", type=int, default=2000, metavar="N", help="answers in the table (default 2000)"
+        "--seed", type=int, default=0, metavar="S", help="the sample's seed (default 0)"
+    )
+    report.add_argument(
+        "--class", dest="qclass", metavar="C", help="only questions of this class in the table"
+    )
+    report.add_argument(
+        "--state",
+        dest="states",
+        action="append",
+        choices=tuple(str(state) for state in QuestionState),
+        metavar="S",
+        help="only questions in this state in the table (repeatable)",
     )
 
 

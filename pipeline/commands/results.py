@@ -328,17 +328,38 @@ async def show_command(spec: JobSpec, qid: str, fmt: str, *, all_versions: bool 
     return EXIT_OK
 
 
-async def report_command(spec: JobSpec, out: str, *, limit: int) -> int:
-    """``ground report``: the job's self-contained HTML report."""
+async def report_command(
+    spec: JobSpec,
+    out: str,
+    *,
+    limit: int = 2_000,
+    sample: int | None = None,
+    seed: int = 0,
+    qclass: str | None = None,
+    states: Sequence[str] = (),
+) -> int:
+    """``ground report``: the job's self-contained HTML report; its table the first ``limit``
+    questions, or a ``sample`` of them under ``seed``, of ``qclass`` and ``states``."""
 
-    from pipeline.results.report import write_report
+    from pipeline.results.report import ReportContext, TableSelection, write_report
 
+    context = ReportContext(
+        generated_at=dt.datetime.now(dt.UTC),
+        model=spec.model.name,
+        backend=spec.model.backend,
+        base_url=spec.model.base_url,
+    )
+    selection = TableSelection(
+        limit=limit, sample=sample, seed=seed, qclass=qclass, states=tuple(states)
+    )
     async with opened(spec, purpose="read") as engine:
         job_id = await find_job_id(engine, spec)
         if job_id is None:
             return EXIT_FAILED
         try:
-            rows = await write_report(engine, job_id, spec.name, Path(out), limit=limit)
+            rows = await write_report(
+                engine, job_id, spec.name, Path(out), context=context, selection=selection
+            )
         except OSError as exc:
             complain(f"--out {out}: cannot write: {exc.strerror or exc}")
             return EXIT_FAILED

@@ -1,8 +1,13 @@
-"""``ground report``: one self-contained HTML file (no network loads) about a job.
+"""``ground report``: one self-contained HTML file (no network loads) about a job, the page
+people forward.
 
-The summary is computed by SQL aggregates over every question; the table holds a bounded
-sample (``limit`` questions, in load order), written row by row as the batches arrive, so
-memory stays flat however large the job is. Public surface: :func:`write_report`.
+Top to bottom: a header (when, which model, backend and endpoint, the spend's caveat), the
+summary over every question, the problems (counts and an example of each), managed grounding
+beside own retrieval per class (a table and a chart of the same figures), a legend, and the
+answers' table. The figures are SQL aggregates; the table holds a bounded selection
+(:class:`TableSelection`: the first N in load order, or a seeded random sample, of a class
+and states), written row by row as the batches arrive, so memory stays flat however large
+the job is. Public surface: :func:`write_report`.
 """
 
 from __future__ import annotations
@@ -10,44 +15,95 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyio
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.job.states import QuestionState
 from pipeline.results.report import page
+from pipeline.results.report.figures import class_figures
+from pipeline.results.report.header import ReportContext, render_header, render_legend
+from pipeline.results.report.problems import ProblemTally, render_problems
+from pipeline.results.report.selection import DEFAULT_LIMIT, Sampler, TableFill, TableSelection
 from pipeline.results.status import job_status
-from pipeline.store.records import read_batches
-from pipeline.store.status import class_routes, class_stats, coverage_mean, latency_histogram
+from pipeline.store.records import Filters, read_batches
+from pipeline.store.report import count_in_scope, ids_in_scope, problem_rows
+from pipeline.store.status import class_routes, coverage_mean, latency_histogram
 
-__all__ = ["write_report"]
+__all__ = ["DEFAULT_LIMIT", "ReportContext", "TableSelection", "write_report"]
 
-DEFAULT_LIMIT = 2_000  # questions in the report's table
+MAX_BATCH = 500  # questions read a round trip for the table
+
+
+async def _choose(
+    connection: AsyncConnection, job_id: int, selection: TableSelection
+) -> tuple[int, frozenset[str] | None, ProblemTally]:
+    """The scope's size, the sample's ids (None: the first N), and the problems' tally."""
+    scope = selection.scope
+    tally = ProblemTally(selection.order_key)
+    async for problem in problem_rows(connection, job_id, scope):
+        tally.add(problem)
+    if selection.sample is None:
+        return await count_in_scope(connection, job_id, scope), None, tally
+    sampler = Sampler(selection.sample, selection.seed)
+    async for _, qid in ids_in_scope(connection, job_id, scope):
+        sampler.add(qid)
+    return sampler.seen, sampler.ids(), tally
+
+
+def _scope_words(selection: TableSelection) -> str:
+    parts = []
+    if selection.qclass is not None:
+        parts.append(f"of class {selection.qclass!r}")
+    if selection.states:
+        parts.append("in state " + " or ".join(selection.states))
+    return "the questions " + ", ".join(parts) if parts else "every question of the job"
 
 
 async def write_report(
-    engine: AsyncEngine, job_id: int, job_name: str, out: Path, *, limit: int = DEFAULT_LIMIT
+    engine: AsyncEngine,
+    job_id: int,
+    job_name: str,
+    out: Path,
+    *,
+    context: ReportContext,
+    selection: TableSelection | None = None,
 ) -> int:
-    """Write the report to ``out``; the number of questions in its table."""
+    """Write the report to ``out``; the number of questions in its table (problem examples
+    added from outside the selection not counted)."""
+    selection = selection or TableSelection()
     async with engine.connect() as connection:
         status = await job_status(connection, job_id, job_name)
         coverage = await coverage_mean(connection, job_id)
         latency = await latency_histogram(connection, job_id)
-        classes = await class_stats(connection, job_id)
         routes = await class_routes(connection, job_id)
-    sample = min(max(limit, 0), status.total)
+        total, chosen, tally = await _choose(connection, job_id, selection)
+    shown = min(selection.size, total)
+    examples = tally.example_ids()
+    fill = TableFill(shown, chosen, examples)
+    description = selection.describe(shown, total)
     async with await anyio.open_file(out, "w", encoding="utf-8") as handle:
         await handle.write(page.head(f"ground report: {job_name}"))
-        await handle.write(f"<h1>Job {page.esc(job_name)}</h1>\n")
-        await handle.write(page.summary(status, coverage, latency, classes))
-        await handle.write(page.routes(routes))
+        await handle.write(render_header(context, job_name, status.spend_usd))
+        await handle.write(page.summary(status, coverage, latency))
+        await handle.write(render_problems(tally.problems(), _scope_words(selection)))
+        await handle.write(page.routes(class_figures(routes)))
+        await handle.write(render_legend())
         states = [str(s) for s in QuestionState if status.states.get(s)]
-        await handle.write(page.table_start(states, sample, status.total))
-        written = 0
-        if sample:
-            async for batch in read_batches(engine, job_id, batch_size=min(sample, 500)):
-                chunk = batch[: sample - written]
-                await handle.write("".join(page.row(stored) for stored in chunk))
-                written += len(chunk)
-                if written >= sample:
+        await handle.write(page.table_start(states, description))
+        wanted = None if chosen is None else chosen | examples
+        filters = Filters(states=selection.states, qclass=selection.qclass, ids=wanted)
+        batch_size = min(max(shown, 1), MAX_BATCH)
+        if not fill.done:
+            async for batch in read_batches(engine, job_id, filters, batch_size=batch_size):
+                rows = [(stored, fill.place(stored.row["qid"])) for stored in batch]
+                await handle.write(
+                    "".join(
+                        page.row(stored, example=placed == "example")
+                        for stored, placed in rows
+                        if placed is not None
+                    )
+                )
+                if fill.done:
                     break
+        await handle.write(page.table_end(fill.extras))
         await handle.write(page.tail())
-    return written
+    return fill.rows

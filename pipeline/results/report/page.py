@@ -14,15 +14,16 @@ import hashlib
 import html
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 
 from pipeline.grounding import render_html
 from pipeline.results.export import destinations, grounded_answer, to_record
-from pipeline.results.report.svg import bar_chart
+from pipeline.results.report.figures import ClassFigures, chart_groups, percent
+from pipeline.results.report.svg import bar_chart, paired_bar_chart
 from pipeline.results.status import JobStatus
 from pipeline.store.records import StoredQuestion
-from pipeline.store.status import ClassRoutes, ClassStats
 
 esc = html.escape
 
@@ -86,6 +87,18 @@ pre { white-space: pre-wrap; font-size: 0.85em; background: #f6f6f6; padding: 0.
 .state { font-family: monospace; }
 .route { color: #555; font-size: 0.85em; }
 .sources .own { color: #555; font-size: 0.85em; }
+.sources .cited { font-weight: 600; }
+dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 0.2rem 1rem; }
+dl.facts dt { color: #555; }
+dl.facts dd { margin: 0; }
+.caveat, .note { color: #444; }
+table.problems tr.problem th { color: #a12; }
+table.problems .snippet { color: #444; }
+table.problems .error { font-family: monospace; font-size: 0.85em; color: #a12; }
+table.routes { width: auto; }
+.figure-pair { display: flex; flex-wrap: wrap; gap: 1.5rem; align-items: flex-start; }
+tr.example td:first-child::after { content: " (problem example)"; color: #a12; }
+tr:target { outline: 2px solid #b58900; }
 """
 
 
@@ -99,42 +112,37 @@ def head(title: str) -> str:
     )
 
 
+def anchor_id(qid: str) -> str:
+    """The id of a question's row: ``q-`` and its id, percent-encoded but for letters, digits
+    and ``-._~``, so any input id gives a valid, distinct id that ``#`` + it links to."""
+    return "q-" + quote(qid, safe="")
+
+
 def _card(label: str, value: str) -> str:
     return f'<div class="card"><b>{esc(value)}</b>{esc(label)}</div>'
-
-
-def _percent(value: float | None) -> str:
-    return "–" if value is None else f"{value:.1%}"
 
 
 def summary(
     status: JobStatus,
     coverage: float | None,
     latency: Sequence[tuple[str, int]],
-    classes: Sequence[ClassStats],
 ) -> str:
     """The summary section: figures over every question of the job, and the charts."""
     cards = [
         _card("questions", f"{status.total:,}"),
         _card("answered", f"{status.answers:,}"),
-        _card("grounded rate", _percent(status.grounded_rate)),
-        _card("mean coverage (grounded)", _percent(coverage)),
-        _card("spend (USD)", f"${status.spend_usd:.4f}"),
+        _card("grounded rate", percent(status.grounded_rate)),
+        _card("mean coverage (grounded)", percent(coverage)),
+        _card("spend (USD, estimate)", f"${status.spend_usd:.4f}"),
         _card("calls", f"{status.calls:,}"),
         _card("structured valid", f"{status.structured_valid:,}"),
     ]
     states = [(s, n) for s, n in status.states.items() if n]
     resolution = sorted(status.sources.items())
-    class_rate = [
-        (c.qclass, round(100 * (c.answers - c.grounded) / c.answers, 1))
-        for c in sorted(classes, key=lambda c: c.qclass)
-        if c.answers
-    ]
     charts = [
         ("Questions by state", bar_chart("Questions by state", states)),
         ("Source resolution", bar_chart("Source resolution", resolution)),
         ("Answer latency (call 1)", bar_chart("Answer latency", latency)),
-        ("Ungrounded answers by class", bar_chart("Ungrounded by class", class_rate, unit="%")),
     ]
     figures = "".join(
         f"<figure><figcaption>{esc(caption)}</figcaption>{svg}</figure>" for caption, svg in charts
@@ -146,36 +154,43 @@ def summary(
     )
 
 
-def routes(classes: Sequence[ClassRoutes]) -> str:
-    """Managed grounding beside own retrieval, per class (every answer version counted);
-    nothing when no answer came from own retrieval."""
-    if not any(c.own.answers for c in classes):
+def routes(figures: Sequence[ClassFigures]) -> str:
+    """Managed grounding beside own retrieval, per class (every answer version counted): the
+    table and its chart, both drawn from ``figures``; nothing when no class has an answer."""
+    if not figures:
         return ""
     rows = "".join(
-        f"<tr><td>{esc(c.qclass)}</td><td>{c.finished:,}</td>"
-        f"<td>{c.managed.answers:,}</td><td>{_percent(c.managed.cited_rate)}</td>"
-        f"<td>{c.own.answers:,}</td><td>{_percent(c.own.cited_rate)}</td>"
-        f"<td>{_percent(c.own.mean_coverage)}</td></tr>"
-        for c in classes
+        f'<tr data-class="{esc(f.qclass)}"><td>{esc(f.qclass)}</td><td>{f.finished:,}</td>'
+        f"<td>{f.managed_answers:,}</td><td>{f.managed_shown}</td>"
+        f"<td>{f.own_answers:,}</td><td>{f.own_shown}</td>"
+        f"<td>{percent(f.own_coverage)}</td></tr>"
+        for f in figures
+    )
+    chart = paired_bar_chart(
+        "Grounded and cited, by class", ("managed", "own retrieval"), chart_groups(figures)
     )
     return (
         '<section id="routes">\n<h2>Managed grounding beside own retrieval, by class</h2>\n'
         '<p class="note">Every answer version: a managed answer that missed and was asked'
-        " again through the job's own index counts for both. Cited: grounded and citing at"
-        " least one source.</p>\n"
-        '<table class="routes"><thead><tr><th>class</th><th>finished</th>'
-        "<th>managed answers</th><th>managed cited</th><th>own answers</th>"
-        "<th>own cited</th><th>own mean coverage</th></tr></thead>\n"
-        f"<tbody>{rows}</tbody></table>\n</section>\n"
+        " again through the job's own index counts for both. Grounded and cited: grounded"
+        " and citing at least one source (a rate over that path's answers; – where the path"
+        " gave none).</p>\n"
+        '<div class="figure-pair"><table class="routes"><thead><tr><th>class</th>'
+        "<th>finished</th><th>managed answers</th><th>managed grounded &amp; cited</th>"
+        "<th>own answers</th><th>own grounded &amp; cited</th><th>own mean coverage</th>"
+        f"</tr></thead>\n<tbody>{rows}</tbody></table>\n"
+        '<figure id="class-chart"><figcaption>Grounded and cited, by class: managed against'
+        f" own retrieval</figcaption>{chart}</figure></div>\n</section>\n"
     )
 
 
-def table_start(states: Sequence[str], sample: int, total: int) -> str:
+def table_start(states: Sequence[str], description: str) -> str:
+    """The answers' table up to its first row; ``description`` (plain text) says what it
+    holds."""
     options = "".join(f'<option value="{esc(s)}">{esc(s)}</option>' for s in states)
     return (
         '<section id="table">\n<h2>Answers</h2>\n'
-        f'<p class="sample">The table holds the first {sample:,} of {total:,} questions'
-        " (by load order; <code>--limit</code> sets how many).</p>\n"
+        f'<p class="sample">{esc(description)}</p>\n'
         '<div class="controls"><input id="search" type="search" placeholder="Search"'
         ' aria-label="Search the answers">'
         '<select id="state" aria-label="Filter by state"><option value="">all states</option>'
@@ -190,8 +205,9 @@ def _pre(value: Any) -> str:
     return f"<pre>{esc(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())}</pre>"
 
 
-def row(stored: StoredQuestion) -> str:
-    """One table row; ``data-text`` (lower-cased, escaped) is what the search box matches."""
+def row(stored: StoredQuestion, *, example: bool = False) -> str:
+    """One table row, its id :func:`anchor_id`; ``data-text`` (lower-cased, escaped) is what
+    the search box matches. ``example``: a problem's example from outside the selection."""
     record = to_record(stored)
     answer = grounded_answer(stored)
     haystack = " ".join(
@@ -213,8 +229,10 @@ def row(stored: StoredQuestion) -> str:
     elif record["route"] == "managed":
         grounded += '<br><span class="route">managed</span>'
     haystack += f" {record['route'] or ''}"
+    marked = ' class="example"' if example else ""
     return (
-        f'<tr data-state="{esc(record["state"])}" data-text="{esc(haystack)}">'
+        f'<tr id="{esc(anchor_id(record["id"]))}"{marked}'
+        f' data-state="{esc(record["state"])}" data-text="{esc(haystack)}">'
         f"<td>{esc(record['id'])}</td>"
         f"<td>{esc(record['question'])}</td>"
         f'<td class="state">{esc(record["state"])}<br>{grounded}</td>'
@@ -223,5 +241,17 @@ def row(stored: StoredQuestion) -> str:
     )
 
 
+def table_end(extras: int) -> str:
+    """The answers' table closed; ``extras``: problem examples added from outside the
+    selection (marked in their rows), said once."""
+    note = (
+        f'<p class="note">Besides the selection, {extras:,} problem'
+        f" example{'s' if extras != 1 else ''} from the problems section (marked).</p>\n"
+        if extras
+        else ""
+    )
+    return f"</tbody>\n</table>\n{note}</section>\n"
+
+
 def tail() -> str:
-    return f"</tbody>\n</table>\n</section>\n<script>{SCRIPT}</script>\n</body>\n</html>\n"
+    return f"<script>{SCRIPT}</script>\n</body>\n</html>\n"

@@ -36,3 +36,56 @@ def bar_chart(title: str, bars: Sequence[tuple[str, float]], *, unit: str = "") 
         )
     out.append("</svg>")
     return "".join(out)
+
+
+SERIES_COLOURS = ("#4a7bd0", "#2e9d6a")  # the first and second bar of each group
+GROUP_GAP = 8  # px between groups
+LEGEND_HEIGHT = 22  # px
+
+
+def paired_bar_chart(
+    title: str,
+    series: tuple[str, str],
+    groups: Sequence[tuple[str, Sequence[tuple[float | None, str]]]],
+    *,
+    peak: float = 100.0,
+) -> str:
+    """Two bars per group (one per ``series``), each ``(value, shown)``: ``shown`` is printed
+    after the bar as given (the caller formats it, so that it reads as its table does); a
+    ``None`` value draws no bar. Each bar's ``<g>`` carries ``data-group`` and
+    ``data-series`` (escaped), for whoever checks the chart against its table."""
+    esc = html.escape
+    span = CHART_WIDTH - LABEL_WIDTH - 70
+    group_height = 2 * BAR_HEIGHT + GROUP_GAP
+    height = LEGEND_HEIGHT + group_height * len(groups) + 4
+    out = [
+        f'<svg class="chart paired" role="img" viewBox="0 0 {CHART_WIDTH} {height}"'
+        f' width="{CHART_WIDTH}" height="{height}" xmlns="http://www.w3.org/2000/svg">',
+        f"<title>{esc(title)}</title>",
+    ]
+    for i, (name, colour) in enumerate(zip(series, SERIES_COLOURS, strict=True)):
+        x = LABEL_WIDTH + i * 150
+        out.append(
+            f'<rect x="{x}" y="4" width="12" height="12" fill="{colour}"/>'
+            f'<text x="{x + 16}" y="15">{esc(name)}</text>'
+        )
+    for g, (label, bars) in enumerate(groups):
+        top = LEGEND_HEIGHT + g * group_height
+        out.append(
+            f'<text x="{LABEL_WIDTH - 6}" y="{top + BAR_HEIGHT + 4}" text-anchor="end">'
+            f"{esc(label)}</text>"
+        )
+        for b, ((value, shown), name, colour) in enumerate(
+            zip(bars, series, SERIES_COLOURS, strict=True)
+        ):
+            y = top + b * BAR_HEIGHT
+            width = 0.0 if value is None else max(0.0, min(value, peak) / peak * span)
+            out.append(
+                f'<g data-group="{esc(label)}" data-series="{esc(name)}">'
+                f'<rect x="{LABEL_WIDTH}" y="{y + 2}" width="{width:.1f}"'
+                f' height="{BAR_HEIGHT - 5}" fill="{colour}"/>'
+                f'<text class="value" x="{LABEL_WIDTH + width + 4:.1f}" y="{y + 13}">'
+                f"{esc(shown)}</text></g>"
+            )
+    out.append("</svg>")
+    return "".join(out)
