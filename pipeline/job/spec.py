@@ -55,6 +55,7 @@ from pipeline.job.sections import (
     RetrievalSection,
     SourceSection,
     StructureSection,
+    VerifySection,
 )
 from pipeline.structure import PreparedSchema, SchemaError, prepare_schema_file
 
@@ -143,6 +144,7 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     warnings: tuple[str, ...] = ()
     # [retrieval], its docs path made absolute and its sqlite url relative to the job file
     retrieval: RetrievalSection = RetrievalSection()
+    verify: VerifySection = VerifySection()  # [verify] (pipeline.verify)
 
     @property
     def name(self) -> str:
@@ -297,6 +299,7 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
         batch=parsed.batch,
         warnings=_search_warnings(parsed.grounding),
         retrieval=_resolved_retrieval(parsed.retrieval, base),
+        verify=parsed.verify,
     )
     _check_token_limit(spec)
     return spec

@@ -1,0 +1,83 @@
+"""``ground verify`` end to end: the emulator reads its own pages, and the measured citation
+precision is compared with the truth it records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from pipeline.commands import run_command
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.testing import running_emulator
+from pipeline.job.spec import load_jobspec
+from pipeline.store.tables import calls, citation_verdicts
+from pipeline.verify.command import verify_command
+from tests.support.databases import fetch_rows
+from tests.support.jobs import make_job
+
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("emulator_key"), pytest.mark.timeout(600)]
+
+_PRECISION = "  job: precision "
+
+
+def _measured(out: str) -> tuple[float, float, float]:
+    """(precision, low, high) of the job's line."""
+    line = next(x for x in out.splitlines() if x.startswith(_PRECISION))
+    value = float(line[len(_PRECISION) :].split()[0])
+    low, high = line.split("[95% CI ", 1)[1].split("]", 1)[0].split("-")
+    return value, float(low), float(high)
+
+
+def _truth(stats: dict) -> float:
+    v = stats["verification"]
+    readable = v.get("supported", 0) + v.get("not_supported", 0) + v.get("contradicted", 0)
+    return v.get("supported", 0) / readable
+
+
+async def test_verify_measures_the_emulators_truth_and_gates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = EmulatorConfig(seed=11, ungrounded_share=0.0, unsupported_share=0.2)
+    with running_emulator(config) as emu:
+        spec = make_job(
+            tmp_path, base_url=emu.base_url, n_questions=400,
+            overrides=["verify.enabled=true", 'verify.sample="all"'],
+        )
+        assert await run_command(spec) == 0
+        capsys.readouterr()
+        assert await verify_command(spec) == 0
+        out = capsys.readouterr().out
+        stats = emu.stats()
+        truth = _truth(stats)
+        measured, low, high = _measured(out)
+        assert abs(measured - truth) <= 0.03
+        assert abs(truth - 0.8) <= 0.1
+        v = stats["verification"]
+        assert v["requests"] > 0 and v.get("redirect_links", 0) == 0 and v.get("foreign_urls", 0) == 0
+
+        # A rerun pays for nothing: every sampled answer is checked already.
+        assert await verify_command(spec) == 0
+        assert emu.stats()["verification"]["requests"] == v["requests"]
+
+        # A share of 0.1 (a fresh model id, so nothing is reused): its interval holds the truth.
+        sampled = load_jobspec(
+            spec.path,
+            ["verify.enabled=true", "verify.sample=0.1", "verify.seed=3",
+             'verify.model="gemini-2.5-flash-lite"'],
+        )
+        capsys.readouterr()
+        assert await verify_command(sampled) == 0
+        _, low, high = _measured(capsys.readouterr().out)
+        assert low <= truth <= high
+
+        gated = load_jobspec(spec.path, ["verify.enabled=true", "verify.fail_below=0.9"])
+        assert await verify_command(gated) == 3
+        assert "fail_below = 0.9" in capsys.readouterr().err
+
+    rows = await fetch_rows(spec.database_url, sa.select(citation_verdicts))
+    assert rows and all(r.call_id is not None for r in rows)
+    assert not any("grounding-api-redirect" in (r.url or "") for r in rows)
+    steps = await fetch_rows(spec.database_url, sa.select(calls.c.step).where(calls.c.step == "verify"))
+    assert len(steps) >= v["requests"]
