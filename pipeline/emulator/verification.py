@@ -105,11 +105,10 @@ def _read(ctx: Context, sources: dict[str, Any], truth: Counter[str]) -> tuple[d
 
 
 def _verdicts(ctx: Context, data: dict[str, Any], truth: Counter[str]) -> tuple[list, list, int]:
-    sources = data.get("sources") if isinstance(data.get("sources"), dict) else {}
+    given = data.get("sources")
+    sources: dict[str, Any] = given if isinstance(given, dict) else {}
     claims = {
-        c.get("claim"): c.get("text", "")
-        for c in data.get("claims") or ()
-        if isinstance(c, dict)
+        c.get("claim"): c.get("text", "") for c in data.get("claims") or () if isinstance(c, dict)
     }
     read, metadata = _read(ctx, sources, truth)
     out: list[dict[str, Any]] = []
@@ -123,7 +122,9 @@ def _verdicts(ctx: Context, data: dict[str, Any], truth: Counter[str]) -> tuple[
         else:
             text = str(claims.get(claim, ""))
             source_key = str(sources.get(sid, sid))
-            verdict, quote = _judged(ctx.seed_key, ctx.config.unsupported_share, text, source_key, page)
+            verdict, quote = _judged(
+                ctx.seed_key, ctx.config.unsupported_share, text, source_key, page
+            )
         truth[verdict] += 1
         truth["pairs"] += 1
         out.append({"claim": claim, "source": sid, "verdict": verdict, "quote": quote})
@@ -131,9 +132,7 @@ def _verdicts(ctx: Context, data: dict[str, Any], truth: Counter[str]) -> tuple[
     return out, metadata, tool_use
 
 
-def build(
-    ctx: Context, usage: Usage, envelope: Envelope
-) -> tuple[dict[str, Any], dict[str, int]]:
+def build(ctx: Context, usage: Usage, envelope: Envelope) -> tuple[dict[str, Any], dict[str, int]]:
     """The response body, and the truth to add to the stats."""
     truth: Counter[str] = Counter(requests=1)
     verdicts, metadata, tool_use = _verdicts(ctx, _data(ctx.request.prompt), truth)

@@ -66,9 +66,7 @@ async def answer_parts(
     s, src = supports.c, sources.c
     for chunk in _chunks(answer_ids):
         for r in await connection.execute(
-            sa.select(s.answer_id, s.ordinal, s.text, s.chunk_indices).where(
-                s.answer_id.in_(chunk)
-            )
+            sa.select(s.answer_id, s.ordinal, s.text, s.chunk_indices).where(s.answer_id.in_(chunk))
         ):
             indices = tuple(int(i) for i in (r.chunk_indices or ()) if isinstance(i, int))
             parts[r.answer_id][0].append(StoredSupport(r.ordinal, r.text, indices))
@@ -190,8 +188,15 @@ async def read_verdicts(
     out: list[StoredVerdict] = []
     for chunk in _chunks(answer_ids):
         query = sa.select(
-            v.answer_id, v.question_id, v.claim_index, v.target, v.verdict, v.quote,
-            v.retrieval_status, v.model, v.call_id,
+            v.answer_id,
+            v.question_id,
+            v.claim_index,
+            v.target,
+            v.verdict,
+            v.quote,
+            v.retrieval_status,
+            v.model,
+            v.call_id,
         ).where(v.answer_id.in_(chunk))
         if model is not None:
             query = query.where(v.model == model)

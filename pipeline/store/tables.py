@@ -432,6 +432,7 @@ def include_in_autogenerate(
         return name != FULL_TEXT_INDEX
     return True
 
+
 # 0016_citation_verdicts: one verdict per checked (claim, cited source) pair (pipeline.verify).
 citation_verdicts = Table(
     "citation_verdicts",

@@ -61,8 +61,7 @@ async def _sampled(
     parts = await db.read("reading the citations", lambda c: store.answer_parts(c, ids))
     hosts = spec.resolver.allow_hosts
     return [
-        claims_of(r.answer_id, r.question_id, r.qclass, *parts[r.answer_id], hosts)
-        for r in chosen
+        claims_of(r.answer_id, r.question_id, r.qclass, *parts[r.answer_id], hosts) for r in chosen
     ]
 
 
@@ -152,7 +151,9 @@ def _summary(answers: int, done: int, result: CheckResult) -> str:
 
 def _tally_line(name: str, t: Tally) -> str:
     if t.precision is None:
-        return f"  {name}: no readable citation checked ({t.counts.get('unreadable', 0)} unreadable)"
+        return (
+            f"  {name}: no readable citation checked ({t.counts.get('unreadable', 0)} unreadable)"
+        )
     low, high = t.interval
     c = t.counts
     return (
@@ -185,4 +186,3 @@ def _closing(spec: JobSpec, precision: Precision, result: CheckResult) -> int:
     if result.stopped or result.failed:
         return EXIT_FAILED
     return EXIT_OK
-

@@ -63,7 +63,9 @@ def _from_json(text: str) -> dict[tuple[int, str], tuple[str, str]]:
         claim, source, verdict = item.get("claim"), item.get("source"), item.get("verdict")
         quote = item.get("quote")
         if isinstance(claim, int) and isinstance(source, str) and verdict in VERDICTS:
-            found.setdefault((claim, source), (str(verdict), quote if isinstance(quote, str) else ""))
+            found.setdefault(
+                (claim, source), (str(verdict), quote if isinstance(quote, str) else "")
+            )
     return found
 
 

@@ -36,7 +36,9 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
     denominator = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denominator
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    low = 0.0 if successes <= 0 else max(0.0, centre - half)
+    high = 1.0 if successes >= n else min(1.0, centre + half)
+    return (low, high)
 
 
 @dataclass(slots=True)
@@ -87,7 +89,9 @@ class Precision:
     by_class: dict[str, Tally] = field(default_factory=dict)
 
 
-def measure(checked: Iterable[Checked], unresolved_by_class: dict[str, int] | None = None) -> Precision:
+def measure(
+    checked: Iterable[Checked], unresolved_by_class: dict[str, int] | None = None
+) -> Precision:
     """Tally ``checked`` per class and for the job; ``unresolved`` sources counted beside."""
     result = Precision()
     for c in checked:

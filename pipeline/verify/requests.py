@@ -128,7 +128,7 @@ def _prompt(claims: Sequence[Claim], sources: dict[str, Any], pairs: Sequence[Pa
         "pairs": [[p.claim, p.source] for p in pairs],
     }
     how = (
-        "Answer in JSON: {\"verdicts\": [{\"claim\", \"source\", \"verdict\", \"quote\"}]},"
+        'Answer in JSON: {"verdicts": [{"claim", "source", "verdict", "quote"}]},'
         " one entry per pair."
         if json
         else "Answer with one line per pair, exactly: VERDICT <claim> <source> <verdict>"
@@ -147,16 +147,21 @@ def _url_calls(answer: AnswerClaims, model: str, max_output_tokens: int) -> list
     for start in range(0, len(urls), URL_LIMIT):
         group = urls[start : start + URL_LIMIT]
         ids = {u: f"u{n}" for n, u in enumerate(group, 1)}
-        pairs = [
-            Pair(c.index, ids[u], u, url=u) for c in answer.claims for u in c.urls if u in ids
-        ]
+        pairs = [Pair(c.index, ids[u], u, url=u) for c in answer.claims for u in c.urls if u in ids]
         claims = [c for c in answer.claims if any(u in ids for u in c.urls)]
         prompt = _prompt(claims, {i: u for u, i in ids.items()}, pairs, json_output)
-        body = _body(prompt, tools=True, json_output=json_output, max_output_tokens=max_output_tokens)
+        body = _body(
+            prompt, tools=True, json_output=json_output, max_output_tokens=max_output_tokens
+        )
         calls.append(
             VerificationCall(
-                answer.answer_id, answer.question_id, answer.qclass, "url", tuple(pairs),
-                json_output, body,
+                answer.answer_id,
+                answer.question_id,
+                answer.qclass,
+                "url",
+                tuple(pairs),
+                json_output,
+                body,
             )
         )
     return calls
@@ -173,8 +178,13 @@ def _text_calls(answer: AnswerClaims, max_output_tokens: int) -> list[Verificati
         group = order[start : start + TEXT_LIMIT]
         ids = {i: f"t{n}" for n, i in enumerate(group, 1)}
         pairs = [
-            Pair(c.index, ids[t.chunk_index], f"chunk:{t.chunk_index}", chunk_index=t.chunk_index,
-                 text=t.text)
+            Pair(
+                c.index,
+                ids[t.chunk_index],
+                f"chunk:{t.chunk_index}",
+                chunk_index=t.chunk_index,
+                text=t.text,
+            )
             for c in answer.claims
             for t in c.texts
             if t.chunk_index in ids
@@ -184,8 +194,13 @@ def _text_calls(answer: AnswerClaims, max_output_tokens: int) -> list[Verificati
         body = _body(prompt, tools=False, json_output=True, max_output_tokens=max_output_tokens)
         calls.append(
             VerificationCall(
-                answer.answer_id, answer.question_id, answer.qclass, "text", tuple(pairs),
-                True, body,
+                answer.answer_id,
+                answer.question_id,
+                answer.qclass,
+                "text",
+                tuple(pairs),
+                True,
+                body,
             )
         )
     return calls

@@ -36,15 +36,15 @@ def parse_sample(value: int | float | str) -> int | float | None:
     if isinstance(value, str):
         if value.strip().lower() == ALL:
             return None
-        raise ValueError(f"{value!r}: give \"all\", a share (0 < x < 1) or a count (>= 1)")
+        raise ValueError(f'{value!r}: give "all", a share (0 < x < 1) or a count (>= 1)')
     if isinstance(value, bool):
-        raise ValueError("a share (0 < x < 1), a count (>= 1) or \"all\"")
+        raise ValueError('a share (0 < x < 1), a count (>= 1) or "all"')
     if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and value >= 1):
         if value < 1:
             raise ValueError(f"{value}: a count is at least 1")
         return int(value)
     if not 0 < value < 1:
-        raise ValueError(f"{value}: a share is above 0 and below 1 (1 is a count; or \"all\")")
+        raise ValueError(f'{value}: a share is above 0 and below 1 (1 is a count; or "all")')
     return float(value)
 
 

@@ -39,10 +39,14 @@ def _truth(stats: dict) -> float:
 async def test_verify_measures_the_emulators_truth_and_gates(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = EmulatorConfig(seed=11, ungrounded_share=0.0, unsupported_share=0.2)
+    config = EmulatorConfig(
+        seed=11, ungrounded_share=0.0, unsupported_share=0.2, unreadable_share=0.05
+    )
     with running_emulator(config) as emu:
         spec = make_job(
-            tmp_path, base_url=emu.base_url, n_questions=400,
+            tmp_path,
+            base_url=emu.base_url,
+            n_questions=400,
             overrides=["verify.enabled=true", 'verify.sample="all"'],
         )
         assert await run_command(spec) == 0
@@ -55,7 +59,10 @@ async def test_verify_measures_the_emulators_truth_and_gates(
         assert abs(measured - truth) <= 0.03
         assert abs(truth - 0.8) <= 0.1
         v = stats["verification"]
-        assert v["requests"] > 0 and v.get("redirect_links", 0) == 0 and v.get("foreign_urls", 0) == 0
+        assert f"unreadable {v['unreadable']}," in out  # pages it could not read: not counted
+        assert (
+            v["requests"] > 0 and v.get("redirect_links", 0) == 0 and v.get("foreign_urls", 0) == 0
+        )
 
         # A rerun pays for nothing: every sampled answer is checked already.
         assert await verify_command(spec) == 0
@@ -64,12 +71,17 @@ async def test_verify_measures_the_emulators_truth_and_gates(
         # A share of 0.1 (a fresh model id, so nothing is reused): its interval holds the truth.
         sampled = load_jobspec(
             spec.path,
-            ["verify.enabled=true", "verify.sample=0.1", "verify.seed=3",
-             'verify.model="gemini-2.5-flash-lite"'],
+            [
+                "verify.enabled=true",
+                "verify.sample=0.1",
+                "verify.seed=3",
+                'verify.model="gemini-2.5-flash-lite"',
+            ],
         )
         capsys.readouterr()
         assert await verify_command(sampled) == 0
-        _, low, high = _measured(capsys.readouterr().out)
+        sample_out = capsys.readouterr().out
+        _, low, high = _measured(sample_out)
         assert low <= truth <= high
 
         gated = load_jobspec(spec.path, ["verify.enabled=true", "verify.fail_below=0.9"])
@@ -79,5 +91,7 @@ async def test_verify_measures_the_emulators_truth_and_gates(
     rows = await fetch_rows(spec.database_url, sa.select(citation_verdicts))
     assert rows and all(r.call_id is not None for r in rows)
     assert not any("grounding-api-redirect" in (r.url or "") for r in rows)
-    steps = await fetch_rows(spec.database_url, sa.select(calls.c.step).where(calls.c.step == "verify"))
+    steps = await fetch_rows(
+        spec.database_url, sa.select(calls.c.step).where(calls.c.step == "verify")
+    )
     assert len(steps) >= v["requests"]

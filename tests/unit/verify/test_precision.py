@@ -72,7 +72,8 @@ def test_verified_fraction_counts_claims_with_a_supported_readable_pair() -> Non
 def test_gate_fails_only_a_class_whose_interval_lies_below() -> None:
     checked = [_c("low", i, 0, "supported" if i % 10 < 7 else "not_supported") for i in range(200)]
     checked += [_c("high", 1000 + i, 0, "supported") for i in range(50)]
-    checked += [_c("tiny", 5000, 0, "not_supported")]  # one pair: interval reaches above 0.9
+    # two of three: a low figure, but an interval that reaches above 0.9
+    checked += [_c("tiny", 5000, i, "supported" if i else "not_supported") for i in range(3)]
     result = measure(checked)
     assert failing_classes(result, 0.9) == ["low"]
     assert failing_classes(result, 0.0) == []

@@ -19,7 +19,7 @@ def test_parse_sample() -> None:
     assert parse_sample(100) == 100
     assert parse_sample(100.0) == 100
     for bad in ("some", 0, -1, 1.5, 0.0, True):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=r"share|count"):
             parse_sample(bad)
 
 
