@@ -3,21 +3,28 @@ precision is compared with the truth it records."""
 
 from __future__ import annotations
 
+import urllib.request
 from pathlib import Path
 
+import orjson
 import pytest
 import sqlalchemy as sa
 
 from pipeline.commands import run_command
 from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.corpus import SOURCES
 from pipeline.emulator.testing import running_emulator
+from pipeline.gemini.wire import decode_response
 from pipeline.job.spec import load_jobspec
 from pipeline.store.tables import calls, citation_verdicts
+from pipeline.verify.claims import StoredSource, StoredSupport, claims_of
 from pipeline.verify.command import verify_command
+from pipeline.verify.parsing import read_verdicts
+from pipeline.verify.requests import verification_calls
 from tests.support.databases import fetch_rows
 from tests.support.jobs import make_job
 
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("emulator_key"), pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.usefixtures("emulator_key"), pytest.mark.timeout(600)]
 
 _PRECISION = "  job: precision "
 
@@ -36,6 +43,7 @@ def _truth(stats: dict) -> float:
     return v.get("supported", 0) / readable
 
 
+@pytest.mark.anyio
 async def test_verify_measures_the_emulators_truth_and_gates(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -95,3 +103,36 @@ async def test_verify_measures_the_emulators_truth_and_gates(
         spec.database_url, sa.select(calls.c.step).where(calls.c.step == "verify")
     )
     assert len(steps) >= v["requests"]
+
+
+def _post(base_url: str, key: str, model: str, body: bytes) -> dict:
+    request = urllib.request.Request(
+        f"{base_url}/v1beta/models/{model}:generateContent",
+        data=body,
+        headers={"Content-Type": "application/json", "x-goog-api-key": key},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return orjson.loads(response.read())
+
+
+def test_emulator_answers_json_on_gemini_3_with_url_context_metadata() -> None:
+    page = SOURCES[0].url
+    sources = [
+        StoredSource(0, "web", page, "resolved"),
+        StoredSource(1, "web", "https://elsewhere.example/", "resolved"),
+    ]
+    claim = "A claim the emulator judges."
+    answer = claims_of(1, 1, "c", [StoredSupport(0, claim, (0, 1))], sources)
+    (call,) = verification_calls(answer, "gemini-3-flash-preview")
+    with running_emulator(EmulatorConfig(seed=2)) as emu:
+        raw = _post(emu.base_url, emu.api_key, "gemini-3-flash-preview", call.body)
+        truth = emu.stats()["verification"]
+    statuses = raw["candidates"][0]["urlContextMetadata"]["urlMetadata"]
+    assert {s["retrievedUrl"]: s["urlRetrievalStatus"] for s in statuses} == {
+        page: "URL_RETRIEVAL_STATUS_SUCCESS",
+        "https://elsewhere.example/": "URL_RETRIEVAL_STATUS_ERROR",  # not one of its pages
+    }
+    assert orjson.loads(raw["candidates"][0]["content"]["parts"][0]["text"])["verdicts"]
+    ours, foreign = read_verdicts(call, decode_response(orjson.dumps(raw)))
+    assert ours.verdict == "supported" and foreign.verdict == "unreadable"
+    assert truth["foreign_urls"] == 1 and truth["supported"] == 1
