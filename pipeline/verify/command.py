@@ -26,7 +26,13 @@ from pipeline.store import queue
 from pipeline.store.reconnect import Database, DatabaseOutage
 from pipeline.verify.checking import Checker, CheckResult
 from pipeline.verify.claims import AnswerClaims, claims_of
-from pipeline.verify.precision import Precision, Tally, failing_classes, measure
+from pipeline.verify.precision import (
+    Precision,
+    Tally,
+    failing_classes,
+    measure,
+    verified_fractions,
+)
 from pipeline.verify.requests import VerificationCall, verification_calls
 from pipeline.verify.sampling import Candidate, choose, parse_sample
 
@@ -89,9 +95,11 @@ async def _verify(db: Database, spec: JobSpec, model: str, sample: int | float |
     unresolved: dict[str, int] = {}
     for a in answers:
         unresolved[a.qclass] = unresolved.get(a.qclass, 0) + a.unresolved
-    precision = measure(store.as_checked(stored, classes), unresolved)
+    checked = store.as_checked(stored, classes)
+    precision = measure(checked, unresolved)
     say(_summary(len(answers), len(done), result))
     say(render_precision(precision))
+    say(render_fractions(verified_fractions(checked)))
     label_local_spend(spec)
     return _closing(spec, precision, result)
 
@@ -172,6 +180,18 @@ def render_precision(p: Precision) -> str:
     for qclass in sorted(p.by_class):
         lines.append(_tally_line(f"class {qclass or '(none)'}", p.by_class[qclass]))
     return "\n".join(lines)
+
+
+def render_fractions(fractions: dict[int, float | None]) -> str:
+    """How many answers hold in full, by their ``verified_fraction``."""
+    judged = [f for f in fractions.values() if f is not None]
+    if not judged:
+        return "verified answers: none with a readable citation checked"
+    full = sum(1 for f in judged if f == 1.0)
+    return (
+        f"verified answers: {full} of {len(judged)} with every checked claim supported"
+        f" (mean verified_fraction {sum(judged) / len(judged):.3f})"
+    )
 
 
 def _closing(spec: JobSpec, precision: Precision, result: CheckResult) -> int:

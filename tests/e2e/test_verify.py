@@ -11,6 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from pipeline.commands import run_command
+from pipeline.cli import main
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.corpus import SOURCES
 from pipeline.emulator.testing import running_emulator
@@ -37,6 +38,24 @@ def _measured(out: str) -> tuple[float, float, float]:
     return value, float(low), float(high)
 
 
+_CLASSES = ['source.class_field="cls"']
+
+
+def _sets(overrides: list[str]) -> list[str]:
+    return [a for o in overrides for a in ("--set", o)]
+
+
+def _with_classes(path: Path) -> None:
+    """Give the questions two classes, alternating."""
+    rows = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    path.write_bytes(
+        b"".join(
+            orjson.dumps({**row, "cls": "even" if n % 2 == 0 else "odd"}) + b"\n"
+            for n, row in enumerate(rows)
+        )
+    )
+
+
 def _truth(stats: dict) -> float:
     v = stats["verification"]
     readable = v.get("supported", 0) + v.get("not_supported", 0) + v.get("contradicted", 0)
@@ -51,12 +70,9 @@ async def test_verify_measures_the_emulators_truth_and_gates(
         seed=11, ungrounded_share=0.0, unsupported_share=0.2, unreadable_share=0.05
     )
     with running_emulator(config) as emu:
-        spec = make_job(
-            tmp_path,
-            base_url=emu.base_url,
-            n_questions=400,
-            overrides=["verify.enabled=true", 'verify.sample="all"'],
-        )
+        make_job(tmp_path, base_url=emu.base_url, n_questions=400)
+        _with_classes(tmp_path / "questions.jsonl")
+        spec = load_jobspec(tmp_path / "job.toml", [*_CLASSES, "verify.enabled=true"])
         assert await run_command(spec) == 0
         capsys.readouterr()
         assert await verify_command(spec) == 0
@@ -80,6 +96,7 @@ async def test_verify_measures_the_emulators_truth_and_gates(
         sampled = load_jobspec(
             spec.path,
             [
+                *_CLASSES,
                 "verify.enabled=true",
                 "verify.sample=0.1",
                 "verify.seed=3",
@@ -92,9 +109,10 @@ async def test_verify_measures_the_emulators_truth_and_gates(
         _, low, high = _measured(sample_out)
         assert low <= truth <= high
 
-        gated = load_jobspec(spec.path, ["verify.enabled=true", "verify.fail_below=0.9"])
+        gated = load_jobspec(spec.path, [*_CLASSES, "verify.enabled=true", "verify.fail_below=0.9"])
         assert await verify_command(gated) == 3
-        assert "fail_below = 0.9" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "fail_below = 0.9" in err and "in class even, odd" in err
 
     rows = await fetch_rows(spec.database_url, sa.select(citation_verdicts))
     assert rows and all(r.call_id is not None for r in rows)
@@ -103,6 +121,18 @@ async def test_verify_measures_the_emulators_truth_and_gates(
         spec.database_url, sa.select(calls.c.step).where(calls.c.step == "verify")
     )
     assert len(steps) >= v["requests"]
+
+
+def test_cli_verify_needs_the_section_enabled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = make_job(tmp_path, base_url="http://127.0.0.1:9")
+    assert main(["verify", str(spec.path)]) == 2
+    assert "[verify] is not enabled" in capsys.readouterr().err
+    assert (
+        main(["verify", str(spec.path), *_sets(["verify.enabled=true", 'verify.sample="x"'])]) == 2
+    )
+    assert "verify.sample" in capsys.readouterr().err
 
 
 def _post(base_url: str, key: str, model: str, body: bytes) -> dict:
