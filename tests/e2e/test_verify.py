@@ -10,8 +10,8 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
-from pipeline.commands import run_command
 from pipeline.cli import main
+from pipeline.commands import run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.corpus import SOURCES
 from pipeline.emulator.testing import running_emulator
