@@ -179,6 +179,10 @@ def _main(argv: Sequence[str] | None) -> int:
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     log_format = configure_logging(verbose=args.verbose, fmt=args.log_format)
+    if args.command == "verify":
+        from pipeline.verify.command import verify_command
+
+        return _job_command(args, verify_command, calls=True)
     match args.command:
         case "run" | "batch" | "worker" | "refresh" | "restructure":
             return _run_command(args, log_format)

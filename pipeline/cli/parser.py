@@ -158,6 +158,7 @@ def _add_run_commands(commands: Commands, job: Parser) -> None:
     _add_watch_arguments(worker)  # the children's metrics, gathered by the supervisor
     _add_refresh_command(commands, job)
     _add_restructure_command(commands, job)
+    _add_verify_command(commands, job)
 
 
 def _add_refresh_command(commands: Commands, job: Parser) -> None:
@@ -195,6 +196,15 @@ def _add_restructure_command(commands: Commands, job: Parser) -> None:
         help="questions in this state (repeatable; default: done and invalid)",
     )
     _add_watch_arguments(restructure)
+
+
+def _add_verify_command(commands: Commands, job: Parser) -> None:
+    commands.add_parser(
+        "verify",
+        parents=[job],
+        help="check stored answers' citations against what they cite ([verify]); exit 3"
+        " when a class's citation precision is below fail_below",
+    )
 
 
 def _add_queue_commands(commands: Commands, job: Parser) -> None:

@@ -51,6 +51,8 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--fault-truncate-share", "fault_truncate_share", float, "share of cut JSON bodies"),
     ("--fault-hang-share", "fault_hang_share", float, "share of requests that hang"),
     ("--negative-usage-share", "negative_usage_share", float, "share of negative usage"),
+    ("--unsupported-share", "unsupported_share", float, "verification: unsupported pairs"),
+    ("--unreadable-share", "unreadable_share", float, "verification: unreadable pages"),
     ("--token-hang-s", "token_hang_s", float, "seconds POST /token hangs before answering"),
     ("--storm-503-requests", "storm_503_requests", int, "first N requests answer 503"),
     ("--storm-503-s", "storm_503_s", float, "503 for every request this long after start"),

@@ -164,6 +164,10 @@ class EmulatorConfig:
     # googleSearch.excludeDomains is honoured: no answer cites an excluded domain, except
     # this share of answers, which ignore it (a misbehaving Google, for status to catch).
     exclude_domains_leak_share: float = 0.0
+    # Citation verification (pipeline.emulator.verification): the share of readable (claim,
+    # page) pairs judged unsupported, and the share of its own pages it cannot read.
+    unsupported_share: float = 0.0
+    unreadable_share: float = 0.0
 
     def quota_for(self, model: str) -> ModelQuota:
         """The limits for ``model``: its own table, else ``"*"``, else unlimited."""

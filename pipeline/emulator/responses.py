@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from pipeline.emulator import corpus, draws, grounding, passages, topics
+from pipeline.emulator import corpus, draws, grounding, passages, topics, verification
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.models import ModelTraits
 from pipeline.emulator.request import (
@@ -73,8 +73,9 @@ class Built:
     body: dict[str, Any]
     # "grounded" | "ungrounded" (tool declared, no metadata) | "plain" (no grounding tool)
     # | "passages" (no tool, numbered passages in the prompt: an answer citing them)
-    # | "blocked" | "safety" | "structured"
+    # | "blocked" | "safety" | "structured" | "verification"
     outcome: str
+    truth: dict[str, int] | None = None  # a verification answer's verdicts (its stats)
 
 
 _STRUCTURED_FAULT = b"structured-fault"
@@ -213,6 +214,9 @@ def _tool_parts(ctx: Context, entry: corpus.Entry, searching: bool) -> list[dict
 
 def build(ctx: Context) -> Built:
     cfg, req, t = ctx.config, ctx.request, ctx.traits
+    if verification.is_verification(req.prompt):
+        body, truth = verification.build(ctx, _usage, _envelope)
+        return Built(body, "verification", truth)
     u, r = draws.shares_and_rng(ctx.seed_key, _CONTENT, req.prompt_bytes)
     blocked = u[0] < cfg.block_share
     safety = u[1] < cfg.safety_share

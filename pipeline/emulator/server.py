@@ -303,6 +303,8 @@ class Emulator:
         )
         built = responses.build(ctx)
         st.responses[built.outcome] += 1
+        if built.truth:
+            st.verification.update(built.truth)
         if built.body.get("usageMetadata", {}).get("promptTokenCount", 0) < 0:
             st.responses["negative_usage"] += 1
         payload, content_type = _framed(orjson.dumps(built.body), method, request)

@@ -48,6 +48,7 @@ class Stats:
         "token_requests",
         "tokens_issued",
         "total",
+        "verification",
     )
 
     def __init__(self) -> None:
@@ -81,6 +82,9 @@ class Stats:
         self.errors: Counter[str] = Counter()
         self.tokens_issued = 0
         self.token_requests = 0  # POST /token received, answered or not
+        # Citation-verification requests (pipeline.emulator.verification): requests, pairs,
+        # each verdict given (the truth), redirect_links and foreign_urls seen in them.
+        self.verification: Counter[str] = Counter()
 
     def request(self, kind: str, status: int) -> None:
         self.total += 1
@@ -97,6 +101,7 @@ class Stats:
                 "by_tool": dict(self.by_tool),
             },
             "responses": dict(self.responses),
+            "verification": dict(self.verification),
             "redirects": {
                 "total": sum(self.redirects.values()),
                 "by_outcome": dict(self.redirects),

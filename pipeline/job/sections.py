@@ -335,6 +335,19 @@ class ResolverSection(_Section):
     timeout_s: Seconds = 10.0
 
 
+class VerifySection(_Section):
+    """``[verify]``: citations checked against what they cite (``ground verify JOB``)."""
+
+    enabled: bool = False
+    # "all", a share of each class (0 < x < 1) or a count of answers (an integer >= 1).
+    sample: int | float | str = "all"
+    seed: int = 0  # the sample's seed: the same answers on a rerun
+    # A class whose precision's 95 % interval lies wholly below this fails the command (exit
+    # 3); 0 = no gate.
+    fail_below: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.0
+    model: str = ""  # "" = [model] name
+
+
 class RawJob(_Section):
     job: JobSection
     source: SourceSection
@@ -346,3 +359,4 @@ class RawJob(_Section):
     refresh: RefreshSection = RefreshSection()
     batch: BatchSection = BatchSection()
     retrieval: RetrievalSection = RetrievalSection()
+    verify: VerifySection = VerifySection()

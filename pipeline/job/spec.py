@@ -64,6 +64,7 @@ from pipeline.job.sections import (
     RetrievalSection,
     SourceSection,
     StructureSection,
+    VerifySection,
 )
 from pipeline.job.source_rules import check_retrieval, check_source
 from pipeline.job.switched_off import ignore_switched_off
@@ -95,6 +96,7 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     warnings: tuple[str, ...] = ()
     # [retrieval], its docs path made absolute and its sqlite url relative to the job file
     retrieval: RetrievalSection = RetrievalSection()
+    verify: VerifySection = VerifySection()  # [verify] (pipeline.verify)
 
     @property
     def name(self) -> str:
@@ -225,6 +227,7 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
         batch=parsed.batch,
         warnings=(*ignored, *search_warnings(parsed.grounding)),
         retrieval=resolved_retrieval(parsed.retrieval, base),
+        verify=parsed.verify,
     )
 
 

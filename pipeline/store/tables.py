@@ -431,3 +431,25 @@ def include_in_autogenerate(
     if type_ == "index":
         return name != FULL_TEXT_INDEX
     return True
+
+
+# 0016_citation_verdicts: one verdict per checked (claim, cited source) pair (pipeline.verify).
+citation_verdicts = Table(
+    "citation_verdicts",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("answer_id", Id, ForeignKey("answers.id", ondelete="CASCADE"), nullable=False),
+    Column("question_id", Id, ForeignKey("questions.id", ondelete="CASCADE"), nullable=False),
+    Column("claim_index", Integer, nullable=False),  # the support's ordinal
+    Column("target", Text, nullable=False),  # the URL, or chunk:<index> (own text)
+    Column("url", Text),
+    Column("chunk_index", Integer),
+    Column("verdict", String(20), nullable=False),
+    Column("quote", Text),
+    Column("retrieval_status", String(50)),  # urlContextMetadata's, or own_text
+    Column("model", String(100), nullable=False),
+    Column("call_id", Id, ForeignKey("calls.id", ondelete="SET NULL")),  # its ledger row
+    Column("created_at", UtcDateTime(), nullable=False),
+    UniqueConstraint("answer_id", "claim_index", "target", "model"),
+    Index("ix_citation_verdicts_question_id", "question_id"),
+)

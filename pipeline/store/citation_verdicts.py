@@ -1,0 +1,220 @@
+"""Citation verdicts: what ``ground verify`` read of stored answers, and what it found.
+
+* :func:`answers_to_check`: the job's latest grounded answers (id, question, its own id, class),
+  the population a sample is drawn from;
+* :func:`answer_parts`: the supports and sources of chosen answers, as
+  :mod:`pipeline.verify.claims` reads them;
+* :func:`store_checked`: one verification call's ledger row and its verdicts, in one
+  transaction (with the budget settled by the caller in the same one); a pair already stored
+  is kept as it was;
+* :func:`checked_answers` / :func:`read_checked`: what is stored, for a rerun to skip and for
+  precision to be measured from.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from pipeline.store.ledger import CallRecord
+from pipeline.store.tables import answers, calls, citation_verdicts, questions, sources, supports
+from pipeline.store.upsert import insert_ignoring_conflicts
+from pipeline.verify.claims import StoredSource, StoredSupport
+from pipeline.verify.parsing import PairVerdict
+from pipeline.verify.precision import Checked
+
+NO_CLASS = ""  # the class of questions that have none
+_IN_CHUNK = 500  # ids per IN (...) list
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerRef:
+    answer_id: int
+    question_id: int
+    qid: str
+    qclass: str
+
+
+async def answers_to_check(connection: AsyncConnection, job_id: int) -> list[AnswerRef]:
+    """The job's latest grounded answers, by question id."""
+    a, q = answers.c, questions.c
+    rows = await connection.execute(
+        sa.select(a.id, q.id, q.qid, q.qclass)
+        .join(questions, q.id == a.question_id)
+        .where(q.job_id == job_id, a.superseded_at.is_(None), a.grounded.is_(True))
+        .order_by(q.id)
+    )
+    return [AnswerRef(r[0], r[1], r[2], r[3] or NO_CLASS) for r in rows]
+
+
+def _chunks(ids: Sequence[int]) -> list[Sequence[int]]:
+    return [ids[i : i + _IN_CHUNK] for i in range(0, len(ids), _IN_CHUNK)]
+
+
+async def answer_parts(
+    connection: AsyncConnection, answer_ids: Sequence[int]
+) -> dict[int, tuple[list[StoredSupport], list[StoredSource]]]:
+    """Each answer's supports and sources."""
+    parts: dict[int, tuple[list[StoredSupport], list[StoredSource]]] = {
+        i: ([], []) for i in answer_ids
+    }
+    s, src = supports.c, sources.c
+    for chunk in _chunks(answer_ids):
+        for r in await connection.execute(
+            sa.select(s.answer_id, s.ordinal, s.text, s.chunk_indices).where(s.answer_id.in_(chunk))
+        ):
+            indices = tuple(int(i) for i in (r.chunk_indices or ()) if isinstance(i, int))
+            parts[r.answer_id][0].append(StoredSupport(r.ordinal, r.text, indices))
+        for r in await connection.execute(
+            sa.select(
+                src.answer_id,
+                src.chunk_index,
+                src.kind,
+                src.destination,
+                src.resolve_status,
+                src.text,
+                src.doc_id,
+            ).where(src.answer_id.in_(chunk))
+        ):
+            parts[r.answer_id][1].append(
+                StoredSource(
+                    r.chunk_index, r.kind, r.destination, r.resolve_status, r.text, r.doc_id
+                )
+            )
+    return parts
+
+
+async def _insert_call(connection: AsyncConnection, record: CallRecord) -> int:
+    inserted = await connection.execute(
+        calls.insert()
+        .values(
+            question_id=record.question_id,
+            job_id=record.job_id,
+            step=record.step,
+            model=record.model,
+            started_at=record.started_at,
+            latency_ms=record.latency_ms,
+            http_status=record.http_status,
+            outcome=record.outcome,
+            input_tokens=record.input_tokens,
+            output_tokens=record.output_tokens,
+            grounding_units=record.grounding_units,
+            cost_micro_usd=max(record.cost_micro_usd, 0),
+            cost_complete=record.cost_complete,
+        )
+        .returning(calls.c.id)
+    )
+    return int(inserted.scalar_one())
+
+
+async def store_checked(
+    connection: AsyncConnection,
+    *,
+    answer_id: int,
+    question_id: int,
+    model: str,
+    record: CallRecord,
+    verdicts: Sequence[PairVerdict],
+    now: dt.datetime,
+) -> int:
+    """The call's ledger row and its verdicts; the row's id."""
+    call_id = await _insert_call(connection, record)
+    if verdicts:
+        await connection.execute(
+            insert_ignoring_conflicts(connection, citation_verdicts),
+            [
+                {
+                    "answer_id": answer_id,
+                    "question_id": question_id,
+                    "claim_index": v.pair.claim,
+                    "target": v.pair.target,
+                    "url": v.pair.url,
+                    "chunk_index": v.pair.chunk_index,
+                    "verdict": v.verdict,
+                    "quote": v.quote,
+                    "retrieval_status": v.retrieval_status,
+                    "model": model,
+                    "call_id": call_id,
+                    "created_at": now,
+                }
+                for v in verdicts
+            ],
+        )
+    return call_id
+
+
+async def store_failed_call(connection: AsyncConnection, record: CallRecord) -> int:
+    """A verification call that failed (its ledger row only, at its cost)."""
+    return await _insert_call(connection, record)
+
+
+async def checked_answers(
+    connection: AsyncConnection, answer_ids: Sequence[int], model: str
+) -> set[int]:
+    """The answers of ``answer_ids`` with verdicts stored for ``model``."""
+    v = citation_verdicts.c
+    found: set[int] = set()
+    for chunk in _chunks(answer_ids):
+        rows = await connection.execute(
+            sa.select(v.answer_id).distinct().where(v.answer_id.in_(chunk), v.model == model)
+        )
+        found.update(r[0] for r in rows)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class StoredVerdict:
+    answer_id: int
+    question_id: int
+    claim_index: int
+    target: str
+    verdict: str
+    quote: str | None
+    retrieval_status: str | None
+    model: str
+    call_id: int | None
+
+
+async def read_verdicts(
+    connection: AsyncConnection, answer_ids: Sequence[int], model: str | None = None
+) -> list[StoredVerdict]:
+    """The stored verdicts of ``answer_ids`` (of ``model`` only, when given)."""
+    v = citation_verdicts.c
+    out: list[StoredVerdict] = []
+    for chunk in _chunks(answer_ids):
+        query = sa.select(
+            v.answer_id,
+            v.question_id,
+            v.claim_index,
+            v.target,
+            v.verdict,
+            v.quote,
+            v.retrieval_status,
+            v.model,
+            v.call_id,
+        ).where(v.answer_id.in_(chunk))
+        if model is not None:
+            query = query.where(v.model == model)
+        out.extend(StoredVerdict(*r) for r in await connection.execute(query.order_by(v.id)))
+    return out
+
+
+def as_checked(stored: Sequence[StoredVerdict], classes: dict[int, str]) -> list[Checked]:
+    """Stored verdicts as precision reads them (``classes``: answer id -> class)."""
+    return [
+        Checked(classes.get(s.answer_id, NO_CLASS), s.answer_id, s.claim_index, s.verdict)
+        for s in stored
+    ]
+
+
+def count_by_class(refs: Sequence[AnswerRef], per_answer: dict[int, int]) -> dict[str, int]:
+    """``per_answer`` counts summed per class."""
+    totals: dict[str, int] = defaultdict(int)
+    for r in refs:
+        totals[r.qclass] += per_answer.get(r.answer_id, 0)
+    return dict(totals)

@@ -1,0 +1,134 @@
+"""Making the verification calls: under the job's limits and budget, ledgered as step
+``verify``.
+
+Every call goes through the run's :class:`~pipeline.online.call.MeteredCaller` (the job's
+shared rate, token grant and budget, held by the job's database for every process), and its
+ledger row is stored with its verdicts in one transaction that settles the budget's hold.
+A refused call is asked again (up to ``[limits] max_attempts``, waiting at least what the
+server asked); a budget that runs out, or credentials that fail, stop the check: what was
+stored stays, and a rerun goes on from there.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import anyio
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from pipeline.clock import utcnow
+from pipeline.errors import CallError, RunFatalError
+from pipeline.gemini.endpoint import Endpoint
+from pipeline.online.call import MeteredCaller
+from pipeline.store import citation_verdicts as store
+from pipeline.store.ledger import CallRecord
+from pipeline.store.reconnect import Database
+from pipeline.verify.parsing import PairVerdict, read_verdicts
+from pipeline.verify.requests import VerificationCall
+
+log = logging.getLogger(__name__)
+
+VERIFY_STEP = "verify"  # the ledger's step for verification calls
+BACKOFF_S = 0.5  # first wait before asking a refused call again, doubled each time
+BACKOFF_MAX_S = 30.0
+
+
+@dataclass(slots=True)
+class CheckResult:
+    calls: int = 0  # requests sent (failed ones included)
+    checked: int = 0  # verification calls answered and stored
+    failed: int = 0  # verification calls given up on
+    spend_micro: int = 0
+    stopped: str | None = None
+
+
+@dataclass(slots=True)
+class Checker:
+    """Makes ``calls`` with ``caller`` and stores what comes back."""
+
+    db: Database
+    caller: MeteredCaller
+    endpoint: Endpoint
+    model: str
+    job_id: int
+    max_attempts: int
+    result: CheckResult = field(default_factory=CheckResult)
+
+    async def run(self, calls: Sequence[VerificationCall], concurrency: int) -> CheckResult:
+        send, receive = anyio.create_memory_object_stream[VerificationCall](concurrency)
+        async with anyio.create_task_group() as group:
+            for _ in range(max(1, concurrency)):
+                group.start_soon(self._worker, receive.clone())
+            receive.close()
+            async with send:
+                for call in calls:
+                    if self.result.stopped is not None:
+                        break
+                    await send.send(call)
+        return self.result
+
+    async def _worker(self, calls: anyio.abc.ObjectReceiveStream[VerificationCall]) -> None:
+        async with calls:
+            async for call in calls:
+                if self.result.stopped is None:
+                    await self._check(call)
+
+    async def _check(self, call: VerificationCall) -> None:
+        wait = BACKOFF_S
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                metered = await self.caller.call(
+                    self.endpoint,
+                    call.body,
+                    model=self.model,
+                    question_id=call.question_id,
+                    step=VERIFY_STEP,
+                    tool=None,  # url_context has no fee; what it reads is billed as input
+                )
+            except CallError as error:
+                if error.record is not None:
+                    self.result.calls += 1
+                    await self._store(call, error.record, None)
+                if isinstance(error, RunFatalError):
+                    self.result.stopped = error.message
+                    return
+                if not error.retryable or attempt == self.max_attempts:
+                    self.result.failed += 1
+                    log.warning("a verification call failed: %s", error.message)
+                    return
+                await anyio.sleep(max(wait, error.retry_delay or 0.0))
+                wait = min(wait * 2, BACKOFF_MAX_S)
+                continue
+            self.result.calls += 1
+            verdicts = read_verdicts(call, metered.result.response)
+            await self._store(call, metered.record, verdicts)
+            self.result.checked += 1
+            return
+
+    async def _store(
+        self, call: VerificationCall, record: CallRecord, verdicts: list[PairVerdict] | None
+    ) -> None:
+        limits = self.caller.limits
+        now = utcnow()
+        self.result.spend_micro += max(record.cost_micro_usd, 0)
+
+        async def write(connection: AsyncConnection) -> None:
+            if verdicts is None:
+                await store.store_failed_call(connection, record)
+            else:
+                await store.store_checked(
+                    connection,
+                    answer_id=call.answer_id,
+                    question_id=call.question_id,
+                    model=self.model,
+                    record=record,
+                    verdicts=verdicts,
+                    now=now,
+                )
+            await limits.settle(
+                connection, released=record.reserved_micro, spent=record.cost_micro_usd
+            )
+
+        await self.db.transaction("storing citation verdicts", write)

@@ -1,0 +1,90 @@
+"""Reading verification answers: statuses, quotes, untrusted output."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from pipeline.gemini.wire import decode_response
+from pipeline.verify.claims import StoredSource, StoredSupport, claims_of
+from pipeline.verify.parsing import NO_VERDICT, quote_found, read_verdicts
+from pipeline.verify.requests import VerificationCall, verification_calls
+
+
+def _calls(model: str = "gemini-3-flash-preview") -> list[VerificationCall]:
+    sources = [
+        StoredSource(0, "web", "https://a.example/", "resolved"),
+        StoredSource(1, "web", "https://b.example/", "resolved"),
+        StoredSource(2, "retrievedContext", None, "no_uri", text="The tower is  330 metres tall."),
+    ]
+    supports = [StoredSupport(0, "The tower is 330 m tall.", (0, 1, 2))]
+    return verification_calls(claims_of(1, 1, "c", supports, sources), model)
+
+
+def _response(text: str, statuses: dict[str, str] | None = None) -> Any:
+    cand: dict[str, Any] = {"content": {"parts": [{"text": text}]}}
+    if statuses is not None:
+        cand["urlContextMetadata"] = {
+            "urlMetadata": [
+                {"retrievedUrl": u, "urlRetrievalStatus": s} for u, s in statuses.items()
+            ]
+        }
+    return decode_response(orjson.dumps({"candidates": [cand]}))
+
+
+def test_a_page_google_could_not_read_is_unreadable_never_not_supported() -> None:
+    url_call = _calls()[0]
+    said = {
+        "verdicts": [
+            {"claim": 0, "source": "u1", "verdict": "not_supported", "quote": ""},
+            {"claim": 0, "source": "u2", "verdict": "supported", "quote": "330 m"},
+        ]
+    }
+    response = _response(
+        orjson.dumps(said).decode(),
+        {
+            "https://a.example/": "URL_RETRIEVAL_STATUS_PAYWALL",
+            "https://b.example/": "URL_RETRIEVAL_STATUS_SUCCESS",
+        },
+    )
+    a, b = read_verdicts(url_call, response)
+    assert (a.verdict, a.retrieval_status) == ("unreadable", "URL_RETRIEVAL_STATUS_PAYWALL")
+    assert (b.verdict, b.quote) == ("supported", "330 m")
+
+
+def test_a_url_missing_from_the_metadata_is_unreadable_and_a_missing_verdict_is_none() -> None:
+    url_call = _calls()[0]
+    a, b = read_verdicts(
+        url_call, _response("{}", {"https://b.example/": "URL_RETRIEVAL_STATUS_SUCCESS"})
+    )
+    assert a.verdict == "unreadable" and a.retrieval_status is None
+    assert b.verdict == NO_VERDICT
+
+
+def test_line_format_on_models_without_json_and_unknown_verdicts_ignored() -> None:
+    url_call = _calls("gemini-2.5-flash")[0]
+    text = 'Sure.\nVERDICT 0 u1 supported "330 m"\nVERDICT 0 u2 rm_rf "x"\n'
+    ok = "URL_RETRIEVAL_STATUS_SUCCESS"
+    a, b = read_verdicts(
+        url_call, _response(text, {"https://a.example/": ok, "https://b.example/": ok})
+    )
+    assert (a.verdict, a.quote) == ("supported", "330 m")
+    assert b.verdict == NO_VERDICT
+
+
+def test_own_text_quote_not_found_is_never_supported() -> None:
+    text_call = _calls()[1]
+    for quote, expected in (
+        ("330 metres TALL", "supported"),
+        ("331 metres", "not_supported"),
+        ("", "not_supported"),
+    ):
+        said = {"verdicts": [{"claim": 0, "source": "t1", "verdict": "supported", "quote": quote}]}
+        (v,) = read_verdicts(text_call, _response(orjson.dumps(said).decode()))
+        assert v.verdict == expected and v.retrieval_status == "own_text"
+
+
+def test_quote_found_ignores_whitespace_and_case() -> None:
+    assert quote_found("the TOWER is 330", "The tower\n is 330 metres")
+    assert not quote_found("   ", "anything")
