@@ -122,14 +122,15 @@ def finished_outcomes(outcomes: Mapping[str, int]) -> dict[str, int]:
     return {state: n for state, n in sorted(outcomes.items()) if state in TERMINAL_STATES and n}
 
 
-def render_run_summary(summary: RunSummary) -> str:
+def render_run_summary(summary: RunSummary, label: str = "run") -> str:
     """The closing lines of a run, for a person: the questions it finished (final states),
-    its online calls, and in batch mode its batches, lines stored and time per phase."""
+    its online calls, and in batch mode its batches, lines stored and time per phase.
+    ``label`` starts the first line (``ground worker`` names its processes there)."""
     finished = summary.finished
     n = sum(finished.values())
     wall_s = summary.elapsed_s + sum(summary.phase_s.values())
     states = ", ".join(f"{state} {count}" for state, count in finished.items())
-    line = f"run: {n} question{'' if n == 1 else 's'} finished in {wall_s:.1f} s"
+    line = f"{label}: {n} question{'' if n == 1 else 's'} finished in {wall_s:.1f} s"
     if states:
         line += f" ({states})"
     if summary.calls or not summary.batch_mode:
@@ -159,3 +160,14 @@ def _batch_lines(summary: RunSummary) -> list[str]:
     if phases:
         lines.append("  batch wall time: " + ", ".join(phases))
     return lines
+
+
+def finished_between(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]:
+    """The questions finished between two readings of the job's state counts, by final
+    state: what several processes finished together (``ground worker``), counted by the
+    database as ``ground status`` counts it."""
+    return {
+        state: after[state] - before.get(state, 0)
+        for state in sorted(after)
+        if state in TERMINAL_STATES and after[state] > before.get(state, 0)
+    }

@@ -15,6 +15,7 @@ number of rows held in Python.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.job.states import TERMINAL_STATES, QuestionState, SourceState
 from pipeline.store.routes import ROUTE_MANAGED, ROUTE_OWN
-from pipeline.store.tables import answers, questions, sources, structured
+from pipeline.store.tables import answers, calls, questions, sources, structured
 from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
 
 NO_CLASS = "(no class)"  # how questions without a class are listed
@@ -429,3 +430,14 @@ async def fallback_totals(connection: AsyncConnection, job_id: int) -> FallbackT
         )
     ).one()
     return FallbackTotals(replaced=int(replaced), changed=int(changed))
+
+
+async def throttled_since(connection: AsyncConnection, job_id: int, since: dt.datetime) -> int:
+    """The job's calls refused with a 429 since ``since`` (every process's)."""
+    c = calls.c
+    count = await connection.scalar(
+        sa.select(sa.func.count()).where(
+            c.question_id.in_(_of_job(job_id)), c.http_status == 429, c.started_at >= since
+        )
+    )
+    return int(count or 0)
