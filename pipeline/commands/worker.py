@@ -10,9 +10,15 @@
 * A child that dies (killed, crashed: any exit other than ``ground run``'s 0 and 1) is
   restarted after a backoff (``RESTART_FIRST_S`` doubling to ``RESTART_MAX_S``); one that
   exits 0 (nothing left to claim) or 1 (the run stopped: budget, outage ...) is not.
-* The exit status follows ``ground run``: 0 when every child finished with 0, 3 when a child
-  saw questions in a ``fail_on`` state, 1 otherwise (a child stopped early, the run was
-  interrupted, or a child kept dying: ``MAX_RESTARTS`` restarts in a row without a clean exit).
+* The exit status is the worst child's, by ``ground run``'s contract (:func:`worst_status`):
+  0 when every child finished with 0, 3 when a child saw questions in a ``fail_on`` state, 1
+  when a child stopped early, the run was interrupted, or a child kept dying
+  (``MAX_RESTARTS`` restarts in a row without a clean exit), 2 when a child refused the job.
+* On a terminal the N children are one run to a person (:class:`_TerminalView`): one progress
+  line for all of them, read from the job's database; their stdout let go and each distinct
+  line of their stderr said once (N children stopping on one Ctrl-C say it once); and one
+  closing summary, what they finished together counted by the database, then the job's
+  status as ``ground status`` shows it. Off a terminal they share the supervisor's streams.
 * The watching flags are ``ground run``'s: ``--progress-interval`` is passed to each child;
   ``--metrics-port`` and ``--metrics-textfile`` serve and write every child's metrics from the
   supervisor, each series labelled with its ``worker`` slot (:mod:`pipeline.watch.gathered`;
@@ -41,7 +47,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.clock import utcnow
-from pipeline.commands.common import label_local_spend, opened, say, schema_hash_of
+from pipeline.commands.common import complain, label_local_spend, opened, say, schema_hash_of
 from pipeline.exit_codes import STOP_SIGNALS, ExitStatus
 from pipeline.job.spec import JobSpec
 from pipeline.job.states import TERMINAL_STATES
@@ -479,5 +485,8 @@ async def _run_on_terminal(spec: JobSpec, supervisor: Supervisor, view: _Termina
             group.start_soon(view.show, engine)
             status = await supervisor.run()
             group.cancel_scope.cancel()
-        await view.close(engine, sum(slot.restarts for slot in supervisor.slots))
+        try:
+            await view.close(engine, sum(slot.restarts for slot in supervisor.slots))
+        except (DBAPIError, OSError):  # gone since (the children's stop lines say why)
+            complain("no closing summary: the job's database could not be read")
     return status
