@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from pipeline.job.states import TERMINAL_STATES
@@ -94,8 +95,6 @@ class RunSummary:
 
     def to_dict(self) -> dict[str, Any]:
         """The run's figures for ``--summary-json`` (spend as an exact decimal string)."""
-        from decimal import Decimal
-
         data: dict[str, Any] = {
             "claimed": self.claimed,
             "finished": sum(self.finished.values()),
