@@ -53,6 +53,7 @@ from pipeline.links.resolver import Lookup
 from pipeline.links.rules import AllowList, initial_verdict
 from pipeline.run.commit_window import batches as groups
 from pipeline.run.context import RunContext
+from pipeline.run.summary import STORE
 from pipeline.run.verdicts import Outcome, failure_verdict, structure_failure_verdict
 from pipeline.store import batch_structure, queue
 from pipeline.store import batches as store
@@ -205,6 +206,10 @@ class Collector:
         """Stream the result files as one; store them a group at a time from ``lines_done``
         on. The keys without a line go back to the queue: an attempt spent, unless the batch
         was cancelled."""
+        with self.ctx.summary.timed(STORE):
+            await self._download(client, row)
+
+    async def _download(self, client: BatchApi, row: store.BatchRow) -> None:
         assert row.results is not None
         db = self.ctx.db
         files = await client.output_files(row.results)

@@ -55,7 +55,7 @@ from pipeline.job.calls import CallPlan
 from pipeline.job.sections import BatchSection
 from pipeline.links.resolver import Lookup, Resolver
 from pipeline.run.context import RunContext
-from pipeline.run.summary import RunSummary
+from pipeline.run.summary import SUBMIT, WAIT, RunSummary
 from pipeline.store import batches as store
 from pipeline.store.reconnect import Database
 
@@ -138,15 +138,17 @@ class BatchRunner:
                     continue
                 break
             submitted = []
-            for row in opened:
-                if await self.submitter.submit(client, row):
-                    submitted.append(row.id)
-                if ctx.stopped is not None:
-                    return
+            with ctx.summary.timed(SUBMIT):
+                for row in opened:
+                    if await self.submitter.submit(client, row):
+                        submitted.append(row.id)
+                    if ctx.stopped is not None:
+                        return
             if not wait:
                 ctx.summary.waiting = bool(submitted)
                 break
-            await self._finish_all(client, submitted)
+            with ctx.summary.timed(WAIT):
+                await self._finish_all(client, submitted)
             if self.budget.short is not None:
                 break
             if self._settings.retries == "online" and not self._structure_due(opened):

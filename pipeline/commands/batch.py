@@ -32,6 +32,7 @@ from pipeline.job.calls import CallPlan, plan_calls
 from pipeline.job.spec import JobSpec
 from pipeline.links.resolver import Resolver
 from pipeline.run.context import RunContext
+from pipeline.run.summary import render_run_summary
 from pipeline.store import batches as store
 from pipeline.store.reconnect import Database
 
@@ -92,13 +93,14 @@ async def run_batches(
         await _warn_expired_links(ctx, since=started)
     if summary.batches_created:
         say(f"batches created: {', '.join(summary.batches_created)}")
-    if summary.stored_lines:
-        counts = ", ".join(f"{k} {v}" for k, v in sorted(summary.outcomes.items()))
-        say(f"batch results stored: {summary.stored_lines} lines ({counts})")
+    # Going on online, the run's closing summary says what the batches did; returning now,
+    # this is the run's summary.
     if summary.stopped is not None:
         complain(f"run stopped early: {summary.stopped}")
+        say(render_run_summary(summary))
         return run_status(stopped=summary.stopped, failed={})
     if summary.waiting:
+        say(render_run_summary(summary))
         say("batches submitted; `ground run` again (any time) collects their results")
         rows = await ctx.db.read(
             "reading the open batches",

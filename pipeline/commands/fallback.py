@@ -13,12 +13,13 @@ from pipeline.commands.index import embedding_for
 from pipeline.gemini.endpoint import ConfigurationError
 from pipeline.job.calls import CallPlan
 from pipeline.job.spec import JobSpec
-from pipeline.results.fallback import MIN_FINISHED, fallback_candidates
+from pipeline.results.fallback import fallback_candidates, skipped_classes
 from pipeline.retrieval.documents import DocumentError
 from pipeline.retrieval.index import embed_pending, load_index
 from pipeline.store import documents
 from pipeline.store.reconnect import Database
 from pipeline.store.status import class_routes
+from pipeline.watch.terminal import printable
 
 
 def fallback_auto_refused(spec: JobSpec) -> str | None:
@@ -101,11 +102,12 @@ async def route_auto(engine: AsyncEngine, spec: JobSpec, job_id: int, plan: Call
         routes = await class_routes(connection, job_id)
     below = spec.grounding.fallback_below
     chosen = fallback_candidates(routes, below, routed=own.classes)
+    if chosen:
+        say(f"fallback-auto: routing {', '.join(chosen)} to own retrieval for this run")
+    else:
+        say(f"fallback-auto: no class under fallback_below {below:.0%}")
+    for qclass, why in skipped_classes(routes, below, routed=own.classes):
+        say(f"fallback-auto: skipped {printable(qclass)}: {why}")
     if not chosen:
-        say(
-            f"fallback-auto: no class under fallback_below {below:.0%} (judged once"
-            f" {MIN_FINISHED} of a class's questions have finished)"
-        )
         return plan
-    say(f"fallback-auto: routing {', '.join(chosen)} to own retrieval for this run")
     return dataclasses.replace(plan, own=own.with_classes(chosen))

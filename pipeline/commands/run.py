@@ -10,7 +10,6 @@ import datetime as dt
 import functools
 import signal
 from collections.abc import Awaitable, Callable, Sequence
-from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -58,7 +57,7 @@ from pipeline.results.status import (
     render_status,
 )
 from pipeline.run.context import RunContext, run_context
-from pipeline.run.summary import RunSummary
+from pipeline.run.summary import RunSummary, render_run_summary
 from pipeline.store import versions
 from pipeline.store.reconnect import DatabaseOutage
 from pipeline.store.trial import Trial, TrialScope
@@ -190,7 +189,7 @@ async def _run(
             after: JobStatus | None = await _read_status(engine, spec, job_id)
         except (DBAPIError, OSError):  # gone since (the stop says why): no status to show
             after = None
-    say(_render_summary(summary))
+    say(render_run_summary(summary))
     if after is not None:
         say(render_status(after))
         label_local_spend(spec)
@@ -367,16 +366,7 @@ def _write_summary_json(
         "stopped": summary.stopped if summary else None,
         "fail_on": list(spec.job.fail_on),
         "failures": failed,
-        "run": None
-        if summary is None
-        else {
-            "claimed": summary.claimed,
-            "calls": summary.calls,
-            "outcomes": summary.outcomes,
-            "throttled": summary.throttled,
-            "spend_usd": str(Decimal(summary.cost_micro_usd) / 1_000_000),
-            "elapsed_s": round(summary.elapsed_s, 3),
-        },
+        "run": None if summary is None else summary.to_dict(),
         "status": job.to_dict(),
         "database": display_url(spec),
     }
@@ -418,14 +408,6 @@ async def _run_with_signals(
         )
         await runner.run()
         group.cancel_scope.cancel()
-
-
-def _render_summary(summary: RunSummary) -> str:
-    outcomes = ", ".join(f"{state} {n}" for state, n in sorted(summary.outcomes.items()))
-    return (
-        f"run: {summary.calls} calls for {summary.claimed} claimed questions in "
-        f"{summary.elapsed_s:.1f} s ({outcomes or 'no outcomes'})"
-    )
 
 
 async def refresh_command(

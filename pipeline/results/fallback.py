@@ -45,6 +45,39 @@ def fallback_candidates(
     ]
 
 
+def skipped_classes(
+    routes: Sequence[ClassRoutes],
+    below: float,
+    *,
+    routed: Collection[str] = (),
+    min_finished: int = MIN_FINISHED,
+) -> list[tuple[str, str]]:
+    """The classes that do not fall back, each with why (class, reason), in ``routes``'
+    order: what ``--fallback-auto`` says of every class it leaves on the managed path."""
+    skipped = []
+    for c in routes:
+        rate = c.managed.cited_rate
+        if c.qclass in routed:
+            why = "already routed to own retrieval ([grounding] fallback_classes)"
+        elif c.qclass == NO_CLASS:
+            why = "questions with no class cannot be routed"
+        elif below <= 0:
+            why = "fallback_below is not set"
+        elif c.finished < min_finished:
+            why = f"{c.finished} of its questions finished; judged once {min_finished} have"
+        elif rate is None:
+            why = "no managed answers to judge"
+        elif rate >= below:
+            why = (
+                f"managed answers cited a source {_share(rate)} of the time"
+                f" ({c.managed.answers} answers), not under fallback_below {below:.0%}"
+            )
+        else:
+            continue
+        skipped.append((c.qclass, why))
+    return skipped
+
+
 def _route_dict(r: RouteStats) -> dict[str, Any]:
     return {
         "answers": r.answers,

@@ -47,11 +47,13 @@ def _md_url(url: str) -> str:
     return "<" + url.replace("<", "%3C").replace(">", "%3E").replace(" ", "%20") + ">"
 
 
-def render_show_markdown(stored: StoredQuestion) -> str:
+def render_show_markdown(stored: StoredQuestion, version_state: str | None = None) -> str:
+    """``version_state``: the state of an earlier answer version (:func:`version_state`),
+    shown instead of the question's current state and error."""
     record = to_record(stored)
     answer = grounded_answer(stored)
     lines = [f"# {_md_inline(record['id'])}", "", f"**Question:** {_md_inline(record['question'])}"]
-    state = f"**State:** {record['state']}"
+    state = f"**State:** {version_state or record['state']}"
     if answer is not None:
         state += f" · grounded: {'yes' if answer.grounded else 'no'}"
         state += f" · coverage {answer.coverage:.0%}"
@@ -59,7 +61,7 @@ def render_show_markdown(stored: StoredQuestion) -> str:
             state += " · answered by own retrieval (the job's index)"
     state += f" · cost ${record['cost_usd']:.6f}"
     lines += ["", state]
-    if record["error_class"] or record["last_error"]:
+    if version_state is None and (record["error_class"] or record["last_error"]):
         error = f"{record['error_class'] or ''}: {record['last_error'] or ''}".strip(": ")
         lines += ["", f"**Error:** {_md_inline(error)}"]
     if answer is None:
@@ -94,18 +96,19 @@ def render_show_markdown(stored: StoredQuestion) -> str:
 _CSS = DOCUMENT_CSS + "pre { background: #f6f6f6; padding: 0.5rem; overflow: auto; }\n"
 
 
-def render_show_html(stored: StoredQuestion) -> str:
+def render_show_html(stored: StoredQuestion, version_state: str | None = None) -> str:
+    """``version_state``: as for :func:`render_show_markdown`."""
     record = to_record(stored)
     answer = grounded_answer(stored)
     esc = html.escape
     body = [
         f"<h1>{esc(record['id'])}</h1>",
         f'<p class="question"><strong>Question:</strong> {esc(record["question"])}</p>',
-        f"<p><strong>State:</strong> {esc(record['state'])}"
+        f"<p><strong>State:</strong> {esc(version_state or record['state'])}"
         + (" · answered by own retrieval (the job's index)" if record["route"] == "own" else "")
         + "</p>",
     ]
-    if record["last_error"]:
+    if version_state is None and record["last_error"]:
         body.append(
             f'<p class="error">{esc(record["error_class"] or "")}: {esc(record["last_error"])}</p>'
         )
@@ -133,12 +136,13 @@ def render_show_html(stored: StoredQuestion) -> str:
     )
 
 
-def render_show(stored: StoredQuestion, fmt: str) -> str:
-    """One question in one of :data:`FORMATS` (JSON is its export record)."""
+def render_show(stored: StoredQuestion, fmt: str, version_state: str | None = None) -> str:
+    """One question in one of :data:`FORMATS` (JSON is its export record); ``version_state``:
+    an earlier answer version's state, shown instead of the question's."""
     if fmt == "markdown":
-        return render_show_markdown(stored)
+        return render_show_markdown(stored, version_state)
     if fmt == "html":
-        return render_show_html(stored)
+        return render_show_html(stored, version_state)
     if fmt == "json":
         return _json_block(to_record(stored)) + "\n"
     raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
@@ -159,17 +163,41 @@ def _version_heading(stored: StoredQuestion) -> str:
     return line
 
 
+def version_state(stored: StoredQuestion, after: StoredQuestion | None) -> str | None:
+    """The state of one answer version: None for the latest (the question's own state is
+    its); for an earlier one, what that answer was and what replaced it (``after``, the
+    version that followed it)."""
+    answer = grounded_answer(stored)
+    if after is None or answer is None:
+        return None
+    record = to_record(stored)
+    if not answer.grounded:
+        what = "ungrounded"
+    elif not record["sources"]:
+        what = "grounded, citing no source"
+    else:
+        what = "grounded"
+    followed = to_record(after)
+    if record["route"] != "own" and followed["route"] == "own":
+        why = "the fallback answered it through own retrieval"
+    else:
+        why = "asked again"
+    return f"superseded ({what}; {why})"
+
+
 def render_show_versions(versions: Sequence[StoredQuestion], fmt: str) -> str:
-    """``ground show --all-versions``: every stored answer version, oldest first; JSON is a
-    list of export records with their version fields."""
+    """``ground show --all-versions``: every stored answer version, oldest first, each headed
+    with its own state; JSON is a list of export records with their version fields."""
     if fmt == "json":
         return _json_block([to_record(v, versions=True) for v in versions]) + "\n"
     parts = []
-    for stored in versions:
+    for index, stored in enumerate(versions):
+        after = versions[index + 1] if index + 1 < len(versions) else None
+        state = version_state(stored, after)
         heading = _version_heading(stored)
         if fmt == "html":
             parts.append(f'<p class="version"><em>{html.escape(heading)}</em></p>')
         else:
             parts.append(f"_{_md_inline(heading)}_\n\n")
-        parts.append(render_show(stored, fmt))
+        parts.append(render_show(stored, fmt, state))
     return ("\n" if fmt == "markdown" else "").join(parts)

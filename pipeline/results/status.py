@@ -17,7 +17,7 @@ from pipeline.job.states import TERMINAL_STATES
 from pipeline.store import answer_models, ledger
 from pipeline.store import status as sums
 from pipeline.store.exclusions import excluded_domain_sources
-from pipeline.store.status import ClassStats, source_problems, state_counts
+from pipeline.store.status import ClassStats, RouteStats, source_problems, state_counts
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +66,22 @@ class JobStatus:
     # Sources of the latest answers from a domain [grounding] exclude_domains left out: Google
     # was asked not to search them (pipeline.links.domains says how a source is matched).
     excluded_domain_sources: int = 0
+    # Each path's answers over every stored version (a managed miss the fallback replaced
+    # still counts for managed), and those grounded citing at least one source.
+    managed_answers: int = 0
+    managed_cited: int = 0
+    own_answers: int = 0
+    own_cited: int = 0
+    # Managed versions own retrieval's fallback superseded, and the latest answers counted in
+    # `changed` that are fallback answers: neither is an answer asked again.
+    fallback_replaced: int = 0
+    fallback_changed: int = 0
+
+    @property
+    def asked_again(self) -> int:
+        """Earlier versions kept because the question was asked again (refresh, retry, an
+        edited question), the managed answers the fallback replaced left out."""
+        return self.superseded_answers - self.fallback_replaced
 
     @property
     def grounded_rate(self) -> float | None:
@@ -102,6 +118,8 @@ async def job_status(
     made = await sums.structured_totals(connection, job_id, schema_hash)
     got = await sums.answer_totals(connection, job_id)
     resolving = await sums.source_totals(connection, job_id)
+    routes = await sums.class_routes(connection, job_id)
+    fallback = await sums.fallback_totals(connection, job_id)
     return JobStatus(
         job=job_name,
         total=sum(states.values()),
@@ -128,7 +146,17 @@ async def job_status(
         superseded_answers=got.superseded,
         structured_stale_schema=made.stale_schema,
         excluded_domain_sources=await excluded_domain_sources(connection, job_id, exclude_domains),
+        managed_answers=sum(r.managed.answers for r in routes),
+        managed_cited=sum(_cited(r.managed) for r in routes),
+        own_answers=sum(r.own.answers for r in routes),
+        own_cited=sum(_cited(r.own) for r in routes),
+        fallback_replaced=fallback.replaced,
+        fallback_changed=fallback.changed,
     )
+
+
+def _cited(route: RouteStats) -> int:
+    return route.grounded - route.grounded_without_chunks
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,20 +232,62 @@ def render_status(status: JobStatus) -> str:
 
 def _answer_lines(status: JobStatus) -> list[str]:
     """The answers: how many were grounded, their tokens and latency, what was asked again."""
-    rate = status.grounded_rate or 0.0
-    lines = [
-        f"  answers: {status.answers} ({status.grounded} grounded, {rate:.1%}); "
-        f"tokens {status.tokens_total}",
-        f"  latency: mean {status.latency_mean_ms:.0f} ms, p95 {status.latency_p95_ms:.0f} ms",
-    ]
+    if status.own_answers:  # one rate over both paths would hide the managed misses
+        lines = [
+            f"  answers: {status.answers} ({status.grounded} grounded); tokens"
+            f" {status.tokens_total}",
+            _routes_line(status),
+        ]
+    else:
+        rate = status.grounded_rate or 0.0
+        lines = [
+            f"  answers: {status.answers} ({status.grounded} grounded, {rate:.1%}); "
+            f"tokens {status.tokens_total}"
+        ]
+    if status.latency_p95_ms:  # 0: no answer's latency was measured (a batch's, say)
+        lines.append(
+            f"  latency: mean {_duration(status.latency_mean_ms or 0.0)},"
+            f" p95 {_duration(status.latency_p95_ms)}"
+        )
     if status.with_tool_parts:
         lines.append(f"  answers with tool-call or code parts: {status.with_tool_parts}")
-    if status.superseded_answers:
+    if status.fallback_replaced:
         lines.append(
-            f"  answers asked again: {status.changed} changed (text, sources or"
-            f" destinations); {status.superseded_answers} earlier versions kept"
+            f"  fallback answers (own retrieval after a managed miss): {status.fallback_replaced};"
+            " the managed answers they replaced are kept as earlier versions"
+        )
+    if status.asked_again:
+        lines.append(
+            f"  answers asked again: {status.changed - status.fallback_changed} changed (text,"
+            f" sources or destinations); {status.asked_again} earlier versions kept"
         )
     return lines
+
+
+def _routes_line(status: JobStatus) -> str:
+    """Managed grounding and own retrieval apart: the latest answers' rate hides a managed
+    miss the fallback answered."""
+
+    def rate(cited: int, answers: int) -> str:
+        return f"{cited / answers:.1%} ({cited} of {answers})" if answers else "-"
+
+    return (
+        "  grounded citing a source, every answer version: managed grounding"
+        f" {rate(status.managed_cited, status.managed_answers)}, own retrieval"
+        f" {rate(status.own_cited, status.own_answers)}"
+    )
+
+
+def _duration(ms: float) -> str:
+    """A latency as a person reads it: ms under 10 s, then s, min or h."""
+    if ms < 10_000:
+        return f"{ms:.0f} ms"
+    seconds = ms / 1000
+    if seconds < 600:
+        return f"{seconds:.1f} s"
+    if seconds < 36_000:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _structured_lines(status: JobStatus) -> list[str]:
@@ -232,8 +302,8 @@ def _structured_lines(status: JobStatus) -> list[str]:
     lines = [line]
     if status.structured_stale_schema:
         lines.append(
-            f"  structured under an older schema: {status.structured_stale_schema}"
-            " (`ground restructure` makes them again)"
+            f"  structured under an older schema than the latest one:"
+            f" {status.structured_stale_schema} (`ground restructure` makes them again)"
         )
     return lines
 

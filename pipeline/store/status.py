@@ -15,6 +15,7 @@ number of rows held in Python.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.job.states import TERMINAL_STATES, QuestionState, SourceState
 from pipeline.store.routes import ROUTE_MANAGED, ROUTE_OWN
-from pipeline.store.tables import answers, questions, sources, structured
+from pipeline.store.tables import answers, calls, questions, sources, structured
 from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
 
 NO_CLASS = "(no class)"  # how questions without a class are listed
@@ -265,8 +266,18 @@ async def structured_totals(
     connection: AsyncConnection, job_id: int, schema_hash: str | None
 ) -> StructuredTotals:
     st = structured.c
+    # The current schema: the newest object's (a restructure under a chosen schema makes that
+    # schema current), else the job file's.
+    newest = (
+        sa.select(st.schema_hash)
+        .where(st.question_id.in_(_of_job(job_id)))
+        .order_by(st.created_at.desc(), st.id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    current = sa.func.coalesce(newest, schema_hash)
     stale = (
-        sa.func.count().filter(sa.or_(st.schema_hash.is_(None), st.schema_hash != schema_hash))
+        sa.func.count().filter(sa.or_(st.schema_hash.is_(None), st.schema_hash != current))
         if schema_hash is not None
         else sa.literal(0)
     )
@@ -379,3 +390,54 @@ async def coverage_mean(connection: AsyncConnection, job_id: int) -> float | Non
         .where(q.job_id == job_id, a.grounded)
     )
     return None if value is None else float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class FallbackTotals:
+    """Own retrieval's answers that followed a managed answer (the fallback, on the run that
+    asked the managed one or a later ``retry --via own_retrieval``)."""
+
+    replaced: int  # managed versions an own answer superseded (kept as history)
+    changed: int  # of the latest answers, fallback answers marked changed
+
+
+async def fallback_totals(connection: AsyncConnection, job_id: int) -> FallbackTotals:
+    """How many answer versions the fallback superseded, and how many of the latest answers
+    that count as changed are fallback answers: told apart from answers asked again."""
+    after, before = answers.alias("after"), answers.alias("before")
+    replaced, changed = (
+        await connection.execute(
+            sa.select(
+                sa.func.count(),
+                sa.func.count().filter(
+                    sa.and_(after.c.superseded_at.is_(None), after.c.changed.is_(True))
+                ),
+            )
+            .select_from(
+                after.join(
+                    before,
+                    sa.and_(
+                        before.c.question_id == after.c.question_id,
+                        before.c.version == after.c.version - 1,
+                    ),
+                )
+            )
+            .where(
+                after.c.question_id.in_(_of_job(job_id)),
+                after.c.route == ROUTE_OWN,
+                before.c.route == ROUTE_MANAGED,
+            )
+        )
+    ).one()
+    return FallbackTotals(replaced=int(replaced), changed=int(changed))
+
+
+async def throttled_since(connection: AsyncConnection, job_id: int, since: dt.datetime) -> int:
+    """The job's calls refused with a 429 since ``since`` (every process's)."""
+    c = calls.c
+    count = await connection.scalar(
+        sa.select(sa.func.count()).where(
+            c.question_id.in_(_of_job(job_id)), c.http_status == 429, c.started_at >= since
+        )
+    )
+    return int(count or 0)

@@ -29,7 +29,7 @@ import anyio
 
 from pipeline.job.states import TERMINAL_STATES
 from pipeline.run.summary import RunSummary
-from pipeline.watch.terminal import hung_up, let_go
+from pipeline.watch.terminal import hung_up, let_go, printable
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -167,7 +167,7 @@ def snapshot(
 class ProgressBar:
     """The terminal bar (``rich``), drawn on stdout and redrawn by :meth:`update`."""
 
-    def __init__(self, total: int, finished: int) -> None:
+    def __init__(self, total: int, finished: int, label: str = "grounding") -> None:
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -179,7 +179,7 @@ class ProgressBar:
         )
 
         self._progress: Progress = Progress(
-            TextColumn("grounding"),
+            TextColumn(printable(label)),
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[rate]}"),

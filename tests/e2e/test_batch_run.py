@@ -4,6 +4,7 @@ under the normal rules, and the batch's links measured."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import warnings
 from pathlib import Path
@@ -56,6 +57,17 @@ async def test_a_batch_run_stores_answers_at_batch_prices(
     with running_emulator(config) as emu:
         spec = make_job(tmp_path, base_url=emu.base_url, n_questions=40, overrides=BATCH)
         assert await run_command(spec) == 0
+        # The run's summary is batch mode's own figures, not an empty online run's.
+        said = capsys.readouterr().out
+        assert re.search(r"^run: 40 questions finished in \d+\.\d s \(", said, re.M), said
+        assert "  batches: 1 created; 40 result lines stored" in said
+        assert re.search(
+            r"^  batch wall time: submitting \d+\.\d s, waiting for results \d+\.\d s,"
+            r" storing \d+\.\d s$",
+            said,
+            re.M,
+        ), said
+        assert "0 calls" not in said and "latency: mean 0 ms" not in said
         stats = emu.stats()
         assert stats["batch"]["batches_created"] == 1
         assert stats["batch"]["batch_requests"] == 40

@@ -6,6 +6,7 @@ answers of the other classes as they would have been, and one ledger row per cal
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,6 +21,7 @@ from pipeline.commands import (
     export_command,
     retry_command,
     run_command,
+    show_command,
     status_command,
 )
 from pipeline.commands.index import index_command
@@ -238,7 +240,13 @@ async def test_retry_via_own_retrieval_and_fallback_auto(
         before = emu.stats()["requests"]["by_tool"].get("googleSearch", 0)
         assert await run_command(more, fallback_auto=True) == 0
         assert emu.stats()["requests"]["by_tool"].get("googleSearch", 0) == before
-        assert "routing airports to own retrieval" in capsys.readouterr().out
+        said = capsys.readouterr().out
+        assert "routing airports to own retrieval" in said
+        # Each class left on the managed path is named, with why.
+        assert (
+            f"fallback-auto: skipped {CITIES_CLASS}: 5 of its questions finished;"
+            " judged once 20 have"
+        ) in said
         rows = await fetch_rows(
             spec.database_url,
             sa.select(questions.c.qid, answers.c.route)
@@ -254,6 +262,22 @@ async def test_retry_via_own_retrieval_and_fallback_auto(
         assert "requeued 25 questions" in capsys.readouterr().out
         assert await run_command(spec) == 0
         assert emu.stats()["requests"]["by_tool"].get("googleSearch", 0) == before
+        # Status names own retrieval's answers after a managed miss as the fallback's (not as
+        # answers asked again), and shows each path's rate apart.
+        capsys.readouterr()
+        assert await status_command(spec, as_json=False) == 0
+        text = capsys.readouterr().out
+        assert "fallback answers (own retrieval after a managed miss): 25" in text
+        assert "asked again" not in text
+        assert re.search(r"managed grounding \d+\.\d% \(\d+ of 30\), own retrieval", text)
+        # Each version is headed with its own state, not the question's current one.
+        assert await show_command(spec, "a0000", "markdown", all_versions=True) == 0
+        shown = capsys.readouterr().out
+        assert (
+            "**State:** superseded (ungrounded; the fallback answered it through own retrieval)"
+            in shown
+        )
+        assert shown.count("**State:** done") == 1
 
     got = await fetch_rows(
         spec.database_url,

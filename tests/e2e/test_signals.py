@@ -74,7 +74,7 @@ async def test_a_signal_stops_the_run_without_losing_a_paid_call(
     assert said == [f"ground: run stopped early: {signum.name} received"], err.decode()
     assert "Traceback" not in err.decode()
     summary = [line for line in out.decode().splitlines() if line.startswith("run: ")]
-    assert len(summary) == 1 and " calls for " in summary[0], out.decode()
+    assert len(summary) == 1 and " finished in " in summary[0], out.decode()
     ledger = await fetch_rows(spec.database_url, sa.select(calls.c.id, calls.c.outcome))
     assert SIGNAL_AFTER_CALLS <= seen < N_QUESTIONS
     assert len(ledger) == seen  # every call the server answered was stored

@@ -172,7 +172,7 @@ def test_a_terminal_gets_the_progress_bar_and_the_summary(tmp_path: Path) -> Non
     assert "GROUND-EXIT=0" in screen
     bar = next(line for line in screen.splitlines() if line.startswith("grounding"))
     assert "30/30" in bar and "q/s" in bar and "429s 0" in bar and "$" in bar
-    assert "run: 30 calls for 30 claimed questions" in screen
+    assert "run: 30 questions finished in " in screen and "; 30 calls" in screen
     assert "job test: 30 questions, 30 finished" in screen
 
 

@@ -9,6 +9,7 @@ from pipeline.results.fallback import (
     falls_back,
     render_routes,
     routes_dict,
+    skipped_classes,
 )
 from pipeline.store.status import NO_CLASS, ClassRoutes, RouteStats
 
@@ -67,3 +68,25 @@ def test_the_text_names_the_classes_and_the_command() -> None:
     assert "set [grounding] fallback_below" in unset
     routed = render_routes(routes, 0.6, ["airports"])
     assert "already routed" in routed and "--fallback-auto" not in routed
+
+
+def test_fallback_auto_names_each_class_it_skips_and_why() -> None:
+    routes = [
+        _class("airports", MIN_FINISHED, 20, 8),  # cited 40 %: falls back, not skipped
+        _class("cities", 180, 180, 180),
+        _class("ferries", MIN_FINISHED - 5, 15, 0),
+        _class("harbours", MIN_FINISHED, 20, 2),
+        _class("museums", MIN_FINISHED, 0, 0),
+        _class(NO_CLASS, 40, 40, 0),
+    ]
+    skipped = dict(skipped_classes(routes, 0.6, routed=["harbours"]))
+    assert set(skipped) == {"cities", "ferries", "harbours", "museums", NO_CLASS}
+    assert skipped["cities"] == (
+        "managed answers cited a source 100.0% of the time (180 answers), not under"
+        " fallback_below 60%"
+    )
+    assert skipped["ferries"] == f"15 of its questions finished; judged once {MIN_FINISHED} have"
+    assert "already routed" in skipped["harbours"]
+    assert skipped["museums"] == "no managed answers to judge"
+    assert skipped[NO_CLASS] == "questions with no class cannot be routed"
+    assert all(why == "fallback_below is not set" for _, why in skipped_classes(routes, 0.0)[:2])
