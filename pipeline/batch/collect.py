@@ -51,6 +51,7 @@ from pipeline.gemini.batch_wire import (
 from pipeline.job.calls import CallPlan
 from pipeline.links.resolver import Lookup
 from pipeline.links.rules import AllowList, initial_verdict
+from pipeline.rows import StateChange
 from pipeline.run.commit_window import batches as groups
 from pipeline.run.context import RunContext
 from pipeline.run.verdicts import Outcome, failure_verdict, structure_failure_verdict
@@ -58,7 +59,6 @@ from pipeline.store import batch_structure, queue
 from pipeline.store import batches as store
 from pipeline.store.answers import StoredAnswers, persist_answers
 from pipeline.store.ledger import persist_calls
-from pipeline.store.queue import StateChange
 from pipeline.store.structured import persist_structured
 
 log = logging.getLogger(__name__)

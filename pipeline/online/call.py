@@ -60,8 +60,8 @@ from pipeline.limits.overload import Storms
 from pipeline.limits.probe import DailyProbe, ProbeSettings
 from pipeline.limits.retry_after import server_delay
 from pipeline.online.fence import LeaseFence
+from pipeline.rows import CallRecord
 from pipeline.run.context import RunPrices
-from pipeline.store.ledger import CallRecord
 from pipeline.store.reconnect import DatabaseOutage
 
 log = logging.getLogger(__name__)

@@ -88,13 +88,12 @@ from pipeline.online.query_vectors import QueryEmbedder
 from pipeline.online.reuse import AnswerReuse
 from pipeline.online.writer import GroupCommitWriter
 from pipeline.redaction import redact
+from pipeline.rows import ROUTE_MANAGED, ROUTE_OWN, ClaimedQuestion, StateChange
 from pipeline.run.context import RunContext
 from pipeline.run.summary import RunSummary
 from pipeline.run.verdicts import Outcome, stored_answer
 from pipeline.store import queue
-from pipeline.store.queue import ClaimedQuestion, StateChange
 from pipeline.store.reconnect import DatabaseOutage
-from pipeline.store.routes import ROUTE_MANAGED, ROUTE_OWN
 
 if TYPE_CHECKING:
     from pipeline.watch.metrics import RunMetrics

@@ -44,13 +44,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.clock import utcnow
 from pipeline.limits import JobLimits
 from pipeline.links.resolver import Lookup
+from pipeline.rows import CallRecord, StateChange
 from pipeline.run.commit_window import batches
 from pipeline.run.spill import SpillError, SpillFile
 from pipeline.run.verdicts import Outcome
 from pipeline.store import queue
 from pipeline.store.answers import StoredAnswers, VerdictOf, persist_answers
-from pipeline.store.ledger import CallRecord, persist_calls, stored_call_keys
-from pipeline.store.queue import StateChange
+from pipeline.store.ledger import persist_calls, stored_call_keys
 from pipeline.store.reconnect import Database, DatabaseOutage
 from pipeline.store.structured import persist_structured
 

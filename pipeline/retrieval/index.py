@@ -54,8 +54,9 @@ from pipeline.retrieval.documents import (
     read_document_file,
     read_document_query,
 )
+from pipeline.rows import CallRecord
 from pipeline.store import documents as store
-from pipeline.store.ledger import CallRecord, job_call_stored, persist_calls
+from pipeline.store.ledger import job_call_stored, persist_calls
 from pipeline.store.reconnect import Database, DatabaseOutage
 
 __all__ = [

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from pipeline.store.ledger import CallRecord
+from pipeline.rows import CallRecord
 
 
 @dataclass(slots=True)

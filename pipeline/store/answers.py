@@ -20,41 +20,19 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.gemini.wire import GenerateContentResponse
 from pipeline.grounding import GroundedAnswer, Source
 from pipeline.grounding.version_diff import SourceFacts, compare
 from pipeline.job.states import SourceState, Verdict
 from pipeline.links.hosts import without_userinfo
+from pipeline.rows import ROUTE_OWN, AnswerRecord
 from pipeline.store.resolution import Lookup
 from pipeline.store.reuse import origin_verdicts
-from pipeline.store.routes import ROUTE_MANAGED, ROUTE_OWN, clear_next_route, hand_over
+from pipeline.store.routes import clear_next_route, hand_over
 from pipeline.store.tables import answers, sources, supports
 from pipeline.store.upsert import insert_ignoring_conflicts
 from pipeline.store.versions import clear_reask, latest_answers, supersede
 
 VerdictOf = Callable[[str | None], Verdict]
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerRecord:
-    """Everything stored for one answered question."""
-
-    question_id: int
-    answer: GroundedAnswer
-    response: GenerateContentResponse
-    finish_reason: str | None
-    raw_response: bytes
-    latency_ms: float
-    version: int = 1  # 1 + the version of the answer stored when the question was claimed
-    route: str = ROUTE_MANAGED  # or ROUTE_OWN: which path answered (pipeline.store.routes)
-    # A managed answer that missed, handed over to own retrieval: the question's next call 1
-    # goes through it (stored with the answer, so a restart resumes at the own call).
-    hand_over: bool = False
-    # The call's settings fingerprint and reuse key (pipeline.job.calls); the answer copied
-    # at no cost ([job] reuse_answers_within; None: asked).
-    settings: str | None = None
-    reuse_key: str | None = None
-    reused_from: int | None = None
 
 
 @dataclass(slots=True)
