@@ -64,7 +64,7 @@ class JobStatus:
     # Latest structured objects made with another schema than the job's current one.
     structured_stale_schema: int = 0
     # Sources of the latest answers from a domain [grounding] exclude_domains left out: Google
-    # was asked not to search them (pipeline.links.domains says how a source is matched).
+    # was asked not to search them (pipeline.grounding.domains says how a source is matched).
     excluded_domain_sources: int = 0
 
     @property

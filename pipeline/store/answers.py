@@ -21,9 +21,9 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.grounding import GroundedAnswer, Source
+from pipeline.grounding.hosts import without_userinfo
 from pipeline.grounding.version_diff import SourceFacts, compare
 from pipeline.job.states import SourceState, Verdict
-from pipeline.links.hosts import without_userinfo
 from pipeline.rows import ROUTE_OWN, AnswerRecord
 from pipeline.store.resolution import Lookup
 from pipeline.store.reuse import origin_verdicts
