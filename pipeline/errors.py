@@ -38,7 +38,7 @@ class                      branch          when
 =========================  ==============  ===============================================
 
 This module sits above ``gemini/`` because the budget and the daily gate are the run's own
-limits, not the API's: ``gemini/errors.py`` roots its HTTP errors here.
+limits, not the API's: ``gemini/api_errors.py`` roots its HTTP errors here.
 
 A failure whose request reached the server carries its ledger row in ``record`` (a
 :class:`~pipeline.rows.CallRecord` at cost 0): a call that was made is always stored.

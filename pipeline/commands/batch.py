@@ -33,7 +33,7 @@ from pipeline.job.spec import JobSpec
 from pipeline.links.resolver import Resolver
 from pipeline.run.context import RunContext
 from pipeline.store import batches as store
-from pipeline.store.reconnect import Database
+from pipeline.store.database import Database
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from pipeline.links.resolver import Lookup, Resolver, pending_lookups
 from pipeline.links.rules import AllowList, initial_verdict
 from pipeline.results.estimate import Estimate, JobPrices, estimate_remaining, job_prices
 from pipeline.store import ledger, queue, resolution, routes
-from pipeline.store.reconnect import Database
+from pipeline.store.database import Database
 
 
 async def migrate_command(spec: JobSpec) -> int:

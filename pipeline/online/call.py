@@ -62,7 +62,7 @@ from pipeline.limits.retry_after import server_delay
 from pipeline.online.fence import LeaseFence
 from pipeline.rows import CallRecord
 from pipeline.run.context import RunPrices
-from pipeline.store.reconnect import DatabaseOutage
+from pipeline.store.database import DatabaseOutage
 
 log = logging.getLogger(__name__)
 

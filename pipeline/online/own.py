@@ -47,7 +47,7 @@ from pipeline.retrieval.answer import own_request
 from pipeline.retrieval.search import query_terms
 from pipeline.rows import ROUTE_OWN, AnswerRecord, ClaimedQuestion, StateChange
 from pipeline.run.verdicts import Outcome, block_reason, blocked_outcome, failure_verdict
-from pipeline.store.reconnect import Database
+from pipeline.store.database import Database
 from pipeline.store.routes import own_passages
 
 log = logging.getLogger(__name__)

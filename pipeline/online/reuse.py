@@ -32,7 +32,7 @@ from pipeline.store.reuse import Reusable, reusable_answer
 
 if TYPE_CHECKING:
     from pipeline.job.calls import CallPlan
-    from pipeline.store.reconnect import Database
+    from pipeline.store.database import Database
 
 
 class AnswerReuse:

@@ -93,7 +93,7 @@ from pipeline.run.context import RunContext
 from pipeline.run.summary import RunSummary
 from pipeline.run.verdicts import Outcome, stored_answer
 from pipeline.store import queue
-from pipeline.store.reconnect import DatabaseOutage
+from pipeline.store.database import DatabaseOutage
 
 if TYPE_CHECKING:
     from pipeline.watch.metrics import RunMetrics

@@ -49,8 +49,8 @@ from pipeline.run.commit_window import batches
 from pipeline.run.spill import SpillError, SpillFile
 from pipeline.run.verdicts import Outcome
 from pipeline.store.answers import StoredAnswers, VerdictOf
+from pipeline.store.database import Database, DatabaseOutage
 from pipeline.store.outcomes import store_outcomes, unstored
-from pipeline.store.reconnect import Database, DatabaseOutage
 
 WRITE_BATCH_MAX = 500  # outcomes per transaction at most (taken when already waiting)
 # The commit window (Kafka's linger.ms): after the first outcome, the writer waits up to this

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.job.states import TERMINAL_STATES
-from pipeline.store import answer_models, ledger
+from pipeline.store import ledger, model_drift
 from pipeline.store import status as sums
 from pipeline.store.exclusions import excluded_domain_sources
 from pipeline.store.status import ClassStats, source_problems, state_counts
@@ -152,9 +152,9 @@ async def other_models(
     connection: AsyncConnection, job_id: int, *, ground_model: str, structure_model: str | None
 ) -> OtherModels:
     """Which stored answers (and objects, with the structure step on) another model made."""
-    ground = await answer_models.other_models(connection, job_id, "ground", ground_model)
+    ground = await model_drift.other_models(connection, job_id, "ground", ground_model)
     structure = (
-        await answer_models.other_models(connection, job_id, "structure", structure_model)
+        await model_drift.other_models(connection, job_id, "structure", structure_model)
         if structure_model is not None
         else {}
     )

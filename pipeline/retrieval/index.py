@@ -56,8 +56,8 @@ from pipeline.retrieval.documents import (
 )
 from pipeline.rows import CallRecord
 from pipeline.store import documents as store
+from pipeline.store.database import Database, DatabaseOutage
 from pipeline.store.ledger import job_call_stored, persist_calls
-from pipeline.store.reconnect import Database, DatabaseOutage
 
 __all__ = [
     "EmbedOutcome",
