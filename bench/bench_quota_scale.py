@@ -74,12 +74,12 @@ from pipeline.limits import JobLimits, job_limits  # noqa: E402
 from pipeline.online import leases  # noqa: E402
 from pipeline.online.runner import CLAIM_BATCH, IN_FLIGHT_PER_SLOT, refill_batch  # noqa: E402
 from pipeline.online.writer import WRITE_BATCH_MAX, WRITE_LINGER_S  # noqa: E402
+from pipeline.rows import CallRecord, StateChange  # noqa: E402
 from pipeline.store import queue  # noqa: E402
 from pipeline.store import quota as shared_quota  # noqa: E402
+from pipeline.store.database import Database  # noqa: E402
 from pipeline.store.engine import create_engine, migrate  # noqa: E402
-from pipeline.store.ledger import CallRecord, persist_calls  # noqa: E402
-from pipeline.store.queue import StateChange  # noqa: E402
-from pipeline.store.reconnect import Database  # noqa: E402
+from pipeline.store.ledger import persist_calls  # noqa: E402
 from pipeline.store.tables import jobs  # noqa: E402
 
 T = TypeVar("T")

@@ -62,8 +62,8 @@ from pipeline.job.sections import RetrievalSection
 from pipeline.retrieval.index import load_index
 from pipeline.retrieval.search import search
 from pipeline.store import documents, queue
+from pipeline.store.database import Database
 from pipeline.store.engine import create_engine, migrate
-from pipeline.store.reconnect import Database
 
 POSTGRES_URL = os.environ.get(
     "GROUND_BENCH_POSTGRES", "postgresql+asyncpg://postgres@127.0.0.1:5432/test"

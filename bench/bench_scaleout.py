@@ -38,9 +38,9 @@ from pipeline.demo import emulator_process
 from pipeline.intake.loader import load_questions
 from pipeline.job.sections import SourceSection
 from pipeline.job.states import QuestionState
+from pipeline.rows import StateChange
 from pipeline.store import queue
 from pipeline.store.engine import create_engine, migrate
-from pipeline.store.queue import StateChange
 from pipeline.store.tables import questions
 from tests.support.databases import POSTGRES_URL
 from tests.support.jobs import write_questions

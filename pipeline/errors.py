@@ -38,10 +38,10 @@ class                      branch          when
 =========================  ==============  ===============================================
 
 This module sits above ``gemini/`` because the budget and the daily gate are the run's own
-limits, not the API's: ``gemini/errors.py`` roots its HTTP errors here.
+limits, not the API's: ``gemini/api_errors.py`` roots its HTTP errors here.
 
 A failure whose request reached the server carries its ledger row in ``record`` (a
-:class:`~pipeline.store.ledger.CallRecord` at cost 0): a call that was made is always stored.
+:class:`~pipeline.rows.CallRecord` at cost 0): a call that was made is always stored.
 Messages never contain credentials: every message is passed through
 :func:`pipeline.redaction.redact` here, where the error is made, before anything can log,
 store or print it.
@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING
 from pipeline.redaction import redact
 
 if TYPE_CHECKING:
-    from pipeline.store.ledger import CallRecord
+    from pipeline.rows import CallRecord
 
 MAX_MESSAGE_CHARS = 500  # error text stored per question
 

@@ -31,7 +31,7 @@ from pipeline.limits import estimate_tokens
 from pipeline.limits.policy import GROUND
 from pipeline.store import batches as store
 from pipeline.store import ledger, quota
-from pipeline.store.reconnect import Database
+from pipeline.store.database import Database
 
 
 class BatchBudget:

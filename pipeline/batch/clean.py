@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from pipeline.store import batches as store
-from pipeline.store.reconnect import Database
+from pipeline.store.database import Database
 
 log = logging.getLogger(__name__)
 

@@ -51,16 +51,15 @@ from pipeline.gemini.batch_wire import (
 from pipeline.job.calls import CallPlan
 from pipeline.links.resolver import Lookup
 from pipeline.links.rules import AllowList, initial_verdict
+from pipeline.rows import StateChange
 from pipeline.run.commit_window import batches as groups
 from pipeline.run.context import RunContext
 from pipeline.run.summary import STORE
 from pipeline.run.verdicts import Outcome, failure_verdict, structure_failure_verdict
 from pipeline.store import batch_structure, queue
 from pipeline.store import batches as store
-from pipeline.store.answers import StoredAnswers, persist_answers
-from pipeline.store.ledger import persist_calls
-from pipeline.store.queue import StateChange
-from pipeline.store.structured import persist_structured
+from pipeline.store.answers import StoredAnswers
+from pipeline.store.outcomes import store_outcomes
 
 log = logging.getLogger(__name__)
 
@@ -283,15 +282,9 @@ class Collector:
             calls = [c for o in outcomes for c in o.calls]
             spent = sum(c.cost_micro_usd for c in calls)
             await self.budget.settle(connection, row.id, released=share * len(chunk), spent=spent)
+            # No owner: _judge_all kept only the lines whose questions the batch holds.
+            stored = await store_outcomes(connection, outcomes, now, self._verdict_of)
             answers = [o.answer for o in outcomes if o.answer is not None]
-            stored = await persist_answers(connection, answers, now, self._verdict_of)
-            await persist_structured(
-                connection, [o.structured for o in outcomes if o.structured is not None], now
-            )
-            await persist_calls(connection, calls)
-            await queue.apply_state_changes(
-                connection, [o.change for o in outcomes if o.change is not None]
-            )
             grounded = sum(1 for a in answers if a.answer.grounded)
             await store.advance(
                 connection,

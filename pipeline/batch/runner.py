@@ -57,7 +57,7 @@ from pipeline.links.resolver import Lookup, Resolver
 from pipeline.run.context import RunContext
 from pipeline.run.summary import SUBMIT, WAIT, RunSummary
 from pipeline.store import batches as store
-from pipeline.store.reconnect import Database
+from pipeline.store.database import Database
 
 log = logging.getLogger(__name__)
 

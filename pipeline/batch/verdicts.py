@@ -38,6 +38,7 @@ from pipeline.job.calls import StructureCall
 from pipeline.job.states import QuestionState
 from pipeline.limits import RetryPolicy
 from pipeline.limits.policy import GROUND, STRUCTURE
+from pipeline.rows import CallRecord, StateChange
 from pipeline.run.verdicts import (
     Outcome,
     failure_verdict,
@@ -48,8 +49,6 @@ from pipeline.run.verdicts import (
 )
 from pipeline.store.batch_structure import StructureQuestion
 from pipeline.store.batches import ERRORS_SEPARATOR
-from pipeline.store.ledger import CallRecord
-from pipeline.store.queue import StateChange
 from pipeline.structure import REPAIR_RETRIES
 
 log = logging.getLogger(__name__)

@@ -129,7 +129,7 @@ def _job_command(args: argparse.Namespace, action: JobAction, *, calls: bool = F
     from sqlalchemy.exc import DBAPIError
 
     from pipeline.commands import DatabaseUnavailable
-    from pipeline.store.reconnect import DatabaseOutage, storage_trouble
+    from pipeline.store.database import DatabaseOutage, storage_trouble
     from pipeline.watch.exporter import OutputUnavailable
 
     try:

@@ -34,7 +34,7 @@ from pipeline.links.resolver import Resolver
 from pipeline.run.context import RunContext
 from pipeline.run.summary import render_run_summary
 from pipeline.store import batches as store
-from pipeline.store.reconnect import Database
+from pipeline.store.database import Database
 
 log = logging.getLogger(__name__)
 

@@ -21,14 +21,14 @@ from pipeline.exit_codes import EXIT_FAILED, EXIT_USAGE, ExitStatus
 from pipeline.intake.loader import LoadError, load_source
 from pipeline.job.spec import JobSpec
 from pipeline.store import queue, urls
+from pipeline.store.database import DatabaseOutage, retrying, trouble_of
 from pipeline.store.engine import (
-    SchemaError,
+    DatabaseSchemaError,
     create_engine,
     ensure_directory,
     migrate,
 )
 from pipeline.store.faults import storage_fault
-from pipeline.store.reconnect import DatabaseOutage, retrying, trouble_of
 from pipeline.store.urls import sqlite_file
 from pipeline.watch.terminal import hung_up, let_go, printable
 
@@ -134,7 +134,7 @@ async def opened(spec: JobSpec, *, purpose: Purpose = "write") -> AsyncIterator[
 def _refuse(spec: JobSpec, exc: BaseException) -> NoReturn:
     """Raise :class:`DatabaseUnavailable` in one line for ``exc``, an error opening the
     database (re-raised as it is when it is a bug of ours)."""
-    if isinstance(exc, SchemaError):
+    if isinstance(exc, DatabaseSchemaError):
         raise DatabaseUnavailable(f"{display_url(spec)}: {exc}") from None
     connecting = isinstance(exc, (OSError, DBAPIError)) or (
         isinstance(exc, TypeError) and "connect()" in str(exc)  # a connection option

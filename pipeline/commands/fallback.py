@@ -17,7 +17,7 @@ from pipeline.results.fallback import fallback_candidates, skipped_classes
 from pipeline.retrieval.documents import DocumentError
 from pipeline.retrieval.index import embed_pending, load_index
 from pipeline.store import documents
-from pipeline.store.reconnect import Database
+from pipeline.store.database import Database
 from pipeline.store.status import class_routes
 from pipeline.watch.terminal import printable
 

@@ -17,7 +17,7 @@ from pipeline.job.spec import JobSpec
 from pipeline.retrieval.documents import DocumentError
 from pipeline.retrieval.index import Embedding, embed_pending, load_index
 from pipeline.store import documents, queue
-from pipeline.store.reconnect import Database, DatabaseOutage
+from pipeline.store.database import Database, DatabaseOutage
 
 
 async def index_command(spec: JobSpec) -> int:

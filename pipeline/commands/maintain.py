@@ -29,7 +29,7 @@ from pipeline.results.estimate import (
     unbudgeted_note,
 )
 from pipeline.store import ledger, queue, resolution, routes
-from pipeline.store.reconnect import Database
+from pipeline.store.database import Database
 
 
 async def migrate_command(spec: JobSpec) -> int:

@@ -59,7 +59,7 @@ from pipeline.results.status import (
 from pipeline.run.context import RunContext, run_context
 from pipeline.run.summary import RunSummary, render_run_summary
 from pipeline.store import versions
-from pipeline.store.reconnect import DatabaseOutage
+from pipeline.store.database import DatabaseOutage
 from pipeline.store.trial import Trial, TrialScope
 from pipeline.watch.exporter import RunExporter, RunSettings, exporting
 from pipeline.watch.progress import WatchOptions

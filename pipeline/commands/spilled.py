@@ -20,7 +20,6 @@ from pipeline.clock import utcnow
 from pipeline.commands.common import complain, say
 from pipeline.job.spec import JobSpec
 from pipeline.links.rules import AllowList, initial_verdict
-from pipeline.online.writer import store_outcomes, unstored
 from pipeline.run.context import job_spill_prefix
 from pipeline.run.spill import (
     Spilled,
@@ -32,8 +31,9 @@ from pipeline.run.spill import (
 )
 from pipeline.run.verdicts import Outcome
 from pipeline.store import queue
+from pipeline.store.database import Database, DatabaseOutage
 from pipeline.store.faults import storage_fault
-from pipeline.store.reconnect import Database, DatabaseOutage
+from pipeline.store.outcomes import store_outcomes, unstored
 from pipeline.store.urls import sqlite_file
 
 log = logging.getLogger(__name__)

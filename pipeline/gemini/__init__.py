@@ -8,7 +8,7 @@ values these modules take). The public surface, by module:
 * ``request``: :class:`GroundedRequestBuilder` and :func:`grounding_tool` (call 1's bodies);
 * ``client``: :class:`GeminiClient` (one aiohttp session, bounded) and ``CallResult``;
 * ``wire``: the response structs (msgspec), :func:`decode_response`, :func:`visible_text`;
-* ``errors``: the HTTP branch of :class:`pipeline.errors.CallError` and :func:`classify_429`;
+* ``api_errors``: the HTTP branch of :class:`pipeline.errors.CallError` and :func:`classify_429`;
 * ``batch``: the Batch API in file mode: :class:`BatchClient` (upload, create, get, list,
   cancel, download_lines);
 * ``batch_wire``: its documents, pure: :class:`PartWriter` (the input

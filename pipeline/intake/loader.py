@@ -42,6 +42,7 @@ import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.intake.files import file_records
+from pipeline.intake.ids import InvalidId, checked_id
 from pipeline.intake.query import query_records
 from pipeline.job.sections import SourceSection
 from pipeline.store import queue, versions
@@ -49,7 +50,6 @@ from pipeline.store.loads import Fingerprint, save_fingerprint, stored_fingerpri
 
 CHUNK_ROWS = 1_000  # rows per insert; bounds memory and statement size
 NAMED_EDITS = 5  # changed ids a refused load names (the count says how many more)
-MAX_ID_LENGTH = 512  # characters, the column's width
 # Characters, the class column's width (questions.qclass). A longer class is refused with its
 # row, on every backend: PostgreSQL would refuse it mid-load, SQLite would keep it whole, and
 # cutting it short could merge two classes and break `--class` filters.
@@ -97,14 +97,10 @@ def read_rows(path: Path, source: SourceSection) -> Iterator[Row]:
 
 
 def _row(path: Path | str, line: int, record: dict[str, Any], source: SourceSection) -> Row:
-    raw_id = record.get(source.id_field)
-    if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
-        raise LoadError(f"{path}:{line}: missing or non-scalar id field {source.id_field!r}")
-    qid = str(raw_id).strip()
-    if not qid:
-        raise LoadError(f"{path}:{line}: empty id field {source.id_field!r}")
-    if len(qid) > MAX_ID_LENGTH:
-        raise LoadError(f"{path}:{line}: id longer than {MAX_ID_LENGTH} characters")
+    try:
+        qid = checked_id(record.get(source.id_field), source.id_field)
+    except InvalidId as exc:
+        raise LoadError(f"{path}:{line}: {exc}") from None
     text = record.get(source.text_field)
     if not isinstance(text, str) or not text.strip():
         raise LoadError(f"{path}:{line}: missing or empty text field {source.text_field!r}")

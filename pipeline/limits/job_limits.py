@@ -66,7 +66,7 @@ from pipeline.limits.daily import next_daily_reset
 from pipeline.limits.interrupt import Interrupt
 from pipeline.limits.rate import PACING_HEADROOM, Clock, Sleep, pacing_rate
 from pipeline.store import ledger, quota
-from pipeline.store.reconnect import Database
+from pipeline.store.database import Database
 
 GRANT_S = 0.5  # seconds of the shared request rate in one grant, at most
 WINDOW_S = 60.0  # the quota's window: the rate is per minute

@@ -49,7 +49,7 @@ from pipeline.links.rules import AllowList
 from pipeline.redaction import redact
 from pipeline.run.commit_window import batches
 from pipeline.store import resolution
-from pipeline.store.reconnect import Database
+from pipeline.store.database import Database
 from pipeline.store.resolution import Lookup, SourceUpdate
 
 log = logging.getLogger(__name__)

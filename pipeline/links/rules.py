@@ -11,7 +11,7 @@ without any IO:
   cap, and not an address inside a private network (a redirect that points at
   ``169.254.169.254`` is stored as given, marked ``rejected``, and never contacted).
 
-Every decision is about the host in its one canonical spelling (:mod:`pipeline.links.hosts`):
+Every decision is about the host in its one canonical spelling (:mod:`pipeline.grounding.hosts`):
 ``http://2130706433/``, ``http://0x7f.1/``, ``http://127。0。0。1/`` and ``http://localhost./``
 are rejected as ``http://127.0.0.1/`` and ``http://localhost/`` are, and an allow-listed
 host is recognised however it is written. A link is requested as :meth:`AllowList.request_url`
@@ -27,8 +27,8 @@ import functools
 from collections.abc import Iterable
 from urllib.parse import SplitResult, urljoin, urlsplit
 
+from pipeline.grounding import hosts
 from pipeline.job.states import SourceState, Verdict
-from pipeline.links import hosts
 
 MAX_URL_CHARS = 4096  # a destination longer than this is rejected, not truncated
 DEFAULT_PORTS = {"http": 80, "https": 443}

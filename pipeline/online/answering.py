@@ -39,6 +39,7 @@ from pipeline.job.states import QuestionState
 from pipeline.limits import RetryPolicy
 from pipeline.limits.policy import GROUND, STRUCTURE
 from pipeline.online.call import Metered, ModelCaller
+from pipeline.rows import AnswerRecord, CallRecord, ClaimedQuestion, StateChange, StructuredRecord
 from pipeline.run.verdicts import (
     Outcome,
     answer_of,
@@ -49,9 +50,6 @@ from pipeline.run.verdicts import (
     structured_outcome,
     structured_record,
 )
-from pipeline.store.answers import AnswerRecord
-from pipeline.store.queue import ClaimedQuestion, StateChange
-from pipeline.store.structured import CallRecord, StructuredRecord
 from pipeline.structure import REPAIR_RETRIES
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ back (:mod:`pipeline.limits.interrupt`); nor does a call whose question's lease 
 this process's, checked against the clock as the call starts and again just before the
 request leaves (:class:`~pipeline.errors.LeaseLost`, :mod:`pipeline.online.fence`). After it:
 the token estimate is corrected from ``usageMetadata``, the cost computed from the price
-table, and a :class:`~pipeline.store.ledger.CallRecord` made for the ledger (failed calls
+table, and a :class:`~pipeline.rows.CallRecord` made for the ledger (failed calls
 too, at cost 0; an answer whose usage cannot be priced,
 :class:`~pipeline.gemini.api_errors.InvalidUsage`, at the call's worst case: it was paid);
 the budget's reservation is settled by the writer, with the ledger row
@@ -60,9 +60,9 @@ from pipeline.limits.overload import Storms
 from pipeline.limits.probe import DailyProbe, ProbeSettings
 from pipeline.limits.retry_after import server_delay
 from pipeline.online.fence import LeaseFence
+from pipeline.rows import CallRecord
 from pipeline.run.context import RunPrices
-from pipeline.store.ledger import CallRecord
-from pipeline.store.reconnect import DatabaseOutage
+from pipeline.store.database import DatabaseOutage
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ The pool (:mod:`pipeline.online.runner`) claims a question and hands it to
 
 The flow makes its calls through a :class:`~pipeline.online.call.ModelCaller` (the run's
 :class:`~pipeline.online.call.MeteredCaller`), reads what is stored through a
-:class:`~pipeline.store.reconnect.Database` (reusable answers, the job's index, stored own
+:class:`~pipeline.store.database.Database` (reusable answers, the job's index, stored own
 answers) and hands every outcome to its :class:`Outcomes`: the pool, whose writer stores it. It
 never writes to the database itself.
 """
@@ -43,10 +43,9 @@ from pipeline.online.call import ModelCaller
 from pipeline.online.own import OwnAnswerer, missed, stored_own_answer
 from pipeline.online.query_vectors import QueryEmbedder
 from pipeline.online.reuse import AnswerReuse
+from pipeline.rows import ROUTE_MANAGED, ROUTE_OWN, ClaimedQuestion, StateChange
 from pipeline.run.verdicts import Outcome, stored_answer
-from pipeline.store.queue import ClaimedQuestion, StateChange
-from pipeline.store.reconnect import Database
-from pipeline.store.routes import ROUTE_MANAGED, ROUTE_OWN
+from pipeline.store.database import Database
 
 log = logging.getLogger(__name__)
 

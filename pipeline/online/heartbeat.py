@@ -19,7 +19,7 @@ import anyio
 from pipeline.limits import JobLimits
 from pipeline.online import leases
 from pipeline.online.fence import Instant, LeaseFence
-from pipeline.store.reconnect import Database
+from pipeline.store.database import Database
 
 log = logging.getLogger(__name__)
 

@@ -45,11 +45,10 @@ from pipeline.online.query_vectors import QueryEmbedder
 from pipeline.retrieval import NOTHING_FOUND, OwnRequest, Passage, cite_passages, own_answer
 from pipeline.retrieval.answer import own_request
 from pipeline.retrieval.search import query_terms
+from pipeline.rows import ROUTE_OWN, AnswerRecord, ClaimedQuestion, StateChange
 from pipeline.run.verdicts import Outcome, block_reason, blocked_outcome, failure_verdict
-from pipeline.store.answers import AnswerRecord
-from pipeline.store.queue import ClaimedQuestion, StateChange
-from pipeline.store.reconnect import Database
-from pipeline.store.routes import ROUTE_OWN, own_passages
+from pipeline.store.database import Database
+from pipeline.store.routes import own_passages
 
 log = logging.getLogger(__name__)
 

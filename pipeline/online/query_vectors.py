@@ -27,9 +27,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.clock import utcnow
 from pipeline.gemini.embed import EMBED_BATCH_MAX, QUERY_TASK, EmbeddingClient
 from pipeline.retrieval.index import Embedding, embed_texts
-from pipeline.store.ledger import CallRecord, persist_calls
+from pipeline.rows import CallRecord
+from pipeline.store.database import Database
+from pipeline.store.ledger import persist_calls
 from pipeline.store.query_vectors import store_query_vectors, stored_query_vector, text_hash
-from pipeline.store.reconnect import Database
 
 __all__ = ["QueryEmbedder", "QueryVector"]
 

@@ -26,14 +26,13 @@ from pipeline.clock import utcnow
 from pipeline.gemini.wire import decode_response
 from pipeline.grounding import ground_answer
 from pipeline.job.states import QuestionState
+from pipeline.rows import AnswerRecord, ClaimedQuestion, StateChange
 from pipeline.run.verdicts import Outcome
-from pipeline.store.answers import AnswerRecord
-from pipeline.store.queue import ClaimedQuestion, StateChange
 from pipeline.store.reuse import Reusable, reusable_answer
 
 if TYPE_CHECKING:
     from pipeline.job.calls import CallPlan
-    from pipeline.store.reconnect import Database
+    from pipeline.store.database import Database
 
 
 class AnswerReuse:

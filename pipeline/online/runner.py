@@ -26,7 +26,7 @@
 * The database may go away (a restart, a failover): every statement of the claimer, the
   writer and the heartbeat is retried with backoff on lost connections, outcomes are held
   until they are stored, and an outage longer than ``[job] database_outage_s`` ends the run
-  with one message (:class:`~pipeline.store.reconnect.DatabaseOutage`). A storage that
+  with one message (:class:`~pipeline.store.database.DatabaseOutage`). A storage that
   refuses (a full disk, a read-only or removed file:
   :class:`~pipeline.store.faults.StorageFault`) stops the run at once, naming the cause.
   Either way the calls under way finish, and the outcomes the database could not take are
@@ -78,12 +78,12 @@ from pipeline.online.heartbeat import Heartbeat
 from pipeline.online.query_vectors import QueryEmbedder
 from pipeline.online.writer import GroupCommitWriter
 from pipeline.redaction import redact
+from pipeline.rows import ClaimedQuestion, StateChange
 from pipeline.run.context import RunContext
 from pipeline.run.summary import RunSummary
 from pipeline.run.verdicts import Outcome
 from pipeline.store import queue
-from pipeline.store.queue import ClaimedQuestion, StateChange
-from pipeline.store.reconnect import DatabaseOutage
+from pipeline.store.database import DatabaseOutage
 
 if TYPE_CHECKING:
     from pipeline.watch.metrics import RunMetrics

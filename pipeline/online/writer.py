@@ -14,11 +14,12 @@
   transaction back and it is run again (the pool's retrying transactions), so outcomes are
   held until they are stored. A commit whose acknowledgement was lost with the connection
   went through: when it is run again, the outcomes whose calls the ledger holds already (a
-  call's identity: question, step, start) are left out (:func:`unstored`), so nothing is
-  stored or settled twice.
+  call's identity: question, step, start) are left out
+  (:func:`~pipeline.store.outcomes.unstored`), so nothing is stored or settled twice.
 * In the transaction the budget row is locked first (as everywhere), and the budget
   reservations of the group's calls are settled against what the ledger stores. A question's
-  state is written only while its lease is still this run's (:func:`store_outcomes`).
+  state is written only while its lease is still this run's
+  (:func:`~pipeline.store.outcomes.store_outcomes`, given the run's ``owner``).
 * After a commit a caller that goes on to call 2 is released (``Outcome.committed``), every
   finished question is reported to the pool, and each stored redirect is handed to the
   resolver's feed at once; a full feed drops it (still pending in the database: the final
@@ -34,8 +35,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Callable
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -44,17 +44,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.clock import utcnow
 from pipeline.limits import JobLimits
 from pipeline.links.resolver import Lookup
+from pipeline.rows import StateChange
 from pipeline.run.commit_window import batches
 from pipeline.run.spill import SpillError, SpillFile
 from pipeline.run.verdicts import Outcome
-from pipeline.store import queue
-from pipeline.store.answers import StoredAnswers, VerdictOf, persist_answers
-from pipeline.store.ledger import CallRecord, persist_calls, stored_call_keys
-from pipeline.store.queue import StateChange
-from pipeline.store.reconnect import Database, DatabaseOutage
-from pipeline.store.structured import persist_structured
-
-T = TypeVar("T")
+from pipeline.store.answers import StoredAnswers, VerdictOf
+from pipeline.store.database import Database, DatabaseOutage
+from pipeline.store.outcomes import store_outcomes, unstored
 
 WRITE_BATCH_MAX = 500  # outcomes per transaction at most (taken when already waiting)
 # The commit window (Kafka's linger.ms): after the first outcome, the writer waits up to this
@@ -191,48 +187,3 @@ class GroupCommitWriter:
                 self._feed.send_nowait(lookup)
             except (anyio.WouldBlock, anyio.BrokenResourceError):
                 self.dropped += 1  # still pending in the database: swept later
-
-
-async def unstored(connection: AsyncConnection, outcomes: Sequence[Outcome]) -> list[Outcome]:
-    """``outcomes`` but those a commit stored already: one whose calls the ledger holds (a
-    commit whose acknowledgement was lost with the connection went through). The rest of a
-    stored outcome (its answer, structured object, state change) is stored once either way:
-    their unique keys and absolute values make them safe to write again."""
-    asked = [c.question_id for o in outcomes for c in o.calls if c.question_id is not None]
-    if not asked:
-        return list(outcomes)
-    in_ledger = await stored_call_keys(connection, asked)
-    return [o for o in outcomes if not any(_identity(c) in in_ledger for c in o.calls)]
-
-
-def _identity(call: CallRecord) -> tuple[int | None, str, dt.datetime]:
-    return (call.question_id, call.step, call.started_at)
-
-
-async def store_outcomes(
-    connection: AsyncConnection,
-    batch: list[Outcome],
-    now: dt.datetime,
-    verdict_of: VerdictOf,
-    owner: str | None = None,
-) -> StoredAnswers:
-    """Store ``batch`` in the caller's transaction: answers, structured objects, ledger rows,
-    state changes (the writer's commit, and the kept outcomes a later run stores). The caller
-    settles the budget row first, if it counts one.
-
-    Every paid outcome is kept: its ledger rows always, its answer unless that version of the
-    question's answer is stored already. With ``owner`` (the run's writer), a state change is
-    written only while the question is still leased to ``owner``: a call that was on the wire
-    while the process was paused past its lease answers a question another run holds now,
-    whose state is that run's to write."""
-    stored = await persist_answers(
-        connection, [o.answer for o in batch if o.answer is not None], now, verdict_of
-    )
-    await persist_structured(
-        connection, [o.structured for o in batch if o.structured is not None], now
-    )
-    await persist_calls(connection, [c for o in batch for c in o.calls])
-    await queue.apply_state_changes(
-        connection, [o.change for o in batch if o.change is not None], owner
-    )
-    return stored

@@ -43,7 +43,7 @@ from pipeline.job.states import QuestionState
 from pipeline.results import export
 from pipeline.results.export.arrow import ArrowBatches, pyarrow_modules
 from pipeline.store.engine import (
-    SchemaError,
+    DatabaseSchemaError,
     create_engine,
     head_revision,
     is_current,
@@ -137,7 +137,7 @@ async def _open(spec: JobSpec) -> tuple[AsyncEngine, int]:
             job_id = await queue.find_job(connection, spec.name)
         if job_id is None:
             raise JobUnavailable(f"job {spec.name!r} has not been loaded or run yet")
-    except SchemaError as exc:
+    except DatabaseSchemaError as exc:
         await engine.dispose()
         raise JobUnavailable(f"{where}: {exc}") from None
     except (OSError, DBAPIError) as exc:

@@ -13,18 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.costs.charges import WorstCase, expected_cost
 from pipeline.costs.prices import Price, PriceTable
 from pipeline.grounding import GroundedAnswer
 from pipeline.job.calls import GroundedCall, StructureCall
-from pipeline.job.states import TERMINAL_STATES
 from pipeline.limits import estimate_tokens
-from pipeline.store import ledger
+from pipeline.store.estimate_basis import read_estimate_basis
 from pipeline.store.ledger import micro_to_usd
-from pipeline.store.tables import questions
 from pipeline.structure import REPAIR_RETRIES
 
 # Assumed usage of one grounded call before any was observed (a short factual answer).
@@ -99,23 +96,9 @@ async def estimate_remaining(
     prices: JobPrices,
 ) -> Estimate:
     """What the questions not yet finished are expected to cost, and at worst."""
-    q = questions.c
-    remaining = (
-        await connection.execute(
-            sa.select(sa.func.count()).where(
-                q.job_id == job_id, q.state.not_in(sorted(TERMINAL_STATES))
-            )
-        )
-    ).scalar_one()
-    finished = (
-        await connection.execute(
-            sa.select(sa.func.count()).where(
-                q.job_id == job_id, q.state.in_(sorted(TERMINAL_STATES))
-            )
-        )
-    ).scalar_one()
-    spent = await ledger.job_spend(connection, job_id)
-    question_tokens = await _mean_question_tokens(connection, job_id)
+    stored = await read_estimate_basis(connection, job_id)
+    remaining, finished, spent = stored.remaining, stored.finished, stored.spent
+    question_tokens = int(stored.mean_question_chars / 4) + 1
     worst = _worst_per_question(ground, structure, worst_case, prices, question_tokens)
     worst_total = None if worst is None else worst * remaining
     if finished:
@@ -209,10 +192,3 @@ def _structure_prompt_tokens(
     )
     fixed = estimate_tokens(structure.body("", empty).decode())
     return fixed + question_tokens + answer_tokens + ASSUMED_SOURCE_LIST_TOKENS
-
-
-async def _mean_question_tokens(connection: AsyncConnection, job_id: int) -> int:
-    mean_chars = await connection.scalar(
-        sa.select(sa.func.avg(sa.func.length(questions.c.text))).where(questions.c.job_id == job_id)
-    )
-    return int(float(mean_chars or 0) / 4) + 1

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.job.states import TERMINAL_STATES
-from pipeline.store import answer_models, ledger
+from pipeline.store import ledger, model_drift
 from pipeline.store import status as sums
 from pipeline.store.exclusions import excluded_domain_sources
 from pipeline.store.status import ClassStats, RouteStats, source_problems, state_counts
@@ -64,7 +64,7 @@ class JobStatus:
     # Latest structured objects made with another schema than the job's current one.
     structured_stale_schema: int = 0
     # Sources of the latest answers from a domain [grounding] exclude_domains left out: Google
-    # was asked not to search them (pipeline.links.domains says how a source is matched).
+    # was asked not to search them (pipeline.grounding.domains says how a source is matched).
     excluded_domain_sources: int = 0
     # Each path's answers over every stored version (a managed miss the fallback replaced
     # still counts for managed), and those grounded citing at least one source.
@@ -180,9 +180,9 @@ async def other_models(
     connection: AsyncConnection, job_id: int, *, ground_model: str, structure_model: str | None
 ) -> OtherModels:
     """Which stored answers (and objects, with the structure step on) another model made."""
-    ground = await answer_models.other_models(connection, job_id, "ground", ground_model)
+    ground = await model_drift.other_models(connection, job_id, "ground", ground_model)
     structure = (
-        await answer_models.other_models(connection, job_id, "structure", structure_model)
+        await model_drift.other_models(connection, job_id, "structure", structure_model)
         if structure_model is not None
         else {}
     )

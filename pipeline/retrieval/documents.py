@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from pipeline.intake.files import file_records
+from pipeline.intake.ids import InvalidId, checked_id
 from pipeline.intake.query import query_records
 
 __all__ = [
@@ -28,7 +29,6 @@ __all__ = [
     "read_document_query",
 ]
 
-MAX_DOC_ID_CHARS = 512  # the column's width
 _KNOWN = ("id", "title", "uri", "text")
 
 
@@ -62,14 +62,10 @@ def _optional_text(where: str, record: dict[str, Any], field: str) -> str | None
 
 
 def _document(where: str, line: int, record: dict[str, Any]) -> SourceDocument:
-    raw_id = record.get("id")
-    if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
-        raise DocumentError(f"{where}: missing or non-scalar id field 'id'")
-    doc_id = str(raw_id).strip()
-    if not doc_id:
-        raise DocumentError(f"{where}: empty id field 'id'")
-    if len(doc_id) > MAX_DOC_ID_CHARS:
-        raise DocumentError(f"{where}: id longer than {MAX_DOC_ID_CHARS} characters")
+    try:
+        doc_id = checked_id(record.get("id"), "id")
+    except InvalidId as exc:
+        raise DocumentError(f"{where}: {exc}") from None
     text = record.get("text")
     if not isinstance(text, str) or not text.strip():
         raise DocumentError(f"{where}: missing or empty text field 'text'")

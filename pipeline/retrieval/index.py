@@ -54,9 +54,10 @@ from pipeline.retrieval.documents import (
     read_document_file,
     read_document_query,
 )
+from pipeline.rows import CallRecord
 from pipeline.store import documents as store
-from pipeline.store.ledger import CallRecord, job_call_stored, persist_calls
-from pipeline.store.reconnect import Database, DatabaseOutage
+from pipeline.store.database import Database, DatabaseOutage
+from pipeline.store.ledger import job_call_stored, persist_calls
 
 __all__ = [
     "EmbedOutcome",

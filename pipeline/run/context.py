@@ -4,7 +4,7 @@ summary.
 * :class:`RunPrices`: the price of each model the run calls, at the online or the batch rate,
   looked up once and warned about once (a model with no price is recorded at cost 0 and
   marked incomplete; a price resting on placeholder figures is named).
-* :class:`RunContext`: the job's id, its :class:`~pipeline.store.reconnect.Database` (every
+* :class:`RunContext`: the job's id, its :class:`~pipeline.store.database.Database` (every
   transaction of the run goes through it and rides out a database restart), the prices, the
   one retry policy, the budget and the worst case a call holds in it, the run's
   :class:`~pipeline.run.summary.RunSummary`, and :meth:`~RunContext.stop`.
@@ -33,8 +33,8 @@ from pipeline.limits.probe import ProbeSettings
 from pipeline.redaction import redact
 from pipeline.run.spill import SpillFile, spill_path, spill_prefix, state_directory
 from pipeline.run.summary import RunSummary
+from pipeline.store.database import Database
 from pipeline.store.faults import FileIdentity
-from pipeline.store.reconnect import Database
 from pipeline.store.urls import display_url, sqlite_file
 
 log = logging.getLogger(__name__)

@@ -28,11 +28,8 @@ from pathlib import Path
 
 import msgspec
 
+from pipeline.rows import AnswerRecord, CallRecord, StateChange, StructuredRecord
 from pipeline.run.verdicts import Outcome
-from pipeline.store.answers import AnswerRecord
-from pipeline.store.ledger import CallRecord
-from pipeline.store.queue import StateChange
-from pipeline.store.structured import StructuredRecord
 
 STATE_DIR_NAME = "ground"  # under $XDG_STATE_HOME (or ~/.local/state)
 SPILL_SUFFIX = ".spill.jsonl"

@@ -21,7 +21,7 @@ from decimal import Decimal
 from typing import Any
 
 from pipeline.job.states import TERMINAL_STATES
-from pipeline.store.ledger import CallRecord
+from pipeline.rows import CallRecord
 
 # Batch mode's phases, in the order they are said: sending the batches, waiting for Google to
 # run them, downloading and storing their results.

@@ -26,9 +26,7 @@ from pipeline.job.calls import StructureCall
 from pipeline.job.states import QuestionState
 from pipeline.limits import Decision, RetryPolicy
 from pipeline.limits.policy import GROUND, STRUCTURE
-from pipeline.store.answers import AnswerRecord
-from pipeline.store.queue import StateChange
-from pipeline.store.structured import CallRecord, StructuredRecord
+from pipeline.rows import AnswerRecord, CallRecord, StateChange, StructuredRecord
 from pipeline.structure import parse_and_validate, provenance_to_json, trace_provenance
 
 # Finish reasons that mean the answer was withheld, not given.

@@ -1,11 +1,12 @@
 """All SQL: the schema, the engine, and one module per thing the pipeline stores or asks.
 
 * ``engine``: engines (SQLite pragmas, the PostgreSQL pool) and :func:`migrate` (locked);
-* ``reconnect``: retrying a transaction across a database restart, up to an outage limit;
+* ``database``: retrying a transaction across a database restart, up to an outage limit;
 * ``tables``: the SQLAlchemy Core tables (Alembic's migrations are the schema's source);
 * ``queue``: claim under a lease, heartbeat, state changes, release, requeue; loading
   (``insert_new_questions``: ``INSERT ... ON CONFLICT DO NOTHING RETURNING``);
 * ``loads``: the fingerprint of the question file a job last loaded (skip it unchanged);
+* ``outcomes``: a group of outcomes (answers, objects, ledger rows, states) in one place;
 * ``answers`` / ``structured`` / ``versions``: call 1's answers with sources and supports, call
   2's objects, and their versions (nothing paid for is deleted);
 * ``ledger``: every call with its cost, and the one spend query;

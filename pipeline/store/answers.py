@@ -20,41 +20,19 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.gemini.wire import GenerateContentResponse
 from pipeline.grounding import GroundedAnswer, Source
+from pipeline.grounding.hosts import without_userinfo
 from pipeline.grounding.version_diff import SourceFacts, compare
 from pipeline.job.states import SourceState, Verdict
-from pipeline.links.hosts import without_userinfo
+from pipeline.rows import ROUTE_OWN, AnswerRecord
 from pipeline.store.resolution import Lookup
 from pipeline.store.reuse import origin_verdicts
-from pipeline.store.routes import ROUTE_MANAGED, ROUTE_OWN, clear_next_route, hand_over
+from pipeline.store.routes import clear_next_route, hand_over
 from pipeline.store.tables import answers, sources, supports
 from pipeline.store.upsert import insert_ignoring_conflicts
 from pipeline.store.versions import clear_reask, latest_answers, supersede
 
 VerdictOf = Callable[[str | None], Verdict]
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerRecord:
-    """Everything stored for one answered question."""
-
-    question_id: int
-    answer: GroundedAnswer
-    response: GenerateContentResponse
-    finish_reason: str | None
-    raw_response: bytes
-    latency_ms: float
-    version: int = 1  # 1 + the version of the answer stored when the question was claimed
-    route: str = ROUTE_MANAGED  # or ROUTE_OWN: which path answered (pipeline.store.routes)
-    # A managed answer that missed, handed over to own retrieval: the question's next call 1
-    # goes through it (stored with the answer, so a restart resumes at the own call).
-    hand_over: bool = False
-    # The call's settings fingerprint and reuse key (pipeline.job.calls); the answer copied
-    # at no cost ([job] reuse_answers_within; None: asked).
-    settings: str | None = None
-    reuse_key: str | None = None
-    reused_from: int | None = None
 
 
 @dataclass(slots=True)
@@ -81,26 +59,8 @@ async def persist_answers(
     stored = StoredAnswers()
     if not records:
         return stored
-    origins = await origin_verdicts(
-        connection, [r.reused_from for r in records if r.reused_from is not None]
-    )
-    verdicts = {
-        id(r): [
-            origins.get(r.reused_from or 0, {}).get(source.index) or verdict_of(source.uri)
-            for source in r.answer.sources
-        ]
-        for r in records
-    }
-    earlier = await latest_answers(connection, [r.question_id for r in records if r.version > 1])
-    rows = []
-    for record in records:
-        row = _answer_row(record, now)
-        if record.question_id in earlier:
-            old_text, old_sources = earlier[record.question_id]
-            new_sources = _facts(record.answer.sources, verdicts[id(record)])
-            moved = compare(old_text, old_sources, record.answer.text, new_sources)
-            row["changed"], row["changes"] = bool(moved), list(moved)
-        rows.append(row)
+    verdicts = await _source_verdicts(connection, records, verdict_of)
+    rows = await _answer_rows(connection, records, verdicts, now)
     # ON CONFLICT DO NOTHING: a second answer for the same version of a question (its lease
     # was lost to another worker, which stored first) is skipped even when both commit at once,
     # or come in one batch (then the first is stored, and only its sources and supports).
@@ -111,24 +71,72 @@ async def persist_answers(
         rows,
     )
     inserted = {(row.question_id, row.version): row.id for row in result}
-    fresh: list[AnswerRecord] = []
-    answer_id_of: dict[int, int] = {}  # id(record) -> its answer's id
+    fresh: list[tuple[AnswerRecord, int]] = []  # each stored record, with its answer's id
     for record in records:
         answer_id = inserted.pop((record.question_id, record.version), None)
         if answer_id is not None:
-            fresh.append(record)
-            answer_id_of[id(record)] = answer_id
+            fresh.append((record, answer_id))
             stored.answer_ids[record.question_id] = answer_id
-    await supersede(connection, answers, [(r.question_id, r.version) for r in fresh], now)
+    kept = [r for r, _ in fresh]
+    await supersede(connection, answers, [(r.question_id, r.version) for r in kept], now)
     # Only a question with an answer is ever marked to be asked again: a first answer has
     # nothing to clear (a first pass then makes no UPDATE here).
-    await clear_reask(connection, [r.question_id for r in fresh if r.version > 1])
-    await hand_over(connection, [r.question_id for r in fresh if r.hand_over])
-    await clear_next_route(connection, [r.question_id for r in fresh if r.route == ROUTE_OWN])
+    await clear_reask(connection, [r.question_id for r in kept if r.version > 1])
+    await hand_over(connection, [r.question_id for r in kept if r.hand_over])
+    await clear_next_route(connection, [r.question_id for r in kept if r.route == ROUTE_OWN])
+    await _persist_sources(connection, fresh, verdicts, now, stored)
+    return stored
+
+
+async def _source_verdicts(
+    connection: AsyncConnection, records: Sequence[AnswerRecord], verdict_of: VerdictOf
+) -> dict[int, list[Verdict]]:
+    """Each record's source verdicts (keyed by ``id(record)``): a reused answer's sources keep
+    the verdicts of the answer it was copied from; the others are classified up front."""
+    origins = await origin_verdicts(
+        connection, [r.reused_from for r in records if r.reused_from is not None]
+    )
+    return {
+        id(r): [
+            origins.get(r.reused_from or 0, {}).get(source.index) or verdict_of(source.uri)
+            for source in r.answer.sources
+        ]
+        for r in records
+    }
+
+
+async def _answer_rows(
+    connection: AsyncConnection,
+    records: Sequence[AnswerRecord],
+    verdicts: dict[int, list[Verdict]],
+    now: dt.datetime,
+) -> list[dict[str, Any]]:
+    """The answers' rows, a new version compared with the latest one stored."""
+    earlier = await latest_answers(connection, [r.question_id for r in records if r.version > 1])
+    rows = []
+    for record in records:
+        row = _answer_row(record, now)
+        if record.question_id in earlier:
+            old_text, old_sources = earlier[record.question_id]
+            new_sources = _facts(record.answer.sources, verdicts[id(record)])
+            moved = compare(old_text, old_sources, record.answer.text, new_sources)
+            row["changed"], row["changes"] = bool(moved), list(moved)
+        rows.append(row)
+    return rows
+
+
+async def _persist_sources(
+    connection: AsyncConnection,
+    fresh: Sequence[tuple[AnswerRecord, int]],
+    verdicts: dict[int, list[Verdict]],
+    now: dt.datetime,
+    stored: StoredAnswers,
+) -> None:
+    """The stored answers' sources and supports; each pending source is added to
+    ``stored.lookups`` (to resolve)."""
     source_rows: list[dict[str, Any]] = []
     support_rows: list[dict[str, Any]] = []
-    for record in fresh:
-        answer_id = answer_id_of[id(record)]
+    for record, answer_id in fresh:
         for source, verdict in zip(record.answer.sources, verdicts[id(record)], strict=True):
             source_rows.append(_source_row(answer_id, source, verdict))
             if verdict.status == SourceState.PENDING and source.uri is not None:
@@ -141,7 +149,6 @@ async def persist_answers(
         await connection.execute(sources.insert(), source_rows)
     if support_rows:
         await connection.execute(supports.insert(), support_rows)
-    return stored
 
 
 def _facts(found: Sequence[Source], verdicts: Sequence[Verdict]) -> list[SourceFacts]:

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.errors import ErrorClass
 from pipeline.job.states import QuestionState
 from pipeline.store.batches import ERRORS_SEPARATOR, READ_PAGE, lease_owner
-from pipeline.store.reconnect import Database
+from pipeline.store.database import Database
 from pipeline.store.tables import answers, batch_items, questions, structured
 from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
 

@@ -42,8 +42,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.clock import utcnow
 from pipeline.job.states import WAITING_STATES, QuestionState, SourceState
+from pipeline.store.database import Database
 from pipeline.store.queue import due, lease_due
-from pipeline.store.reconnect import Database
 from pipeline.store.tables import (
     UtcDateTime,
     answers,

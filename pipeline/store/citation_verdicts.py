@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.store.ledger import CallRecord
+from pipeline.rows import CallRecord
 from pipeline.store.tables import answers, calls, citation_verdicts, questions, sources, supports
 from pipeline.store.upsert import insert_ignoring_conflicts
 from pipeline.verify.claims import StoredSource, StoredSupport

@@ -1,7 +1,7 @@
 """Engine set-up (SQLite pragmas, PostgreSQL pool), and the database's schema: read, checked
 against the migrations this ``ground`` knows, and brought to the newest.
 
-A schema this ``ground`` cannot use is a :class:`SchemaError` with one line saying why: a
+A schema this ``ground`` cannot use is a :class:`DatabaseSchemaError` with one line saying why: a
 revision it does not know (a newer ``ground`` migrated the database), ground's tables without
 the ``alembic_version`` row that says which migrations ran, or a migration needed on a
 database that cannot be written here. A database already at the newest revision is used as it
@@ -61,7 +61,7 @@ SENTINEL_TABLE = "jobs"
 VERSION_TABLE = "alembic_version"
 
 
-class SchemaError(RuntimeError):
+class DatabaseSchemaError(RuntimeError):
     """The database's schema cannot be used by this ``ground``; the message says what to do."""
 
 
@@ -193,18 +193,18 @@ async def read_schema(connection: AsyncConnection) -> SchemaState:
 
 def is_current(state: SchemaState) -> bool:
     """Whether ``state`` is the newest schema (True) or needs migrating (False); a schema this
-    ``ground`` cannot use raises :class:`SchemaError`, in one line saying why."""
+    ``ground`` cannot use raises :class:`DatabaseSchemaError`, in one line saying why."""
     head, known = _revisions()
     unknown = [r for r in state.revisions if r not in known]
     if unknown:
-        raise SchemaError(
+        raise DatabaseSchemaError(
             f"the database is at schema revision {unknown[0]!r}, which this ground does not"
             f" know (the newest it knows is {head!r}): a newer ground migrated it; upgrade"
             " ground to use this database"
         )
     if state.has_tables and not state.revisions:
         what = "is empty" if state.versioned else "is missing"
-        raise SchemaError(
+        raise DatabaseSchemaError(
             f"the database has ground's tables but its {VERSION_TABLE} table {what}, so which"
             " migrations ran is unknown (nothing was changed); restore that table from a"
             " backup, or `alembic stamp` the revision the tables are at"
@@ -233,7 +233,7 @@ async def migrate(engine: AsyncEngine) -> None:
     """Bring the database to the newest migration (idempotent, safe to run concurrently).
 
     A database already at the newest revision is only read: no lock file, no transaction that
-    writes. Raises :class:`SchemaError` for a schema this ``ground`` cannot use, and for a
+    writes. Raises :class:`DatabaseSchemaError` for a schema this ``ground`` cannot use, and for a
     migration needed on a database that cannot be written here (read-only file, directory,
     mount or ``mode=ro``; a read-only PostgreSQL role or standby).
     """
@@ -241,11 +241,11 @@ async def migrate(engine: AsyncEngine) -> None:
         state = await read_schema(connection)
     # Seen without the lock, a schema may be half-made by another process migrating it now
     # (SQLite commits each CREATE TABLE at once): only the look under the lock is final.
-    seen: SchemaError | None = None
+    seen: DatabaseSchemaError | None = None
     try:
         if is_current(state):
             return
-    except SchemaError as exc:
+    except DatabaseSchemaError as exc:
         seen = exc
     try:
         if engine.dialect.name == "sqlite":
@@ -260,7 +260,7 @@ async def migrate(engine: AsyncEngine) -> None:
             raise
         head, _ = _revisions()
         at = f"is at schema revision {state.revisions[0]!r}" if state.revisions else "is empty"
-        raise SchemaError(
+        raise DatabaseSchemaError(
             f"the database {at} and needs migrating to {head!r}, but it cannot be written here"
             f" ({_first_line(exc)}); run `ground migrate` where it can be written"
         ) from None
@@ -300,7 +300,7 @@ async def _migrate(engine: AsyncEngine) -> None:
                 text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY}
             )
         # Checked again under the lock: another process may have migrated it meanwhile (this
-        # look is final: a schema this ground cannot use raises SchemaError here).
+        # look is final: a schema this ground cannot use raises DatabaseSchemaError here).
         if is_current(await read_schema(connection)):
             return
         await connection.run_sync(upgrade)

@@ -1,6 +1,6 @@
 """The sources of a job's latest answers that may come from an excluded domain: the database
 narrows them down (a case-insensitive substring of the domain, title or destination), and
-:func:`pipeline.links.domains.from_excluded` decides. Only the few candidates reach Python."""
+:func:`pipeline.grounding.domains.from_excluded` decides. Only the few candidates reach Python."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.links.domains import from_excluded, normalised
+from pipeline.grounding.domains import from_excluded, normalised
 from pipeline.store.tables import answers, questions, sources
 from pipeline.store.versions import LATEST_ANSWER
 

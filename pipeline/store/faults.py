@@ -1,6 +1,6 @@
 """A database that answers but cannot keep what it is given, told apart from one that is away.
 
-An unreachable server is waited out (:mod:`pipeline.store.reconnect`): it comes back. A full
+An unreachable server is waited out (:mod:`pipeline.store.database`): it comes back. A full
 disk, a read-only file or a database file that was removed does not come back by waiting, so
 each is named at once in one line (:class:`StorageFault`), and the run keeps what it could not
 store elsewhere (:mod:`pipeline.run.spill`).
@@ -32,7 +32,7 @@ _POSTGRES_FAULTS = {
 
 class DatabaseOutage(Exception):
     """The database stayed unreachable for longer than ``[job] database_outage_s``, or the run
-    stopped while it was away (:mod:`pipeline.store.reconnect`)."""
+    stopped while it was away (:mod:`pipeline.store.database`)."""
 
 
 class StorageFault(DatabaseOutage):

@@ -16,63 +16,13 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from pipeline.rows import CallRecord
 from pipeline.store.tables import calls, questions
 
 if TYPE_CHECKING:
-    from pipeline.costs.charges import Cost
-    from pipeline.gemini.wire import UsageMetadata
+    pass
 
 GROUND_STEP = "ground"  # the step whose requests count against the daily grounding bucket
-
-
-@dataclass(frozen=True, slots=True)
-class CallRecord:
-    """One request to the model, whatever came of it: the ledger costs are summed from."""
-
-    question_id: int | None  # None: a call for no question (ground index's embeddings)
-    step: str  # ground | structure | embed
-    model: str
-    started_at: dt.datetime
-    latency_ms: float
-    http_status: int | None
-    outcome: str  # "ok" or the error class
-    input_tokens: int = 0
-    output_tokens: int = 0
-    grounding_units: int = 0
-    cost_micro_usd: int = 0
-    cost_complete: bool = True
-    # The worst case the shared budget held for this call (not stored): the writer releases it
-    # in the transaction that stores this row (pipeline.store.quota.settle_budget).
-    reserved_micro: int = 0
-    job_id: int | None = None  # set on the rows of calls made for no question
-
-    @classmethod
-    def answered(
-        cls,
-        question_id: int,
-        step: str,
-        model: str,
-        started_at: dt.datetime,
-        latency_ms: float,
-        usage: UsageMetadata,
-        cost: Cost | None,
-    ) -> CallRecord:
-        """The row of a request the model answered: its tokens (tool-use prompt and thinking
-        included) and its cost, marked incomplete when no price was known (``cost`` None)."""
-        return cls(
-            question_id,
-            step,
-            model,
-            started_at,
-            latency_ms,
-            200,
-            "ok",
-            input_tokens=usage.prompt_token_count + usage.tool_use_prompt_token_count,
-            output_tokens=usage.candidates_token_count + usage.thoughts_token_count,
-            grounding_units=cost.grounding_units if cost else 0,
-            cost_micro_usd=cost.micro_usd() if cost else 0,
-            cost_complete=cost is not None and cost.complete,
-        )
 
 
 @dataclass(frozen=True, slots=True)

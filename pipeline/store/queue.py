@@ -36,40 +36,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.clock import utcnow
 from pipeline.job.states import TERMINAL_STATES, WAITING_STATES, QuestionState
+from pipeline.rows import ClaimedQuestion, StateChange
 from pipeline.store.tables import CLAIMABLE_SQL, answers, jobs, questions, structured
 from pipeline.store.upsert import insert_ignoring_conflicts
 from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED, requeued
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimedQuestion:
-    """A question leased to a run, with what its next call needs.
-
-    Two ids: ``id`` is the ``questions`` table's row key, the one every other table refers to
-    (as ``question_id``: answers, sources, the ledger, a state change); ``qid`` is the user's
-    own id from the input, the one a question is keyed by for loading, export and ``show``.
-    """
-
-    id: int  # questions.id: the row key (question_id elsewhere)
-    qid: str  # the input's own id
-    text: str
-    attempts: int
-    structure_attempts: int = 0
-    # The stored call-1 response when the grounded answer exists: only call 2 is left.
-    # None also when the question is to be asked again (``reask``).
-    answer_raw: bytes | None = None
-    # The input fields kept with the question ([source] metadata_fields); None = none.
-    # url_context reads the question's own URLs from here ([grounding] url_field).
-    meta: dict[str, Any] | None = None
-    # The latest stored versions (0: none): what is stored next is the version after.
-    answer_version: int = 0
-    structured_version: int = 0
-    # Own retrieval's routing: the question's class, and which path gave its latest stored
-    # answer (pipeline.store.routes.ROUTE_MANAGED / ROUTE_OWN; None: no answer stored).
-    qclass: str | None = None
-    answer_route: str | None = None
-    # "own": call 1 goes through own retrieval whatever the class (``questions.next_route``).
-    next_route: str | None = None
 
 
 async def ensure_job(connection: AsyncConnection, name: str) -> int:
@@ -297,21 +267,6 @@ async def release_dead_owners(
         return 0
     result = await connection.execute(_released(q.job_id == job_id, q.lease_owner.in_(dead)))
     return result.rowcount
-
-
-@dataclass(frozen=True, slots=True)
-class StateChange:
-    """A question's next state, written by :func:`apply_state_changes`."""
-
-    question_id: int
-    state: QuestionState
-    attempts: int
-    error_class: str | None = None
-    last_error: str | None = None
-    next_attempt_at: dt.datetime | None = None
-    structure_attempts: int | None = None  # None: unchanged
-    # The same caller goes on with the question (call 2 right after call 1): keep the lease.
-    keep_lease: bool = False
 
 
 async def apply_state_changes(

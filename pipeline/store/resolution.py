@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.job.states import SourceState, Verdict
-from pipeline.store.reconnect import Database
+from pipeline.store.database import Database
 from pipeline.store.tables import answers, questions, sources
 from pipeline.store.versions import LATEST_ANSWER, note_destination_changes
 

@@ -1,8 +1,8 @@
 """Own retrieval's routing, as stored: which path answered and which path comes next.
 
-* ``answers.route``: :data:`ROUTE_MANAGED` (the grounded call) or :data:`ROUTE_OWN` (own
-  retrieval's numbered passages).
-* ``questions.next_route``: :data:`ROUTE_OWN` when the question's next call 1 goes through own
+* ``answers.route``: :data:`~pipeline.rows.ROUTE_MANAGED` (the grounded call) or
+  :data:`~pipeline.rows.ROUTE_OWN` (own retrieval's numbered passages).
+* ``questions.next_route``: ``ROUTE_OWN`` when the question's next call 1 goes through own
   retrieval whatever its class: set when a managed answer that missed is stored and handed
   over (``[grounding] fallback_when``, :func:`hand_over`), and by ``ground retry --via
   own_retrieval`` (:func:`requeue_via_own`); cleared when an own answer is stored
@@ -21,11 +21,9 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.job.states import QuestionState
+from pipeline.rows import ROUTE_OWN
 from pipeline.store.tables import answers, questions, sources
 from pipeline.store.versions import requeued
-
-ROUTE_MANAGED = "managed"  # the grounded call: the platform retrieved
-ROUTE_OWN = "own"  # own retrieval: the job's index searched, the passages in the prompt
 
 
 async def hand_over(connection: AsyncConnection, question_ids: Iterable[int]) -> None:

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.job.states import TERMINAL_STATES, QuestionState, SourceState
-from pipeline.store.routes import ROUTE_MANAGED, ROUTE_OWN
+from pipeline.rows import ROUTE_MANAGED, ROUTE_OWN
 from pipeline.store.tables import answers, calls, questions, sources, structured
 from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
 

@@ -3,43 +3,19 @@
 Structured objects are versioned like answers (:mod:`pipeline.store.versions`): a question
 structured again (a new answer, ``ground restructure``, a changed schema) gets version n + 1,
 which supersedes version n; nothing is deleted.
-
-``CallRecord`` and ``persist_calls`` live in :mod:`pipeline.store.ledger`; they are imported
-here too, where they used to be.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.store.ledger import CallRecord, persist_calls
+from pipeline.rows import StructuredRecord
 from pipeline.store.tables import structured
 from pipeline.store.upsert import insert_ignoring_conflicts
 from pipeline.store.versions import supersede
-
-__all__ = ["CallRecord", "StructuredRecord", "persist_calls", "persist_structured"]
-
-
-@dataclass(frozen=True, slots=True)
-class StructuredRecord:
-    question_id: int
-    valid: bool
-    value: Any
-    raw_text: str
-    errors: tuple[str, ...]
-    provenance: list[dict[str, Any]]
-    supported_fraction: float | None
-    flagged: bool
-    model_version: str | None
-    calls: int
-    version: int = 1  # 1 + the version stored when the question was claimed
-    answer_version: int | None = None  # the answer version it was made from
-    schema_hash: str | None = None  # pipeline.structure.schema_hash of the schema used
 
 
 async def persist_structured(

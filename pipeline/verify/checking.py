@@ -22,9 +22,9 @@ from pipeline.clock import utcnow
 from pipeline.errors import CallError, RunFatalError
 from pipeline.gemini.endpoint import Endpoint
 from pipeline.online.call import MeteredCaller
+from pipeline.rows import CallRecord
 from pipeline.store import citation_verdicts as store
-from pipeline.store.ledger import CallRecord
-from pipeline.store.reconnect import Database
+from pipeline.store.database import Database
 from pipeline.verify.parsing import PairVerdict, read_verdicts
 from pipeline.verify.requests import VerificationCall
 

@@ -23,7 +23,7 @@ from pipeline.online.leases import default_owner
 from pipeline.run.context import RunPrices
 from pipeline.store import citation_verdicts as store
 from pipeline.store import queue
-from pipeline.store.reconnect import Database, DatabaseOutage
+from pipeline.store.database import Database, DatabaseOutage
 from pipeline.verify.checking import Checker, CheckResult
 from pipeline.verify.claims import AnswerClaims, claims_of
 from pipeline.verify.precision import (

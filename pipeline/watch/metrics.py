@@ -66,7 +66,7 @@ from prometheus_client.exposition import start_http_server
 from prometheus_client.registry import Collector
 
 from pipeline.job.states import WAITING_STATES, QuestionState, SourceState
-from pipeline.store.ledger import CallRecord
+from pipeline.rows import CallRecord
 from pipeline.watch.exporter import RunSettings
 
 # Grounded calls take seconds; structure calls less; a timeout is up to 120 s.

@@ -30,12 +30,11 @@ from pipeline.limits import JobLimits
 from pipeline.links.rules import AllowList, initial_verdict
 from pipeline.online.writer import GroupCommitWriter
 from pipeline.retrieval.index import Embedding, embed_pending, load_index
+from pipeline.rows import CallRecord, StateChange
 from pipeline.run.verdicts import Outcome
 from pipeline.store import queue, quota
 from pipeline.store.answers import persist_answers
-from pipeline.store.ledger import CallRecord
-from pipeline.store.queue import StateChange
-from pipeline.store.reconnect import Database
+from pipeline.store.database import Database
 from pipeline.store.tables import answers, calls, chunks, documents, questions, sources, supports
 from tests.e2e.test_store import _record, _seed
 from tests.support.databases import postgres_engine, sqlite_engine

@@ -229,8 +229,9 @@ def test_results_view_has_one_row_per_question(job: JobSpec, tmp_path: Path) -> 
 @pytest.mark.anyio
 async def test_results_view_on_postgres(job: JobSpec) -> None:
     from pipeline.links.rules import Verdict
+    from pipeline.rows import AnswerRecord
     from pipeline.store import queue
-    from pipeline.store.answers import AnswerRecord, persist_answers
+    from pipeline.store.answers import persist_answers
     from tests.support.databases import postgres_engine
 
     (body,) = (await fetch_rows(job.database_url, sa.select(answers.c.raw_response).limit(1)))[0]

@@ -25,10 +25,11 @@ from pipeline.grounding import ground_answer
 from pipeline.intake.loader import load_questions
 from pipeline.job.spec import JobSpec, load_jobspec
 from pipeline.job.states import Verdict
+from pipeline.rows import AnswerRecord, CallRecord
 from pipeline.store import queue
-from pipeline.store.answers import AnswerRecord, persist_answers
+from pipeline.store.answers import persist_answers
 from pipeline.store.engine import create_engine, migrate
-from pipeline.store.structured import CallRecord, persist_calls
+from pipeline.store.ledger import persist_calls
 from pipeline.store.tables import answers, questions, sources
 from tests.support.databases import POSTGRES_URL, fetch_rows
 from tests.support.exports import as_json

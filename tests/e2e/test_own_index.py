@@ -27,8 +27,8 @@ from pipeline.retrieval.index import Embedding, embed_pending, load_index
 from pipeline.retrieval.search import search
 from pipeline.store import documents as store
 from pipeline.store import queue
+from pipeline.store.database import Database
 from pipeline.store.ledger import job_totals
-from pipeline.store.reconnect import Database
 from pipeline.store.tables import calls, chunks, documents
 from pipeline.store.urls import async_url
 from tests.support.databases import fetch_rows, postgres_engine, sqlite_engine

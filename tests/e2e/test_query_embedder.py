@@ -18,7 +18,7 @@ from pipeline.gemini.endpoint import Endpoint, endpoint_for
 from pipeline.online.query_vectors import QueryEmbedder, QueryVector
 from pipeline.retrieval.index import Embedding
 from pipeline.store import queue
-from pipeline.store.reconnect import Database
+from pipeline.store.database import Database
 from pipeline.store.tables import calls, query_vectors
 from tests.support.databases import sqlite_engine
 

@@ -23,9 +23,9 @@ from pipeline.limits.job_limits import (
     JobLimits,
     RateGrants,
 )
+from pipeline.rows import CallRecord
 from pipeline.store import ledger, queue, quota
-from pipeline.store.ledger import CallRecord
-from pipeline.store.reconnect import Database
+from pipeline.store.database import Database
 from pipeline.store.tables import shared_limits
 from tests.support.databases import postgres_engine, sqlite_engine
 

@@ -20,8 +20,9 @@ from pipeline.gemini.wire import decode_response
 from pipeline.grounding import ground_answer
 from pipeline.job.states import QuestionState
 from pipeline.links.rules import AllowList, initial_verdict
+from pipeline.rows import AnswerRecord, StateChange
 from pipeline.store import queue
-from pipeline.store.answers import AnswerRecord, StoredAnswers, persist_answers
+from pipeline.store.answers import StoredAnswers, persist_answers
 from pipeline.store.tables import (
     answers,
     include_in_autogenerate,
@@ -99,8 +100,8 @@ async def test_claim_lease_finish_and_reclaim(engine_factory) -> None:
             await queue.apply_state_changes(
                 connection,
                 [
-                    queue.StateChange(first[0].id, QuestionState.DONE, 1),
-                    queue.StateChange(
+                    StateChange(first[0].id, QuestionState.DONE, 1),
+                    StateChange(
                         first[1].id,
                         QuestionState.RETRY_WAIT,
                         1,
@@ -110,7 +111,7 @@ async def test_claim_lease_finish_and_reclaim(engine_factory) -> None:
                 ],
             )
             await queue.apply_state_changes(
-                connection, [queue.StateChange(first[0].id, QuestionState.FAILED, 2)]
+                connection, [StateChange(first[0].id, QuestionState.FAILED, 2)]
             )
             await queue.release(connection, "a", [first[2].id])
             states = dict(
@@ -148,7 +149,7 @@ async def test_a_lease_lost_to_another_run_is_that_runs_to_write(engine_factory)
             assert kept == [mine[1].id]
             await queue.apply_state_changes(
                 connection,
-                [queue.StateChange(q.id, QuestionState.RETRY_WAIT, 1) for q in mine],
+                [StateChange(q.id, QuestionState.RETRY_WAIT, 1) for q in mine],
                 owner="a",
             )
             await queue.release(connection, "a", [mine[0].id])  # b's: untouched
@@ -170,17 +171,15 @@ async def test_next_wakeup_is_none_when_everything_is_terminal(engine_factory) -
             await queue.apply_state_changes(
                 connection,
                 [
-                    queue.StateChange(claimed[0].id, QuestionState.DONE, 1),
-                    queue.StateChange(
-                        claimed[1].id, QuestionState.RETRY_WAIT, 1, next_attempt_at=soon
-                    ),
+                    StateChange(claimed[0].id, QuestionState.DONE, 1),
+                    StateChange(claimed[1].id, QuestionState.RETRY_WAIT, 1, next_attempt_at=soon),
                 ],
             )
             wake = await queue.next_wakeup(connection, job_id)
             assert wake is not None and abs((wake - soon).total_seconds()) < 0.01
             assert await queue.claim(connection, job_id, "a", 10, LEASE) == []
             await queue.apply_state_changes(
-                connection, [queue.StateChange(claimed[1].id, QuestionState.FAILED, 2)]
+                connection, [StateChange(claimed[1].id, QuestionState.FAILED, 2)]
             )
             assert await queue.next_wakeup(connection, job_id) is None
             assert await queue.requeue(connection, job_id, [QuestionState.FAILED]) == 1

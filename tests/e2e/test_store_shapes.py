@@ -16,8 +16,9 @@ from pipeline.grounding import ground_answer
 from pipeline.job.states import QuestionState
 from pipeline.links.rules import AllowList, initial_verdict
 from pipeline.results.status import job_status, render_status
+from pipeline.rows import AnswerRecord
 from pipeline.store import queue
-from pipeline.store.answers import AnswerRecord, persist_answers
+from pipeline.store.answers import persist_answers
 from pipeline.store.tables import answers, questions, sources, supports
 from tests.support.databases import postgres_engine, sqlite_engine
 from tests.support.paths import SHAPES

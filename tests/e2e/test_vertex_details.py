@@ -14,7 +14,7 @@ from pipeline.commands import run_command
 from pipeline.commands.results import ExportOptions, export_command, status_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
-from pipeline.links.domains import from_excluded
+from pipeline.grounding.domains import from_excluded
 from pipeline.store.tables import answers, sources
 from tests.support.credentials import service_account_info
 from tests.support.databases import fetch_rows

@@ -21,7 +21,7 @@ from pipeline.gemini.wire import GroundingMetadata, UsageMetadata
 from pipeline.limits import JobLimits, estimate_tokens
 from pipeline.limits.job_limits import RateGrants
 from pipeline.store import queue, quota
-from pipeline.store.reconnect import Database
+from pipeline.store.database import Database
 from tests.support.databases import sqlite_engine
 
 pytestmark = pytest.mark.anyio

@@ -38,13 +38,12 @@ from pipeline.limits import RetryPolicy, Strikes
 from pipeline.links.rules import AllowList, initial_verdict
 from pipeline.online.call import Metered
 from pipeline.online.flow import QuestionFlow
-from pipeline.online.writer import store_outcomes
+from pipeline.rows import CallRecord, ClaimedQuestion
 from pipeline.run.verdicts import Outcome
 from pipeline.store import queue
+from pipeline.store.database import Database
 from pipeline.store.engine import create_engine
-from pipeline.store.ledger import CallRecord
-from pipeline.store.queue import ClaimedQuestion
-from pipeline.store.reconnect import Database
+from pipeline.store.outcomes import store_outcomes
 from pipeline.store.tables import answers, calls, questions
 from tests.support.fallback import fallback_job
 

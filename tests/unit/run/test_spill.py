@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.job.states import QuestionState
+from pipeline.rows import AnswerRecord, CallRecord, StateChange
 from pipeline.run.spill import (
     SpillError,
     SpillFile,
@@ -23,9 +24,6 @@ from pipeline.run.spill import (
     state_directory,
 )
 from pipeline.run.verdicts import Outcome, stored_answer
-from pipeline.store.answers import AnswerRecord
-from pipeline.store.ledger import CallRecord
-from pipeline.store.queue import StateChange
 
 RAW = (
     b'{"candidates":[{"content":{"parts":[{"text":"Paris is the capital."}],"role":"model"},'

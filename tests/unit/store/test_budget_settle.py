@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pipeline.rows import CallRecord
 from pipeline.store import ledger, queue, quota
-from pipeline.store.ledger import CallRecord
 from tests.support.databases import postgres_engine, sqlite_engine
 
 pytestmark = pytest.mark.anyio

@@ -10,8 +10,8 @@ import anyio
 import pytest
 from sqlalchemy import exc as sa_exc
 
+from pipeline.store.database import DatabaseOutage, StorageFault, retrying, trouble_of
 from pipeline.store.faults import FileIdentity, storage_fault
-from pipeline.store.reconnect import DatabaseOutage, StorageFault, retrying, trouble_of
 from pipeline.store.urls import database_problem
 
 pytestmark = pytest.mark.anyio
@@ -136,7 +136,7 @@ async def test_each_way_into_a_lost_database_stops_waiting_once_the_run_gives_up
     import sqlalchemy as sa
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    from pipeline.store.reconnect import Database
+    from pipeline.store.database import Database
 
     with socket.socket() as probe:  # a port nothing listens on: every connect is refused
         probe.bind(("127.0.0.1", 0))

@@ -11,8 +11,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from pipeline.rows import CallRecord
 from pipeline.store import citation_verdicts as store
-from pipeline.store.ledger import CallRecord
 from pipeline.store.tables import answers, calls, jobs, questions, sources, supports
 from pipeline.verify.parsing import PairVerdict
 from pipeline.verify.requests import Pair

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pipeline.grounding.hosts import InvalidHost, canonical_host, internal_reason, without_userinfo
 from pipeline.job.states import SourceState
-from pipeline.links.hosts import InvalidHost, canonical_host, internal_reason, without_userinfo
 from pipeline.links.rules import AllowList, check_destination, initial_verdict
 
 LOOPBACK_SPELLINGS = [

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from urllib.parse import urlsplit
 
-from pipeline.links.hosts import InvalidHost, canonical_host
+from pipeline.grounding.hosts import InvalidHost, canonical_host
 
 
 def normalised(domain: str) -> str:
@@ -46,7 +46,7 @@ def under(host: str, domains: Sequence[str]) -> bool:
 
 
 def _canonical(host: str) -> str:
-    """``host`` as :func:`pipeline.links.hosts.canonical_host` spells it (fullwidth dots,
+    """``host`` as :func:`pipeline.grounding.hosts.canonical_host` spells it (fullwidth dots,
     case, a trailing dot), or as written when no URL parser would take it."""
     try:
         return canonical_host(host)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.links.domains import from_excluded, normalised
+from pipeline.grounding.domains import from_excluded, normalised
 
 
 @pytest.mark.parametrize(
