@@ -141,6 +141,13 @@ def _add_run_commands(commands: Commands, job: Parser) -> None:
         action="store_true",
         help="print the first request bodies and the estimate; send nothing",
     )
+    _add_batch_command(commands, job)
+    _add_worker_command(commands, job)
+    _add_refresh_command(commands, job)
+    _add_restructure_command(commands, job)
+
+
+def _add_batch_command(commands: Commands, job: Parser) -> None:
     batch = commands.add_parser("batch", help="batch mode: act on the job's batches")
     batch_commands = batch.add_subparsers(dest="batch_command", required=True, metavar="ACTION")
     batch_commands.add_parser(
@@ -151,13 +158,14 @@ def _add_run_commands(commands: Commands, job: Parser) -> None:
         parents=[job],
         help="remove the files stored Vertex batches left in Cloud Storage (inputs, outputs)",
     )
+
+
+def _add_worker_command(commands: Commands, job: Parser) -> None:
     worker = commands.add_parser(
         "worker", parents=[job], help="run the job in N processes under one supervisor"
     )
     worker.add_argument("--processes", type=int, default=1, metavar="N", help="(default 1)")
     _add_watch_arguments(worker)  # the children's metrics, gathered by the supervisor
-    _add_refresh_command(commands, job)
-    _add_restructure_command(commands, job)
 
 
 def _add_refresh_command(commands: Commands, job: Parser) -> None:
@@ -333,6 +341,11 @@ def _add_results_commands(
     job: Parser,
 ) -> None:
     """``export``, ``show`` and ``report``: reading a job's stored results."""
+    _add_export_command(commands, job)
+    _add_show_and_report_commands(commands, job)
+
+
+def _add_export_command(commands: Commands, job: Parser) -> None:
     export = commands.add_parser(
         "export", parents=[job], help="stream one record per question to a file or a table"
     )
@@ -380,6 +393,8 @@ def _add_results_commands(
     export.add_argument("--to", metavar="DATABASE_URL", help="upsert into a table there instead")
     export.add_argument("--table", metavar="NAME", help="the table for --to")
 
+
+def _add_show_and_report_commands(commands: Commands, job: Parser) -> None:
     show = commands.add_parser(
         "show", parents=[job], help="one question with its answer, citations and sources"
     )
