@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import difflib
 import math
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
 from pipeline.exit_codes import EPILOG, EXIT_USAGE
@@ -17,6 +19,10 @@ from pipeline.job.states import QuestionState
 from pipeline.results.cite import FORMATS as CITE_FORMATS
 from pipeline.watch.logs import LOG_FORMATS
 
+# How alike a mistyped word and a choice must be for "did you mean" (difflib's ratio; its
+# default, 0.6, takes "rnu" for "run" and "stat" for "status", not "foo" for "load").
+SUGGESTION_CUTOFF = 0.6
+
 if TYPE_CHECKING:
     # The sub-parsers of ``ground``, each a Parser: argparse makes them of the parent's class
     # (argparse's own type for them; subscriptable only in stubs).
@@ -24,10 +30,30 @@ if TYPE_CHECKING:
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (``ground run: error: ...``), status 2."""
+    """argparse, but a usage error is one line (``ground run: error: ...``), status 2, and a
+    word that is not one of its choices (a command, a ``--format``) names the closest one."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        # argparse's own check; Python 3.14's suggest_on_error does this, 3.11 has none.
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError:
+            if (guess := closest_choice(value, action.choices)) is None:
+                raise
+            message = f"invalid choice: {value!r}; did you mean {guess!r}?"
+            raise argparse.ArgumentError(action, message) from None
+
+
+def closest_choice(value: object, choices: Iterable[object] | None) -> str | None:
+    """The choice most like ``value`` (a typo of it), or None when none is close."""
+    if not isinstance(value, str) or choices is None:
+        return None
+    named = [str(choice) for choice in choices]
+    close = difflib.get_close_matches(value, named, n=1, cutoff=SUGGESTION_CUTOFF)
+    return close[0] if close else None
 
 
 def _job_parser() -> Parser:
