@@ -42,6 +42,7 @@ NEEDS_AN_EDIT = (
     "a question file (`[source] file`) that is missing, a directory or unreadable",
     "a CSV header or a first JSONL record without the job's id or text field",
     "no API key for the Developer API (`GEMINI_API_KEY` or `GOOGLE_API_KEY` unset)",
+    "no project for Vertex AI (`GOOGLE_CLOUD_PROJECT` unset, no `[model] project`)",
     "a `GOOGLE_APPLICATION_CREDENTIALS` file that cannot be read (Vertex AI)",
     "the variable `[grounding] elasticsearch_api_key_env` names, unset",
 )

@@ -58,14 +58,16 @@ def question_file_problem(spec: JobSpec) -> str | None:
 
 def credentials_problem(spec: JobSpec, env: Mapping[str, str]) -> str | None:
     """The credentials the job's backend and tools need that the environment does not give:
-    the Developer API's key, a Vertex credentials file that cannot be read, the variable
-    ``[grounding] elasticsearch_api_key_env`` names."""
+    the Developer API's key, Vertex AI's project, a Vertex credentials file that cannot be
+    read, the variable ``[grounding] elasticsearch_api_key_env`` names."""
     if spec.model.backend == "developer":
         if not any(env.get(name) for name in API_KEY_ENV):
             return (
                 "no API key: set GEMINI_API_KEY (or GOOGLE_API_KEY) for the Developer API"
                 ' (model.backend = "developer"; "vertex" for Vertex AI)'
             )
+    elif not (spec.model.project or env.get("GOOGLE_CLOUD_PROJECT")):
+        return "Vertex AI needs a project: set GOOGLE_CLOUD_PROJECT or model.project"
     elif (problem := credentials_file_problem(env)) is not None:
         return problem
     grounding = spec.grounding

@@ -78,9 +78,13 @@ def test_the_developer_api_needs_a_key_and_a_dry_run_does_not(tmp_path: Path) ->
     assert problem_before_database(spec, questions=True, calls=False, env={}) is None
 
 
-def test_vertex_needs_no_api_key(tmp_path: Path) -> None:
+def test_vertex_needs_a_project_and_no_api_key(tmp_path: Path) -> None:
     spec = _spec(tmp_path, '{"id": 1, "question": "a"}\n', extra='[model]\nbackend = "vertex"\n')
-    assert problem_before_database(spec, questions=True, calls=True, env={}) is None
+    assert problem_before_database(spec, questions=True, calls=True, env={}) == (
+        "Vertex AI needs a project: set GOOGLE_CLOUD_PROJECT or model.project"
+    )
+    env = {"GOOGLE_CLOUD_PROJECT": "p"}
+    assert problem_before_database(spec, questions=True, calls=True, env=env) is None
 
 
 def test_the_reference_lists_what_needs_an_edit() -> None:
