@@ -191,6 +191,10 @@ def _main(argv: Sequence[str] | None) -> int:
             from pipeline.commands.cite import cite_command
 
             return cite_command(args)
+        case "init":
+            from pipeline.commands.init import init_command
+
+            return init_command(args.directory, vertex=args.vertex, structure=args.structure)
     if args.command == "report" and (problem := output_problem("--out", args.out, replaced=False)):
         return _refused("report", problem)
     return _job_command(args, _queue_or_results_action(args), questions=args.command == "load")

@@ -94,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     job = _job_parser()
 
+    _add_init_command(commands)
     _add_run_commands(commands, job)
     _add_queue_commands(commands, job)
     status = commands.add_parser("status", parents=[job], help="where the job stands")
@@ -116,6 +117,27 @@ def build_parser() -> argparse.ArgumentParser:
     # would make every other command pay for the emulator's imports.
     commands.add_parser("emulator", help="serve the local Gemini emulator", add_help=False)
     return parser
+
+
+def _add_init_command(commands: Commands) -> None:
+    init = commands.add_parser(
+        "init",
+        help="write a first job to edit: job.toml, sample questions, call 2's schema",
+    )
+    init.add_argument(
+        "directory", metavar="DIR", nargs="?", default=".", help="where (default: here)"
+    )
+    init.add_argument(
+        "--vertex",
+        action="store_true",
+        help="Vertex AI instead of the Gemini Developer API (the default)",
+    )
+    init.add_argument(
+        "--no-structure",
+        dest="structure",
+        action="store_false",
+        help="no call 2: the grounded answers only, no schema.json",
+    )
 
 
 def _add_run_commands(commands: Commands, job: Parser) -> None:
