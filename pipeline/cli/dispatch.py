@@ -5,7 +5,9 @@ Exit statuses: :mod:`pipeline.exit_codes` (the contract, also in the README and 
 Whatever goes wrong outside a command's own handling (a closed pipe, Ctrl-C before a run has
 started) ends in one ``ground: ...`` line and its status, never a traceback. The files a
 command will write (``--metrics-textfile``, ``--summary-json``, ``--out``) are checked here,
-before the job file is read: one that cannot be written is refused with status 2.
+before the job file is read: one that cannot be written is refused with status 2. What else
+only an edit cures (the question file, the credentials) is checked once the job file is read,
+before the database is opened (:mod:`pipeline.cli.preflight`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``ground``'s argument parser, built per command group: the runs (``run``, ``worker``,
+"""``ground``'s argument parser, built per command group: ``init``, the runs (``run``, ``worker``,
 ``refresh``, ``restructure``, ``batch``), the queue's upkeep (``load``, ``migrate``,
 ``resolve``, ``estimate``, ``retry``), the results (``export``, ``show``, ``report``), and
 ``status``, ``cite`` and ``emulator``. :mod:`pipeline.cli.dispatch` dispatches what it parses.
