@@ -6,7 +6,10 @@
         retry later. SIGINT, SIGTERM and SIGHUP (a terminal or ssh session closing) during
         a run stop it so: what is under way is stored, the rest given back, one line says
         which signal, and the summary follows
-``2``   bad usage or a job file that does not validate: fix it, retrying will not help
+``2``   needs an edit: bad usage, a job file that does not validate, or a mistake only an
+        edit of the job file, the question file or the environment cures
+        (:data:`NEEDS_AN_EDIT`), refused before the database is opened (no database file
+        is made): fix it, retrying will not help
 ``3``   finished, but some questions ended in a state listed in ``[job] fail_on``
         (default ``failed`` and ``invalid``), or more than ``fail_on_sources_lost`` of the
         links were lost (``sources_expired``, ``sources_rejected`` in ``fail_on``): alert,
@@ -27,10 +30,22 @@ from enum import IntEnum
 class ExitStatus(IntEnum):
     OK = 0
     FAILED = 1  # stopped early, or the command could not do its work
-    USAGE = 2  # bad arguments or a job file that does not validate
+    USAGE = 2  # needs an edit: bad arguments, a job file that does not validate, NEEDS_AN_EDIT
     SOME_FAILED = 3  # finished, but some questions ended in a `fail_on` state
     INTERRUPTED = 130  # Ctrl-C before the run started (128 + SIGINT)
 
+
+# What exits 2 before a command opens its database (pipeline.cli.preflight), besides bad
+# usage and a job file that does not validate: only an edit cures these, never a retry. An
+# outage, a refusal or a quota exits 1.
+NEEDS_AN_EDIT = (
+    "a question file (`[source] file`) that is missing, a directory or unreadable",
+    "a CSV header or a first JSONL record without the job's id or text field",
+    "no API key for the Developer API (`GEMINI_API_KEY` or `GOOGLE_API_KEY` unset)",
+    "no project for Vertex AI (`GOOGLE_CLOUD_PROJECT` unset, no `[model] project`)",
+    "a `GOOGLE_APPLICATION_CREDENTIALS` file that cannot be read (Vertex AI)",
+    "the variable `[grounding] elasticsearch_api_key_env` names, unset",
+)
 
 # The signals that stop a run early (exit 1): a Ctrl-C, a scheduler's stop, a closing
 # terminal or ssh session. ``ground worker`` forwards each to its children.
@@ -46,7 +61,9 @@ exit status:
   0    finished; no question ended in a state the job calls a failure
   1    stopped early, or the command could not do its work: retry later;
        also a run stopped by SIGINT, SIGTERM or SIGHUP (a closed terminal)
-  2    bad usage or a job file that does not validate: fix it first
+  2    needs an edit: bad usage, a job file that does not validate, a missing
+       question file or id column, no API key (checked before the database
+       is opened): fix it first
   3    finished, but some questions ended in a [job] fail_on state
        (default: failed, invalid): alert; the stored data is good
   130  interrupted (Ctrl-C) before the run started\

@@ -53,7 +53,7 @@ while :; do
          exit 1
        fi
        sleep "$RETRY_DELAY_S" ;;
-    *) echo "ground: $JOB could not run (status $status: a bad job file or flag?); see $LOG"
+    *) echo "ground: $JOB needs an edit (status $status: the job file, a flag, the question file or the key); see $LOG"
        tail -n 3 "$LOG"
        exit "$status" ;;
   esac

@@ -5,7 +5,9 @@ Exit statuses: :mod:`pipeline.exit_codes` (the contract, also in the README and 
 Whatever goes wrong outside a command's own handling (a closed pipe, Ctrl-C before a run has
 started) ends in one ``ground: ...`` line and its status, never a traceback. The files a
 command will write (``--metrics-textfile``, ``--summary-json``, ``--out``) are checked here,
-before the job file is read: one that cannot be written is refused with status 2.
+before the job file is read: one that cannot be written is refused with status 2. What else
+only an edit cures (the question file, the credentials) is checked once the job file is read,
+before the database is opened (:mod:`pipeline.cli.preflight`).
 """
 
 from __future__ import annotations
@@ -112,20 +114,23 @@ def _refused(command: str, problem: str) -> int:
 JobAction = Callable[[JobSpec], Coroutine[Any, Any, int]]
 
 
-def _job_command(args: argparse.Namespace, action: JobAction, *, calls: bool = False) -> int:
-    """Load the job and run ``action`` on it; ``calls``: the command calls the model, so the
-    credentials file a Vertex job names must be one (checked before any work)."""
+def _job_command(
+    args: argparse.Namespace, action: JobAction, *, calls: bool = False, questions: bool = False
+) -> int:
+    """Load the job and run ``action`` on it. ``questions``: the command loads the question
+    file, so it must exist with the job's id and text fields; ``calls``: the command calls the
+    model, so the backend's credentials must be in the environment. Both are checked before
+    the database is opened (:mod:`pipeline.cli.preflight`): status 2, no database made."""
     try:
         spec = load_jobspec(args.job, args.overrides)
     except JobSpecError as exc:
         print(f"ground: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if calls and spec.model.backend == "vertex":
-        from pipeline.gemini.endpoint import credentials_file_problem
+    from pipeline.cli.preflight import problem_before_database
 
-        if (problem := credentials_file_problem()) is not None:
-            print(printable(f"ground: {problem}"), file=sys.stderr)
-            return EXIT_USAGE
+    if (problem := problem_before_database(spec, questions=questions, calls=calls)) is not None:
+        print(printable(f"ground: {problem}"), file=sys.stderr)
+        return EXIT_USAGE
     from sqlalchemy.exc import DBAPIError
 
     from pipeline.commands import DatabaseUnavailable
@@ -192,9 +197,13 @@ def _main(argv: Sequence[str] | None) -> int:
             from pipeline.commands.cite import cite_command
 
             return cite_command(args)
+        case "init":
+            from pipeline.commands.init import init_command
+
+            return init_command(args.directory, vertex=args.vertex, structure=args.structure)
     if args.command == "report" and (problem := output_problem("--out", args.out, replaced=False)):
         return _refused("report", problem)
-    return _job_command(args, _queue_or_results_action(args))
+    return _job_command(args, _queue_or_results_action(args), questions=args.command == "load")
 
 
 def _port_problem(args: argparse.Namespace) -> str | None:
@@ -217,8 +226,6 @@ def _trial(args: argparse.Namespace) -> Trial | None:
 
 def _run_command(args: argparse.Namespace, log_format: str) -> int:
     """The commands that are runs, or act on one: run, batch, worker, refresh, restructure."""
-    from pipeline import commands
-
     watching = args.command in ("run", "worker", "refresh", "restructure")  # batch: no flags
     watch = _watch_options(args, log_format) if watching else WatchOptions()
     outputs = [
@@ -230,58 +237,50 @@ def _run_command(args: argparse.Namespace, log_format: str) -> int:
     if watching and (problem := _port_problem(args)):
         print(printable(f"ground {args.command}: {problem}"), file=sys.stderr)
         return EXIT_FAILED
+    action, calls = _run_action(args, watch)
+    return _job_command(args, action, calls=calls, questions=args.command in ("run", "worker"))
+
+
+def _run_action(args: argparse.Namespace, watch: WatchOptions) -> tuple[JobAction, bool]:
+    """The run command's function, its arguments bound, and whether it calls the model."""
+    from pipeline import commands
+
     match args.command:
         case "run":
-            return _job_command(
-                args,
-                lambda spec: commands.run_command(
-                    spec,
-                    watch,
-                    no_wait=args.no_wait,
-                    fallback_auto=args.fallback_auto,
-                    trial=_trial(args),
-                    dry_run=args.dry_run,
-                ),
-                calls=not args.dry_run,
-            )
+            return lambda spec: commands.run_command(
+                spec,
+                watch,
+                no_wait=args.no_wait,
+                fallback_auto=args.fallback_auto,
+                trial=_trial(args),
+                dry_run=args.dry_run,
+            ), not args.dry_run
         case "batch":
             from pipeline.commands.batch import batch_cancel_command, batch_clean_command
 
             action = batch_clean_command if args.batch_command == "clean" else batch_cancel_command
-            return _job_command(args, action)
+            return action, False
         case "worker":
             from pipeline.commands.worker import worker_command
 
-            return _job_command(
-                args,
-                lambda spec: worker_command(
-                    spec,
-                    processes=args.processes,
-                    overrides=args.overrides,
-                    verbose=args.verbose,
-                    watch=watch,
-                ),
-                calls=True,
-            )
+            return lambda spec: worker_command(
+                spec,
+                processes=args.processes,
+                overrides=args.overrides,
+                verbose=args.verbose,
+                watch=watch,
+            ), True
         case "refresh":
-            return _job_command(
-                args,
-                lambda spec: commands.refresh_command(
-                    spec,
-                    older_than=args.older_than,
-                    qclass=args.qclass,
-                    ids_file=args.ids,
-                    watch=watch,
-                ),
-                calls=True,
-            )
-    return _job_command(
-        args,
-        lambda spec: commands.restructure_command(
-            spec, schema_file=args.schema, states=args.states or (), watch=watch
-        ),
-        calls=True,
-    )
+            return lambda spec: commands.refresh_command(
+                spec,
+                older_than=args.older_than,
+                qclass=args.qclass,
+                ids_file=args.ids,
+                watch=watch,
+            ), True
+    return lambda spec: commands.restructure_command(
+        spec, schema_file=args.schema, states=args.states or (), watch=watch
+    ), True
 
 
 def _queue_or_results_action(args: argparse.Namespace) -> JobAction:

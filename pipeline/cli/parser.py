@@ -1,4 +1,4 @@
-"""``ground``'s argument parser, built per command group: the runs (``run``, ``worker``,
+"""``ground``'s argument parser, built per command group: ``init``, the runs (``run``, ``worker``,
 ``refresh``, ``restructure``, ``batch``), the queue's upkeep (``load``, ``migrate``,
 ``resolve``, ``estimate``, ``retry``), the results (``export``, ``show``, ``report``), and
 ``status``, ``cite`` and ``emulator``. :mod:`pipeline.cli.dispatch` dispatches what it parses.
@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import difflib
 import math
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
 from pipeline.exit_codes import EPILOG, EXIT_USAGE
@@ -17,6 +19,10 @@ from pipeline.job.states import QuestionState
 from pipeline.results.cite import FORMATS as CITE_FORMATS
 from pipeline.watch.logs import LOG_FORMATS
 
+# How alike a mistyped word and a choice must be for "did you mean" (difflib's ratio; its
+# default, 0.6, takes "rnu" for "run" and "stat" for "status", not "foo" for "load").
+SUGGESTION_CUTOFF = 0.6
+
 if TYPE_CHECKING:
     # The sub-parsers of ``ground``, each a Parser: argparse makes them of the parent's class
     # (argparse's own type for them; subscriptable only in stubs).
@@ -24,10 +30,30 @@ if TYPE_CHECKING:
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (``ground run: error: ...``), status 2."""
+    """argparse, but a usage error is one line (``ground run: error: ...``), status 2, and a
+    word that is not one of its choices (a command, a ``--format``) names the closest one."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        # argparse's own check; Python 3.14's suggest_on_error does this, 3.11 has none.
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError:
+            if (guess := closest_choice(value, action.choices)) is None:
+                raise
+            message = f"invalid choice: {value!r}; did you mean {guess!r}?"
+            raise argparse.ArgumentError(action, message) from None
+
+
+def closest_choice(value: object, choices: Iterable[object] | None) -> str | None:
+    """The choice most like ``value`` (a typo of it), or None when none is close."""
+    if not isinstance(value, str) or choices is None:
+        return None
+    named = [str(choice) for choice in choices]
+    close = difflib.get_close_matches(value, named, n=1, cutoff=SUGGESTION_CUTOFF)
+    return close[0] if close else None
 
 
 def _job_parser() -> Parser:
@@ -68,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     job = _job_parser()
 
+    _add_init_command(commands)
     _add_run_commands(commands, job)
     _add_queue_commands(commands, job)
     status = commands.add_parser("status", parents=[job], help="where the job stands")
@@ -90,6 +117,27 @@ def build_parser() -> argparse.ArgumentParser:
     # would make every other command pay for the emulator's imports.
     commands.add_parser("emulator", help="serve the local Gemini emulator", add_help=False)
     return parser
+
+
+def _add_init_command(commands: Commands) -> None:
+    init = commands.add_parser(
+        "init",
+        help="write a first job to edit: job.toml, sample questions, call 2's schema",
+    )
+    init.add_argument(
+        "directory", metavar="DIR", nargs="?", default=".", help="where (default: here)"
+    )
+    init.add_argument(
+        "--vertex",
+        action="store_true",
+        help="Vertex AI instead of the Gemini Developer API (the default)",
+    )
+    init.add_argument(
+        "--no-structure",
+        dest="structure",
+        action="store_false",
+        help="no call 2: the grounded answers only, no schema.json",
+    )
 
 
 def _add_run_commands(commands: Commands, job: Parser) -> None:
@@ -141,6 +189,14 @@ def _add_run_commands(commands: Commands, job: Parser) -> None:
         action="store_true",
         help="print the first request bodies and the estimate; send nothing",
     )
+    _add_batch_command(commands, job)
+    _add_worker_command(commands, job)
+    _add_refresh_command(commands, job)
+    _add_restructure_command(commands, job)
+    _add_verify_command(commands, job)
+
+
+def _add_batch_command(commands: Commands, job: Parser) -> None:
     batch = commands.add_parser("batch", help="batch mode: act on the job's batches")
     batch_commands = batch.add_subparsers(dest="batch_command", required=True, metavar="ACTION")
     batch_commands.add_parser(
@@ -151,14 +207,14 @@ def _add_run_commands(commands: Commands, job: Parser) -> None:
         parents=[job],
         help="remove the files stored Vertex batches left in Cloud Storage (inputs, outputs)",
     )
+
+
+def _add_worker_command(commands: Commands, job: Parser) -> None:
     worker = commands.add_parser(
         "worker", parents=[job], help="run the job in N processes under one supervisor"
     )
     worker.add_argument("--processes", type=int, default=1, metavar="N", help="(default 1)")
     _add_watch_arguments(worker)  # the children's metrics, gathered by the supervisor
-    _add_refresh_command(commands, job)
-    _add_restructure_command(commands, job)
-    _add_verify_command(commands, job)
 
 
 def _add_refresh_command(commands: Commands, job: Parser) -> None:
@@ -343,6 +399,11 @@ def _add_results_commands(
     job: Parser,
 ) -> None:
     """``export``, ``show`` and ``report``: reading a job's stored results."""
+    _add_export_command(commands, job)
+    _add_show_and_report_commands(commands, job)
+
+
+def _add_export_command(commands: Commands, job: Parser) -> None:
     export = commands.add_parser(
         "export", parents=[job], help="stream one record per question to a file or a table"
     )
@@ -390,6 +451,8 @@ def _add_results_commands(
     export.add_argument("--to", metavar="DATABASE_URL", help="upsert into a table there instead")
     export.add_argument("--table", metavar="NAME", help="the table for --to")
 
+
+def _add_show_and_report_commands(commands: Commands, job: Parser) -> None:
     show = commands.add_parser(
         "show", parents=[job], help="one question with its answer, citations and sources"
     )

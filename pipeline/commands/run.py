@@ -158,32 +158,11 @@ async def _run(
         ctx = run_context(spec, engine, job_id, backoff=backoff, daily_probe=daily_probe)
         if scope is not None:
             ctx.scope = scope.condition()
-        try:
-            plan = plan_calls(spec)
-        except ConfigurationError as exc:
-            ctx.stop(str(exc))
-        else:
-            if fallback_auto:
-                plan = await fallback.route_auto(engine, spec, job_id, plan)
-            if (unusable := await fallback.ensure_index(engine, spec, job_id, plan)) is not None:
-                complain(unusable)
-                return EXIT_FAILED
-            plan, unusable = await fallback.prepare_dense(engine, spec, job_id, plan)
-            if unusable is not None:
-                complain(unusable)
-                return EXIT_FAILED
-            if spec.model.mode == "batch":
-                from pipeline.commands.batch import run_batches
-
-                wait = spec.batch.wait and not no_wait
-                early = None
-                try:
-                    early = await run_batches(spec, ctx, plan, wait=wait)
-                except* DatabaseOutage as group:  # the batches' state stays where it was
-                    ctx.stop(str(group.exceptions[0]))
-                if early is not None:
-                    return early
-            await _run_online(spec, ctx, plan, before, watch, exporter)
+        early = await _ground(
+            engine, spec, ctx, before, watch, exporter, no_wait=no_wait, fallback_auto=fallback_auto
+        )
+        if early is not None:
+            return early
         summary = ctx.summary
         try:
             after: JobStatus | None = await _read_status(engine, spec, job_id)
@@ -197,6 +176,50 @@ async def _run(
     status = _closing_status(spec, summary.stopped, after)
     _write_summary_json(watch, status, spec, summary, after or before, exporter)
     return status
+
+
+async def _ground(
+    engine: AsyncEngine,
+    spec: JobSpec,
+    ctx: RunContext,
+    before: JobStatus,
+    watch: WatchOptions,
+    exporter: RunExporter,
+    *,
+    no_wait: bool,
+    fallback_auto: bool,
+) -> int | None:
+    """The run's calls: its plan, own retrieval made ready, the batches (batch mode), then the
+    online run. An exit status when it ended before the online run; None once that is done
+    (or ``ctx`` was stopped: the closing summary says why)."""
+    job_id = ctx.job_id
+    try:
+        plan = plan_calls(spec)
+    except ConfigurationError as exc:
+        ctx.stop(str(exc))
+        return None
+    if fallback_auto:
+        plan = await fallback.route_auto(engine, spec, job_id, plan)
+    if (unusable := await fallback.ensure_index(engine, spec, job_id, plan)) is not None:
+        complain(unusable)
+        return EXIT_FAILED
+    plan, unusable = await fallback.prepare_dense(engine, spec, job_id, plan)
+    if unusable is not None:
+        complain(unusable)
+        return EXIT_FAILED
+    if spec.model.mode == "batch":
+        from pipeline.commands.batch import run_batches
+
+        wait = spec.batch.wait and not no_wait
+        early = None
+        try:
+            early = await run_batches(spec, ctx, plan, wait=wait)
+        except* DatabaseOutage as group:  # the batches' state stays where it was
+            ctx.stop(str(group.exceptions[0]))
+        if early is not None:
+            return early
+    await _run_online(spec, ctx, plan, before, watch, exporter)
+    return None
 
 
 async def _dry_run(spec: JobSpec, trial: Trial | None) -> int:

@@ -74,3 +74,49 @@ def csv_records(
                 yield reader.line_num, record
         except csv.Error as exc:
             raise error(f"{path}:{reader.line_num}: malformed CSV: {exc}") from None
+
+
+def fields_problem(path: Path, fmt: str, *, required: Sequence[str], what: str) -> str | None:
+    """Why ``path`` cannot give records with the ``required`` fields at all, in one line: it
+    is missing, a directory or unreadable, or its CSV header (JSONL: its first record) has no
+    such field. None otherwise, also for rows only a full read can judge (bad JSON, a row
+    without an id further down, an empty file): the loader names those. Reads one line."""
+    if fmt == "auto":
+        fmt = "csv" if path.suffix.lower() == ".csv" else "jsonl"
+    try:
+        if fmt == "csv":
+            with path.open(newline="", encoding="utf-8-sig") as handle:
+                header = next(csv.reader(handle), None)
+            fields, place = header, f"{path}:1: the header has no column"
+        else:
+            fields, place = _first_record_fields(path)
+    except FileNotFoundError:
+        return f"{path}: no such {what}"
+    except IsADirectoryError:
+        return f"{path}: is a directory, not a {what}"
+    except OSError as exc:
+        return f"{path}: cannot read the {what}: {exc.strerror or exc}"
+    except (UnicodeDecodeError, csv.Error):
+        return None  # the loader says where
+    if fields is None:
+        return None
+    missing = [field for field in required if field not in fields]
+    return f"{place} {missing[0]!r}" if missing else None
+
+
+def _first_record_fields(path: Path) -> tuple[list[str] | None, str]:
+    """The fields of a JSONL file's first record (None: none, or not a JSON object), and how
+    a message names the place."""
+    with path.open("rb") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            line = line.removeprefix(UTF8_BOM).strip()
+            if not line:
+                continue
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                return None, ""
+            if not isinstance(record, dict):
+                return None, ""
+            return list(record), f"{path}:{line_no}: the first record has no field"
+    return None, ""

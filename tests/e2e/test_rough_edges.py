@@ -15,6 +15,10 @@ from pipeline import cli
 from tests.support.databases import POSTGRES_URL
 from tests.support.jobs import make_job
 
+# A run without an API key is refused before its database is opened (exit 2): these tests are
+# about what comes after, so the key is there.
+pytestmark = pytest.mark.usefixtures("emulator_key")
+
 GROUND = Path(sys.executable).parent / "ground"
 
 

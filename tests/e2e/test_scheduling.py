@@ -72,7 +72,7 @@ def _cron(tmp_path: Path, statuses: str) -> tuple[int, str, int]:
         ("1 1 0", 0, 3, ""),  # stopped early twice, then finished
         ("1 1 1 1", 1, 3, "stopped early 3 times"),
         ("3", 3, 1, '"failed": 4'),  # alert with the counts, no retry
-        ("2", 2, 1, "a bad job file or flag?"),  # never retried
+        ("2", 2, 1, "needs an edit"),  # never retried
     ],
 )
 def test_cron_wrapper_handles_each_status(
@@ -95,6 +95,7 @@ CRON_TIMEOUT_S = 120.0  # seconds for one wrapper run, retries included
         ("ok", 0, 1, ""),
         ("wrong_key", 1, 2, "stopped early 2 times"),  # retried once (GROUND_RETRIES=1)
         ("bad_job_file", 2, 1, "limits.no_such_key"),  # the log's last line, no retry
+        ("no_key", 2, 1, "no API key: set GEMINI_API_KEY"),  # an env file without the key
         ("unknown_model", 3, 1, '"failed": 6'),  # every question failed: alert with counts
     ],
 )
@@ -131,7 +132,7 @@ def test_the_cron_wrapper_runs_nightly_toml_as_written(
         ]
         env_file = tmp_path / "env"
         key = "not-the-emulators-key" if case == "wrong_key" else TEST_API_KEY
-        env_file.write_text(f"GEMINI_API_KEY={key}\n")
+        env_file.write_text("" if case == "no_key" else f"GEMINI_API_KEY={key}\n")
         state = tmp_path / "state"  # not there yet: the wrapper creates it
         done = subprocess.run(
             ["sh", str(WRAPPER), str(NIGHTLY), *flags],
@@ -154,13 +155,15 @@ def test_the_cron_wrapper_runs_nightly_toml_as_written(
     assert says in done.stdout
     assert "Traceback" not in log and key not in log + done.stdout
     assert '"exit_status"' not in log  # the summary goes to its own file, not the log
-    if expected != 2:  # a job file that does not validate is refused before anything is written
+    if expected != 2:  # what needs an edit is refused before anything is written
         summary = orjson.loads((state / "nightly.summary.json").read_bytes())
         assert summary["exit_status"] == expected
         textfile = read_textfile(state / "ground-nightly.prom")  # beside the log by default
         assert value(textfile, "ground_last_exit_status", ground_job="nightly") == expected
     runs = [line for line in log.splitlines() if line.startswith("results: ")]  # each run's end
     assert len(runs) == (0 if expected == 2 else attempts), log
+    if expected == 2:
+        assert not (tmp_path / "nightly.sqlite").exists()  # no database made either
 
 
 def test_the_kubernetes_example_runs_nightly_toml_in_the_repos_image() -> None:
