@@ -62,9 +62,10 @@ from pipeline.run.summary import RunSummary
 from pipeline.store import versions
 from pipeline.store.reconnect import DatabaseOutage
 from pipeline.store.trial import Trial, TrialScope
-from pipeline.watch.exporter import RunExporter, RunSettings, exporting
+from pipeline.watch.exporter import RunExporter, exporting
 from pipeline.watch.progress import WatchOptions
 from pipeline.watch.progress import watch as progress_watch
+from pipeline.watch.settings import RunSettings
 
 if TYPE_CHECKING:
     from pipeline.limits import Backoff
