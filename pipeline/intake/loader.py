@@ -41,6 +41,7 @@ import anyio
 import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from pipeline.errors import GroundError
 from pipeline.intake.files import file_records
 from pipeline.intake.query import query_records
 from pipeline.job.sections import SourceSection
@@ -56,7 +57,7 @@ MAX_ID_LENGTH = 512  # characters, the column's width
 MAX_CLASS_LENGTH = 200
 
 
-class LoadError(ValueError):
+class LoadError(GroundError, ValueError):
     """A question file that cannot be loaded; the message names ``file:line``."""
 
 

@@ -37,6 +37,7 @@ from urllib.parse import quote
 import msgspec
 
 from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
+from pipeline.errors import GroundError
 from pipeline.gemini.endpoint import backend_from_env
 from pipeline.gemini.vertex_batch_wire import parse_gs_uri
 from pipeline.job.datastore import location_warning, search_location
@@ -160,7 +161,7 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
         return parse_duration(self.refresh.max_age) if self.refresh.max_age else None
 
 
-class JobSpecError(ValueError):
+class JobSpecError(GroundError, ValueError):
     """A job file that cannot be used; the message names the file and the key."""
 
 

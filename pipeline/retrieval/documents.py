@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from pipeline.errors import GroundError
 from pipeline.intake.files import file_records
 from pipeline.intake.query import query_records
 
@@ -32,7 +33,7 @@ MAX_DOC_ID_CHARS = 512  # the column's width
 _KNOWN = ("id", "title", "uri", "text")
 
 
-class DocumentError(ValueError):
+class DocumentError(GroundError, ValueError):
     """A document that cannot be loaded; the message names the place and the reason."""
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import msgspec
 
+from pipeline.errors import GroundError
 from pipeline.run.verdicts import Outcome
 from pipeline.store.answers import AnswerRecord
 from pipeline.store.ledger import CallRecord
@@ -38,7 +39,7 @@ STATE_DIR_NAME = "ground"  # under $XDG_STATE_HOME (or ~/.local/state)
 SPILL_SUFFIX = ".spill.jsonl"
 
 
-class SpillError(Exception):
+class SpillError(GroundError):
     """The state directory or a spill file cannot be used; the message is one line."""
 
 

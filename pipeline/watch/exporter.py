@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import anyio
 from sqlalchemy.exc import SQLAlchemyError
 
+from pipeline.errors import GroundError
 from pipeline.exit_codes import EXIT_FAILED
 from pipeline.store.status import class_stats, state_counts
 from pipeline.watch.outputs import write_atomically
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 CLASS_READ_SHARE = 0.05  # of wall time
 
 
-class OutputUnavailable(RuntimeError):
+class OutputUnavailable(GroundError, RuntimeError):
     """An output the run was told to use cannot be used (``--metrics-port`` taken, say):
     one line, exit status 2."""
 
