@@ -11,10 +11,18 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from pipeline.surface import lazy_surface
+
+if TYPE_CHECKING:
+    from pipeline.cli.parser import build_parser
+else:
+    __getattr__ = lazy_surface(__name__, {"parser": ("build_parser",)})
 
 EXIT_INTERRUPTED = 130  # pipeline.exit_codes.EXIT_INTERRUPTED (128 + SIGINT), not imported yet
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,6 +13,8 @@ problems to stderr; they never print a credential. By module:
 * ``common``: messages, the job's database opened and migrated, loading the questions.
 """
 
+from typing import TYPE_CHECKING
+
 from pipeline.commands.common import DatabaseUnavailable, complain, load_job, opened, say
 from pipeline.commands.maintain import (
     estimate_command,
@@ -29,13 +31,34 @@ from pipeline.commands.results import (
     status_command,
 )
 from pipeline.commands.run import refresh_command, restructure_command, run_command
+from pipeline.surface import lazy_surface
+
+if TYPE_CHECKING:
+    from pipeline.commands.batch import batch_cancel_command, batch_clean_command
+    from pipeline.commands.cite import cite_command
+    from pipeline.commands.index import index_command
+    from pipeline.commands.worker import worker_command
+else:  # the commands that are imported only by the command that runs them
+    __getattr__ = lazy_surface(
+        __name__,
+        {
+            "batch": ("batch_cancel_command", "batch_clean_command"),
+            "cite": ("cite_command",),
+            "index": ("index_command",),
+            "worker": ("worker_command",),
+        },
+    )
 
 __all__ = [
     "DatabaseUnavailable",
     "ExportOptions",
+    "batch_cancel_command",
+    "batch_clean_command",
+    "cite_command",
     "complain",
     "estimate_command",
     "export_command",
+    "index_command",
     "load_command",
     "load_job",
     "migrate_command",
@@ -49,4 +72,5 @@ __all__ = [
     "say",
     "show_command",
     "status_command",
+    "worker_command",
 ]

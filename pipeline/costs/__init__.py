@@ -1,1 +1,28 @@
 """Money: the dated price table (``prices.toml``) and what a call costs."""
+
+from typing import TYPE_CHECKING
+
+from pipeline.surface import lazy_surface
+
+if TYPE_CHECKING:
+    from pipeline.costs.charges import Cost, WorstCase, call_cost, expected_cost
+    from pipeline.costs.prices import Price, PriceTable, UnconfirmedPriceWarning, load_prices
+else:
+    __getattr__ = lazy_surface(
+        __name__,
+        {
+            "charges": ("Cost", "WorstCase", "call_cost", "expected_cost"),
+            "prices": ("Price", "PriceTable", "UnconfirmedPriceWarning", "load_prices"),
+        },
+    )
+
+__all__ = [
+    "Cost",
+    "Price",
+    "PriceTable",
+    "UnconfirmedPriceWarning",
+    "WorstCase",
+    "call_cost",
+    "expected_cost",
+    "load_prices",
+]

@@ -4,7 +4,7 @@
 renderers turn the resulting :class:`GroundedAnswer` into markdown, HTML or a JSON-ready dict.
 """
 
-from pipeline.grounding.mapping import Citation, GroundedAnswer, Source, ground_answer
+from pipeline.grounding.mapping import Citation, GroundedAnswer, Source, coverage, ground_answer
 from pipeline.grounding.render import (
     DOCUMENT_CSS,
     markdown_text,
@@ -15,12 +15,24 @@ from pipeline.grounding.render import (
     safe_http_url,
     to_json_dict,
 )
+from pipeline.grounding.version_diff import (
+    DESTINATIONS,
+    SourceFacts,
+    compare,
+    destination_set,
+    with_aspect,
+)
 
 __all__ = [
+    "DESTINATIONS",
     "DOCUMENT_CSS",
     "Citation",
     "GroundedAnswer",
     "Source",
+    "SourceFacts",
+    "compare",
+    "coverage",
+    "destination_set",
     "ground_answer",
     "markdown_text",
     "marker_groups",
@@ -29,4 +41,5 @@ __all__ = [
     "render_markdown",
     "safe_http_url",
     "to_json_dict",
+    "with_aspect",
 ]
