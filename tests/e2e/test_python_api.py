@@ -125,7 +125,7 @@ def test_a_database_failing_mid_read_is_a_ground_error(
 
     monkeypatch.setattr(api.export, "record_batches", failing)
     seen = []
-    with pytest.raises(pipeline.JobUnavailable, match="(?i)disk i/o error"):
+    with pytest.raises(pipeline.JobUnavailable, match=r"(?i)disk i/o error"):
         seen.extend(r["id"] for r in job.records())
     assert seen == ["first"]
 
