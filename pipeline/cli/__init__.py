@@ -13,16 +13,20 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from pipeline.surface import lazy_surface
-
 if TYPE_CHECKING:
     from pipeline.cli.parser import build_parser
-else:
-    __getattr__ = lazy_surface(__name__, {"parser": ("build_parser",)})
 
 EXIT_INTERRUPTED = 130  # pipeline.exit_codes.EXIT_INTERRUPTED (128 + SIGINT), not imported yet
 
 __all__ = ["build_parser", "main"]
+
+
+def __getattr__(name: str) -> object:  # pipeline.surface's lazy_surface, kept import-free
+    if name == "build_parser":
+        from pipeline.cli.parser import build_parser
+
+        return build_parser
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
