@@ -1,4 +1,15 @@
-"""The one error tree of a model call: everything a call can raise instead of returning.
+"""The one root of ground's errors, and the error tree of a model call under it.
+
+:class:`GroundError` is the root of every error a user of the ``ground`` command or of the
+Python API (:mod:`pipeline.results.api`) can meet: each package's own errors (a job file that
+cannot be used, a question file that cannot be loaded, a database ground cannot use, an output
+it cannot write ...) derive from it, most also from the built-in they were always raised as
+(``ValueError``, ``RuntimeError``), so that older ``except`` clauses still catch them. A
+foreign library's error (SQLAlchemy's, aiohttp's, msgspec's) is mapped onto one of them once,
+at the edge that meets it. ``tests/unit/test_error_root.py`` holds every exception class of
+``pipeline`` to this.
+
+Everything a model call can raise instead of returning is a :class:`CallError`:
 
 A call (:meth:`pipeline.online.call.MeteredCaller.call`) either returns its result or raises a
 :class:`CallError`. The three branches say what kind of failure it is; what to *do* about it
@@ -51,12 +62,8 @@ from __future__ import annotations
 
 import datetime as dt
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 from pipeline.redaction import redact
-
-if TYPE_CHECKING:
-    from pipeline.rows import CallRecord
 
 MAX_MESSAGE_CHARS = 500  # error text stored per question
 
@@ -93,7 +100,12 @@ class ErrorClass(StrEnum):
     UNREACHABLE = "unreachable"
 
 
-class CallError(Exception):
+class GroundError(Exception):
+    """The root of every error ground raises to its user (the command line or the Python API):
+    ``except pipeline.GroundError`` catches any of them, never a bug's ``TypeError``."""
+
+
+class CallError(GroundError):
     """A call that did not produce a usable response (the root of the tree)."""
 
     error_class: str = "error"
@@ -102,7 +114,9 @@ class CallError(Exception):
 
     def __init__(self, message: str) -> None:
         super().__init__(redact(message)[:MAX_MESSAGE_CHARS])
-        self.record: CallRecord | None = None  # the ledger row, when the server was reached
+        # The ledger row (a pipeline.rows.CallRecord) when the server was reached, read with
+        # pipeline.online.call.ledger_row: typed loosely here, which sits below the records.
+        self.record: object | None = None
 
     @property
     def message(self) -> str:

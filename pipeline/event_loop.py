@@ -11,6 +11,8 @@ from typing import TypeVar, TypeVarTuple, Unpack
 
 import anyio
 
+from pipeline.errors import GroundError
+
 EVENT_LOOP_ENV = "GROUND_EVENT_LOOP"  # "uvloop" (the default where installed) or "asyncio"
 LOOPS = ("uvloop", "asyncio")
 
@@ -18,7 +20,7 @@ T = TypeVar("T")
 Args = TypeVarTuple("Args")
 
 
-class LoopChoiceError(ValueError):
+class LoopChoiceError(GroundError, ValueError):
     """``GROUND_EVENT_LOOP`` names no loop this ``ground`` knows."""
 
 

@@ -162,3 +162,59 @@ class StructuredRecord:
     version: int = 1  # 1 + the version stored when the question was claimed
     answer_version: int | None = None  # the answer version it was made from
     schema_hash: str | None = None  # pipeline.structure.schema_hash of the schema used
+
+
+# What answer verification (pipeline.verify) reads from the store and writes back.
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSource:
+    """One stored source (a ``sources`` row), as far as checking it goes."""
+
+    chunk_index: int
+    kind: str  # web | retrievedContext | maps | other
+    destination: str | None
+    resolve_status: str
+    text: str | None = None
+    doc_id: str | None = None  # own retrieval: the document's id
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSupport:
+    """One stored grounding support: its segment text and the chunks it cites."""
+
+    ordinal: int
+    text: str
+    chunk_indices: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """One (claim, cited source) pair a call asks about. ``source`` is the id the prompt
+    gives the source (``u1``..., ``t1``...); ``target`` what is stored: the URL, or
+    ``chunk:<index>``."""
+
+    claim: int
+    source: str
+    target: str
+    url: str | None = None
+    chunk_index: int | None = None
+    text: str | None = None  # a text source's own text (the quote is looked for in it)
+
+
+@dataclass(frozen=True, slots=True)
+class PairVerdict:
+    pair: Pair
+    verdict: str
+    quote: str | None
+    retrieval_status: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """One stored verdict, as far as precision goes."""
+
+    qclass: str
+    answer_id: int
+    claim_index: int
+    verdict: str

@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.costs.charges import WorstCase
 from pipeline.costs.prices import Price
+from pipeline.errors import GroundError
 from pipeline.limits import estimate_tokens
 from pipeline.limits.policy import GROUND
 from pipeline.store import batches as store
@@ -154,5 +155,5 @@ class BatchBudget:
         )
 
 
-class BudgetUnenforceable(Exception):
+class BudgetUnenforceable(GroundError):
     """A budget is set but the batch price is unknown."""

@@ -11,10 +11,22 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipeline.cli.parser import build_parser
 
 EXIT_INTERRUPTED = 130  # pipeline.exit_codes.EXIT_INTERRUPTED (128 + SIGINT), not imported yet
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
+
+
+def __getattr__(name: str) -> object:  # pipeline.surface's lazy_surface, kept import-free
+    if name == "build_parser":
+        from pipeline.cli.parser import build_parser
+
+        return build_parser
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,7 +13,16 @@ problems to stderr; they never print a credential. By module:
 * ``common``: messages, the job's database opened and migrated, loading the questions.
 """
 
-from pipeline.commands.common import DatabaseUnavailable, complain, load_job, opened, say
+from typing import TYPE_CHECKING
+
+from pipeline.commands.common import (
+    DatabaseUnavailable,
+    complain,
+    label_local_spend,
+    load_job,
+    opened,
+    say,
+)
 from pipeline.commands.maintain import (
     estimate_command,
     load_command,
@@ -29,13 +38,38 @@ from pipeline.commands.results import (
     status_command,
 )
 from pipeline.commands.run import refresh_command, restructure_command, run_command
+from pipeline.surface import lazy_surface
+
+if TYPE_CHECKING:
+    from pipeline.commands.batch import batch_cancel_command, batch_clean_command
+    from pipeline.commands.cite import cite_command
+    from pipeline.commands.index import index_command
+    from pipeline.commands.init import init_command
+    from pipeline.commands.worker import worker_command
+else:  # the commands that are imported only by the command that runs them
+    __getattr__ = lazy_surface(
+        __name__,
+        {
+            "batch": ("batch_cancel_command", "batch_clean_command"),
+            "cite": ("cite_command",),
+            "index": ("index_command",),
+            "init": ("init_command",),
+            "worker": ("worker_command",),
+        },
+    )
 
 __all__ = [
     "DatabaseUnavailable",
     "ExportOptions",
+    "batch_cancel_command",
+    "batch_clean_command",
+    "cite_command",
     "complain",
     "estimate_command",
     "export_command",
+    "index_command",
+    "init_command",
+    "label_local_spend",
     "load_command",
     "load_job",
     "migrate_command",
@@ -49,4 +83,5 @@ __all__ = [
     "say",
     "show_command",
     "status_command",
+    "worker_command",
 ]

@@ -17,6 +17,7 @@ from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pipeline.errors import GroundError
 from pipeline.exit_codes import EXIT_FAILED, EXIT_USAGE, ExitStatus
 from pipeline.intake.loader import LoadError, load_source
 from pipeline.job.spec import JobSpec
@@ -53,7 +54,7 @@ def _write(line: str, stream: TextIO) -> None:
         let_go(stream)
 
 
-class DatabaseUnavailable(RuntimeError):
+class DatabaseUnavailable(GroundError, RuntimeError):
     """The job's database cannot be opened; the message names it without its password."""
 
     exit_status: ExitStatus = EXIT_FAILED

@@ -61,9 +61,10 @@ from pipeline.run.summary import RunSummary, render_run_summary
 from pipeline.store import versions
 from pipeline.store.database import DatabaseOutage
 from pipeline.store.trial import Trial, TrialScope
-from pipeline.watch.exporter import RunExporter, RunSettings, exporting
+from pipeline.watch.exporter import RunExporter, exporting
 from pipeline.watch.progress import WatchOptions
 from pipeline.watch.progress import watch as progress_watch
+from pipeline.watch.settings import RunSettings
 
 if TYPE_CHECKING:
     from pipeline.limits import Backoff

@@ -439,7 +439,7 @@ async def worker_command(
 ) -> int:
     """Load the job's questions once, then run ``processes`` children (``ground worker``),
     watched as ``watch`` says (see the module docstring)."""
-    from pipeline.commands import load_command
+    from pipeline.commands.maintain import load_command
     from pipeline.watch.exporter import OutputUnavailable
 
     watch = watch or WatchOptions()

@@ -30,6 +30,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from pipeline.errors import GroundError
+
 __all__ = [
     "BatchRate",
     "GroundingFee",
@@ -80,7 +82,7 @@ PRICES_FILE = "prices.toml"  # inside the package (package data)
 _BOUNDARY = frozenset("-@:")
 
 
-class PriceError(ValueError):
+class PriceError(GroundError, ValueError):
     """prices.toml is malformed; the message names the file, the row and the key."""
 
 

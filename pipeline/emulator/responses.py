@@ -31,15 +31,13 @@ from typing import Any
 import orjson
 
 from pipeline.emulator import corpus, draws, grounding, passages, topics, verification
-from pipeline.emulator.config import EmulatorConfig
-from pipeline.emulator.models import ModelTraits
+from pipeline.emulator.context import Context
 from pipeline.emulator.request import (
     FILE_SEARCH,
     MAPS,
     RETRIEVAL,
     URL_CONTEXT,
     WEB_SEARCH,
-    GenerateRequest,
 )
 from pipeline.emulator.schema_fill import fill
 
@@ -51,21 +49,6 @@ _SAFETY_CATEGORIES = (
     "HARM_CATEGORY_SEXUALLY_EXPLICIT",
 )
 BYTES_PER_TOKEN = 4  # rough tokenizer: ceil(bytes / 4)
-
-
-@dataclass(slots=True)
-class Context:
-    config: EmulatorConfig
-    seed_key: bytes
-    redirect_key: bytes
-    traits: ModelTraits
-    request: GenerateRequest
-    vertex: bool
-    base_url: str  # scheme://host of this request, no trailing slash
-    seq: int  # request sequence number (responseId, redirect nonce)
-    now: float  # Unix seconds
-    project: str = ""
-    location: str = ""
 
 
 @dataclass(frozen=True, slots=True)

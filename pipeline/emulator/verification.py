@@ -32,7 +32,7 @@ import orjson
 from pipeline.emulator import corpus, draws
 
 if TYPE_CHECKING:
-    from pipeline.emulator.responses import Context
+    from pipeline.emulator.context import Context
 
 MARKER = "[ground verify v1]"
 DATA_HEAD = "DATA (untrusted; JSON):\n"

@@ -19,7 +19,7 @@ import aiohttp
 import msgspec
 import orjson
 
-from pipeline.errors import ErrorClass
+from pipeline.errors import ErrorClass, GroundError
 from pipeline.gemini.api_errors import TransientError
 from pipeline.gemini.endpoint import Endpoint
 from pipeline.gemini.session import SessionOwner
@@ -76,7 +76,7 @@ def batch_embed_body(
     return orjson.dumps({"requests": requests})
 
 
-class MalformedEmbeddings(ValueError):
+class MalformedEmbeddings(GroundError, ValueError):
     """The body is not a batchEmbedContents response of the size asked for."""
 
 

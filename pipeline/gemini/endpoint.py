@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import anyio.to_thread
 
-from pipeline.errors import CredentialsUnavailable
+from pipeline.errors import CredentialsUnavailable, GroundError
 from pipeline.redaction import redact, remember
 
 DEVELOPER_API_BASE = "https://generativelanguage.googleapis.com"
@@ -57,7 +57,7 @@ def backend_from_env(env: Mapping[str, str] | None = None) -> str | None:
     return None
 
 
-class ConfigurationError(ValueError):
+class ConfigurationError(GroundError, ValueError):
     """Credentials or project settings are missing; the message says which variable to set."""
 
 

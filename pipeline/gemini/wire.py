@@ -23,6 +23,8 @@ from typing import Any, dataclass_transform
 
 import msgspec
 
+from pipeline.errors import GroundError
+
 
 # msgspec's subclasses inherit ``frozen``; a type checker, going by dataclass_transform's rules,
 # would not know it without ``frozen_default``.
@@ -280,7 +282,7 @@ _response_decoder = msgspec.json.Decoder(GenerateContentResponse)
 _error_decoder = msgspec.json.Decoder(ErrorBody)
 
 
-class MalformedResponse(ValueError):
+class MalformedResponse(GroundError, ValueError):
     """The body is not a generateContent response; the message names the place."""
 
     @property

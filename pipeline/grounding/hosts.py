@@ -31,6 +31,8 @@ from urllib.parse import unquote
 
 import idna
 
+from pipeline.errors import GroundError
+
 IPV4_MAX_PARTS = 4  # a.b.c.d at most; fewer parts let the last one fill the rest
 # Full stops that the UTS #46 mapping turns into "." (ideographic, fullwidth, halfwidth).
 FULL_STOPS = ("\u3002", "\uff0e", "\uff61")
@@ -42,7 +44,7 @@ NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # the well-known NAT64 prefix (RF
 IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")  # the deprecated ::a.b.c.d form
 
 
-class InvalidHost(ValueError):
+class InvalidHost(GroundError, ValueError):
     """A host no URL parser would accept."""
 
 

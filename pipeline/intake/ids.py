@@ -7,10 +7,12 @@ place (``file:line`` or the query's row) in front of the reason.
 
 from __future__ import annotations
 
+from pipeline.errors import GroundError
+
 MAX_ID_LENGTH = 512  # characters, the column's width
 
 
-class InvalidId(ValueError):
+class InvalidId(GroundError, ValueError):
     """An id no row may have; the message is the reason, without the place."""
 
 

@@ -41,6 +41,7 @@ import anyio
 import orjson
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from pipeline.errors import GroundError
 from pipeline.intake.files import file_records
 from pipeline.intake.ids import InvalidId, checked_id
 from pipeline.intake.query import query_records
@@ -56,7 +57,7 @@ NAMED_EDITS = 5  # changed ids a refused load names (the count says how many mor
 MAX_CLASS_LENGTH = 200
 
 
-class LoadError(ValueError):
+class LoadError(GroundError, ValueError):
     """A question file that cannot be loaded; the message names ``file:line``."""
 
 

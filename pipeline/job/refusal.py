@@ -7,8 +7,10 @@ The rules are pure functions of the decoded sections; they know nothing of the f
 
 from __future__ import annotations
 
+from pipeline.errors import GroundError
 
-class KeyRefused(ValueError):
+
+class KeyRefused(GroundError, ValueError):
     """``key: why``; ``key`` is ``section.name``, or the section alone when no one key is
     to blame (``source: give either file or query``)."""
 

@@ -36,6 +36,7 @@ from typing import Any
 
 import msgspec
 
+from pipeline.errors import GroundError
 from pipeline.gemini.endpoint import backend_from_env
 from pipeline.job.call_rules import check_allow_hosts, check_calls, check_gcs
 from pipeline.job.capacity import check_concurrency, sized
@@ -114,7 +115,7 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
         return parse_duration(self.refresh.max_age) if self.refresh.max_age else None
 
 
-class JobSpecError(ValueError):
+class JobSpecError(GroundError, ValueError):
     """A job file that cannot be used; the message names the file and the key."""
 
 

@@ -38,7 +38,7 @@ from pipeline.job.calls import CallPlan, StructureCall
 from pipeline.job.states import QuestionState
 from pipeline.limits import RetryPolicy
 from pipeline.limits.policy import GROUND, STRUCTURE
-from pipeline.online.call import Metered, ModelCaller
+from pipeline.online.call import Metered, ModelCaller, ledger_row
 from pipeline.rows import AnswerRecord, CallRecord, ClaimedQuestion, StateChange, StructuredRecord
 from pipeline.run.verdicts import (
     Outcome,
@@ -103,7 +103,7 @@ class Answerer:
         try:
             return await self._ground(question, tally)
         except CallError as error:
-            tally.add(error.record)
+            tally.add(ledger_row(error))
             kept = tally.fallback()
             if kept is not None:
                 return kept
@@ -157,7 +157,7 @@ class Answerer:
         except PermanentError as error:
             if not (single and _refuses_schema_with_tools(error)):
                 raise
-            tally.add(error.record)
+            tally.add(ledger_row(error))
             self._fall_back_to_two_calls("refused a schema together with grounding")
             tally.attempts -= 1
             return None
@@ -236,7 +236,7 @@ class Answerer:
         try:
             return await self._structure(question, answer, answer_version, attempts, tally)
         except CallError as error:
-            tally.add(error.record)
+            tally.add(ledger_row(error))
             kept = tally.fallback()
             if kept is not None:
                 return kept

@@ -478,3 +478,8 @@ class MeteredCaller:
         raised.record = error.record
         raised.__cause__ = error
         return raised
+
+
+def ledger_row(error: CallError) -> CallRecord | None:
+    """The ledger row ``error`` carries when the server was reached (that call is stored)."""
+    return error.record if isinstance(error.record, CallRecord) else None

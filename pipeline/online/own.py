@@ -40,7 +40,7 @@ from pipeline.grounding import GroundedAnswer
 from pipeline.job.calls import OWN_STEP, OwnRetrievalCall
 from pipeline.job.states import QuestionState
 from pipeline.limits import RetryPolicy
-from pipeline.online.call import ModelCaller
+from pipeline.online.call import ModelCaller, ledger_row
 from pipeline.online.query_vectors import QueryEmbedder
 from pipeline.retrieval import NOTHING_FOUND, OwnRequest, Passage, cite_passages, own_answer
 from pipeline.retrieval.answer import own_request
@@ -91,7 +91,7 @@ class OwnAnswerer:
         try:
             return await self._call(question, request, attempts, version)
         except CallError as error:
-            calls = [error.record] if error.record is not None else []
+            calls = [row] if (row := ledger_row(error)) is not None else []
             return failure_verdict(question.id, attempts, error, self.policy, calls=calls)
 
     async def _search(

@@ -1,1 +1,112 @@
 """What a job holds, read back: status, estimate, show, cite, export and the report."""
+
+from typing import TYPE_CHECKING
+
+from pipeline.surface import lazy_surface
+
+if TYPE_CHECKING:  # what the type checker and the reader see
+    from pipeline.results import api, export
+    from pipeline.results.api import Job, JobUnavailable, open_job
+    from pipeline.results.cite import FORMATS, Uncitable, cite_body, details, render
+    from pipeline.results.estimate import (
+        Estimate,
+        JobPrices,
+        estimate_remaining,
+        job_prices,
+        unbudgeted_note,
+    )
+    from pipeline.results.fallback import (
+        MIN_FINISHED,
+        fallback_candidates,
+        render_routes,
+        routes_dict,
+        skipped_classes,
+    )
+    from pipeline.results.show import render_show, render_show_versions
+    from pipeline.results.status import (
+        JobStatus,
+        class_stats_dict,
+        job_status,
+        other_models,
+        render_class_stats,
+        render_other_models,
+        render_status,
+    )
+else:  # what Python does: each name imported when first asked for
+    __getattr__ = lazy_surface(
+        __name__,
+        {
+            "api": (
+                "Job",
+                "JobUnavailable",
+                "open_job",
+            ),
+            "cite": (
+                "FORMATS",
+                "Uncitable",
+                "cite_body",
+                "details",
+                "render",
+            ),
+            "estimate": (
+                "Estimate",
+                "JobPrices",
+                "estimate_remaining",
+                "job_prices",
+                "unbudgeted_note",
+            ),
+            "fallback": (
+                "MIN_FINISHED",
+                "fallback_candidates",
+                "render_routes",
+                "routes_dict",
+                "skipped_classes",
+            ),
+            "show": (
+                "render_show",
+                "render_show_versions",
+            ),
+            "status": (
+                "JobStatus",
+                "class_stats_dict",
+                "job_status",
+                "other_models",
+                "render_class_stats",
+                "render_other_models",
+                "render_status",
+            ),
+        },
+        ("api", "export"),
+    )
+
+__all__ = [
+    "FORMATS",
+    "MIN_FINISHED",
+    "Estimate",
+    "Job",
+    "JobPrices",
+    "JobStatus",
+    "JobUnavailable",
+    "Uncitable",
+    "api",
+    "cite_body",
+    "class_stats_dict",
+    "details",
+    "estimate_remaining",
+    "export",
+    "fallback_candidates",
+    "job_prices",
+    "job_status",
+    "open_job",
+    "other_models",
+    "render",
+    "render_class_stats",
+    "render_other_models",
+    "render_routes",
+    "render_show",
+    "render_show_versions",
+    "render_status",
+    "routes_dict",
+    "skipped_classes",
+    "unbudgeted_note",
+]

@@ -38,6 +38,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pipeline.errors import GroundError
 from pipeline.job.spec import JobSpec, load_jobspec
 from pipeline.job.states import QuestionState
 from pipeline.results import export
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
 
-__all__ = ["BATCH_QUESTIONS", "Job", "JobUnavailable", "open_job"]
+__all__ = ["BATCH_QUESTIONS", "InvalidFilter", "Job", "JobUnavailable", "MissingExtra", "open_job"]
 
 BATCH_QUESTIONS = 500  # questions read per round trip to the database
 
@@ -66,9 +67,19 @@ BATCH_QUESTIONS = 500  # questions read per round trip to the database
 _PANDAS_DTYPES = ("Int32", "Int64", "boolean", "Float64")
 
 
-class JobUnavailable(RuntimeError):
+class JobUnavailable(GroundError, RuntimeError):
     """The job's results cannot be read: no database yet, the job not loaded, a schema this
-    ``ground`` does not read as it is (the message says which command fixes it)."""
+    ``ground`` does not read as it is (the message says which command fixes it), or the
+    database failing while it is read."""
+
+
+class InvalidFilter(GroundError, ValueError):
+    """A filter ground cannot apply: a state that is no state, an instant that is none."""
+
+
+class MissingExtra(GroundError, ImportError):
+    """An optional dependency is not installed; the message names the extra that installs
+    it."""
 
 
 def _override(key: str, value: Any) -> str:
@@ -87,7 +98,8 @@ def open_job(path: str | Path, **overrides: Any) -> Job:
     ``job__database="sqlite:///elsewhere.sqlite"``.
 
     Raises :class:`pipeline.job.spec.JobSpecError` (a ``ValueError``) for a job file that
-    cannot be used, and :class:`JobUnavailable` when its results cannot be read.
+    cannot be used, and :class:`JobUnavailable` when its results cannot be read. Every error
+    the API raises on purpose is a :class:`pipeline.GroundError`.
     """
     spec = load_jobspec(path, [_override(k, v) for k, v in overrides.items()])
     job = Job(spec)
@@ -156,7 +168,7 @@ def _states(state: str | Iterable[str] | None) -> tuple[str, ...]:
     known = {str(s) for s in QuestionState}
     unknown = [s for s in wanted if s not in known]
     if unknown:
-        raise ValueError(
+        raise InvalidFilter(
             f"state {unknown[0]!r} is not one of {', '.join(str(s) for s in QuestionState)}"
         )
     return wanted
@@ -166,7 +178,10 @@ def _instant(since: dt.datetime | str | None) -> dt.datetime | None:
     """An aware instant; a naive one (or ISO text without an offset) is taken as UTC."""
     if since is None:
         return None
-    value = dt.datetime.fromisoformat(since) if isinstance(since, str) else since
+    try:
+        value = dt.datetime.fromisoformat(since) if isinstance(since, str) else since
+    except ValueError:
+        raise InvalidFilter(f"since {since!r} is not an ISO 8601 instant") from None
     return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
 
 
@@ -202,6 +217,8 @@ class Job:
             engine, job_id = portal.call(_open, self._spec)
             try:
                 yield _Opened(portal, engine, job_id)
+            except (OSError, DBAPIError) as exc:  # the database failed while it was read
+                raise JobUnavailable(database_problem(self._spec.database_url, exc)) from None
             finally:
                 portal.call(engine.dispose)
 
@@ -352,10 +369,10 @@ _EXTRAS = {"pandas": "ground[pandas]", "polars": "ground[polars]"}
 
 
 def _optional(module: str) -> Any:
-    """An optional dependency, or an ImportError naming the extra that installs it."""
+    """An optional dependency, or :class:`MissingExtra` naming the extra that installs it."""
     import importlib
 
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise ImportError(f"{module} is not installed: pip install '{_EXTRAS[module]}'") from None
+        raise MissingExtra(f"{module} is not installed: pip install '{_EXTRAS[module]}'") from None

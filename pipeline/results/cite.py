@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 
+from pipeline.errors import GroundError
 from pipeline.gemini.wire import MalformedResponse, decode_error, decode_response
 from pipeline.grounding import (
     GroundedAnswer,
@@ -21,7 +22,7 @@ from pipeline.redaction import redact
 FORMATS = ("markdown", "html", "json")
 
 
-class Uncitable(Exception):
+class Uncitable(GroundError):
     """A body that holds no answer to cite; the message says why, in one line."""
 
 

@@ -14,10 +14,10 @@ from pipeline.retrieval.answer import NOTHING_FOUND, OwnRequest, own_answer, own
 from pipeline.retrieval.chunking import chunk_spans
 from pipeline.retrieval.documents import DocumentError
 from pipeline.retrieval.fusion import reciprocal_rank_fusion
-from pipeline.retrieval.index import Embedding, embed_pending, load_index
+from pipeline.retrieval.index import Embedding, embed_pending, embed_texts, load_index
 from pipeline.retrieval.markers import Passage, cite_passages, parse_markers
 from pipeline.retrieval.prompt import passages_block
-from pipeline.retrieval.search import Retrieved, search
+from pipeline.retrieval.search import Retrieved, query_terms, search
 
 __all__ = [
     "NOTHING_FOUND",
@@ -29,11 +29,13 @@ __all__ = [
     "chunk_spans",
     "cite_passages",
     "embed_pending",
+    "embed_texts",
     "load_index",
     "own_answer",
     "own_request",
     "parse_markers",
     "passages_block",
+    "query_terms",
     "reciprocal_rank_fusion",
     "search",
 ]

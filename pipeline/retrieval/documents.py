@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from pipeline.errors import GroundError
 from pipeline.intake.files import file_records
 from pipeline.intake.ids import InvalidId, checked_id
 from pipeline.intake.query import query_records
@@ -32,7 +33,7 @@ __all__ = [
 _KNOWN = ("id", "title", "uri", "text")
 
 
-class DocumentError(ValueError):
+class DocumentError(GroundError, ValueError):
     """A document that cannot be loaded; the message names the place and the reason."""
 
 

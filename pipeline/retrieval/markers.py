@@ -178,14 +178,8 @@ def parse_markers(text: str, n_passages: int) -> MarkedText:
         pending, pending_pos = set(), -1
 
     for m in _MARKER.finditer(text):
-        start, end = m.start(), m.end()
-        i = bisect.bisect_right(code_starts, start) - 1
-        if i >= 0 and code[i][0] <= start < code[i][1]:
+        if not _is_citation(text, m, code, code_starts):
             continue
-        if m.group(1) is None and _is_link(text, end):
-            continue
-        if m.group(1) is not None and end < len(text) and text[end] == ":":
-            continue  # a footnote definition: removed below with its line
         parsed = _indices(m.group(2), n_passages)
         if parsed is None:
             continue
@@ -196,17 +190,10 @@ def parse_markers(text: str, n_passages: int) -> MarkedText:
             if len(bad_items) < MAX_WARNINGS_LISTED and item not in bad_items:
                 bad_items.append(item)
         footnotes = footnotes or m.group(1) is not None
-        # Spaces before the marker go with it ("large [1]." -> "large."), unless it opens a
-        # line, where the spaces after it go instead ("[1] Tokyo" -> "Tokyo").
-        cut = start
-        while cut > kept and text[cut - 1] in " \t":
-            cut -= 1
+        cut, resume = _marker_cut(text, m.start(), m.end(), kept)
         out.append(text[kept:cut])
         length += cut - kept
-        kept = end
-        if cut == 0 or text[cut - 1] == "\n":
-            while kept < len(text) and text[kept] in " \t":
-                kept += 1
+        kept = resume
         if pending and pending_pos != length:
             flush()
         if valid:
@@ -217,14 +204,49 @@ def parse_markers(text: str, n_passages: int) -> MarkedText:
     cleaned = "".join(out)
     if footnotes and "[^" in cleaned:
         cleaned, groups = _drop_footnote_definitions(cleaned, groups)
-    warnings: list[str] = []
-    if dropped:
-        listed = ", ".join(f"[{b}]" for b in bad_items)
-        warnings.append(
-            f"{dropped:,} cited number(s) name no passage ({n_passages} passages), such as"
-            f" {listed}; dropped"
-        )
-    return MarkedText(cleaned, tuple(groups), markers, dropped, tuple(warnings))
+    warnings = _unknown_numbers(dropped, bad_items, n_passages)
+    return MarkedText(cleaned, tuple(groups), markers, dropped, warnings)
+
+
+def _is_citation(
+    text: str, m: re.Match[str], code: list[tuple[int, int]], code_starts: list[int]
+) -> bool:
+    """Whether marker ``m`` cites: not inside code, not a markdown link's ``[text]``, not a
+    footnote definition (``[^1]:``, removed with its line afterwards)."""
+    start, end = m.start(), m.end()
+    i = bisect.bisect_right(code_starts, start) - 1
+    if i >= 0 and code[i][0] <= start < code[i][1]:
+        return False
+    if m.group(1) is None and _is_link(text, end):
+        return False
+    return not (m.group(1) is not None and end < len(text) and text[end] == ":")
+
+
+def _marker_cut(text: str, start: int, end: int, kept: int) -> tuple[int, int]:
+    """Where the text before the marker at ``start:end`` stops and where it resumes after it.
+
+    Spaces before the marker go with it ("large [1]." -> "large."), unless it opens a line,
+    where the spaces after it go instead ("[1] Tokyo" -> "Tokyo").
+    """
+    cut = start
+    while cut > kept and text[cut - 1] in " \t":
+        cut -= 1
+    resume = end
+    if cut == 0 or text[cut - 1] == "\n":
+        while resume < len(text) and text[resume] in " \t":
+            resume += 1
+    return cut, resume
+
+
+def _unknown_numbers(dropped: int, bad_items: list[str], n_passages: int) -> tuple[str, ...]:
+    """The warning about cited numbers that name no passage, if any were dropped."""
+    if not dropped:
+        return ()
+    listed = ", ".join(f"[{b}]" for b in bad_items)
+    return (
+        f"{dropped:,} cited number(s) name no passage ({n_passages} passages), such as"
+        f" {listed}; dropped",
+    )
 
 
 def _drop_footnote_definitions(text: str, groups: list[_Found]) -> tuple[str, list[_Found]]:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import msgspec
 
+from pipeline.errors import GroundError
 from pipeline.rows import AnswerRecord, CallRecord, StateChange, StructuredRecord
 from pipeline.run.verdicts import Outcome
 
@@ -35,7 +36,7 @@ STATE_DIR_NAME = "ground"  # under $XDG_STATE_HOME (or ~/.local/state)
 SPILL_SUFFIX = ".spill.jsonl"
 
 
-class SpillError(Exception):
+class SpillError(GroundError):
     """The state directory or a spill file cannot be used; the message is one line."""
 
 

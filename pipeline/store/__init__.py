@@ -18,3 +18,298 @@
 * ``records``: results read back in batches, for export, show and the report;
 * ``upsert``: ``INSERT ... ON CONFLICT DO NOTHING`` on both backends.
 """
+
+from typing import TYPE_CHECKING
+
+from pipeline.surface import lazy_surface
+
+if TYPE_CHECKING:  # what the type checker and the reader see
+    from pipeline.store import (
+        batch_structure,
+        batches,
+        citation_verdicts,
+        documents,
+        ledger,
+        model_drift,
+        queue,
+        quota,
+        resolution,
+        routes,
+        status,
+        urls,
+        versions,
+    )
+    from pipeline.store.answers import StoredAnswers, VerdictOf
+    from pipeline.store.batch_structure import StructureQuestion
+    from pipeline.store.batches import ERRORS_SEPARATOR
+    from pipeline.store.database import (
+        Database,
+        DatabaseOutage,
+        retrying,
+        storage_trouble,
+        trouble_of,
+    )
+    from pipeline.store.engine import (
+        DatabaseSchemaError,
+        create_engine,
+        ensure_directory,
+        head_revision,
+        is_current,
+        migrate,
+        read_schema,
+    )
+    from pipeline.store.estimate_basis import read_estimate_basis
+    from pipeline.store.exclusions import excluded_domain_sources
+    from pipeline.store.faults import FileIdentity, storage_fault
+    from pipeline.store.ledger import LedgerTotals, job_call_stored, micro_to_usd, persist_calls
+    from pipeline.store.loads import Fingerprint, save_fingerprint, stored_fingerprint
+    from pipeline.store.outcomes import store_outcomes, unstored
+    from pipeline.store.query_vectors import store_query_vectors, stored_query_vector, text_hash
+    from pipeline.store.records import (
+        BATCH_QUESTIONS,
+        Filters,
+        Row,
+        StoredQuestion,
+        raw_response,
+        read_batches,
+        read_one,
+        read_versions,
+    )
+    from pipeline.store.report import ProblemRow, Scope, count_in_scope, ids_in_scope, problem_rows
+    from pipeline.store.resolution import Lookup, SourceUpdate
+    from pipeline.store.reuse import Reusable, reusable_answer
+    from pipeline.store.routes import own_passages
+    from pipeline.store.status import (
+        NO_CLASS,
+        ClassRoutes,
+        ClassStats,
+        RouteStats,
+        class_routes,
+        class_stats,
+        coverage_mean,
+        latency_histogram,
+        source_problems,
+        state_counts,
+        throttled_since,
+    )
+    from pipeline.store.tables import UtcDateTime
+    from pipeline.store.trial import (
+        MAX_SAMPLE,
+        Trial,
+        TrialScope,
+        first_unfinished,
+        sample_key,
+        select_trial,
+    )
+    from pipeline.store.urls import async_url, database_problem, display_url, sqlite_file
+else:  # what Python does: each name imported when first asked for
+    __getattr__ = lazy_surface(
+        __name__,
+        {
+            "answers": (
+                "StoredAnswers",
+                "VerdictOf",
+            ),
+            "batch_structure": ("StructureQuestion",),
+            "batches": ("ERRORS_SEPARATOR",),
+            "database": (
+                "Database",
+                "DatabaseOutage",
+                "retrying",
+                "storage_trouble",
+                "trouble_of",
+            ),
+            "engine": (
+                "DatabaseSchemaError",
+                "create_engine",
+                "ensure_directory",
+                "head_revision",
+                "is_current",
+                "migrate",
+                "read_schema",
+            ),
+            "estimate_basis": ("read_estimate_basis",),
+            "exclusions": ("excluded_domain_sources",),
+            "faults": (
+                "FileIdentity",
+                "storage_fault",
+            ),
+            "ledger": (
+                "LedgerTotals",
+                "job_call_stored",
+                "micro_to_usd",
+                "persist_calls",
+            ),
+            "loads": (
+                "Fingerprint",
+                "save_fingerprint",
+                "stored_fingerprint",
+            ),
+            "outcomes": (
+                "store_outcomes",
+                "unstored",
+            ),
+            "query_vectors": (
+                "store_query_vectors",
+                "stored_query_vector",
+                "text_hash",
+            ),
+            "records": (
+                "BATCH_QUESTIONS",
+                "Filters",
+                "Row",
+                "StoredQuestion",
+                "raw_response",
+                "read_batches",
+                "read_one",
+                "read_versions",
+            ),
+            "report": (
+                "ProblemRow",
+                "Scope",
+                "count_in_scope",
+                "ids_in_scope",
+                "problem_rows",
+            ),
+            "resolution": (
+                "Lookup",
+                "SourceUpdate",
+            ),
+            "reuse": (
+                "Reusable",
+                "reusable_answer",
+            ),
+            "routes": ("own_passages",),
+            "status": (
+                "ClassRoutes",
+                "ClassStats",
+                "NO_CLASS",
+                "RouteStats",
+                "class_routes",
+                "class_stats",
+                "coverage_mean",
+                "latency_histogram",
+                "source_problems",
+                "state_counts",
+                "throttled_since",
+            ),
+            "tables": ("UtcDateTime",),
+            "trial": (
+                "MAX_SAMPLE",
+                "Trial",
+                "TrialScope",
+                "first_unfinished",
+                "sample_key",
+                "select_trial",
+            ),
+            "urls": (
+                "async_url",
+                "database_problem",
+                "display_url",
+                "sqlite_file",
+            ),
+        },
+        (
+            "batch_structure",
+            "batches",
+            "citation_verdicts",
+            "documents",
+            "ledger",
+            "model_drift",
+            "queue",
+            "quota",
+            "resolution",
+            "routes",
+            "status",
+            "urls",
+            "versions",
+        ),
+    )
+
+__all__ = [
+    "BATCH_QUESTIONS",
+    "ERRORS_SEPARATOR",
+    "MAX_SAMPLE",
+    "NO_CLASS",
+    "ClassRoutes",
+    "ClassStats",
+    "Database",
+    "DatabaseOutage",
+    "DatabaseSchemaError",
+    "FileIdentity",
+    "Filters",
+    "Fingerprint",
+    "LedgerTotals",
+    "Lookup",
+    "ProblemRow",
+    "Reusable",
+    "RouteStats",
+    "Row",
+    "Scope",
+    "SourceUpdate",
+    "StoredAnswers",
+    "StoredQuestion",
+    "StructureQuestion",
+    "Trial",
+    "TrialScope",
+    "UtcDateTime",
+    "VerdictOf",
+    "async_url",
+    "batch_structure",
+    "batches",
+    "citation_verdicts",
+    "class_routes",
+    "class_stats",
+    "count_in_scope",
+    "coverage_mean",
+    "create_engine",
+    "database_problem",
+    "display_url",
+    "documents",
+    "ensure_directory",
+    "excluded_domain_sources",
+    "first_unfinished",
+    "head_revision",
+    "ids_in_scope",
+    "is_current",
+    "job_call_stored",
+    "latency_histogram",
+    "ledger",
+    "micro_to_usd",
+    "migrate",
+    "model_drift",
+    "own_passages",
+    "persist_calls",
+    "problem_rows",
+    "queue",
+    "quota",
+    "raw_response",
+    "read_batches",
+    "read_estimate_basis",
+    "read_one",
+    "read_schema",
+    "read_versions",
+    "resolution",
+    "retrying",
+    "reusable_answer",
+    "routes",
+    "sample_key",
+    "save_fingerprint",
+    "select_trial",
+    "source_problems",
+    "sqlite_file",
+    "state_counts",
+    "status",
+    "storage_fault",
+    "storage_trouble",
+    "store_outcomes",
+    "store_query_vectors",
+    "stored_fingerprint",
+    "stored_query_vector",
+    "text_hash",
+    "throttled_since",
+    "trouble_of",
+    "unstored",
+    "urls",
+    "versions",
+]

@@ -21,12 +21,9 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.rows import CallRecord
+from pipeline.rows import CallRecord, Checked, PairVerdict, StoredSource, StoredSupport
 from pipeline.store.tables import answers, calls, citation_verdicts, questions, sources, supports
 from pipeline.store.upsert import insert_ignoring_conflicts
-from pipeline.verify.claims import StoredSource, StoredSupport
-from pipeline.verify.parsing import PairVerdict
-from pipeline.verify.precision import Checked
 
 NO_CLASS = ""  # the class of questions that have none
 _IN_CHUNK = 500  # ids per IN (...) list

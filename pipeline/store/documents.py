@@ -31,6 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from pipeline.errors import GroundError
 from pipeline.store.tables import chunks, documents
 
 __all__ = [
@@ -99,7 +100,7 @@ class IndexCounts:
     embedded: int
 
 
-class DenseUnavailable(RuntimeError):
+class DenseUnavailable(GroundError, RuntimeError):
     """The database cannot search vectors (no sqlite-vec / pgvector); the message says so."""
 
 

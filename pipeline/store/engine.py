@@ -30,6 +30,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from pipeline.errors import GroundError
 from pipeline.store.urls import is_sqlite, sqlite_file
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ SENTINEL_TABLE = "jobs"
 VERSION_TABLE = "alembic_version"
 
 
-class DatabaseSchemaError(RuntimeError):
+class DatabaseSchemaError(GroundError, RuntimeError):
     """The database's schema cannot be used by this ``ground``; the message says what to do."""
 
 

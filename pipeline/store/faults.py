@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from pipeline.errors import GroundError
+
 # SQLite's messages (sqlite3_errstr) for the result codes that mean the storage refuses.
 _SQLITE_FAULTS = (
     ("database or disk is full", "the database's disk is full"),  # SQLITE_FULL
@@ -30,7 +32,7 @@ _POSTGRES_FAULTS = {
 }
 
 
-class DatabaseOutage(Exception):
+class DatabaseOutage(GroundError):
     """The database stayed unreachable for longer than ``[job] database_outage_s``, or the run
     stopped while it was away (:mod:`pipeline.store.database`)."""
 

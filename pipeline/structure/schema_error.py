@@ -10,10 +10,12 @@ from typing import Any
 
 import orjson
 
+from pipeline.errors import GroundError
+
 _MAX_ERROR_CHARS = 300  # characters per error message (instances can be huge)
 
 
-class SchemaError(ValueError):
+class SchemaError(GroundError, ValueError):
     """The job's schema cannot be used; the message names the file, the place and the keyword.
 
     ``source`` is the file (or ``"schema"``), ``pointer`` the JSON pointer into the user's

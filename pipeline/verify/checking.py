@@ -21,11 +21,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.clock import utcnow
 from pipeline.errors import CallError, RunFatalError
 from pipeline.gemini.endpoint import Endpoint
-from pipeline.online.call import MeteredCaller
-from pipeline.rows import CallRecord
+from pipeline.online.call import MeteredCaller, ledger_row
+from pipeline.rows import CallRecord, PairVerdict
 from pipeline.store import citation_verdicts as store
 from pipeline.store.database import Database
-from pipeline.verify.parsing import PairVerdict, read_verdicts
+from pipeline.verify.parsing import read_verdicts
 from pipeline.verify.requests import VerificationCall
 
 log = logging.getLogger(__name__)
@@ -88,9 +88,9 @@ class Checker:
                     tool=None,  # url_context has no fee; what it reads is billed as input
                 )
             except CallError as error:
-                if error.record is not None:
+                if (row := ledger_row(error)) is not None:
                     self.result.calls += 1
-                    await self._store(call, error.record, None)
+                    await self._store(call, row, None)
                 if isinstance(error, RunFatalError):
                     self.result.stopped = error.message
                     return

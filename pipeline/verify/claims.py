@@ -19,33 +19,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from pipeline.rows import StoredSource, StoredSupport
+
 # The host of Google's grounding redirects: never sent to a model for reading.
 REDIRECT_HOST = "vertexaisearch.cloud.google.com"
 REDIRECT_PATH = "/grounding-api-redirect/"
 # sources.resolve_status values whose destination is the page itself.
 USABLE_STATES = frozenset({"resolved", "direct"})
 TEXT_KINDS = frozenset({"retrievedContext", "own", "rag"})
-
-
-@dataclass(frozen=True, slots=True)
-class StoredSource:
-    """One stored source (a ``sources`` row), as far as checking it goes."""
-
-    chunk_index: int
-    kind: str  # web | retrievedContext | maps | other
-    destination: str | None
-    resolve_status: str
-    text: str | None = None
-    doc_id: str | None = None  # own retrieval: the document's id
-
-
-@dataclass(frozen=True, slots=True)
-class StoredSupport:
-    """One stored grounding support: its segment text and the chunks it cites."""
-
-    ordinal: int
-    text: str
-    chunk_indices: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,13 +26,7 @@ from pipeline.store import queue
 from pipeline.store.database import Database, DatabaseOutage
 from pipeline.verify.checking import Checker, CheckResult
 from pipeline.verify.claims import AnswerClaims, claims_of
-from pipeline.verify.precision import (
-    Precision,
-    Tally,
-    failing_classes,
-    measure,
-    verified_fractions,
-)
+from pipeline.verify.precision import Precision, Tally, failing_classes, measure, verified_fractions
 from pipeline.verify.requests import VerificationCall, verification_calls
 from pipeline.verify.sampling import Candidate, choose, parse_sample
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import orjson
 
 from pipeline.gemini.wire import GenerateContentResponse, visible_text
-from pipeline.verify.requests import VERDICTS, Pair, VerificationCall
+from pipeline.rows import Pair, PairVerdict
+from pipeline.verify.requests import VERDICTS, VerificationCall
 
 SUCCESS = "URL_RETRIEVAL_STATUS_SUCCESS"
 OWN_TEXT = "own_text"  # the retrieval status stored for a source checked against its text
@@ -29,14 +29,6 @@ NO_VERDICT = "no_verdict"
 QUOTE_CHARS = 2_000  # the longest quote kept
 _LINE = re.compile(r"^\s*VERDICT\s+(\d+)\s+(\S+)\s+([a-z_]+)\s*(.*)$")
 _SPACE = re.compile(r"\s+")
-
-
-@dataclass(frozen=True, slots=True)
-class PairVerdict:
-    pair: Pair
-    verdict: str
-    quote: str | None
-    retrieval_status: str | None
 
 
 def _normal(text: str) -> str:

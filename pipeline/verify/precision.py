@@ -24,6 +24,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from pipeline.rows import Checked
+
 Z95 = 1.959963984540054  # the standard normal's 97.5th percentile
 READABLE = frozenset({"supported", "partly", "not_supported", "contradicted"})
 
@@ -69,16 +71,6 @@ class Tally:
     @property
     def interval(self) -> tuple[float, float]:
         return wilson_interval(self.supported, self.readable)
-
-
-@dataclass(frozen=True, slots=True)
-class Checked:
-    """One stored verdict, as far as precision goes."""
-
-    qclass: str
-    answer_id: int
-    claim_index: int
-    verdict: str
 
 
 @dataclass(slots=True)

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 import orjson
 
+from pipeline.rows import Pair
 from pipeline.verify.claims import AnswerClaims, Claim
 
 URL_LIMIT = 20  # url_context reads at most 20 URLs per request (ai.google.dev url-context)
@@ -67,20 +68,6 @@ VERDICT_SCHEMA: dict[str, Any] = {
     },
     "required": ["verdicts"],
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Pair:
-    """One (claim, cited source) pair a call asks about. ``source`` is the id the prompt
-    gives the source (``u1``..., ``t1``...); ``target`` what is stored: the URL, or
-    ``chunk:<index>``."""
-
-    claim: int
-    source: str
-    target: str
-    url: str | None = None
-    chunk_index: int | None = None
-    text: str | None = None  # a text source's own text (the quote is looked for in it)
 
 
 @dataclass(frozen=True, slots=True)

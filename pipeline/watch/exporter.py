@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import anyio
 from sqlalchemy.exc import SQLAlchemyError
 
+from pipeline.errors import GroundError
 from pipeline.exit_codes import EXIT_FAILED
 from pipeline.store.status import class_stats, state_counts
 from pipeline.watch.outputs import write_atomically
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 
     from pipeline.watch.metrics import RunMetrics
     from pipeline.watch.progress import WatchOptions
+    from pipeline.watch.settings import RunSettings
 
 log = logging.getLogger(__name__)
 
@@ -47,21 +49,9 @@ log = logging.getLogger(__name__)
 CLASS_READ_SHARE = 0.05  # of wall time
 
 
-class OutputUnavailable(RuntimeError):
+class OutputUnavailable(GroundError, RuntimeError):
     """An output the run was told to use cannot be used (``--metrics-port`` taken, say):
     one line, exit status 2."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunSettings:
-    """What the run was configured with, exported once at its start."""
-
-    mode: str = "online"  # [model] mode
-    backend: str = "developer"  # [model] backend
-    model: str = ""  # [model] name
-    requests_per_minute: int = 0  # [limits] requests_per_minute
-    budget_usd: Decimal | None = None  # [limits] budget_usd; None: no budget
-    progress_interval_s: float = 60.0  # seconds between two progress ticks
 
 
 @dataclass(slots=True)

@@ -8,6 +8,7 @@ import hashlib
 import os
 import re
 import shutil
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
 import anyio
@@ -106,8 +107,27 @@ def test_records_are_the_export_stream_and_filter_like_it(job: pipeline.Job) -> 
     }
     assert len(list(job.records(since=newest.replace(tzinfo=None).isoformat()))) >= 1
     assert len(list(job.records(all_versions=True))) == N  # no refresh: one version each
-    with pytest.raises(ValueError, match="'finished' is not one of pending"):
+    with pytest.raises(ValueError, match="'finished' is not one of pending") as refused:
         list(job.records(state="finished"))
+    assert isinstance(refused.value, pipeline.GroundError)
+    with pytest.raises(pipeline.GroundError, match="not an ISO 8601 instant"):
+        list(job.records(since="yesterday"))
+
+
+def test_a_database_failing_mid_read_is_a_ground_error(
+    job: pipeline.Job, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLAlchemy's error is mapped at the API's edge: the caller catches JobUnavailable."""
+
+    async def failing(*args: object, **kwargs: object) -> AsyncGenerator[list[dict], None]:
+        yield [{"id": "first"}]
+        raise sa.exc.OperationalError("SELECT", {}, Exception("disk I/O error"))
+
+    monkeypatch.setattr(api.export, "record_batches", failing)
+    seen = []
+    with pytest.raises(pipeline.JobUnavailable, match=r"(?i)disk i/o error"):
+        seen.extend(r["id"] for r in job.records())
+    assert seen == ["first"]
 
 
 def test_to_arrow_streams_record_batches(

@@ -17,8 +17,9 @@ from pipeline.emulator.corpus import SOURCES
 from pipeline.emulator.testing import running_emulator
 from pipeline.gemini.wire import decode_response
 from pipeline.job.spec import load_jobspec
+from pipeline.rows import StoredSource, StoredSupport
 from pipeline.store.tables import calls, citation_verdicts
-from pipeline.verify.claims import StoredSource, StoredSupport, claims_of
+from pipeline.verify.claims import claims_of
 from pipeline.verify.command import verify_command
 from pipeline.verify.parsing import read_verdicts
 from pipeline.verify.requests import verification_calls

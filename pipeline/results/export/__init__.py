@@ -24,7 +24,12 @@ from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipeline.results.export.arrow import ArrowBatches, ParquetUnavailable, arrow_schema
+from pipeline.results.export.arrow import (
+    ArrowBatches,
+    ParquetUnavailable,
+    arrow_schema,
+    pyarrow_modules,
+)
 from pipeline.results.export.parquet import ParquetWriter
 from pipeline.results.export.records import (
     FIELDS,
@@ -34,6 +39,7 @@ from pipeline.results.export.records import (
     destinations,
     grounded_answer,
     to_record,
+    version_fields,
 )
 from pipeline.results.export.schema import csv_schema, json_schema
 from pipeline.results.export.structured import structured_shape
@@ -64,10 +70,12 @@ __all__ = [
     "export_job",
     "grounded_answer",
     "json_schema",
+    "pyarrow_modules",
     "record_batches",
     "results_table",
     "structured_shape",
     "to_record",
+    "version_fields",
 ]
 
 

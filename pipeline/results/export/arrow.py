@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from pipeline.errors import GroundError
 from pipeline.results.export.records import (
     Field,
     FieldType,
@@ -48,7 +49,7 @@ JSON_SUFFIX = "_json"  # the name of a field holding JSON text instead of a type
 LIST_ITEM = "element"  # a list's item field
 
 
-class ParquetUnavailable(RuntimeError):
+class ParquetUnavailable(GroundError, RuntimeError):
     """pyarrow is not installed; the message names the extra to install."""
 
 

@@ -34,6 +34,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.schema import CreateTable
 
+from pipeline.errors import GroundError
 from pipeline.results.export.records import RECORD, Field, Kind
 from pipeline.store.tables import UtcDateTime
 
@@ -47,7 +48,7 @@ JSONB = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
 EXPORT_LOCK_CLASS = 0x67657870
 
 
-class TargetError(ValueError):
+class TargetError(GroundError, ValueError):
     """A ``--to`` URL or ``--table`` name that cannot be used, or a table of another shape."""
 
 

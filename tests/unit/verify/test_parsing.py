@@ -7,7 +7,8 @@ from typing import Any
 import orjson
 
 from pipeline.gemini.wire import decode_response
-from pipeline.verify.claims import StoredSource, StoredSupport, claims_of
+from pipeline.rows import StoredSource, StoredSupport
+from pipeline.verify.claims import claims_of
 from pipeline.verify.parsing import NO_VERDICT, quote_found, read_verdicts
 from pipeline.verify.requests import VerificationCall, verification_calls
 

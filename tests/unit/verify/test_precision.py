@@ -6,13 +6,8 @@ import random
 
 import pytest
 
-from pipeline.verify.precision import (
-    Checked,
-    failing_classes,
-    measure,
-    verified_fractions,
-    wilson_interval,
-)
+from pipeline.rows import Checked
+from pipeline.verify.precision import failing_classes, measure, verified_fractions, wilson_interval
 
 
 @pytest.mark.parametrize("n", [50, 200, 1000])

@@ -6,18 +6,9 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.verify.claims import (
-    AnswerClaims,
-    StoredSource,
-    StoredSupport,
-    claims_of,
-)
-from pipeline.verify.requests import (
-    MARKER,
-    URL_LIMIT,
-    json_with_url_context,
-    verification_calls,
-)
+from pipeline.rows import StoredSource, StoredSupport
+from pipeline.verify.claims import AnswerClaims, claims_of
+from pipeline.verify.requests import MARKER, URL_LIMIT, json_with_url_context, verification_calls
 
 REDIRECT = "https://vertexaisearch.cloud.google.com/grounding-api-redirect/AUZIYQabc"
 

@@ -11,11 +11,9 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from pipeline.rows import CallRecord
+from pipeline.rows import CallRecord, Pair, PairVerdict
 from pipeline.store import citation_verdicts as store
 from pipeline.store.tables import answers, calls, jobs, questions, sources, supports
-from pipeline.verify.parsing import PairVerdict
-from pipeline.verify.requests import Pair
 from tests.support.databases import postgres_engine, sqlite_engine
 
 pytestmark = pytest.mark.anyio

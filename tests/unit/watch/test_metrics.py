@@ -13,9 +13,10 @@ from prometheus_client import generate_latest
 from sqlalchemy.exc import OperationalError
 
 from pipeline.watch import metrics as metrics_module
-from pipeline.watch.exporter import RunExporter, RunSettings
+from pipeline.watch.exporter import RunExporter
 from pipeline.watch.metrics import MAX_CLASS_SERIES, OTHER_CLASSES, ClassCount, RunMetrics
 from pipeline.watch.outputs import first_problem, output_problem, write_atomically
+from pipeline.watch.settings import RunSettings
 from tests.support.metrics import Samples, names, parse, read_textfile, value
 
 

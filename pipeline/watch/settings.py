@@ -1,0 +1,23 @@
+"""What a run was configured with, as its metrics export it once at the start.
+
+Its own module, apart from :mod:`pipeline.watch.metrics` (which describes the run with it)
+and :mod:`pipeline.watch.exporter` (which hands it over): a command builds it without
+importing ``prometheus_client``, which only runs that export metrics import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    """What the run was configured with, exported once at its start."""
+
+    mode: str = "online"  # [model] mode
+    backend: str = "developer"  # [model] backend
+    model: str = ""  # [model] name
+    requests_per_minute: int = 0  # [limits] requests_per_minute
+    budget_usd: Decimal | None = None  # [limits] budget_usd; None: no budget
+    progress_interval_s: float = 60.0  # seconds between two progress ticks
