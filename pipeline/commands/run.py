@@ -375,6 +375,7 @@ def _write_summary_json(
             "outcomes": summary.outcomes,
             "throttled": summary.throttled,
             "spend_usd": str(Decimal(summary.cost_micro_usd) / 1_000_000),
+            "capped": summary.capped,
             "elapsed_s": round(summary.elapsed_s, 3),
         },
         "status": job.to_dict(),
@@ -422,10 +423,16 @@ async def _run_with_signals(
 
 def _render_summary(summary: RunSummary) -> str:
     outcomes = ", ".join(f"{state} {n}" for state, n in sorted(summary.outcomes.items()))
-    return (
+    line = (
         f"run: {summary.calls} calls for {summary.claimed} claimed questions in "
         f"{summary.elapsed_s:.1f} s ({outcomes or 'no outcomes'})"
     )
+    if summary.capped:
+        line += (
+            f"\nrun: {summary.capped} questions reached limits.max_cost_per_question_usd:"
+            " no further nudge, re-ask or call 2 (error_class cost_cap)"
+        )
+    return line
 
 
 async def refresh_command(

@@ -24,6 +24,7 @@ class RunSummary:
     elapsed_s: float = 0.0
     throttled: int = 0  # 429 responses
     cost_micro_usd: int = 0  # what this run's calls cost (the ledger's unit)
+    capped: int = 0  # questions that reached max_cost_per_question_usd: calls left unmade
     # Batch mode: the batches this run created and those of earlier runs it picked up, the
     # result lines it stored, and whether it returned with batches still running.
     batches_created: list[str] = field(default_factory=list)

@@ -297,7 +297,7 @@ def test_per_query_fee_counts_non_empty_queries_only() -> None:
 
 
 def test_gemini_3_bills_distinct_non_empty_queries(table: PriceTable) -> None:
-    """Issue 37's acceptance: ``["a", "a", "", " b"]`` is 2 units on a per-query row (3.x);
+    """The acceptance case: ``["a", "a", "", " b"]`` is 2 units on a per-query row (3.x);
     queries are compared as sent (not trimmed), blanks are empty; 2.x keeps one per prompt."""
     usage = UsageMetadata(prompt_token_count=10)
     queries = GroundingMetadata(web_search_queries=("a", "a", "", " b"))
