@@ -80,6 +80,8 @@ class ErrorClass(StrEnum):
     BLOCKED = "blocked"
     BUDGET = "budget"  # the run stopped: the next call did not fit in the budget
     CONNECTION = "connection"
+    # [limits] max_cost_per_question_usd reached: no further nudge, re-ask or call 2
+    COST_CAP = "cost_cap"
     CREDENTIALS = "credentials"  # no token could be had: the run stops, nothing was sent
     EMPTY_ANSWER = "empty_answer"
     GROUNDING_PAUSED = "grounding_paused"  # the daily grounding bucket is empty

@@ -17,12 +17,22 @@ What a call costs (``call_cost``), per ``docs/wire-format.md`` (usage metadata; 
 * the long-context rates apply when ``promptTokenCount + toolUsePromptTokenCount`` exceeds the
   row's ``long_context_above`` (Google's tiers are "prompts > 200k tokens");
 * grounding: ``per_prompt`` rows bill one unit per response that carries
-  ``groundingMetadata`` (2.x); ``per_query`` rows bill each executed **non-empty** query
-  (``webSearchQueries``; Gemini 3.x: "" entries are not billed). For a data store
+  ``groundingMetadata`` (2.x, and Google Maps on every model); ``per_query`` rows (Google
+  Search on Gemini 3.x) bill each **distinct non-empty** query of ``webSearchQueries``
+  (Google: "we ignore the empty web search queries when counting unique queries"). A query
+  of blanks only counts as empty; queries are compared exactly as sent, not trimmed, so
+  ``" b"`` and ``"b"`` are two units: Google's normalisation is not documented, and the
+  exact comparison never counts fewer queries than Google can bill (the ledger stays an
+  upper bound). ``imageSearchQueries`` are stored but not billed here: no source prices them
+  apart from the search they belong to. For a data store
   (``vertex_ai_search``) the units are the non-empty ``retrievalQueries``, at least one when
   the response is grounded (whether each is billed separately is unconfirmed). ``none`` rows
   (``url_context``, ``file_search``: no fee of their own; what they fetch is billed as input
   through ``toolUsePromptTokenCount``) bill nothing and leave the cost complete.
+  Each tool's fee is its own line of the cost (:class:`ToolCharge`, ``Cost.charges``): Maps
+  grounding ($25 / 1,000 grounded prompts) never merges into the Search line.
+* a response with no candidates (a blocked prompt) is billed for its tokens all the same: its
+  ``usageMetadata`` is priced; with no ``groundingMetadata`` there is no grounding fee.
 
 Free allowances (1,500 grounded prompts a day, 5,000 queries a month ...) are never deducted
 and batch discounts applied only in batch mode (a ``[[batch_rate]]`` row,
@@ -43,7 +53,9 @@ __all__ = [
     "DEFAULT_MAX_TOOL_USE_TOKENS",
     "ZERO_COST",
     "Cost",
+    "ToolCharge",
     "WorstCase",
+    "billed_queries",
     "call_cost",
     "expected_cost",
     "worst_case_cost",
@@ -55,6 +67,16 @@ DEFAULT_MAX_TOOL_USE_TOKENS = 10_000
 _MILLION = Decimal(1_000_000)
 _THOUSAND = Decimal(1_000)
 _ZERO = Decimal(0)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCharge:
+    """One grounding tool's fee within a call's cost: its own line (Maps apart from Search)."""
+
+    tool: str
+    kind: str  # per_prompt | per_query | none
+    units: int
+    usd: Decimal
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +92,11 @@ class Cost:
     # False when the response was grounded but the row has no fee for the tool: the
     # grounding part is missing from the total.
     complete: bool = True
+    charges: tuple[ToolCharge, ...] = ()  # the grounding fee, one line per tool billed
+
+    def charge(self, tool: str) -> ToolCharge | None:
+        """The line of ``tool``'s fee, None when it was not billed."""
+        return next((c for c in self.charges if c.tool == tool), None)
 
     @property
     def total(self) -> Decimal:
@@ -85,6 +112,12 @@ ZERO_COST = Cost()
 
 def _non_empty(queries: tuple[str, ...]) -> int:
     return sum(1 for q in queries if q.strip())
+
+
+def billed_queries(queries: tuple[str, ...]) -> int:
+    """Search queries a ``per_query`` fee bills: the distinct ones that are not blank,
+    compared exactly as sent (``["a", "a", "", " b"]`` -> 2)."""
+    return len({q for q in queries if q.strip()})
 
 
 ToolSpec = str | Sequence[str] | None  # one grounding tool, several, or none
@@ -104,7 +137,7 @@ def _grounding_units(fee: GroundingFee, tool: str, grounding: GroundingMetadata)
         return 1
     if tool == "vertex_ai_search":
         return max(1, _non_empty(grounding.retrieval_queries))
-    return _non_empty(grounding.web_search_queries)
+    return billed_queries(grounding.web_search_queries)
 
 
 def _tool_used(tool: str, grounding: GroundingMetadata) -> bool:
@@ -147,22 +180,38 @@ def call_cost(
     input_usd = ((input_tokens - cached) * in_rate + cached * cached_rate) / _MILLION
     output_tokens = usage.candidates_token_count + usage.thoughts_token_count
     output_usd = output_tokens * out_rate / _MILLION
-    units = 0
-    grounding_usd = _ZERO
+    charges, complete = _charges(price, grounding, _tools(tool))
+    return Cost(
+        input_usd,
+        output_usd,
+        sum((c.usd for c in charges), _ZERO),
+        input_tokens,
+        output_tokens,
+        sum(c.units for c in charges),
+        complete,
+        charges,
+    )
+
+
+def _charges(
+    price: Price, grounding: GroundingMetadata | None, declared: tuple[str, ...]
+) -> tuple[tuple[ToolCharge, ...], bool]:
+    """The fee line of each declared tool the response used, and whether every used tool had
+    a known fee. Not grounded (``grounding`` None, or no candidates at all): no line."""
+    if grounding is None:
+        return (), True
+    lines: list[ToolCharge] = []
     complete = True
-    declared = _tools(tool)
-    if grounding is not None:
-        for name in declared:
-            if len(declared) > 1 and not _tool_used(name, grounding):
-                continue
-            fee = price.fee(name)
-            if fee is None:
-                complete = False
-                continue
-            n = _grounding_units(fee, name, grounding)
-            units += n
-            grounding_usd += n * fee.usd_per_1k / _THOUSAND
-    return Cost(input_usd, output_usd, grounding_usd, input_tokens, output_tokens, units, complete)
+    for name in declared:
+        if len(declared) > 1 and not _tool_used(name, grounding):
+            continue
+        fee = price.fee(name)
+        if fee is None:
+            complete = False
+            continue
+        n = _grounding_units(fee, name, grounding)
+        lines.append(ToolCharge(name, fee.kind, n, n * fee.usd_per_1k / _THOUSAND))
+    return tuple(lines), complete
 
 
 def _worst_units(fee: GroundingFee, max_search_queries: int) -> int:

@@ -5,8 +5,7 @@ Decoding follows the proto3 JSON mapping the API uses (see
 
 * every field is optional; a zero int, an empty list and ``false`` are *omitted* on the wire,
   so they default to ``0``, ``()`` and ``False`` here (``startIndex``/``partIndex`` above all);
-* unknown fields are ignored (``serviceTier``, ``renderedParts``, ``imageSearchQueries`` ... keep
-  appearing);
+* unknown fields are ignored (``serviceTier``, ``renderedParts`` ... keep appearing);
 * enums (``finishReason``, ``blockReason``) are kept as plain strings, so a value this code has
   never seen (``FAKE_NEW_FINISH_REASON`` in the fixtures) still decodes;
 * a value of the wrong *type* is an error that names its place
@@ -172,6 +171,9 @@ class RetrievalMetadata(_Wire):
 class GroundingMetadata(_Wire):
     web_search_queries: tuple[str, ...] = ()
     retrieval_queries: tuple[str, ...] = ()
+    # googleSearch with searchTypes.imageSearch (python-genai v1.65, 2026): the image searches
+    # run, beside webSearchQueries; "" entries kept as sent.
+    image_search_queries: tuple[str, ...] = ()
     search_entry_point: SearchEntryPoint | None = None
     grounding_chunks: tuple[GroundingChunk, ...] = ()
     grounding_supports: tuple[GroundingSupport, ...] = ()

@@ -138,6 +138,7 @@ class GroundedAnswer:
     # (retrievedUrl, urlRetrievalStatus) per urlContextMetadata.urlMetadata entry
     url_statuses: tuple[tuple[str | None, str | None], ...] = ()
     tool_parts: int = 0  # toolCall/toolResponse/code/function parts (kept in the raw body)
+    image_search_queries: tuple[str, ...] = ()  # Google Search's image searches, as sent
 
     @classmethod
     def ungrounded(
@@ -360,6 +361,7 @@ def ground_answer(candidate: Candidate, *, min_confidence: float | None = None) 
         search_entry_point_html=sep.rendered_content if sep is not None else None,
         warnings=tuple(warnings),
         maps_widget_token=gm.google_maps_widget_context_token,
+        image_search_queries=gm.image_search_queries,
         dynamic_retrieval_score=(
             gm.retrieval_metadata.google_search_dynamic_retrieval_score
             if gm.retrieval_metadata is not None

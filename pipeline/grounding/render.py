@@ -371,6 +371,7 @@ def to_json_dict(answer: GroundedAnswer) -> dict[str, Any]:
         "unsupported_spans": [list(span) for span in answer.unsupported_spans],
         "web_search_queries": list(answer.web_search_queries),
         "retrieval_queries": list(answer.retrieval_queries),
+        "image_search_queries": list(answer.image_search_queries),
         "search_entry_point_html": answer.search_entry_point_html,
         "warnings": list(answer.warnings),
         "maps_widget_token": answer.maps_widget_token,

@@ -254,6 +254,9 @@ class LimitsSection(_Section):
     # USD for the whole job (every run); a call whose worst case would exceed what is left is
     # not started. 0 = no budget.
     budget_usd: Annotated[float, msgspec.Meta(ge=0, le=MAX_BUDGET_USD)] = 0.0
+    # USD for one question (every run): once its calls have cost this much, it gets no further
+    # nudge, re-ask through own retrieval or call 2, and says so (error_class cost_cap). 0 = none.
+    max_cost_per_question_usd: Annotated[float, msgspec.Meta(ge=0, le=MAX_BUDGET_USD)] = 0.0
     # Sent as generationConfig.maxOutputTokens (thinking included): the worst case of a call.
     max_output_tokens: Annotated[int, msgspec.Meta(ge=1, le=MAX_OUTPUT_TOKENS)] = 8192
     # Worst-case search queries per grounded call, for per-query grounding fees.

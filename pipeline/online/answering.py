@@ -24,9 +24,10 @@ with an ungrounded 200 (the silent skip), is remembered and asked in two calls f
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from pipeline.errors import CallError
+from pipeline.costs.cap import QuestionSpend
+from pipeline.errors import CallError, ErrorClass
 from pipeline.gemini.api_errors import GeminiError, PermanentError
 from pipeline.gemini.wire import (
     Candidate,
@@ -78,6 +79,19 @@ class _Tally:
         return self.kept
 
 
+def capped(outcome: Outcome, note: str) -> Outcome:
+    """``outcome`` as the question's last in this step: ``max_cost_per_question_usd`` was
+    reached, so the call that would follow is not made, and the question says so."""
+    assert outcome.change is not None
+    before = outcome.change.last_error
+    change = replace(
+        outcome.change,
+        error_class=ErrorClass.COST_CAP,
+        last_error=(note if before is None else f"{note}; {before}")[:500],
+    )
+    return replace(outcome, change=change)
+
+
 class Answerer:
     """Turns claimed questions into outcomes, making the calls through a MeteredCaller."""
 
@@ -93,15 +107,18 @@ class Answerer:
 
     # -- call 1 -------------------------------------------------------------------------------
 
-    async def ground(self, question: ClaimedQuestion) -> Outcome:
+    async def ground(
+        self, question: ClaimedQuestion, spend: QuestionSpend | None = None
+    ) -> Outcome:
         """Call 1, with its ungrounded retries; a failure becomes the policy's decision.
 
         When no retry can be made after an ungrounded answer was already paid for, that
-        answer is kept (``ungrounded``) rather than lost.
+        answer is kept (``ungrounded``) rather than lost. ``spend``: the question's spend
+        against ``max_cost_per_question_usd``; once it is reached, no nudge follows.
         """
         tally = _Tally(question.attempts)
         try:
-            return await self._ground(question, tally)
+            return await self._ground(question, tally, spend)
         except CallError as error:
             tally.add(ledger_row(error))
             kept = tally.fallback()
@@ -111,7 +128,9 @@ class Answerer:
                 question.id, tally.attempts, error, self.policy, calls=tally.calls
             )
 
-    async def _ground(self, question: ClaimedQuestion, tally: _Tally) -> Outcome:
+    async def _ground(
+        self, question: ClaimedQuestion, tally: _Tally, spend: QuestionSpend | None
+    ) -> Outcome:
         ground = self._plan.ground
         nudges_left = ground.ungrounded_retries if ground.required else 0
         nudge = False
@@ -136,6 +155,8 @@ class Answerer:
             outcome = Outcome(change, answer=record, calls=tally.calls)
             if nudges_left == 0:
                 return outcome
+            if spend is not None and spend.passed(tally.calls):
+                return capped(outcome, spend.note("nudge", tally.calls))
             tally.kept = outcome
             nudges_left -= 1
             nudge = True
@@ -222,19 +243,21 @@ class Answerer:
         attempts: int,
         structure_attempts: int,
         answer_version: int | None = None,
+        spend: QuestionSpend | None = None,
     ) -> Outcome:
         """Call 2 on a stored grounded answer (with one repair retry on invalid output).
 
         ``attempts`` (call 1's) is kept as is; the policy decides on ``structure_attempts``.
         When no retry can be made after an invalid output was already paid for, that output
         is kept (``invalid``). ``answer_version``: the version of ``answer`` (default: the
-        question's latest stored one).
+        question's latest stored one). ``spend``: once ``max_cost_per_question_usd`` is
+        reached, no repair follows an invalid output.
         """
         tally = _Tally(structure_attempts)
         if answer_version is None:
             answer_version = question.answer_version
         try:
-            return await self._structure(question, answer, answer_version, attempts, tally)
+            return await self._structure(question, answer, answer_version, attempts, tally, spend)
         except CallError as error:
             tally.add(ledger_row(error))
             kept = tally.fallback()
@@ -251,6 +274,7 @@ class Answerer:
         answer_version: int,
         attempts: int,
         tally: _Tally,
+        spend: QuestionSpend | None,
     ) -> Outcome:
         call = self._plan.structure
         assert call is not None
@@ -276,6 +300,8 @@ class Answerer:
             )
             if structured.valid or n_calls > REPAIR_RETRIES:
                 return outcome
+            if spend is not None and spend.passed(tally.calls):
+                return capped(outcome, spend.note("repair of call 2", tally.calls))
             tally.kept = outcome
             errors = structured.errors
         raise AssertionError("unreachable: the loop returns")

@@ -15,7 +15,12 @@ The pool (:mod:`pipeline.online.runner`) claims a question and hands it to
   through own retrieval at once; both answers are kept, the own one the latest;
 * call 2 (the structure step) follows a grounded answer, but only once call 1's answer is
   committed: from then on the grounded call is never paid for again, whatever happens to the
-  run. A run that stops in between gives the question back, to resume at the next call.
+  run. A run that stops in between gives the question back, to resume at the next call;
+* with ``[limits] max_cost_per_question_usd``, a question whose spend (its ledger rows, then
+  each outcome's calls) has reached the cap gets no further nudge, re-ask through own
+  retrieval or call 2 (:mod:`pipeline.costs.cap`): it keeps what it has, its error class
+  ``cost_cap`` and its last error saying which call was not made. Without call 2 a grounded
+  answer ends ``failed`` (``cost_cap``): ``ground retry`` asks it again once the cap is raised.
 
 The flow makes its calls through a :class:`~pipeline.online.call.ModelCaller` (the run's
 :class:`~pipeline.online.call.MeteredCaller`), reads what is stored through a
@@ -34,11 +39,13 @@ from typing import Protocol
 
 import anyio
 
+from pipeline.costs.cap import QuestionSpend
+from pipeline.errors import ErrorClass
 from pipeline.grounding import GroundedAnswer
 from pipeline.job.calls import CallPlan
 from pipeline.job.states import QuestionState
 from pipeline.limits import RetryPolicy
-from pipeline.online.answering import Answerer
+from pipeline.online.answering import Answerer, capped
 from pipeline.online.call import ModelCaller
 from pipeline.online.own import OwnAnswerer, missed, stored_own_answer
 from pipeline.online.query_vectors import QueryEmbedder
@@ -46,6 +53,7 @@ from pipeline.online.reuse import AnswerReuse
 from pipeline.rows import ROUTE_MANAGED, ROUTE_OWN, ClaimedQuestion, StateChange
 from pipeline.run.verdicts import Outcome, stored_answer
 from pipeline.store.database import Database
+from pipeline.store.ledger import question_spend
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +89,19 @@ def _missed(outcome: Outcome) -> bool:
     )
 
 
+def _no_call_2(question_id: int, attempts: int, spend: QuestionSpend) -> Outcome:
+    """A grounded answer whose call 2 the question's cap leaves unmade: ``failed`` with
+    ``cost_cap`` (the answer stays stored; ``ground retry`` asks again once the cap allows)."""
+    change = StateChange(
+        question_id,
+        QuestionState.FAILED,
+        attempts,
+        error_class=ErrorClass.COST_CAP,
+        last_error=spend.note("call 2"),
+    )
+    return Outcome(change)
+
+
 class QuestionFlow:
     """Routes each claimed question through its calls; one instance per run, shared by the
     pool's callers.
@@ -88,7 +109,8 @@ class QuestionFlow:
     ``caller``: makes the calls under the job's limits; ``db``: what is stored is read from
     it; ``plan`` and ``policy``: the calls and the retry policy; ``job_id``: the job whose
     index own retrieval searches; ``reuse_within``: how old a reused answer may be (None:
-    reuse is off); ``queries``: the questions' vectors under ``[retrieval] dense``.
+    reuse is off); ``queries``: the questions' vectors under ``[retrieval] dense``;
+    ``question_cap_micro``: ``max_cost_per_question_usd`` in micro-dollars (None: no cap).
     """
 
     def __init__(
@@ -101,9 +123,11 @@ class QuestionFlow:
         job_id: int,
         reuse_within: dt.timedelta | None,
         queries: QueryEmbedder | None = None,
+        question_cap_micro: int | None = None,
     ) -> None:
         structuring = plan.structure is not None
         self._db = db
+        self._cap = question_cap_micro
         self._answerer = Answerer(caller, plan, policy)
         self._reuse = AnswerReuse(db, plan, reuse_within, structuring=structuring)
         self._own = (
@@ -131,6 +155,7 @@ class QuestionFlow:
         answer stored under the same reuse key instead (:meth:`_ask_or_reuse`).
         """
         own = self._own
+        spend = await self._spend(question)
         if own is not None and question.next_route == ROUTE_OWN:
             first: Outcome | None = await self._calling_out(
                 own.answer(
@@ -145,25 +170,27 @@ class QuestionFlow:
                     )
                 )
             else:
-                await self._ask_or_reuse(question, outcomes)
+                await self._ask_or_reuse(question, outcomes, spend)
                 return
         else:
             first = None
-        await self._after_call_1(question, first, outcomes)
+        await self._after_call_1(question, first, outcomes, spend)
 
     async def _after_call_1(
         self,
         question: ClaimedQuestion,
         first: Outcome | None,
         outcomes: Outcomes,
+        spend: QuestionSpend | None,
         stored: Callable[[], None] | None = None,
     ) -> None:
         """Store call 1's outcome (``first``; None: the answer was stored already), then make
-        call 2 when the structure step is on. ``stored``: called once ``first`` is committed
-        (it carries a ``committed`` event then)."""
+        call 2 when the structure step is on and the question's cap is not reached.
+        ``stored``: called once ``first`` is committed (it carries a ``committed`` event
+        then)."""
         answerer = self._answerer
         if first is not None:
-            await outcomes.send(question, first)
+            await self._send(question, first, outcomes, spend)
             if stored is not None and first.committed is not None:
                 await first.committed.wait()
                 stored()
@@ -185,6 +212,9 @@ class QuestionFlow:
             change = StateChange(question.id, QuestionState.DONE, question.attempts)
             await outcomes.send(question, Outcome(change))
             return
+        if spend is not None and spend.passed():
+            await outcomes.send(question, _no_call_2(question.id, attempts, spend))
+            return
         second = await self._calling_out(
             answerer.structure(
                 question,
@@ -192,11 +222,36 @@ class QuestionFlow:
                 attempts=attempts,
                 structure_attempts=question.structure_attempts,
                 answer_version=answer_version,
+                spend=spend,
             )
         )
-        await outcomes.send(question, second)
+        await self._send(question, second, outcomes, spend)
 
-    async def _ask_or_reuse(self, question: ClaimedQuestion, outcomes: Outcomes) -> None:
+    async def _spend(self, question: ClaimedQuestion) -> QuestionSpend | None:
+        """The question's spend so far against its cap (None: no cap), read from the ledger
+        before its first call in this run."""
+        if self._cap is None:
+            return None
+        before = await self._db.read(
+            "reading a question's spend", lambda c: question_spend(c, question.id)
+        )
+        return QuestionSpend(self._cap, before)
+
+    @staticmethod
+    async def _send(
+        question: ClaimedQuestion,
+        outcome: Outcome,
+        outcomes: Outcomes,
+        spend: QuestionSpend | None,
+    ) -> None:
+        """Hand ``outcome`` over, its calls counted in the question's spend."""
+        if spend is not None:
+            spend.add(outcome.calls)
+        await outcomes.send(question, outcome)
+
+    async def _ask_or_reuse(
+        self, question: ClaimedQuestion, outcomes: Outcomes, spend: QuestionSpend | None
+    ) -> None:
         """The managed call 1 (:meth:`_managed`), or an answer stored under the same reuse
         key copied at no cost (:mod:`pipeline.online.reuse`). With reuse on, the key is held
         until this answer is committed, so that a question with the same key waits for it."""
@@ -204,31 +259,42 @@ class QuestionFlow:
         key = reuse.key(question)
         reused = await reuse.find_or_hold(question, key)
         if reused is not None:
-            await self._after_call_1(question, reused, outcomes)
+            await self._after_call_1(question, reused, outcomes, spend)
             return
         try:
-            first = await self._managed(question, outcomes)
+            first = await self._managed(question, outcomes, spend)
             if first is None:  # stopped after the hand-over was stored
                 return
             if first.answer is not None and first.answer.route == ROUTE_MANAGED:
                 first = reuse.stamped(first, key)
             if reuse.within is not None and first.change is not None and first.committed is None:
                 first.committed = anyio.Event()  # set by the writer once stored
-            await self._after_call_1(question, first, outcomes, lambda: reuse.release(key))
+            await self._after_call_1(question, first, outcomes, spend, lambda: reuse.release(key))
         finally:
             reuse.release(key)
 
-    async def _managed(self, question: ClaimedQuestion, outcomes: Outcomes) -> Outcome | None:
+    async def _managed(
+        self, question: ClaimedQuestion, outcomes: Outcomes, spend: QuestionSpend | None
+    ) -> Outcome | None:
         """The grounded call 1, handed over to own retrieval when it missed and
-        ``fallback_when`` says so; None when the run stopped after the hand-over."""
+        ``fallback_when`` says so (not once the question's cap is reached); None when the
+        run stopped after the hand-over."""
         own = self._own
-        first = await self._calling_out(self._answerer.ground(question))
-        if own is not None and own.call.when_ungrounded and _missed(first):
-            return await self._fall_back(question, first, outcomes)
-        return first
+        first = await self._calling_out(self._answerer.ground(question, spend))
+        if own is None or not own.call.when_ungrounded or not _missed(first):
+            return first
+        if spend is not None and spend.passed(first.calls):
+            if first.change is None or first.change.error_class == ErrorClass.COST_CAP:
+                return first
+            return capped(first, spend.note("re-ask through own retrieval", first.calls))
+        return await self._fall_back(question, first, outcomes, spend)
 
     async def _fall_back(
-        self, question: ClaimedQuestion, managed: Outcome, outcomes: Outcomes
+        self,
+        question: ClaimedQuestion,
+        managed: Outcome,
+        outcomes: Outcomes,
+        spend: QuestionSpend | None,
     ) -> Outcome | None:
         """Store the managed answer that missed, handed over (its question's next call 1 is
         own retrieval's, should the run die here), then ask own retrieval; None when the run
@@ -239,7 +305,7 @@ class QuestionFlow:
         # The managed step is over: own retrieval's tries are counted afresh.
         change = StateChange(question.id, QuestionState.RUNNING, 0, keep_lease=True)
         handed = Outcome(change, record, managed.structured, managed.calls, managed.decision)
-        await outcomes.send(question, handed)
+        await self._send(question, handed, outcomes, spend)
         assert handed.committed is not None
         await outcomes.stored(handed.committed)
         if outcomes.stopping:

@@ -309,6 +309,7 @@ class OnlineRunner:
                 self.ctx.policy,
                 job_id=self.ctx.job_id,
                 reuse_within=self.ctx.reuse_within,
+                question_cap_micro=self.ctx.question_cap_micro,
                 queries=(
                     QueryEmbedder(embedder, self.ctx.db, self.ctx.job_id, embedding)
                     if embedder is not None and embedding is not None
@@ -559,6 +560,8 @@ class OnlineRunner:
         self._qids.pop(change.question_id, None)
         self._fence.drop(change.question_id)
         self.summary.count(change.state)
+        if change.error_class == ErrorClass.COST_CAP:
+            self.summary.capped += 1
         if self.metrics is not None:
             self.metrics.on_finished(change.state)
         log.debug(

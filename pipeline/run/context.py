@@ -24,6 +24,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pipeline.costs.cap import cap_micro
 from pipeline.costs.charges import WorstCase
 from pipeline.costs.prices import Price, PriceTable, UnconfirmedPriceWarning, load_prices
 from pipeline.job.calls import worst_case
@@ -126,6 +127,8 @@ class RunContext:
         self.scope: sa.ColumnElement[bool] | None = None
         # [job] reuse_answers_within: how old a reused answer may be; None: reuse is off.
         self.reuse_within: dt.timedelta | None = None
+        # [limits] max_cost_per_question_usd in micro-dollars; None: no cap.
+        self.question_cap_micro: int | None = None
 
     @property
     def stopped(self) -> str | None:
@@ -179,6 +182,7 @@ def run_context(
         spill=SpillFile(spill_path(job_spill_prefix(spec))),
     )
     ctx.reuse_within = spec.reuse_within
+    ctx.question_cap_micro = cap_micro(limits.max_cost_per_question_usd)
     return ctx
 
 

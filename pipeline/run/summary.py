@@ -40,6 +40,7 @@ class RunSummary:
     elapsed_s: float = 0.0
     throttled: int = 0  # 429 responses
     cost_micro_usd: int = 0  # what this run's calls cost (the ledger's unit)
+    capped: int = 0  # questions that reached max_cost_per_question_usd: calls left unmade
     # Batch mode: the batches this run created and those of earlier runs it picked up, the
     # result lines it stored, and whether it returned with batches still running.
     batches_created: list[str] = field(default_factory=list)
@@ -103,6 +104,7 @@ class RunSummary:
             "outcomes": self.outcomes,
             "throttled": self.throttled,
             "spend_usd": str(Decimal(self.cost_micro_usd) / 1_000_000),
+            "capped": self.capped,
             "elapsed_s": round(self.elapsed_s, 3),
         }
         if self.batch_mode:
@@ -137,6 +139,11 @@ def render_run_summary(summary: RunSummary, label: str = "run") -> str:
         if summary.throttled:
             line += f", {summary.throttled} throttled (429)"
     lines = [line]
+    if summary.capped:
+        lines.append(
+            f"{label}: {summary.capped} questions reached limits.max_cost_per_question_usd:"
+            " no further nudge, re-ask or call 2 (error_class cost_cap)"
+        )
     if summary.batch_mode:
         lines.extend(_batch_lines(summary))
     return "\n".join(lines)

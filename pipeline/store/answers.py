@@ -175,6 +175,7 @@ def _answer_row(record: AnswerRecord, now: dt.datetime) -> dict[str, Any]:
         "response_id": record.response.response_id,
         "web_search_queries": list(answer.web_search_queries),
         "retrieval_queries": list(answer.retrieval_queries),
+        "image_search_queries": list(answer.image_search_queries),
         "search_entry_point_html": answer.search_entry_point_html,
         "prompt_tokens": usage.prompt_token_count,
         "candidates_tokens": usage.candidates_token_count,

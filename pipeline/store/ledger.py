@@ -87,6 +87,19 @@ async def job_spend(connection: AsyncConnection, job_id: int) -> Decimal:
     return (await job_totals(connection, job_id)).spend_usd
 
 
+async def question_spend(connection: AsyncConnection, question_id: int) -> int:
+    """What the question's calls have cost so far, in micro-dollars (negative rows count 0)."""
+    c = calls.c
+    micro = await connection.scalar(
+        sa.select(
+            sa.func.coalesce(
+                sa.func.sum(sa.case((c.cost_micro_usd > 0, c.cost_micro_usd), else_=0)), 0
+            )
+        ).where(c.question_id == question_id)
+    )
+    return int(micro or 0)
+
+
 async def grounded_calls_since(connection: AsyncConnection, since: dt.datetime) -> int:
     """Grounded calls sent since ``since``, by any job in this database."""
     count = await connection.scalar(

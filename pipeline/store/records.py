@@ -121,6 +121,7 @@ def _question_select(job_id: int, filters: Filters) -> sa.Select[*tuple[Any, ...
             a.model_version.label("a_model_version"),
             a.web_search_queries.label("a_web_search_queries"),
             a.retrieval_queries.label("a_retrieval_queries"),
+            a.image_search_queries.label("a_image_search_queries"),
             a.search_entry_point_html.label("a_search_entry_point_html"),
             a.maps_widget_token.label("a_maps_widget_token"),
             a.dynamic_retrieval_score.label("a_dynamic_retrieval_score"),

@@ -169,6 +169,8 @@ answers = Table(
     Column("settings", String(32)),
     Column("reuse_key", String(64)),
     Column("reused_from", BigInteger),
+    # 0017_image_search_queries: groundingMetadata.imageSearchQueries (null: stored before)
+    Column("image_search_queries", JSON),
     UniqueConstraint("question_id", "version", name="uq_answers_question_version"),
     Index("ix_answers_reuse_key", "reuse_key", "created_at"),
 )

@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 from pipeline.costs.charges import (
     ZERO_COST,
     Cost,
+    ToolCharge,
+    billed_queries,
     call_cost,
     expected_cost,
     worst_case_cost,
@@ -30,7 +32,14 @@ from pipeline.costs.prices import (
     load_prices,
     parse_prices,
 )
-from pipeline.gemini.wire import GroundingMetadata, UsageMetadata
+from pipeline.gemini.wire import (
+    GroundingChunk,
+    GroundingMetadata,
+    MapsChunk,
+    UsageMetadata,
+    decode_response,
+)
+from pipeline.store.ledger import CallRecord
 from tests.support.paths import REPO
 
 D = Decimal
@@ -285,6 +294,83 @@ def test_per_query_fee_counts_non_empty_queries_only() -> None:
     assert (
         call_cost(PER_QUERY, usage, GroundingMetadata(web_search_queries=("",))).grounding_usd == 0
     )
+
+
+def test_gemini_3_bills_distinct_non_empty_queries(table: PriceTable) -> None:
+    """The acceptance case: ``["a", "a", "", " b"]`` is 2 units on a per-query row (3.x);
+    queries are compared as sent (not trimmed), blanks are empty; 2.x keeps one per prompt."""
+    usage = UsageMetadata(prompt_token_count=10)
+    queries = GroundingMetadata(web_search_queries=("a", "a", "", " b"))
+    assert billed_queries(("a", "a", "", " b")) == 2
+    assert billed_queries(("b", " b", "b ", "   ")) == 3  # exact strings: an upper bound
+    assert billed_queries(()) == 0
+    gemini_3 = table.for_model("gemini-3-flash-preview", "developer", on=dt.date(2026, 11, 1))
+    cost = call_cost(gemini_3, usage, queries)
+    assert (cost.grounding_units, cost.grounding_usd) == (2, D("0.028"))
+    gemini_25 = table.for_model("gemini-2.5-flash", "developer")
+    older = call_cost(gemini_25, usage, queries)
+    assert (older.grounding_units, older.grounding_usd) == (1, D("0.035"))
+    assert call_cost(PER_QUERY, usage, queries).grounding_units == 2
+
+
+def test_maps_is_priced_as_its_own_line(table: PriceTable) -> None:
+    """Maps has its own fee ($25 / 1,000 grounded prompts) on every model of both backends,
+    a line of its own beside Search's in a response that used both tools."""
+    on = dt.date(2026, 11, 1)
+    for model in ("gemini-3-flash-preview", "gemini-3.1-pro-preview", "gemini-2.5-flash"):
+        for backend in ("developer", "vertex"):
+            fee = table.for_model(model, backend, on=on).fee("google_maps")
+            assert (fee.kind, fee.usd_per_1k) == ("per_prompt", D(25)), (model, backend)
+            assert fee.source
+    assert not table.for_model("gemini-3-flash", "vertex", on=on).fee("google_maps").confirmed
+    assert table.for_model("gemini-3-flash", "developer", on=on).fee("google_maps").confirmed
+    price = table.for_model("gemini-3-flash-preview", "developer", on=on)
+    both = GroundingMetadata(
+        web_search_queries=("cafes near Wawel", "cafes near Wawel", "opening hours"),
+        grounding_chunks=(GroundingChunk(maps=MapsChunk(title="Cafe", place_id="places/1")),),
+    )
+    usage = UsageMetadata(prompt_token_count=10)
+    cost = call_cost(price, usage, both, tool=("google_search", "google_maps"))
+    assert cost.charge("google_maps") == ToolCharge("google_maps", "per_prompt", 1, D("0.025"))
+    assert cost.charge("google_search") == ToolCharge("google_search", "per_query", 2, D("0.028"))
+    assert (cost.grounding_units, cost.grounding_usd) == (3, D("0.053"))
+    assert cost.complete
+    # Maps alone, without a place in the answer: one grounded prompt all the same.
+    alone = call_cost(price, usage, GroundingMetadata(), tool="google_maps")
+    assert alone.charges == (ToolCharge("google_maps", "per_prompt", 1, D("0.025")),)
+    # Search alone used: no Maps line.
+    search_only = GroundingMetadata(web_search_queries=("a",))
+    used = call_cost(price, usage, search_only, tool=("google_search", "google_maps"))
+    assert used.charge("google_maps") is None
+
+
+def test_a_response_with_no_candidates_is_billed_for_its_tokens(table: PriceTable) -> None:
+    """A blocked prompt (no candidates, as sent on the wire) still bills its tokens: the
+    ledger row carries them and their price; no grounding fee without groundingMetadata."""
+    body = (
+        b'{"promptFeedback": {"blockReason": "SAFETY"},'
+        b' "usageMetadata": {"promptTokenCount": 1200, "toolUsePromptTokenCount": 300,'
+        b' "thoughtsTokenCount": 40, "totalTokenCount": 1540}}'
+    )
+    response = decode_response(body)
+    assert response.candidates == ()
+    price = table.for_model("gemini-2.5-flash", "developer")
+    grounding = response.candidates[0].grounding_metadata if response.candidates else None
+    cost = call_cost(price, response.usage_metadata, grounding)
+    assert (cost.input_tokens, cost.output_tokens, cost.grounding_units) == (1500, 40, 0)
+    assert cost.total == D(1500) * D("0.30") / 1_000_000 + D(40) * D("2.50") / 1_000_000
+    record = CallRecord.answered(
+        1,
+        "ground",
+        "gemini-2.5-flash",
+        dt.datetime(2026, 12, 3, tzinfo=dt.UTC),
+        5.0,
+        response.usage_metadata,
+        cost,
+    )
+    assert (record.input_tokens, record.output_tokens) == (1500, 40)
+    assert record.cost_micro_usd == cost.micro_usd() > 0
+    assert record.cost_complete
 
 
 def test_no_tool_or_unknown_fee() -> None:

@@ -17,6 +17,7 @@ from pipeline.gemini.api_errors import (
     parse_duration,
 )
 from pipeline.gemini.wire import MalformedResponse, decode_error, decode_response, visible_text
+from pipeline.grounding import ground_answer
 
 
 def _bodies(root: Path) -> list[tuple[str, bytes]]:
@@ -244,3 +245,43 @@ def test_classify_other_shapes() -> None:
         }
     )
     assert classify_429(error_info) == "daily"
+
+
+def test_image_search_queries_are_parsed_and_kept_on_the_answer() -> None:
+    """``imageSearchQueries`` (googleSearch with searchTypes.imageSearch) in the wire format:
+    decoded beside ``webSearchQueries``, "" kept as sent, and carried onto the answer; absent
+    (every response before it) is an empty tuple."""
+    body = orjson.dumps(
+        {
+            "candidates": [
+                {
+                    "content": {"parts": [{"text": "The Wawel Dragon stands by the river."}]},
+                    "finishReason": "STOP",
+                    "groundingMetadata": {
+                        "webSearchQueries": ["Wawel dragon statue"],
+                        "imageSearchQueries": ["Wawel dragon statue photo", ""],
+                        "groundingChunks": [
+                            {"web": {"uri": "https://example.com/r/1", "title": "example.com"}}
+                        ],
+                        "groundingSupports": [
+                            {
+                                "segment": {"endIndex": 15, "text": "The Wawel Drago"},
+                                "groundingChunkIndices": [0],
+                            }
+                        ],
+                    },
+                }
+            ],
+            "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 8},
+        }
+    )
+    grounding = decode_response(body).candidates[0].grounding_metadata
+    assert grounding is not None
+    assert grounding.image_search_queries == ("Wawel dragon statue photo", "")
+    assert grounding.web_search_queries == ("Wawel dragon statue",)
+    answer = ground_answer(decode_response(body).candidates[0])
+    assert answer.image_search_queries == ("Wawel dragon statue photo", "")
+    older = decode_response(b'{"candidates": [{"groundingMetadata": {}}]}')
+    assert older.candidates[0].grounding_metadata.image_search_queries == ()
+    with pytest.raises(MalformedResponse, match="imageSearchQueries"):
+        decode_response(b'{"candidates": [{"groundingMetadata": {"imageSearchQueries": [1]}}]}')

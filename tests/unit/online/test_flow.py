@@ -5,7 +5,8 @@ raises what the metered caller would); the outcomes are stored at once in a migr
 file by the writer's own ``store_outcomes``, and the run's strikes decide a stop, as the pool
 does. Each test then reads what the database holds, as the e2e tests of the same routes do:
 ungrounded -> nudge -> own retrieval, a fallback class, a reused answer, single mode refused,
-a blocked answer, the budget running out in the middle of a question, a storage fault.
+a blocked answer, the budget running out in the middle of a question, a storage fault, the
+cap on one question's spend.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.clock import utcnow
 from pipeline.commands.index import index_command
+from pipeline.costs.cap import cap_micro
 from pipeline.errors import BudgetExhausted, CallError
 from pipeline.gemini.api_errors import PermanentError
 from pipeline.gemini.client import CallResult
@@ -131,8 +133,9 @@ class FakeCaller:
     ``structure``): a response body, or an error to raise (with its ledger row, as the
     metered caller raises a refusal the server sent)."""
 
-    def __init__(self, **replies: Sequence[Reply]) -> None:
+    def __init__(self, *, cost_micro: int = 0, **replies: Sequence[Reply]) -> None:
         self._replies = {step: list(queued) for step, queued in replies.items()}
+        self._cost_micro = cost_micro  # what each answered call costs in the ledger
         self.made: list[tuple[str, bytes]] = []  # (step, body) of every call, in order
 
     @property
@@ -164,6 +167,10 @@ class FakeCaller:
         record = CallRecord.answered(
             question_id, step, model, started, 5.0, response.usage_metadata, None
         )
+        if self._cost_micro:
+            record = dataclasses.replace(
+                record, cost_micro_usd=self._cost_micro, cost_complete=True
+            )
         return Metered(CallResult(response, raw, 5.0), record)
 
 
@@ -239,6 +246,7 @@ class Job:
             policy,
             job_id=self.job_id,
             reuse_within=self.spec.reuse_within,
+            question_cap_micro=cap_micro(self.spec.limits.max_cost_per_question_usd),
         )
 
     async def claim(self, n: int = 10) -> list[ClaimedQuestion]:
@@ -510,3 +518,105 @@ async def test_a_storage_fault_at_the_hand_over_makes_no_own_call(
         (kept,) = pool.kept
         assert kept.answer is not None and kept.answer.hand_over
         assert pool.held_back == [question.id]
+
+
+async def test_a_blocked_answer_keeps_its_tokens_in_the_ledger(
+    tmp_path: Path, job: OpenJob
+) -> None:
+    """A response with no candidates is billed for its tokens: its ledger row holds them."""
+    async with job([CITY_QUESTION]) as j:
+        caller = FakeCaller(ground=[blocked()], cost_micro=4)
+        (question,) = await j.claim()
+        await j.flow(caller).handle(question, StoringPool(j.db))
+        c = calls.c
+        rows = await j.rows(sa.select(c.input_tokens, c.cost_micro_usd, c.cost_complete))
+        assert [tuple(r) for r in rows] == [(12, 4, True)]
+
+
+# -- the cap on one question's spend --------------------------------------------------------------
+
+CAP = "limits.max_cost_per_question_usd=0.001"  # 1,000 micro-dollars
+
+
+async def last_errors(j: Job) -> dict[str, str | None]:
+    q = questions.c
+    return {qid: error for qid, error in await j.rows(sa.select(q.qid, q.last_error))}
+
+
+async def test_a_question_past_its_cap_gets_no_nudge_nor_own_retrieval(
+    tmp_path: Path, job: OpenJob
+) -> None:
+    """Call 1 answered ungrounded at the cap: it is kept, and neither the nudge nor the
+    hand-over to own retrieval is asked; the question says why."""
+    async with job([CITY_QUESTION], grounding=FALLBACK, overrides=[CAP]) as j:
+        caller = FakeCaller(ground=[ungrounded(), ungrounded()], own=[cited()], cost_micro=1000)
+        pool = StoringPool(j.db)
+        (question,) = await j.claim()
+        await j.flow(caller).handle(question, pool)
+
+        assert caller.steps == ["ground"]
+        assert await states(j) == {"c1": ("ungrounded", "cost_cap")}
+        note = (await last_errors(j))["c1"]
+        assert note is not None
+        assert "$0.001 reached limits.max_cost_per_question_usd ($0.001): no nudge" in note
+        assert [(v, r, g) for _, v, r, g, _, _ in await answer_rows(j)] == [(1, "managed", False)]
+        assert not pool.held_back and pool.stopped is None
+
+
+async def test_under_its_cap_a_question_is_nudged_and_handed_over_as_before(
+    tmp_path: Path, job: OpenJob
+) -> None:
+    async with job([CITY_QUESTION], grounding=FALLBACK, overrides=[CAP]) as j:
+        caller = FakeCaller(ground=[ungrounded(), ungrounded()], own=[cited()], cost_micro=300)
+        (question,) = await j.claim()
+        await j.flow(caller).handle(question, StoringPool(j.db))
+        # 300 + 300 < 1,000: the nudge and own retrieval are made (900 in all).
+        assert caller.steps == ["ground", "ground", "own"]
+        assert await states(j) == {"c1": ("done", None)}
+
+
+async def test_an_earlier_runs_spend_counts_and_call_2_is_not_made_past_the_cap(
+    tmp_path: Path, job: OpenJob
+) -> None:
+    """The spend of an earlier run (the ledger) counts: a grounded answer whose call 2
+    would follow past the cap is kept, the question ``failed`` with ``cost_cap``."""
+    overrides = structure_on(tmp_path, CAP)
+    async with job([CITY_QUESTION], overrides=overrides) as j:
+        (question,) = await j.claim()
+        earlier = CallRecord(
+            question.id, "ground", "m", utcnow(), 5.0, 500, "internal", cost_micro_usd=900
+        )
+
+        async def paid_before(connection: AsyncConnection) -> None:
+            await connection.execute(
+                calls.insert(),
+                [
+                    {
+                        "question_id": earlier.question_id,
+                        "step": earlier.step,
+                        "model": earlier.model,
+                        "started_at": earlier.started_at,
+                        "latency_ms": earlier.latency_ms,
+                        "http_status": earlier.http_status,
+                        "outcome": earlier.outcome,
+                        "input_tokens": 0,
+                        "output_tokens": 0,
+                        "grounding_units": 0,
+                        "cost_micro_usd": earlier.cost_micro_usd,
+                        "cost_complete": True,
+                    }
+                ],
+            )
+
+        await j.db.transaction("an earlier run's call", paid_before)
+        # 900 before, + 100 for call 1 = the cap
+        caller = FakeCaller(
+            ground=[grounded()], structure=[structured({"city": "x"})], cost_micro=100
+        )
+        await j.flow(caller).handle(question, StoringPool(j.db))
+
+        assert caller.steps == ["ground"]
+        assert await states(j) == {"c1": ("failed", "cost_cap")}
+        note = (await last_errors(j))["c1"]
+        assert note is not None and note.endswith("($0.001): no call 2")
+        assert [(v, r, g) for _, v, r, g, _, _ in await answer_rows(j)] == [(1, "managed", True)]

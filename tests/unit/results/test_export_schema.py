@@ -287,3 +287,27 @@ def test_the_table_is_keyed_by_job_and_id_with_timestamptz_and_jsonb() -> None:
     assert "search_entry_point_html TEXT" in ddl
     assert "PRIMARY KEY (job, id)" in ddl
     assert isinstance(table.c.calls.type, sa.BigInteger)
+
+
+def test_image_search_queries_are_a_typed_list_of_strings_in_every_schema() -> None:
+    """imageSearchQueries is exported as every other query list: a required list of strings
+    in JSON Schema (so ``ground export --schema`` and the generated reference show it), a
+    list<string> in Arrow/Parquet, a JSON column in CSV."""
+    assert "image_search_queries" in FIELDS
+    assert FIELDS.index("image_search_queries") == FIELDS.index("retrieval_queries") + 1
+    prop = json_schema()["properties"]["image_search_queries"]
+    assert prop["type"] == "array" and prop["items"] == {"type": "string"}
+    assert "image_search_queries" in json_schema()["required"]
+    arrow = arrow_schema(None).field("image_search_queries")
+    assert pa.types.is_list(arrow.type) and arrow.type.value_type == pa.string()
+    columns = {c["name"]: c["datatype"] for c in csv_schema(None)["tableSchema"]["columns"]}
+    assert columns["image_search_queries"] == "json"
+    check = validator(json_schema())
+    check.validate(as_jsonl(record(image_search_queries=["Wawel dragon photo"])))
+    assert not check.is_valid(as_jsonl(record(image_search_queries=[1])))
+    assert not check.is_valid(as_jsonl(record(image_search_queries=None)))
+    batch = ArrowBatches(None)
+    batch.add([record(image_search_queries=["Wawel dragon photo", ""])])
+    table = batch.flush()
+    assert table is not None
+    assert table.to_pylist()[0]["image_search_queries"] == ["Wawel dragon photo", ""]
