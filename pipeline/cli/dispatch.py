@@ -88,6 +88,7 @@ def _export(args: argparse.Namespace) -> int:
         all_versions=args.all_versions,
         csv_raw=args.csv_raw,
         schema=args.schema,
+        verified=args.verified,
     )
     return _job_command(args, lambda spec: commands.export_command(spec, options))
 

@@ -387,6 +387,14 @@ def _add_results_commands(
         " (jsonl), CSV on the Web metadata (csv), the Arrow schema (parquet), the CREATE"
         " TABLE (--to)",
     )
+    # -- citation verification ------------------------------------------------------------
+    export.add_argument(
+        "--verified",
+        action="store_true",
+        help="only answers `ground verify` checked whose every readable checked citation is"
+        " supported (their `verified` field is true); answers never checked are left out",
+    )
+    # -- end of citation verification ----------------------------------------------------
     export.add_argument("--to", metavar="DATABASE_URL", help="upsert into a table there instead")
     export.add_argument("--table", metavar="NAME", help="the table for --to")
 
