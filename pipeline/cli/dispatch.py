@@ -183,7 +183,12 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command == "verify":
         from pipeline.verify.command import verify_command
 
-        return _job_command(args, verify_command, calls=True)
+        textfile = args.metrics_textfile
+        if problem := first_problem([("--metrics-textfile", textfile)]):
+            return _refused("verify", problem)
+        return _job_command(
+            args, lambda spec: verify_command(spec, metrics_textfile=textfile), calls=True
+        )
     match args.command:
         case "run" | "batch" | "worker" | "refresh" | "restructure":
             return _run_command(args, log_format)

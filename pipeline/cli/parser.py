@@ -199,11 +199,17 @@ def _add_restructure_command(commands: Commands, job: Parser) -> None:
 
 
 def _add_verify_command(commands: Commands, job: Parser) -> None:
-    commands.add_parser(
+    verify = commands.add_parser(
         "verify",
         parents=[job],
         help="check stored answers' citations against what they cite ([verify]); exit 3"
         " when a class's citation precision is below fail_below",
+    )
+    verify.add_argument(
+        "--metrics-textfile",
+        metavar="PATH",
+        help="write ground_citation_precision{class} in node_exporter's textfile format to"
+        " PATH (atomically) once measured",
     )
 
 

@@ -380,7 +380,13 @@ async def report_command(
             return EXIT_FAILED
         try:
             rows = await write_report(
-                engine, job_id, spec.name, Path(out), context=context, selection=selection
+                engine,
+                job_id,
+                spec.name,
+                Path(out),
+                context=context,
+                selection=selection,
+                verify_model=verify_model(spec),
             )
         except OSError as exc:
             complain(f"--out {out}: cannot write: {exc.strerror or exc}")

@@ -140,6 +140,23 @@ def _line(name: str, f: Figures) -> str:
     )
 
 
+JOB_CLASS = "(job)"  # the metric's class label of the whole job's precision
+NO_CLASS_LABEL = "(none)"  # ... of the questions with no class
+MAX_CLASS_SERIES = 50  # classes exported one series each: the lowest precision first
+
+
+def precision_series(p: JobPrecision) -> dict[str, float | None]:
+    """``ground_citation_precision``'s values by class label: the job's, then the
+    :data:`MAX_CLASS_SERIES` classes of lowest precision (a class with none readable: None)."""
+    judged = sorted(
+        (f.tally.precision, c) for c, f in p.by_class.items() if f.tally.precision is not None
+    )
+    series: dict[str, float | None] = {JOB_CLASS: p.job.tally.precision}
+    for value, qclass in judged[:MAX_CLASS_SERIES]:
+        series[qclass or NO_CLASS_LABEL] = value
+    return series
+
+
 def render_precision(p: JobPrecision) -> str:
     """``ground status``'s lines: the job's precision, then each class's."""
     lines = [

@@ -26,6 +26,7 @@ from pipeline.store import queue
 from pipeline.store.reconnect import Database, DatabaseOutage
 from pipeline.verify.checking import Checker, CheckResult
 from pipeline.verify.claims import AnswerClaims, claims_of
+from pipeline.verify.metrics import write_precision_metrics
 from pipeline.verify.precision import (
     Precision,
     Tally,
@@ -37,7 +38,7 @@ from pipeline.verify.requests import VerificationCall, verification_calls
 from pipeline.verify.sampling import Candidate, choose, parse_sample
 
 
-async def verify_command(spec: JobSpec) -> int:
+async def verify_command(spec: JobSpec, *, metrics_textfile: str | None = None) -> int:
     v = spec.verify
     if not v.enabled:
         complain(f"{spec.path}: [verify] is not enabled (enabled = true)")
@@ -51,7 +52,10 @@ async def verify_command(spec: JobSpec) -> int:
     async with opened(spec) as engine:
         db = Database(engine, outage_s=spec.job.database_outage_s)
         try:
-            return await _verify(db, spec, model, sample)
+            status = await _verify(db, spec, model, sample)
+            if metrics_textfile:
+                await write_precision_metrics(engine, spec, model, metrics_textfile)
+            return status
         except DatabaseOutage as exc:
             complain(f"{exc}; verify stopped (the verdicts stored stay: run it again)")
             return EXIT_FAILED
