@@ -90,6 +90,7 @@ def _export(args: argparse.Namespace) -> int:
         all_versions=args.all_versions,
         csv_raw=args.csv_raw,
         schema=args.schema,
+        verified=args.verified,
     )
     return _job_command(args, lambda spec: commands.export_command(spec, options))
 
@@ -185,9 +186,14 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     log_format = configure_logging(verbose=args.verbose, fmt=args.log_format)
     if args.command == "verify":
-        from pipeline.verify.command import verify_command
+        from pipeline.commands.verify import verify_command
 
-        return _job_command(args, verify_command, calls=True)
+        textfile = args.metrics_textfile
+        if problem := first_problem([("--metrics-textfile", textfile)]):
+            return _refused("verify", problem)
+        return _job_command(
+            args, lambda spec: verify_command(spec, metrics_textfile=textfile), calls=True
+        )
     match args.command:
         case "run" | "batch" | "worker" | "refresh" | "restructure":
             return _run_command(args, log_format)

@@ -255,11 +255,17 @@ def _add_restructure_command(commands: Commands, job: Parser) -> None:
 
 
 def _add_verify_command(commands: Commands, job: Parser) -> None:
-    commands.add_parser(
+    verify = commands.add_parser(
         "verify",
         parents=[job],
         help="check stored answers' citations against what they cite ([verify]); exit 3"
         " when a class's citation precision is below fail_below",
+    )
+    verify.add_argument(
+        "--metrics-textfile",
+        metavar="PATH",
+        help="write ground_citation_precision{class} in node_exporter's textfile format to"
+        " PATH (atomically) once measured",
     )
 
 
@@ -448,6 +454,14 @@ def _add_export_command(commands: Commands, job: Parser) -> None:
         " (jsonl), CSV on the Web metadata (csv), the Arrow schema (parquet), the CREATE"
         " TABLE (--to)",
     )
+    # -- citation verification ------------------------------------------------------------
+    export.add_argument(
+        "--verified",
+        action="store_true",
+        help="only answers `ground verify` checked whose every readable checked citation is"
+        " supported (their `verified` field is true); answers never checked are left out",
+    )
+    # -- end of citation verification ----------------------------------------------------
     export.add_argument("--to", metavar="DATABASE_URL", help="upsert into a table there instead")
     export.add_argument("--table", metavar="NAME", help="the table for --to")
 

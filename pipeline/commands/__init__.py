@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from pipeline.commands.cite import cite_command
     from pipeline.commands.index import index_command
     from pipeline.commands.init import init_command
+    from pipeline.commands.verify import verify_command
     from pipeline.commands.worker import worker_command
 else:  # the commands that are imported only by the command that runs them
     __getattr__ = lazy_surface(
@@ -54,6 +55,7 @@ else:  # the commands that are imported only by the command that runs them
             "cite": ("cite_command",),
             "index": ("index_command",),
             "init": ("init_command",),
+            "verify": ("verify_command",),
             "worker": ("worker_command",),
         },
     )
@@ -83,5 +85,6 @@ __all__ = [
     "say",
     "show_command",
     "status_command",
+    "verify_command",
     "worker_command",
 ]

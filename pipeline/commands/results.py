@@ -23,6 +23,7 @@ from pipeline.results.fallback import (
     render_routes,
     routes_dict,
 )
+from pipeline.results.precision import job_precision, render_precision, verify_model
 from pipeline.results.status import (
     class_stats_dict,
     job_status,
@@ -79,6 +80,7 @@ async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None)
             from pipeline.commands.batch import batch_status
 
             batch_rows = await batch_status(connection, job_id)
+            precision = await job_precision(connection, job_id, verify_model(spec))
     if by == "class":
         below = spec.grounding.fallback_below
         routed = spec.grounding.fallback_classes
@@ -102,9 +104,13 @@ async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None)
         document = status.to_dict()
         if drift:
             document["other_models"] = drift.to_dict()
+        if precision is not None:
+            document["citation_precision"] = precision.to_dict()
         write_json({**document, "batches": batch_rows} if batch_rows else document)
     else:
         say(render_status(status))
+        if precision is not None:
+            say(render_precision(precision))
         if drift:
             say(render_other_models(drift))
         if batch_rows:
@@ -129,6 +135,7 @@ class ExportOptions:
     all_versions: bool = False  # one record per stored answer version (files)
     csv_raw: bool = False  # CSV text cells as stored, formula-leading ones included
     schema: bool = False  # print the format's schema instead of exporting
+    verified: bool = False  # only answers whose checked citations all hold (precision.holds)
 
 
 def structured_type(spec: JobSpec) -> Any:
@@ -209,14 +216,17 @@ async def export_command(spec: JobSpec, options: ExportOptions) -> int:
         ids=ids,
         all_versions=options.all_versions,
     )
+    verification = export.Verification(verify_model(spec), verified_only=options.verified)
     async with opened(spec, purpose="read") as engine:
         job_id = await find_job_id(engine, spec)
         if job_id is None:
             return EXIT_FAILED
         if options.to is not None:
-            return await _export_to_table(engine, job_id, filters, options, spec.name)
+            return await _export_to_table(engine, job_id, filters, options, spec.name, verification)
         try:
-            count = await _export_to_file(engine, job_id, filters, options, structured_type(spec))
+            count = await _export_to_file(
+                engine, job_id, filters, options, structured_type(spec), verification
+            )
         except export.ParquetUnavailable as exc:
             complain(str(exc))
             return EXIT_FAILED
@@ -229,7 +239,12 @@ async def export_command(spec: JobSpec, options: ExportOptions) -> int:
 
 
 async def _export_to_file(
-    engine: AsyncEngine, job_id: int, filters: Any, options: ExportOptions, structured: Any
+    engine: AsyncEngine,
+    job_id: int,
+    filters: Any,
+    options: ExportOptions,
+    structured: Any,
+    verification: Any,
 ) -> int:
     from pipeline.results import export
 
@@ -249,7 +264,9 @@ async def _export_to_file(
             )
         else:
             writer = export.JsonlWriter(stream)
-        count = await export.export_job(engine, job_id, _Threaded(writer), filters)
+        count = await export.export_job(
+            engine, job_id, _Threaded(writer), filters, verification=verification
+        )
         await anyio.to_thread.run_sync(writer.close)
     finally:
         if to_stdout:
@@ -271,7 +288,12 @@ class _Threaded:
 
 
 async def _export_to_table(
-    engine: AsyncEngine, job_id: int, filters: Any, options: ExportOptions, job: str
+    engine: AsyncEngine,
+    job_id: int,
+    filters: Any,
+    options: ExportOptions,
+    job: str,
+    verification: Any,
 ) -> int:
     from pipeline.results import export
 
@@ -288,7 +310,7 @@ async def _export_to_table(
         await writer.prepare()
         if writer.added_columns:
             say(f"added to table {table.name!r}: {', '.join(writer.added_columns)}")
-        count = await export.export_job(engine, job_id, writer, filters)
+        count = await export.export_job(engine, job_id, writer, filters, verification=verification)
     except export.TargetError as exc:
         complain(str(exc))
         return EXIT_FAILED
@@ -358,7 +380,13 @@ async def report_command(
             return EXIT_FAILED
         try:
             rows = await write_report(
-                engine, job_id, spec.name, Path(out), context=context, selection=selection
+                engine,
+                job_id,
+                spec.name,
+                Path(out),
+                context=context,
+                selection=selection,
+                verify_model=verify_model(spec),
             )
         except OSError as exc:
             complain(f"--out {out}: cannot write: {exc.strerror or exc}")

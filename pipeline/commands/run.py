@@ -127,6 +127,7 @@ def _run_settings(spec: JobSpec, watch: WatchOptions) -> RunSettings:
         requests_per_minute=spec.limits.requests_per_minute,
         budget_usd=spec.budget,
         progress_interval_s=watch.interval_s,
+        verify_model=spec.verify.model or spec.model.name,
     )
 
 

@@ -6,21 +6,23 @@ from typing import TYPE_CHECKING
 from pipeline.surface import lazy_surface
 
 if TYPE_CHECKING:  # what the type checker and the reader see
-    from pipeline.online.call import MeteredCaller, ledger_row
+    from pipeline.online.call import MeteredCaller
     from pipeline.online.leases import default_owner
     from pipeline.online.runner import OnlineRunner
+    from pipeline.online.verification import Checker, CheckResult
 else:  # what Python does: each name imported when first asked for
     __getattr__ = lazy_surface(
         __name__,
         {
-            "call": (
-                "MeteredCaller",
-                "ledger_row",
-            ),
+            "call": ("MeteredCaller",),
             "leases": ("default_owner",),
             "runner": ("OnlineRunner",),
+            "verification": (
+                "CheckResult",
+                "Checker",
+            ),
         },
         (),
     )
 
-__all__ = ["MeteredCaller", "OnlineRunner", "default_owner", "ledger_row"]
+__all__ = ["CheckResult", "Checker", "MeteredCaller", "OnlineRunner", "default_owner"]

@@ -22,6 +22,12 @@ if TYPE_CHECKING:  # what the type checker and the reader see
         routes_dict,
         skipped_classes,
     )
+    from pipeline.results.precision import (
+        job_precision,
+        precision_series,
+        render_precision,
+        verify_model,
+    )
     from pipeline.results.show import render_show, render_show_versions
     from pipeline.results.status import (
         JobStatus,
@@ -62,6 +68,12 @@ else:  # what Python does: each name imported when first asked for
                 "routes_dict",
                 "skipped_classes",
             ),
+            "precision": (
+                "job_precision",
+                "precision_series",
+                "render_precision",
+                "verify_model",
+            ),
             "show": (
                 "render_show",
                 "render_show_versions",
@@ -95,13 +107,16 @@ __all__ = [
     "estimate_remaining",
     "export",
     "fallback_candidates",
+    "job_precision",
     "job_prices",
     "job_status",
     "open_job",
     "other_models",
+    "precision_series",
     "render",
     "render_class_stats",
     "render_other_models",
+    "render_precision",
     "render_routes",
     "render_show",
     "render_show_versions",
@@ -109,4 +124,5 @@ __all__ = [
     "routes_dict",
     "skipped_classes",
     "unbudgeted_note",
+    "verify_model",
 ]

@@ -9,8 +9,8 @@
     frame = job.to_pandas()  # pip install 'ground[pandas]'
 
 The surface is small on purpose, and stays: :func:`open_job`, :class:`Job` (``records``,
-``to_arrow``, ``to_pandas``, ``to_polars``, ``status``, ``name``, ``path``) and
-:class:`JobUnavailable`. ``docs/python-api.md`` shows it at work.
+``to_arrow``, ``to_pandas``, ``to_polars``, ``status``, ``precision``, ``name``, ``path``)
+and :class:`JobUnavailable`. ``docs/python-api.md`` shows it at work.
 
 * **Read-only.** The job's database is opened as ``ground status`` and ``ground export`` open
   it (a read-only file is read as it is), but never migrated nor written: a database at an
@@ -43,6 +43,7 @@ from pipeline.job.spec import JobSpec, load_jobspec
 from pipeline.job.states import QuestionState
 from pipeline.results import export
 from pipeline.results.export.arrow import ArrowBatches, pyarrow_modules
+from pipeline.results.precision import job_precision, verify_model
 from pipeline.store.engine import (
     DatabaseSchemaError,
     create_engine,
@@ -226,7 +227,11 @@ class Job:
         """The records, a batch at a time, read on the session's event loop."""
         with self._session() as opened:
             stream = export.record_batches(
-                opened.engine, opened.job_id, filters, batch_size=BATCH_QUESTIONS
+                opened.engine,
+                opened.job_id,
+                filters,
+                batch_size=BATCH_QUESTIONS,
+                verification=export.Verification(verify_model(self._spec)),
             )
 
             async def next_batch(
@@ -359,7 +364,28 @@ class Job:
                     schema_hash=schema_hash(spec.schema) if spec.schema is not None else None,
                     exclude_domains=spec.grounding.exclude_domains,
                 )
-            return found.to_dict()
+                precision = await job_precision(connection, job_id, verify_model(spec))
+            document = found.to_dict()
+            if precision is not None:
+                document["citation_precision"] = precision.to_dict()
+            return document
+
+        with self._session() as opened:
+            return opened.portal.call(read, opened.engine, opened.job_id)
+
+    def precision(self) -> dict[str, Any] | None:
+        """The citation precision ``ground verify`` measured, read from the stored verdicts
+        (no model is called): ``ground status --json``'s ``citation_precision``, the job's
+        and each class's (``precision``, its 95 % Wilson interval ``ci95_low``/``ci95_high``,
+        ``supported``/``readable``/``checked`` pairs, the count of each verdict, the answers
+        checked and verified). None when no verdict is stored. Each record carries its
+        answer's own: ``verified_fraction``, ``verified`` and ``citation_verdicts``."""
+        model = verify_model(self._spec)
+
+        async def read(engine: AsyncEngine, job_id: int) -> dict[str, Any] | None:
+            async with engine.connect() as connection:
+                found = await job_precision(connection, job_id, model)
+            return None if found is None else found.to_dict()
 
         with self._session() as opened:
             return opened.portal.call(read, opened.engine, opened.job_id)

@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # what the type checker and the reader see
         routes,
         status,
         urls,
+        verdict_reads,
         versions,
     )
     from pipeline.store.answers import StoredAnswers, VerdictOf
@@ -61,7 +62,13 @@ if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.store.estimate_basis import read_estimate_basis
     from pipeline.store.exclusions import excluded_domain_sources
     from pipeline.store.faults import FileIdentity, storage_fault
-    from pipeline.store.ledger import LedgerTotals, job_call_stored, micro_to_usd, persist_calls
+    from pipeline.store.ledger import (
+        LedgerTotals,
+        job_call_stored,
+        micro_to_usd,
+        persist_calls,
+        question_spend,
+    )
     from pipeline.store.loads import Fingerprint, save_fingerprint, stored_fingerprint
     from pipeline.store.outcomes import store_outcomes, unstored
     from pipeline.store.query_vectors import store_query_vectors, stored_query_vector, text_hash
@@ -102,6 +109,7 @@ if TYPE_CHECKING:  # what the type checker and the reader see
         select_trial,
     )
     from pipeline.store.urls import async_url, database_problem, display_url, sqlite_file
+    from pipeline.store.verdict_reads import VerdictRow, verdicts_by_answer
 else:  # what Python does: each name imported when first asked for
     __getattr__ = lazy_surface(
         __name__,
@@ -139,6 +147,7 @@ else:  # what Python does: each name imported when first asked for
                 "job_call_stored",
                 "micro_to_usd",
                 "persist_calls",
+                "question_spend",
             ),
             "loads": (
                 "Fingerprint",
@@ -208,6 +217,10 @@ else:  # what Python does: each name imported when first asked for
                 "display_url",
                 "sqlite_file",
             ),
+            "verdict_reads": (
+                "VerdictRow",
+                "verdicts_by_answer",
+            ),
         },
         (
             "batch_structure",
@@ -222,6 +235,7 @@ else:  # what Python does: each name imported when first asked for
             "routes",
             "status",
             "urls",
+            "verdict_reads",
             "versions",
         ),
     )
@@ -254,6 +268,7 @@ __all__ = [
     "TrialScope",
     "UtcDateTime",
     "VerdictOf",
+    "VerdictRow",
     "async_url",
     "batch_structure",
     "batches",
@@ -281,6 +296,7 @@ __all__ = [
     "own_passages",
     "persist_calls",
     "problem_rows",
+    "question_spend",
     "queue",
     "quota",
     "raw_response",
@@ -311,5 +327,7 @@ __all__ = [
     "trouble_of",
     "unstored",
     "urls",
+    "verdict_reads",
+    "verdicts_by_answer",
     "versions",
 ]

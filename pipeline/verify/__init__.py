@@ -6,7 +6,8 @@
   for sources with text of their own);
 * :mod:`~pipeline.verify.parsing`: their answers read as per-pair verdicts;
 * :mod:`~pipeline.verify.precision`: citation precision with its Wilson interval;
-* :mod:`~pipeline.verify.checking` and :mod:`~pipeline.verify.command`: ``ground verify``.
+* the checking calls are made by :mod:`pipeline.online.verification`, for ``ground verify``
+  (:mod:`pipeline.commands.verify`).
 """
 
 from typing import TYPE_CHECKING
@@ -14,8 +15,64 @@ from typing import TYPE_CHECKING
 from pipeline.surface import lazy_surface
 
 if TYPE_CHECKING:  # what the type checker and the reader see
-    from pipeline.verify.command import verify_command
+    from pipeline.verify.claims import AnswerClaims, claims_of
+    from pipeline.verify.parsing import read_verdicts
+    from pipeline.verify.precision import (
+        READABLE,
+        Checked,
+        Precision,
+        Tally,
+        failing_classes,
+        measure,
+        verified_fractions,
+    )
+    from pipeline.verify.requests import VerificationCall, verification_calls
+    from pipeline.verify.sampling import Candidate, choose, parse_sample
 else:  # what Python does: each name imported when first asked for
-    __getattr__ = lazy_surface(__name__, {"command": ("verify_command",)}, ())
+    __getattr__ = lazy_surface(
+        __name__,
+        {
+            "claims": (
+                "AnswerClaims",
+                "claims_of",
+            ),
+            "parsing": ("read_verdicts",),
+            "precision": (
+                "Checked",
+                "Precision",
+                "READABLE",
+                "Tally",
+                "failing_classes",
+                "measure",
+                "verified_fractions",
+            ),
+            "requests": (
+                "VerificationCall",
+                "verification_calls",
+            ),
+            "sampling": (
+                "Candidate",
+                "choose",
+                "parse_sample",
+            ),
+        },
+        (),
+    )
 
-__all__ = ["verify_command"]
+__all__ = [
+    "READABLE",
+    "AnswerClaims",
+    "Candidate",
+    "Checked",
+    "Precision",
+    "Tally",
+    "VerificationCall",
+    "choose",
+    "claims_of",
+    "failing_classes",
+    "measure",
+    "parse_sample",
+    "read_verdicts",
+    "verification_calls",
+    "verified_fractions",
+]

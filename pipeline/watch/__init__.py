@@ -8,7 +8,7 @@ if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.watch.exporter import OutputUnavailable, RunExporter, exporting
     from pipeline.watch.gathered import GatheredMetrics
     from pipeline.watch.logs import LOG_FORMATS, KeyValueFormatter, configure_logging
-    from pipeline.watch.metrics import RunMetrics, listen_problem
+    from pipeline.watch.metrics import RunMetrics, listen_problem, write_precision_textfile
     from pipeline.watch.outputs import first_problem, output_problem, write_atomically
     from pipeline.watch.progress import TTY_REFRESH_S, ProgressBar, Snapshot, WatchOptions, watch
     from pipeline.watch.settings import RunSettings
@@ -31,6 +31,7 @@ else:  # what Python does: each name imported when first asked for
             "metrics": (
                 "RunMetrics",
                 "listen_problem",
+                "write_precision_textfile",
             ),
             "outputs": (
                 "first_problem",
@@ -76,4 +77,5 @@ __all__ = [
     "printable",
     "watch",
     "write_atomically",
+    "write_precision_textfile",
 ]

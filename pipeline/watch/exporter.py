@@ -9,6 +9,8 @@
 * **each progress interval** (:meth:`RunExporter.tick`) it reads the states again (one grouped
   query) and, no more often than :data:`CLASS_READ_SHARE` of the time allows, the answers by
   class, then rewrites the textfile;
+* **at the end** (``tick(final=True)``) it also reads the citation precision ``ground
+  verify`` measured, where verdicts are stored (``ground_citation_precision{class}``);
 * **at the exit** (:meth:`RunExporter.exited`) it sets ``ground_last_exit_status`` and writes
   the textfile once more: 1 when the run ended with an exception.
 
@@ -70,6 +72,7 @@ class RunExporter:
         self.textfile = textfile
         self._reads: _JobReads | None = None
         self._next_class_read = 0.0  # time.monotonic() from which the classes are read again
+        self.verify_model = ""  # RunSettings.verify_model: "" reads no citation precision
 
     async def begin(
         self, engine: AsyncEngine, job_id: int, states: dict[str, int], spent_before: Decimal
@@ -91,7 +94,29 @@ class RunExporter:
             return
         due = final or time.monotonic() >= self._next_class_read
         if await self._read(states=True, classes=due):
+            if final:
+                await self._read_precision()
             await anyio.to_thread.run_sync(self.write)
+
+    async def _read_precision(self) -> None:
+        """``ground_citation_precision{class}`` from the stored verdicts, where some exist."""
+        assert self.metrics is not None and self._reads is not None
+        if not self.verify_model:
+            return
+        from pipeline.results.precision import job_precision, precision_series
+
+        try:
+            async with self._reads.engine.connect() as connection:
+                found = await job_precision(connection, self._reads.job_id, self.verify_model)
+        except (OSError, SQLAlchemyError) as exc:
+            log.warning(
+                "metrics: cannot read the citation precision: %s",
+                str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+                extra={"action": "metrics_read_failed"},
+            )
+            return
+        if found is not None:
+            self.metrics.set_citation_precision(precision_series(found))
 
     async def _read(self, *, states: bool, classes: bool) -> bool:
         """Read the job's states and/or classes into the metrics; False (logged) when the
@@ -171,6 +196,7 @@ async def exporting(
 
         metrics = RunMetrics(job, settings=settings)
     exporter = RunExporter(metrics, options.metrics_textfile)
+    exporter.verify_model = settings.verify_model
     try:
         if metrics is not None and options.metrics_port is not None:
             try:

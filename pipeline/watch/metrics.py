@@ -37,6 +37,9 @@ metric                                       what                               
 {output}``                                   that failed (the run goes on)
 ``ground_last_exit_status``                  the run's exit status                   the exit
 ``ground_run_finished_timestamp_seconds``    when the run ended (Unix time)          the exit
+``ground_citation_precision{class}``         citation precision ``ground verify``    the end of
+                                             measured (supported / readable pairs;   a run,
+                                             class ``(job)``: the whole job)         verify
 ===========================================  ======================================  ==========
 
 "start" is before the first call (from the job's status read then), "tick" each progress
@@ -195,6 +198,7 @@ class RunMetrics(Exposition):
         self._register_worker_series(job, self.registry)
         self._register_resolver_and_scrape_series(job, self.registry)
         self._register_exit_series(job, self.registry)
+        self._register_verification_series(job, self.registry)
         for output in OUTPUTS:
             self._write_failures.labels(job, output)
         self._spent_before_micro = 0
@@ -341,6 +345,18 @@ class RunMetrics(Exposition):
             registry=r,
         )
 
+    def _register_verification_series(self, job: str, r: CollectorRegistry) -> None:
+        """Set where stored citation verdicts exist: at the run's end, and by ``ground
+        verify``. No child until then: a job never verified has no series."""
+        self._precision = Gauge(
+            "ground_citation_precision",
+            "Citation precision ground verify measured: supported / readable checked pairs of"
+            " the latest answers, by question class ((job): the whole job)",
+            ["ground_job", "class"],
+            registry=r,
+        )
+        self._precision_classes: set[str] = set()
+
     def _describe(self, settings: RunSettings) -> None:
         self._info.labels(self.job, settings.mode, settings.backend, settings.model).set(1)
         self._quota.set(settings.requests_per_minute)
@@ -436,6 +452,16 @@ class RunMetrics(Exposition):
             self._grounded.labels(self.job, name).set(grounded.get(name, 0))
         self._classes |= set(answers)
 
+    def set_citation_precision(self, by_class: Mapping[str, float | None]) -> None:
+        """Each class's measured citation precision (a class with no readable pair, or no
+        longer given, is removed: never a false 0); :data:`JOB_CLASS` is the whole job's."""
+        found = {c: v for c, v in by_class.items() if v is not None}
+        for name in self._precision_classes - set(found):
+            self._precision.remove(self.job, name)
+        for name, value in found.items():
+            self._precision.labels(self.job, name).set(value)
+        self._precision_classes = set(found)
+
     def on_write_failed(self, output: str) -> None:
         """One of the run's own outputs (:data:`OUTPUTS`) could not be written."""
         self._write_failures.labels(self.job, output).inc()
@@ -448,3 +474,20 @@ class RunMetrics(Exposition):
     def rate_from(self, read: Callable[[], float]) -> None:
         """Read the adaptive rate when scraped (``read`` is called then, not on every change)."""
         self._rate.set_function(read)
+
+
+def write_precision_textfile(path: str, job: str, series: Mapping[str, float | None]) -> None:
+    """``ground verify --metrics-textfile``: ``ground_citation_precision{class}`` alone, in
+    node_exporter's textfile format (write-then-rename), on a registry of its own."""
+    registry = CollectorRegistry(auto_describe=True)
+    gauge = Gauge(
+        "ground_citation_precision",
+        "Citation precision ground verify measured: supported / readable checked pairs of"
+        " the latest answers, by question class ((job): the whole job)",
+        ["ground_job", "class"],
+        registry=registry,
+    )
+    for name, value in series.items():
+        if value is not None:
+            gauge.labels(job, name).set(value)
+    write_to_textfile(path, registry)

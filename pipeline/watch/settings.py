@@ -21,3 +21,4 @@ class RunSettings:
     requests_per_minute: int = 0  # [limits] requests_per_minute
     budget_usd: Decimal | None = None  # [limits] budget_usd; None: no budget
     progress_interval_s: float = 60.0  # seconds between two progress ticks
+    verify_model: str = ""  # whose stored citation verdicts the end of the run reads

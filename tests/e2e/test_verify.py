@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from pipeline.cli import main
 from pipeline.commands import run_command
+from pipeline.commands.verify import verify_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.corpus import SOURCES
 from pipeline.emulator.testing import running_emulator
@@ -20,7 +21,6 @@ from pipeline.job.spec import load_jobspec
 from pipeline.rows import StoredSource, StoredSupport
 from pipeline.store.tables import calls, citation_verdicts
 from pipeline.verify.claims import claims_of
-from pipeline.verify.command import verify_command
 from pipeline.verify.parsing import read_verdicts
 from pipeline.verify.requests import verification_calls
 from tests.support.databases import fetch_rows

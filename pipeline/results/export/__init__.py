@@ -13,13 +13,15 @@ Public surface:
 * the writers: :class:`JsonlWriter`, :class:`CsvWriter`, :class:`ParquetWriter`,
   :class:`TableWriter`;
 * :data:`FORMATS`, :data:`LONG_KINDS`, :data:`FIELDS`; :class:`ParquetUnavailable`,
-  :class:`TargetError`.
+  :class:`TargetError`;
+* :class:`Verification`: which citation verdicts the records carry, and ``--verified``.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncGenerator, Awaitable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -45,7 +47,8 @@ from pipeline.results.export.schema import csv_schema, json_schema
 from pipeline.results.export.structured import structured_shape
 from pipeline.results.export.table import TableWriter, TargetError, results_table
 from pipeline.results.export.writers import LONG_KINDS, CsvWriter, JsonlWriter
-from pipeline.store.records import BATCH_QUESTIONS, Filters, read_batches
+from pipeline.store.records import BATCH_QUESTIONS, Filters, StoredQuestion, read_batches
+from pipeline.store.verdict_reads import VerdictRow, verdicts_by_answer
 
 FORMATS = ("jsonl", "csv", "parquet")
 
@@ -64,6 +67,7 @@ __all__ = [
     "ParquetWriter",
     "TableWriter",
     "TargetError",
+    "Verification",
     "arrow_schema",
     "csv_schema",
     "destinations",
@@ -89,14 +93,46 @@ async def record_batches(
     filters: Filters | None = None,
     *,
     batch_size: int = BATCH_QUESTIONS,
+    verification: Verification | None = None,
 ) -> AsyncGenerator[list[dict[str, Any]], None]:
     """The job's matching records, a batch at a time (the stream every export and the Python
     API read): one per question, or with ``filters.all_versions`` one per stored answer
-    version, with :data:`VERSION_FIELDS`. Only one batch of rows and records is held."""
+    version, with :data:`VERSION_FIELDS`. Only one batch of rows and records is held.
+    ``verification``: the citation verdicts to carry (without it the verification fields
+    are null and empty); a batch ``--verified`` leaves empty is not yielded."""
     filters = filters or Filters()
     versions = filters.all_versions
     async for batch in read_batches(engine, job_id, filters, batch_size=batch_size):
-        yield [to_record(stored, versions=versions) for stored in batch]
+        checked = await _verdicts(engine, batch, verification)
+        records = [
+            to_record(stored, versions=versions, verdicts=checked.get(stored.row["a_id"]))
+            for stored in batch
+        ]
+        if verification is not None and verification.verified_only:
+            records = [r for r in records if r["verified"] is True]
+        if records:
+            yield records
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    """Which citation verdicts the records carry: those of ``model`` (the job's ``[verify]
+    model``); ``verified_only``: only the records whose ``verified`` is true
+    (``--verified``: :mod:`pipeline.results.precision` says what holds)."""
+
+    model: str
+    verified_only: bool = False
+
+
+async def _verdicts(
+    engine: AsyncEngine, batch: Sequence[StoredQuestion], verification: Verification | None
+) -> dict[int, list[VerdictRow]]:
+    """The batch's answers' stored verdicts (none read without ``verification``)."""
+    ids = [s.row["a_id"] for s in batch if s.row["a_id"] is not None]
+    if verification is None or not ids:
+        return {}
+    async with engine.connect() as connection:
+        return await verdicts_by_answer(connection, ids, verification.model)
 
 
 async def export_job(
@@ -106,6 +142,7 @@ async def export_job(
     filters: Filters | None = None,
     *,
     batch_size: int = BATCH_QUESTIONS,
+    verification: Verification | None = None,
 ) -> int:
     """Write every matching question's record to ``writer``; how many were written (with
     ``filters.all_versions``: one record per stored answer version, with
@@ -114,7 +151,9 @@ async def export_job(
     Only one batch of rows and records is held at a time. The caller closes the writer.
     """
     count = 0
-    async for batch in record_batches(engine, job_id, filters, batch_size=batch_size):
+    async for batch in record_batches(
+        engine, job_id, filters, batch_size=batch_size, verification=verification
+    ):
         done = writer.write(batch)
         if inspect.isawaitable(done):
             await done

@@ -17,65 +17,20 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from pipeline.gemini.wire import MalformedResponse, decode_response
 from pipeline.grounding import Citation, GroundedAnswer, Source, safe_http_url
 from pipeline.job.states import QuestionState, SourceState
+from pipeline.results.export.fields import Field as Field
+from pipeline.results.export.fields import FieldType as FieldType
+from pipeline.results.export.fields import Kind as Kind
+from pipeline.results.export.fields import ListOf as ListOf
+from pipeline.results.export.fields import Struct as Struct
+from pipeline.results.export.fields import list_of as _list
+from pipeline.results.export.verdicts import VERIFY_RECORD
+from pipeline.results.precision import answer_fields
 from pipeline.store.records import Row, StoredQuestion
-
-
-class Kind(StrEnum):
-    """A field's type, where it is not a list or a struct."""
-
-    STRING = "string"  # short text (ids, names, URLs)
-    TEXT = "text"  # long free text (questions, answers, HTML): no statistics kept
-    ENUM = "enum"  # text with few distinct values: dictionary-encoded in Parquet
-    BOOLEAN = "boolean"
-    INT32 = "int32"  # offsets, indices, pages
-    INT64 = "int64"  # counts and tokens
-    FLOAT = "float"  # 64-bit
-    TIMESTAMP = "timestamp"  # an instant, UTC, microseconds
-    JSON = "json"  # any JSON value the input made, with no declared type: JSON text in
-    # Parquet (the column or struct field is then named NAME_json)
-    STRUCTURED = "structured"  # call 2's object: typed by the job's JSON Schema where it can be
-
-
-@dataclass(frozen=True, slots=True)
-class ListOf:
-    item: FieldType
-    items_nullable: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Struct:
-    fields: tuple[Field, ...]
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(f.name for f in self.fields)
-
-
-FieldType = Kind | ListOf | Struct
-
-
-@dataclass(frozen=True, slots=True)
-class Field:
-    """One field of a record: its name, type and meaning. ``required``: never null (a list is
-    then at least empty). ``values``: an enum's complete list of values, where it is closed."""
-
-    name: str
-    type: FieldType
-    doc: str
-    required: bool = False
-    values: tuple[str, ...] = ()
-
-
-def _list(item: FieldType, *, items_nullable: bool = False) -> ListOf:
-    return ListOf(item, items_nullable)
-
 
 SOURCE_KINDS = ("web", "retrievedContext", "maps", "own", "other")
 SOURCE = Struct(
@@ -285,6 +240,7 @@ RECORD: tuple[Field, ...] = (
     ),
     Field("provenance", _list(PROVENANCE), "each structured leaf's support", required=True),
     Field("warnings", _list(Kind.STRING), "what mapping the citations corrected", required=True),
+    *VERIFY_RECORD,
 )
 # With --all-versions (one record per stored answer version), after RECORD.
 VERSION_RECORD: tuple[Field, ...] = (
@@ -470,11 +426,15 @@ def version_fields(stored: StoredQuestion) -> dict[str, Any]:
     }
 
 
-def to_record(stored: StoredQuestion, *, versions: bool = False) -> dict[str, Any]:
+def to_record(
+    stored: StoredQuestion, *, versions: bool = False, verdicts: Sequence[Row] | None = None
+) -> dict[str, Any]:
     """The export record of one question (see the module docstring); ``versions``: with the
     :data:`VERSION_RECORD` fields too (and the ledger columns of that version alone, as
-    :mod:`pipeline.store.records` reads them)."""
+    :mod:`pipeline.store.records` reads them). ``verdicts``: the answer's stored citation
+    verdicts (:mod:`pipeline.store.verdict_reads`; None: never checked)."""
     record = _record(stored)
+    record.update(answer_fields(verdicts))  # RECORD's last fields: VERIFY_RECORD
     if versions:
         record.update(version_fields(stored))
     return record

@@ -2,7 +2,8 @@
 people forward.
 
 Top to bottom: a header (when, which model, backend and endpoint, the spend's caveat), the
-summary over every question, the problems (counts and an example of each), managed grounding
+summary over every question, the citation precision ``ground verify`` measured (when it
+did), the problems (counts and an example of each), managed grounding
 beside own retrieval per class (a table and a chart of the same figures), a legend, and the
 answers' table. The figures are SQL aggregates; the table holds a bounded selection
 (:class:`TableSelection`: the first N in load order, or a seeded random sample, of a class
@@ -18,15 +19,18 @@ import anyio
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.job.states import QuestionState
+from pipeline.results.precision import job_precision
 from pipeline.results.report import page
 from pipeline.results.report.figures import class_figures
 from pipeline.results.report.header import ReportContext, render_header, render_legend
 from pipeline.results.report.problems import ProblemTally, render_problems
 from pipeline.results.report.selection import DEFAULT_LIMIT, Sampler, TableFill, TableSelection
+from pipeline.results.report.verification import precision_section
 from pipeline.results.status import job_status
-from pipeline.store.records import Filters, read_batches
+from pipeline.store.records import Filters, StoredQuestion, read_batches
 from pipeline.store.report import count_in_scope, ids_in_scope, problem_rows
 from pipeline.store.status import class_routes, coverage_mean, latency_histogram
+from pipeline.store.verdict_reads import VerdictRow, verdicts_by_answer
 
 __all__ = ["DEFAULT_LIMIT", "ReportContext", "TableSelection", "write_report"]
 
@@ -58,6 +62,17 @@ def _scope_words(selection: TableSelection) -> str:
     return "the questions " + ", ".join(parts) if parts else "every question of the job"
 
 
+async def _verdicts(
+    engine: AsyncEngine, rows: list[tuple[StoredQuestion, str | None]], model: str | None
+) -> dict[int, list[VerdictRow]]:
+    """The citation verdicts of the rows placed in the table (none without ``model``)."""
+    ids = [s.row["a_id"] for s, placed in rows if placed is not None and s.row["a_id"]]
+    if model is None or not ids:
+        return {}
+    async with engine.connect() as connection:
+        return await verdicts_by_answer(connection, ids, model)
+
+
 async def write_report(
     engine: AsyncEngine,
     job_id: int,
@@ -66,9 +81,11 @@ async def write_report(
     *,
     context: ReportContext,
     selection: TableSelection | None = None,
+    verify_model: str | None = None,
 ) -> int:
     """Write the report to ``out``; the number of questions in its table (problem examples
-    added from outside the selection not counted)."""
+    added from outside the selection not counted). ``verify_model``: whose citation
+    verdicts the precision section and the answers' marks show (None: none)."""
     selection = selection or TableSelection()
     async with engine.connect() as connection:
         status = await job_status(connection, job_id, job_name)
@@ -76,6 +93,7 @@ async def write_report(
         latency = await latency_histogram(connection, job_id)
         routes = await class_routes(connection, job_id)
         total, chosen, tally = await _choose(connection, job_id, selection)
+        precision = await job_precision(connection, job_id, verify_model) if verify_model else None
     shown = min(selection.size, total)
     examples = tally.example_ids()
     fill = TableFill(shown, chosen, examples)
@@ -84,6 +102,7 @@ async def write_report(
         await handle.write(page.head(f"ground report: {job_name}"))
         await handle.write(render_header(context, job_name, status.spend_usd))
         await handle.write(page.summary(status, coverage, latency))
+        await handle.write(precision_section(precision))
         await handle.write(render_problems(tally.problems(), _scope_words(selection)))
         await handle.write(page.routes(class_figures(routes)))
         await handle.write(render_legend())
@@ -95,9 +114,14 @@ async def write_report(
         if not fill.done:
             async for batch in read_batches(engine, job_id, filters, batch_size=batch_size):
                 rows = [(stored, fill.place(stored.row["qid"])) for stored in batch]
+                checked = await _verdicts(engine, rows, verify_model)
                 await handle.write(
                     "".join(
-                        page.row(stored, example=placed == "example")
+                        page.row(
+                            stored,
+                            example=placed == "example",
+                            verdicts=checked.get(stored.row["a_id"]),
+                        )
                         for stored, placed in rows
                         if placed is not None
                     )

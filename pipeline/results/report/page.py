@@ -22,8 +22,11 @@ from pipeline.grounding import render_html
 from pipeline.results.export import destinations, grounded_answer, to_record
 from pipeline.results.report.figures import ClassFigures, chart_groups, percent
 from pipeline.results.report.svg import bar_chart, paired_bar_chart
+from pipeline.results.report.verification import CSS as VERIFICATION_CSS
+from pipeline.results.report.verification import answer_marks
 from pipeline.results.status import JobStatus
 from pipeline.store.records import StoredQuestion
+from pipeline.store.verdict_reads import VerdictRow
 
 esc = html.escape
 
@@ -100,6 +103,7 @@ table.routes { width: auto; }
 tr.example td:first-child::after { content: " (problem example)"; color: #a12; }
 tr:target { outline: 2px solid #b58900; }
 """
+CSS += VERIFICATION_CSS
 
 
 def head(title: str) -> str:
@@ -205,17 +209,20 @@ def _pre(value: Any) -> str:
     return f"<pre>{esc(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())}</pre>"
 
 
-def row(stored: StoredQuestion, *, example: bool = False) -> str:
+def row(
+    stored: StoredQuestion, *, example: bool = False, verdicts: Sequence[VerdictRow] | None = None
+) -> str:
     """One table row, its id :func:`anchor_id`; ``data-text`` (lower-cased, escaped) is what
-    the search box matches. ``example``: a problem's example from outside the selection."""
-    record = to_record(stored)
+    the search box matches. ``example``: a problem's example from outside the selection.
+    ``verdicts``: the answer's citation verdicts, marked under it."""
+    record = to_record(stored, verdicts=verdicts)
     answer = grounded_answer(stored)
     haystack = " ".join(
         str(part or "")
         for part in (record["id"], record["question"], record["answer"], record["class"])
     ).lower()
     if answer is not None:
-        cell = render_html(answer, destinations(stored))
+        cell = render_html(answer, destinations(stored)) + answer_marks(record)
     else:
         error = record["last_error"] or "no answer stored yet"
         cell = f'<p class="no-answer">{esc(error)}</p>'

@@ -6,8 +6,8 @@ import datetime as dt
 
 from pipeline.commands.run import _render_summary as render_summary  # pyright: ignore[reportPrivateUsage]
 from pipeline.costs.cap import QuestionSpend, cap_micro
+from pipeline.rows import CallRecord
 from pipeline.run.summary import RunSummary
-from pipeline.store.ledger import CallRecord
 
 
 def _row(micro: int) -> CallRecord:

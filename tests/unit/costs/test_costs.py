@@ -39,7 +39,7 @@ from pipeline.gemini.wire import (
     UsageMetadata,
     decode_response,
 )
-from pipeline.store.ledger import CallRecord
+from pipeline.rows import CallRecord
 from tests.support.paths import REPO
 
 D = Decimal

@@ -14,6 +14,7 @@ from pipeline.results.export.records import (
     ListOf,
     Struct,
 )
+from pipeline.results.export.verdicts import VERDICT
 from tests.support.paths import REPO
 
 STRUCT_NAMES = {
@@ -21,6 +22,7 @@ STRUCT_NAMES = {
     CITATION: "citation",
     URL_STATUS: "url status",
     PROVENANCE: "leaf",
+    VERDICT: "citation verdict",
 }
 
 
@@ -50,6 +52,7 @@ def expected_tables() -> list[list[str]]:
         table(CITATION.fields),
         table(URL_STATUS.fields),
         table(PROVENANCE.fields),
+        table(VERDICT.fields),
     ]
 
 

@@ -234,3 +234,30 @@ async def test_a_tick_while_the_database_is_away_keeps_the_last_values(
     assert value(_samples(metrics), "ground_queue_depth") == 5
     assert value(read_textfile(tmp_path / "ground.prom"), "ground_queue_depth") == 5
     assert [getattr(r, "action", None) for r in caplog.records] == ["metrics_read_failed"] * 2
+
+
+def test_citation_precision_has_no_series_until_set_and_drops_a_class_no_longer_given(
+    tmp_path: Path,
+) -> None:
+    from pipeline.watch.metrics import write_precision_textfile
+
+    metrics = RunMetrics("j")
+    name = "ground_citation_precision"
+    assert not [s for f in metrics.registry.collect() if f.name == name for s in f.samples]
+    metrics.set_citation_precision({"(job)": 0.8, "a": 0.75, "b": None})
+    samples = {
+        s.labels["class"]: s.value
+        for f in metrics.registry.collect()
+        if f.name == name
+        for s in f.samples
+    }
+    assert samples == {"(job)": 0.8, "a": 0.75}
+    metrics.set_citation_precision({"(job)": 0.9})
+    assert [
+        s.labels["class"] for f in metrics.registry.collect() if f.name == name for s in f.samples
+    ] == ["(job)"]
+    path = tmp_path / "verify.prom"
+    write_precision_textfile(str(path), "j", {"(job)": 0.5, "x": None})
+    text = path.read_text()
+    assert 'ground_citation_precision{class="(job)",ground_job="j"} 0.5' in text
+    assert 'class="x"' not in text

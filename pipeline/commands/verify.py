@@ -3,7 +3,7 @@
 The answers are sampled (``[verify] sample``, ``seed``: the same ones on a rerun), their
 claims and resolved destinations read, and each answer not yet checked by this model gets
 its verification calls (:mod:`pipeline.verify.requests`), made under the job's limits and
-budget and ledgered as step ``verify`` (:mod:`pipeline.verify.checking`). Precision is then
+budget and ledgered as step ``verify`` (:mod:`pipeline.online.verification`). Precision is then
 measured from every verdict stored for the sample, per class and for the job, each with its
 95 % Wilson interval (:mod:`pipeline.verify.precision`). With ``fail_below`` set, a class
 whose interval lies wholly below it exits 3, naming the class.
@@ -12,6 +12,7 @@ whose interval lies wholly below it exits 3, naming the class.
 from __future__ import annotations
 
 from pipeline.commands.common import complain, label_local_spend, opened, say
+from pipeline.commands.verify_metrics import write_precision_metrics
 from pipeline.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ExitStatus
 from pipeline.gemini.client import GeminiClient
 from pipeline.gemini.endpoint import ConfigurationError, endpoint_for
@@ -20,18 +21,24 @@ from pipeline.job.spec import JobSpec
 from pipeline.limits import JobLimits
 from pipeline.online.call import MeteredCaller
 from pipeline.online.leases import default_owner
+from pipeline.online.verification import Checker, CheckResult
 from pipeline.run.context import RunPrices
 from pipeline.store import citation_verdicts as store
 from pipeline.store import queue
 from pipeline.store.database import Database, DatabaseOutage
-from pipeline.verify.checking import Checker, CheckResult
 from pipeline.verify.claims import AnswerClaims, claims_of
-from pipeline.verify.precision import Precision, Tally, failing_classes, measure, verified_fractions
+from pipeline.verify.precision import (
+    Precision,
+    Tally,
+    failing_classes,
+    measure,
+    verified_fractions,
+)
 from pipeline.verify.requests import VerificationCall, verification_calls
 from pipeline.verify.sampling import Candidate, choose, parse_sample
 
 
-async def verify_command(spec: JobSpec) -> int:
+async def verify_command(spec: JobSpec, *, metrics_textfile: str | None = None) -> int:
     v = spec.verify
     if not v.enabled:
         complain(f"{spec.path}: [verify] is not enabled (enabled = true)")
@@ -45,7 +52,10 @@ async def verify_command(spec: JobSpec) -> int:
     async with opened(spec) as engine:
         db = Database(engine, outage_s=spec.job.database_outage_s)
         try:
-            return await _verify(db, spec, model, sample)
+            status = await _verify(db, spec, model, sample)
+            if metrics_textfile:
+                await write_precision_metrics(engine, spec, model, metrics_textfile)
+            return status
         except DatabaseOutage as exc:
             complain(f"{exc}; verify stopped (the verdicts stored stay: run it again)")
             return EXIT_FAILED
