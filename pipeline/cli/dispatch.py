@@ -91,6 +91,7 @@ def _export(args: argparse.Namespace) -> int:
         csv_raw=args.csv_raw,
         schema=args.schema,
         verified=args.verified,
+        review=tuple(args.review or ()),
     )
     return _job_command(args, lambda spec: commands.export_command(spec, options))
 
@@ -318,6 +319,12 @@ def _queue_or_results_action(args: argparse.Namespace) -> JobAction:
         case "show":
             return lambda spec: commands.show_command(
                 spec, args.id, args.fmt, all_versions=args.all_versions
+            )
+        case "serve":
+            from pipeline.commands.serve import serve_command
+
+            return lambda spec: serve_command(
+                spec, host=args.host, port=args.port, reviewer=args.reviewer
             )
         case "report":
             return lambda spec: commands.report_command(

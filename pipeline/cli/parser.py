@@ -108,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     _add_results_commands(commands, job)
+    _add_serve_command(commands, job)
 
     _add_cite_arguments(
         commands.add_parser("cite", help="render a saved generateContent response's citations")
@@ -462,6 +463,24 @@ def _add_export_command(commands: Commands, job: Parser) -> None:
         " supported (their `verified` field is true); answers never checked are left out",
     )
     # -- end of citation verification ----------------------------------------------------
+    # -- review desk ----------------------------------------------------------------------
+    export.add_argument(
+        "--review",
+        dest="review",
+        action="append",
+        choices=("approved", "rejected", "needs_edit", "pending"),
+        metavar="R",
+        help="only answers whose review status (`ground serve`) on their latest version is"
+        " R (repeatable): approved, rejected, needs_edit, pending",
+    )
+    export.add_argument(
+        "--approved",
+        dest="review",
+        action="append_const",
+        const="approved",
+        help="only approved answers (the same as --review approved)",
+    )
+    # -- end of review desk ---------------------------------------------------------------
     export.add_argument("--to", metavar="DATABASE_URL", help="upsert into a table there instead")
     export.add_argument("--table", metavar="NAME", help="the table for --to")
 
@@ -516,6 +535,16 @@ def _add_report_command(commands: Commands, job: Parser) -> None:
         metavar="S",
         help="only questions in this state in the table (repeatable)",
     )
+
+
+def _add_serve_command(commands: Commands, job: Parser) -> None:
+    """``serve``: the review desk (read by ``commands.serve.serve_command``)."""
+    serve = commands.add_parser(
+        "serve", parents=[job], help="the review desk: browse, search and approve answers"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="the address (default 127.0.0.1)")
+    serve.add_argument("--port", type=_port, default=8765, help="the port (default 8765)")
+    serve.add_argument("--reviewer", metavar="NAME", help="the name decisions are stored under")
 
 
 def _add_cite_arguments(parser: argparse.ArgumentParser) -> None:

@@ -136,6 +136,7 @@ class ExportOptions:
     csv_raw: bool = False  # CSV text cells as stored, formula-leading ones included
     schema: bool = False  # print the format's schema instead of exporting
     verified: bool = False  # only answers whose checked citations all hold (precision.holds)
+    review: tuple[str, ...] = ()  # only answers with these review statuses (ground serve)
 
 
 def structured_type(spec: JobSpec) -> Any:
@@ -221,6 +222,8 @@ async def export_command(spec: JobSpec, options: ExportOptions) -> int:
         job_id = await find_job_id(engine, spec)
         if job_id is None:
             return EXIT_FAILED
+        if options.review:  # the review desk's decisions: an id filter like --ids
+            filters = await _reviewed(engine, job_id, filters, options.review)
         if options.to is not None:
             return await _export_to_table(engine, job_id, filters, options, spec.name, verification)
         try:
@@ -236,6 +239,18 @@ async def export_command(spec: JobSpec, options: ExportOptions) -> int:
     if options.out != "-":
         print(printable(f"exported {count} questions to {options.out}"), file=sys.stderr)
     return EXIT_OK
+
+
+async def _reviewed(engine: AsyncEngine, job_id: int, filters: Any, statuses: Any) -> Any:
+    """``filters`` narrowed to the questions whose review status is in ``statuses``."""
+    import dataclasses
+
+    from pipeline.store import reviews
+
+    async with engine.connect() as connection:
+        chosen = await reviews.qids_with_status(connection, job_id, statuses)
+    ids = chosen if filters.ids is None else chosen & filters.ids
+    return dataclasses.replace(filters, ids=ids)
 
 
 async def _export_to_file(

@@ -418,6 +418,10 @@ query_vectors = Table(
 FULL_TEXT_TABLES_PREFIX = "chunks_fts"
 FULL_TEXT_COLUMN = "tsv"
 FULL_TEXT_INDEX = "ix_chunks_tsv"
+# 0018_reviews: the same for the review desk's search over questions and answers.
+DESK_TEXT_TABLES_PREFIX = "desk_fts"
+DESK_TEXT_COLUMN = "desk_tsv"
+DESK_TEXT_INDEX = "ix_questions_desk_tsv"
 
 
 def include_in_autogenerate(
@@ -427,11 +431,12 @@ def include_in_autogenerate(
     if name is None:
         return True
     if type_ == "table":
-        return not name.startswith(FULL_TEXT_TABLES_PREFIX)
+        return not name.startswith((FULL_TEXT_TABLES_PREFIX, DESK_TEXT_TABLES_PREFIX))
     if type_ == "column":
-        return not (name == FULL_TEXT_COLUMN and getattr(obj, "table", None) is not None)
+        dialect_only = name in (FULL_TEXT_COLUMN, DESK_TEXT_COLUMN)
+        return not (dialect_only and getattr(obj, "table", None) is not None)
     if type_ == "index":
-        return name != FULL_TEXT_INDEX
+        return name not in (FULL_TEXT_INDEX, DESK_TEXT_INDEX)
     return True
 
 
@@ -454,4 +459,21 @@ citation_verdicts = Table(
     Column("created_at", UtcDateTime(), nullable=False),
     UniqueConstraint("answer_id", "claim_index", "target", "model"),
     Index("ix_citation_verdicts_question_id", "question_id"),
+)
+
+
+# 0018_reviews: people's decisions on answers (pipeline.store.reviews), never updated: the
+# newest decision on a question's latest answer version is its review status.
+reviews = Table(
+    "reviews",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("question_id", Id, ForeignKey("questions.id", ondelete="CASCADE"), nullable=False),
+    Column("answer_id", Id, ForeignKey("answers.id", ondelete="CASCADE")),
+    Column("answer_version", Integer),  # the version judged (null: no answer stored)
+    Column("verdict", String(20), nullable=False),  # approved | rejected | needs_edit
+    Column("reviewer", String(200), nullable=False),
+    Column("note", Text),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Index("ix_reviews_question_id", "question_id", "id"),
 )

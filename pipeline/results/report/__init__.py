@@ -22,17 +22,34 @@ from pipeline.job.states import QuestionState
 from pipeline.results.precision import job_precision
 from pipeline.results.report import page
 from pipeline.results.report.figures import class_figures
-from pipeline.results.report.header import ReportContext, render_header, render_legend
+from pipeline.results.report.header import (
+    ReportContext,
+    render_header,
+    render_legend,
+    spend_caveat,
+)
 from pipeline.results.report.problems import ProblemTally, render_problems
 from pipeline.results.report.selection import DEFAULT_LIMIT, Sampler, TableFill, TableSelection
-from pipeline.results.report.verification import precision_section
+from pipeline.results.report.verification import answer_marks, precision_section
 from pipeline.results.status import job_status
 from pipeline.store.records import Filters, StoredQuestion, read_batches
 from pipeline.store.report import count_in_scope, ids_in_scope, problem_rows
 from pipeline.store.status import class_routes, coverage_mean, latency_histogram
 from pipeline.store.verdict_reads import VerdictRow, verdicts_by_answer
 
-__all__ = ["DEFAULT_LIMIT", "ReportContext", "TableSelection", "write_report"]
+# The report's pieces the review desk (pipeline.serve) draws with too: one look, one renderer.
+__all__ = [
+    "DEFAULT_LIMIT",
+    "ReportContext",
+    "TableSelection",
+    "answer_marks",
+    "class_figures",
+    "page",
+    "precision_section",
+    "render_legend",
+    "spend_caveat",
+    "write_report",
+]
 
 MAX_BATCH = 500  # questions read a round trip for the table
 

@@ -1,0 +1,181 @@
+"""The desk's answers: the list (keyset pages, filters, search), one answer, a review.
+
+Query parameters are read strictly: a value outside its choices is ignored, never passed to
+SQL as text (every value goes as a bound parameter anyway). The answer is drawn by
+:func:`pipeline.grounding.render_html` (escaped text, citation markers linking each source's
+resolved destination, unsupported spans, the Search suggestions in a sandboxed iframe), the
+verdict marks by the report's :func:`answer_marks`: the same renderer as ``ground report``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from aiohttp import web
+from markupsafe import Markup
+
+from pipeline.grounding import render_html, safe_http_url
+from pipeline.job.states import QuestionState
+from pipeline.results.export import destinations, grounded_answer, to_record
+from pipeline.results.report import answer_marks, render_legend
+from pipeline.serve.context import CONTEXT, ENGINE, render
+from pipeline.serve.diff import text_diff
+from pipeline.serve.security import CsrfRefused, check_csrf
+from pipeline.store import desk, reviews
+from pipeline.store.records import StoredQuestion, raw_response, read_versions
+from pipeline.store.verdict_reads import verdicts_by_answer
+
+PAGE_SIZE = 50
+VERDICTS = ("supported", "partly", "not_supported", "contradicted", "unreadable", "no_verdict")
+ROUTES = ("managed", "own")
+STATES = tuple(str(state) for state in QuestionState)
+FILTER_NAMES = ("state", "class", "grounded", "route", "domain", "verdict", "review", "q")
+
+
+def _choice(value: str | None, choices: tuple[str, ...]) -> str | None:
+    return value if value in choices else None
+
+
+def filters_of(query: Any) -> desk.DeskFilters:
+    """The list's filters from a request's query string."""
+    grounded = {"yes": True, "no": False}.get(query.get("grounded", ""))
+    return desk.DeskFilters(
+        state=_choice(query.get("state"), STATES),
+        qclass=query.get("class") or None,
+        grounded=grounded,
+        route=_choice(query.get("route"), ROUTES),
+        domain=query.get("domain") or None,
+        verdict=_choice(query.get("verdict"), VERDICTS),
+        review=_choice(query.get("review"), reviews.REVIEW_STATUSES),
+        search=query.get("q") or None,
+    )
+
+
+def _after(query: Any) -> int:
+    try:
+        return max(0, int(query.get("after", "0")))
+    except ValueError:
+        return 0
+
+
+async def answers_page(request: web.Request) -> web.Response:
+    """``/answers``: one page of the job's questions, filtered."""
+    context = request.app[CONTEXT]
+    filters = filters_of(request.query)
+    async with request.app[ENGINE].connect() as connection:
+        rows, following = await desk.list_page(
+            connection, context.job_id, filters, after=_after(request.query), size=PAGE_SIZE
+        )
+    kept = {k: v for k in FILTER_NAMES if (v := request.query.get(k))}
+    next_url = None if following is None else "/answers?" + urlencode({**kept, "after": following})
+    return render(
+        request,
+        "answers.html",
+        rows=rows,
+        chosen=kept,
+        next_url=next_url,
+        first_url="/answers?" + urlencode(kept),
+        states=STATES,
+        verdicts=VERDICTS,
+        routes=ROUTES,
+        review_statuses=reviews.REVIEW_STATUSES,
+    )
+
+
+def _drawn(stored: StoredQuestion, verdicts: list[Any] | None) -> dict[str, Any]:
+    """One answer version as the page shows it."""
+    record = to_record(stored, verdicts=verdicts)
+    answer = grounded_answer(stored)
+    html = "" if answer is None else render_html(answer, destinations(stored))
+    source_rows = [
+        {**dict(s), "link": safe_http_url(s["destination"] or s["uri"])} for s in stored.sources
+    ]
+    return {
+        "record": record,
+        "version": stored.row["a_version"],
+        "created_at": stored.row["a_created_at"],
+        "html": Markup(html + answer_marks(record)),  # noqa: S704 (escaped by the renderers)
+        "sources": source_rows,
+    }
+
+
+async def answer_page(request: web.Request) -> web.Response:
+    """``/answers/{qid}``: the answer, its sources, verdicts, versions and reviews."""
+    context = request.app[CONTEXT]
+    engine = request.app[ENGINE]
+    qid = request.match_info["qid"]
+    versions = await read_versions(engine, context.job_id, qid, all_versions=True)
+    if not versions:
+        raise web.HTTPNotFound(text="no such question in this job")
+    answer_ids = [v.row["a_id"] for v in versions if v.row["a_id"] is not None]
+    async with engine.connect() as connection:
+        checked = (
+            await verdicts_by_answer(connection, answer_ids, context.verify_model)
+            if context.verify_model and answer_ids
+            else {}
+        )
+        history = await reviews.review_history(connection, versions[-1].row["id"])
+        before, after = await desk.neighbours(connection, context.job_id, versions[-1].row["id"])
+    drawn = [_drawn(v, checked.get(v.row["a_id"])) for v in versions if v.row["a_id"]]
+    diff = (
+        text_diff(drawn[-2]["record"]["answer"] or "", drawn[-1]["record"]["answer"] or "")
+        if len(drawn) > 1
+        else None
+    )
+    return render(
+        request,
+        "answer.html",
+        question=versions[-1].row,
+        latest=drawn[-1] if drawn else None,
+        earlier=drawn[:-1],
+        diff=diff,
+        raw=await raw_response(engine, context.job_id, qid),
+        history=history,
+        status=_status(history, versions[-1].row["a_version"]),
+        verdict_choices=reviews.REVIEW_VERDICTS,
+        reviewer=request.cookies.get("ground_reviewer") or context.reviewer or "",
+        legend=Markup(render_legend()),  # noqa: S704 (our own text)
+        before=before,
+        after=after,
+    )
+
+
+def _status(history: list[reviews.Review], version: int | None) -> str:
+    for review in history:  # newest first
+        if review.answer_version == version:
+            return review.verdict
+    return reviews.PENDING
+
+
+async def review_post(request: web.Request) -> web.StreamResponse:
+    """``POST /answers/{qid}/review``: store a decision (CSRF token checked), then back to
+    the answer (or the next one, with ``next``)."""
+    context = request.app[CONTEXT]
+    form = await request.post()
+    try:
+        check_csrf(context.csrf_token, form.get("csrf"))
+    except CsrfRefused as exc:
+        raise web.HTTPForbidden(text=str(exc)) from None
+    verdict = form.get("verdict")
+    reviewer = str(form.get("reviewer") or context.reviewer or "").strip()[:200]
+    if verdict not in reviews.REVIEW_VERDICTS or not reviewer:
+        raise web.HTTPBadRequest(text="a review needs a verdict and the reviewer's name")
+    qid = request.match_info["qid"]
+    async with request.app[ENGINE].begin() as connection:
+        question_id = await desk.question_id_of(connection, context.job_id, qid)
+        if question_id is None:
+            raise web.HTTPNotFound(text="no such question in this job")
+        await reviews.record_review(
+            connection,
+            question_id,
+            verdict=str(verdict),
+            reviewer=reviewer,
+            note=str(form.get("note") or "").strip()[:4000] or None,
+            now=dt.datetime.now(dt.UTC),
+        )
+    target = str(form.get("next") or "") or qid
+    response = web.HTTPSeeOther(location="/answers/" + quote(target, safe=""))
+    response.set_cookie("ground_reviewer", reviewer, httponly=True, samesite="Strict")
+    raise response

@@ -1,0 +1,138 @@
+"""The review desk's answer list (``ground serve``): one page of a job's questions at a time.
+
+Keyset pagination on ``questions.id`` (``id > after ORDER BY id LIMIT n``): the primary key
+walks straight to the page, so the 900,000th row costs what the first does. Every filter is a
+condition on the question, its latest answer, or a correlated ``EXISTS`` on that answer's
+sources or citation verdicts; the review status is :func:`pipeline.store.reviews.review_status`.
+The search is full text over the question's and its latest answer's text (migration 0018:
+SQLite FTS5 ``desk_fts``, PostgreSQL ``questions.desk_tsv``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from pipeline.store.reviews import PENDING, review_status
+from pipeline.store.tables import answers, citation_verdicts, questions, sources
+from pipeline.store.versions import LATEST_ANSWER
+
+SNIPPET_CHARS = 240  # of the answer, shown in the list
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass(frozen=True, slots=True)
+class DeskFilters:
+    """Which questions the list shows; every filter given must match."""
+
+    state: str | None = None
+    qclass: str | None = None
+    grounded: bool | None = None
+    route: str | None = None  # managed | own
+    domain: str | None = None  # a cited source's domain
+    verdict: str | None = None  # a citation verdict the latest answer has
+    review: str | None = None  # approved | rejected | needs_edit | pending
+    search: str | None = None  # words, all of them in the question or the answer
+
+
+def search_words(text: str | None) -> list[str]:
+    """The words of a search box's text (letters and digits only: no query syntax)."""
+    return _WORD.findall(text or "")[:16]
+
+
+def _fts_condition(connection: AsyncConnection, words: list[str]) -> sa.ColumnElement[bool]:
+    q = questions.c
+    if connection.dialect.name == "postgresql":
+        query = sa.func.plainto_tsquery("simple", " ".join(words))
+        return sa.literal_column("questions.desk_tsv").op("@@")(query)
+    match = " ".join('"' + word.replace('"', '""') + '"' for word in words)
+    found = sa.text("SELECT rowid FROM desk_fts WHERE desk_fts MATCH :match").bindparams(
+        match=match
+    )
+    return q.id.in_(found.columns(sa.column("rowid", sa.Integer)))
+
+
+def _conditions(
+    connection: AsyncConnection, job_id: int, f: DeskFilters, status: sa.ColumnElement[Any]
+) -> list[sa.ColumnElement[bool]]:
+    q, a = questions.c, answers.c
+    found: list[sa.ColumnElement[bool]] = [q.job_id == job_id]
+    if f.state:
+        found.append(q.state == f.state)
+    if f.qclass:
+        found.append(q.qclass == f.qclass)
+    if f.grounded is not None:
+        found.append(a.grounded.is_(f.grounded))
+    if f.route:
+        found.append(a.route == f.route)
+    if f.domain:
+        s = sources.c
+        found.append(sa.exists().where(s.answer_id == a.id, s.domain == f.domain))
+    if f.verdict:
+        v = citation_verdicts.c
+        found.append(sa.exists().where(v.answer_id == a.id, v.verdict == f.verdict))
+    if f.review == PENDING:
+        found.extend([a.id.is_not(None), status.is_(None)])
+    elif f.review:
+        found.append(status == f.review)
+    if words := search_words(f.search):
+        found.append(_fts_condition(connection, words))
+    return found
+
+
+async def list_page(
+    connection: AsyncConnection, job_id: int, filters: DeskFilters, *, after: int, size: int
+) -> tuple[list[dict[str, Any]], int | None]:
+    """The next ``size`` matching questions after question id ``after``, and the ``after`` of
+    the page following (None: this is the last)."""
+    q, a = questions.c, answers.c
+    status = review_status(q.id, a.version)
+    statement = (
+        sa.select(
+            q.id,
+            q.qid,
+            q.text,
+            q.qclass,
+            q.state,
+            a.id.label("a_id"),
+            a.version.label("a_version"),
+            a.grounded.label("a_grounded"),
+            a.route.label("a_route"),
+            sa.func.substr(a.text, 1, SNIPPET_CHARS).label("a_snippet"),
+            status.label("review"),
+        )
+        .select_from(
+            questions.outerjoin(answers, sa.and_(a.question_id == q.id, LATEST_ANSWER))
+        )
+        .where(q.id > after, *_conditions(connection, job_id, filters, status))
+        .order_by(q.id)
+        .limit(size + 1)
+    )
+    rows = [dict(row) for row in (await connection.execute(statement)).mappings()]
+    following = rows[size - 1]["id"] if len(rows) > size else None
+    return rows[:size], following
+
+
+async def question_id_of(connection: AsyncConnection, job_id: int, qid: str) -> int | None:
+    """The row id of the job's question ``qid`` (None: no such question)."""
+    q = questions.c
+    return await connection.scalar(sa.select(q.id).where(q.job_id == job_id, q.qid == qid))
+
+
+async def neighbours(
+    connection: AsyncConnection, job_id: int, question_id: int
+) -> tuple[str | None, str | None]:
+    """The input ids of the questions before and after this one, in load order."""
+    q = questions.c
+    before = await connection.scalar(
+        sa.select(q.qid).where(q.job_id == job_id, q.id < question_id).order_by(q.id.desc())
+        .limit(1)
+    )
+    after = await connection.scalar(
+        sa.select(q.qid).where(q.job_id == job_id, q.id > question_id).order_by(q.id).limit(1)
+    )
+    return before, after

@@ -1,0 +1,188 @@
+"""The review desk (``ground serve``) on SQLite and PostgreSQL: the answers list's filters,
+keyset pages and full-text search, one answer drawn escaped, reviews with a CSRF token and
+their audit trail, ``export --review``, and the overview's live figures."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from pipeline.clock import utcnow
+from pipeline.job.states import Verdict
+from pipeline.serve.security import CSP
+from pipeline.store.answers import persist_answers
+from pipeline.store.reviews import qids_with_status
+from pipeline.store.tables import questions, reviews
+from tests.support.desk import (
+    HOSTILE_ID,
+    REVISED_ID,
+    UNANSWERED_ID,
+    answer_record,
+    desk_client,
+    desk_engine,
+    fill,
+)
+
+pytestmark = pytest.mark.anyio
+BACKENDS = ("sqlite", "postgresql")
+ROW_ID = re.compile(r'<tr data-qid="([^"]+)"')
+
+
+def listed(page: str) -> list[str]:
+    return ROW_ID.findall(page)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_list_filters_pages_and_search(backend: str, tmp_path: Path) -> None:
+    async with desk_engine(backend, tmp_path) as engine:
+        job = await fill(engine, 130)
+        async with desk_client(job) as (client, _):
+            first = await (await client.get("/answers")).text()
+            assert listed(first)[:3] == ["q0000", "q0001", "q0002"]
+            assert len(listed(first)) == 50
+            # keyset pages: each page starts after the last id of the one before, none lost
+            seen: list[str] = []
+            url: str | None = "/answers"
+            while url is not None:
+                page = await (await client.get(url)).text()
+                seen += listed(page)
+                found = re.search(r'id="next-page" href="([^"]+)"', page)
+                url = found.group(1).replace("&amp;", "&") if found else None
+            assert seen == [f"q{i:04d}" for i in range(130)]
+
+            geo = listed(await (await client.get("/answers?class=geo")).text())
+            assert geo and all(int(q[1:]) % 3 == 0 for q in geo)
+            done = listed(await (await client.get("/answers?state=pending")).text())
+            assert done == [UNANSWERED_ID]
+            ungrounded = listed(await (await client.get("/answers?grounded=no")).text())
+            assert ungrounded and all(job.ids[q] % 4 == 0 for q in ungrounded)
+            own = listed(await (await client.get("/answers?route=own")).text())
+            assert own == []
+            net = listed(await (await client.get("/answers?domain=example.net")).text())
+            assert net == [REVISED_ID]  # the latest version's source only
+            contradicted = listed(await (await client.get("/answers?verdict=contradicted")).text())
+            assert contradicted == ["q0001"]
+            # full text: a word of the answer, a word of the question, both at once
+            assert listed(await (await client.get("/answers?q=Bananaq0042")).text()) == ["q0042"]
+            word3 = listed(await (await client.get("/answers?q=word3&class=geo")).text())
+            assert word3 and all(int(q[1:]) % 7 == 3 and int(q[1:]) % 3 == 0 for q in word3)
+            # the revised answer is searched by its latest text only
+            assert listed(await (await client.get("/answers?q=8%2C848")).text()) == [REVISED_ID]
+            # query syntax is plain words: quotes and operators find nothing odd, break nothing
+            odd = await client.get('/answers?q=%22%29+OR+*+NEAR%28')
+            assert odd.status == 200
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_review_needs_csrf_keeps_history_and_filters(backend: str, tmp_path: Path) -> None:
+    async with desk_engine(backend, tmp_path) as engine:
+        job = await fill(engine, 12)
+        async with desk_client(job) as (client, context):
+            form = {"verdict": "approved", "reviewer": "ana", "note": "fine"}
+            refused = await client.post("/answers/q0001/review", data=form)
+            assert refused.status == 403
+            wrong = await client.post("/answers/q0001/review", data={**form, "csrf": "x" * 43})
+            assert wrong.status == 403
+            ok = await client.post(
+                "/answers/q0001/review",
+                data={**form, "csrf": context.csrf_token},
+                allow_redirects=False,
+            )
+            assert ok.status == 303
+            assert ok.headers["Location"] == "/answers/q0001"
+            token = context.csrf_token
+            for qid, verdict in (("q0001", "rejected"), ("q0004", "approved"), (REVISED_ID, "needs_edit")):
+                data = {"verdict": verdict, "reviewer": "bo", "csrf": token}
+                assert (await client.post(f"/answers/{qid}/review", data=data)).status == 200
+            async with engine.connect() as connection:
+                kept = (await connection.execute(sa.select(reviews.c.verdict))).all()
+                assert len(kept) == 4  # every decision kept, none overwritten
+                assert await qids_with_status(connection, job.job_id, ["approved"]) == {"q0004"}
+                assert await qids_with_status(connection, job.job_id, ["rejected"]) == {"q0001"}
+            approved = listed(await (await client.get("/answers?review=approved")).text())
+            assert approved == ["q0004"]
+            pending = listed(await (await client.get("/answers?review=pending")).text())
+            assert "q0001" not in pending and "q0000" in pending
+            assert UNANSWERED_ID not in pending  # nothing to review without an answer
+            page = await (await client.get("/answers/q0001")).text()
+            assert 'id="review-status">rejected<' in page
+            assert page.count("<td>ana</td>") == 1 and "fine" in page
+
+            # a newer answer version makes the question pending again, history kept
+            async with engine.begin() as connection:
+                newer = answer_record(job.ids["q0004"], "Peak q0004 is taller.", "example.org", 2)
+                await persist_answers(connection, [newer], utcnow(), lambda _u: Verdict("pending"))
+            async with engine.connect() as connection:
+                assert await qids_with_status(connection, job.job_id, ["approved"]) == frozenset()
+            page = await (await client.get("/answers/q0004")).text()
+            assert 'id="review-status">pending<' in page and "<td>bo</td>" in page
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+async def test_hostile_answer_is_escaped_under_a_strict_policy(backend: str, tmp_path: Path) -> None:
+    async with desk_engine(backend, tmp_path) as engine:
+        job = await fill(engine, 8)
+        async with desk_client(job) as (client, _):
+            for url in ("/", "/answers", f"/answers/{HOSTILE_ID}", "/answers?q=pwned"):
+                response = await client.get(url)
+                assert response.status == 200
+                assert response.headers["Content-Security-Policy"] == CSP
+                page = await response.text()
+                assert "<script>document" not in page
+                assert "<img src=x" not in page
+                assert 'href="javascript:' not in page
+                assert "</iframe> end" not in page
+                # the only script element is the desk's own file
+                assert re.findall(r"<script[^>]*>", page) == [
+                    '<script src="/static/desk.js" defer>'
+                ]
+            page = await (await client.get(f"/answers/{HOSTILE_ID}")).text()
+            assert "&lt;script&gt;document.title=" in page
+            # Search suggestions verbatim, inside a sandboxed srcdoc iframe only
+            assert 'sandbox="allow-popups allow-popups-to-escape-sandbox"' in page
+            assert "&lt;style&gt;.chip{color:red}&lt;/style&gt;" in page
+            assert "<b>title</b>" not in page and "&lt;b&gt;title&lt;/b&gt;" in page
+            assert "'unsafe-inline'" not in CSP.split("script-src")[1].split(";")[0]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"])
+async def test_answer_page_shows_citations_sources_versions(backend: str, tmp_path: Path) -> None:
+    async with desk_engine(backend, tmp_path) as engine:
+        job = await fill(engine, 8)
+        async with desk_client(job) as (client, _):
+            page = await (await client.get("/answers/q0001")).text()
+            assert '<sup class="cite"><a href="https://example.com/page"' in page
+            assert 'class="unsupported"' in page and 'id="legend"' in page
+            assert "contradicted" in page and "&lt;b&gt;8,000 m&lt;/b&gt;" in page
+            assert 'id="raw"' in page
+            revised = await (await client.get(f"/answers/{REVISED_ID}")).text()
+            assert 'id="versions"' in revised and "<ins>" in revised and "<del>" in revised
+            assert (await client.get("/answers/nope")).status == 404
+            css = await client.get("/static/desk.css")
+            assert css.status == 200 and ".unsupported" in await css.text()
+            js = await client.get("/static/desk.js")
+            assert js.status == 200
+
+
+async def test_overview_figures_follow_the_database(tmp_path: Path) -> None:
+    async with desk_engine("sqlite", tmp_path) as engine:
+        job = await fill(engine, 10)
+        async with desk_client(job) as (client, _):
+            page = await (await client.get("/")).text()
+            assert 'data-field="answers"' in page and "estimate" in page
+            before = await (await client.get("/overview.json")).json()
+            assert before["answers"] == 9 and before["states"]["pending"] == 1
+            async with engine.begin() as connection:
+                await connection.execute(
+                    questions.update()
+                    .where(questions.c.qid == UNANSWERED_ID)
+                    .values(state="failed", last_error="boom <b>", error_class="server")
+                )
+            after = await (await client.get("/overview.json")).json()
+            assert after["states"]["pending"] == 0 and after["states"]["failed"] == 1
+            assert after["reviews"]["pending"] == 9
+            page = await (await client.get("/")).text()
+            assert "boom &lt;b&gt;" in page
