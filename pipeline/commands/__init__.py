@@ -8,6 +8,7 @@ problems to stderr; they never print a credential. By module:
 * ``index``: ``index`` (the job's own retrieval index; imported only by that command);
 * ``fallback``: own retrieval's side of ``run`` (the index it needs, ``--fallback-auto``);
 * ``results``: ``status``, ``export``, ``show``, ``report``;
+* ``serve``: ``serve``, the review desk (imported only by that command);
 * ``batch``: batch mode's side of ``run`` and of ``status``, ``batch cancel`` and
   ``batch clean`` (imported only by the commands that meet a batch job);
 * ``common``: messages, the job's database opened and migrated, loading the questions.
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from pipeline.commands.cite import cite_command
     from pipeline.commands.index import index_command
     from pipeline.commands.init import init_command
+    from pipeline.commands.serve import serve_command
     from pipeline.commands.verify import verify_command
     from pipeline.commands.worker import worker_command
 else:  # the commands that are imported only by the command that runs them
@@ -55,6 +57,7 @@ else:  # the commands that are imported only by the command that runs them
             "cite": ("cite_command",),
             "index": ("index_command",),
             "init": ("init_command",),
+            "serve": ("serve_command",),
             "verify": ("verify_command",),
             "worker": ("worker_command",),
         },
@@ -83,6 +86,7 @@ __all__ = [
     "retry_command",
     "run_command",
     "say",
+    "serve_command",
     "show_command",
     "status_command",
     "verify_command",

@@ -6,18 +6,16 @@ login of its own. Runs until Ctrl-C.
 
 from __future__ import annotations
 
+from pipeline.commands.common import complain, find_job_id, opened
 from pipeline.exit_codes import EXIT_FAILED, EXIT_OK
 from pipeline.job.spec import JobSpec
 from pipeline.results.precision import verify_model
 from pipeline.serve import DeskContext, serve_desk
-from pipeline.commands.common import complain, find_job_id, opened
 
 DEFAULT_PORT = 8765
 
 
-async def serve_command(
-    spec: JobSpec, *, host: str, port: int, reviewer: str | None = None
-) -> int:
+async def serve_command(spec: JobSpec, *, host: str, port: int, reviewer: str | None = None) -> int:
     """Serve the desk for the job until interrupted."""
     async with opened(spec) as engine:
         job_id = await find_job_id(engine, spec)

@@ -7,7 +7,6 @@ Public surface: :class:`DeskContext`, :func:`build_app`, :func:`serve_desk`.
 
 from __future__ import annotations
 
-
 import anyio
 from aiohttp import web
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -16,7 +15,6 @@ from pipeline.results.report import page
 from pipeline.serve import overview, views
 from pipeline.serve.context import CONTEXT, ENGINE, HERE, TEMPLATES, DeskContext, templates
 from pipeline.serve.security import security_headers
-
 
 # The report's look (one renderer: its classes for answers, sources, verdicts) and the desk's.
 DESK_CSS = """\
@@ -31,7 +29,8 @@ td.snippet { color: #333; max-width: 36rem; }
 .review-pending { color: #666; }
 form.review-form { display: flex; flex-wrap: wrap; gap: 0.5rem; align-items: center; }
 p.question { font-size: 1.15rem; }
-.side-by-side { display: grid; grid-template-columns: repeat(auto-fit, minmax(22rem, 1fr)); gap: 1rem; }
+.side-by-side { display: grid; gap: 1rem;
+  grid-template-columns: repeat(auto-fit, minmax(22rem, 1fr)); }
 .version { border: 1px solid #ddd; border-radius: 6px; padding: 0.5rem; }
 p.diff { white-space: pre-wrap; }
 ins { background: #dafbe1; } del { background: #ffebe9; }

@@ -54,7 +54,9 @@ def templates() -> jinja2.Environment:
 def render(request: web.Request, name: str, **values: Any) -> web.Response:
     """The template ``name`` filled with ``values`` (and the job and CSRF token), as HTML."""
     context = request.app[CONTEXT]
-    page = request.app[TEMPLATES].get_template(name).render(
-        job=context.job_name, csrf=context.csrf_token, path=request.path, **values
+    page = (
+        request.app[TEMPLATES]
+        .get_template(name)
+        .render(job=context.job_name, csrf=context.csrf_token, path=request.path, **values)
     )
     return web.Response(text=page, content_type="text/html", charset="utf-8")

@@ -105,9 +105,7 @@ async def list_page(
             sa.func.substr(a.text, 1, SNIPPET_CHARS).label("a_snippet"),
             status.label("review"),
         )
-        .select_from(
-            questions.outerjoin(answers, sa.and_(a.question_id == q.id, LATEST_ANSWER))
-        )
+        .select_from(questions.outerjoin(answers, sa.and_(a.question_id == q.id, LATEST_ANSWER)))
         .where(q.id > after, *_conditions(connection, job_id, filters, status))
         .order_by(q.id)
         .limit(size + 1)
@@ -129,7 +127,9 @@ async def neighbours(
     """The input ids of the questions before and after this one, in load order."""
     q = questions.c
     before = await connection.scalar(
-        sa.select(q.qid).where(q.job_id == job_id, q.id < question_id).order_by(q.id.desc())
+        sa.select(q.qid)
+        .where(q.job_id == job_id, q.id < question_id)
+        .order_by(q.id.desc())
         .limit(1)
     )
     after = await connection.scalar(

@@ -18,9 +18,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.store.tables import answers, questions, reviews
 from pipeline.store.versions import LATEST_ANSWER
 
-REVIEW_VERDICTS = ("approved", "rejected", "needs_edit")
+REVIEW_VERDICTS: tuple[str, ...] = ("approved", "rejected", "needs_edit")
 PENDING = "pending"  # no decision on the latest answer version
-REVIEW_STATUSES = (*REVIEW_VERDICTS, PENDING)
+REVIEW_STATUSES: tuple[str, ...] = (*REVIEW_VERDICTS, PENDING)
 
 
 @dataclass(frozen=True, slots=True)

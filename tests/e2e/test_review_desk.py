@@ -72,7 +72,7 @@ async def test_list_filters_pages_and_search(backend: str, tmp_path: Path) -> No
             # the revised answer is searched by its latest text only
             assert listed(await (await client.get("/answers?q=8%2C848")).text()) == [REVISED_ID]
             # query syntax is plain words: quotes and operators find nothing odd, break nothing
-            odd = await client.get('/answers?q=%22%29+OR+*+NEAR%28')
+            odd = await client.get("/answers?q=%22%29+OR+*+NEAR%28")
             assert odd.status == 200
 
 
@@ -94,7 +94,11 @@ async def test_review_needs_csrf_keeps_history_and_filters(backend: str, tmp_pat
             assert ok.status == 303
             assert ok.headers["Location"] == "/answers/q0001"
             token = context.csrf_token
-            for qid, verdict in (("q0001", "rejected"), ("q0004", "approved"), (REVISED_ID, "needs_edit")):
+            for qid, verdict in (
+                ("q0001", "rejected"),
+                ("q0004", "approved"),
+                (REVISED_ID, "needs_edit"),
+            ):
                 data = {"verdict": verdict, "reviewer": "bo", "csrf": token}
                 assert (await client.post(f"/answers/{qid}/review", data=data)).status == 200
             async with engine.connect() as connection:
@@ -122,7 +126,9 @@ async def test_review_needs_csrf_keeps_history_and_filters(backend: str, tmp_pat
 
 
 @pytest.mark.parametrize("backend", ["sqlite"])
-async def test_hostile_answer_is_escaped_under_a_strict_policy(backend: str, tmp_path: Path) -> None:
+async def test_hostile_answer_is_escaped_under_a_strict_policy(
+    backend: str, tmp_path: Path
+) -> None:
     async with desk_engine(backend, tmp_path) as engine:
         job = await fill(engine, 8)
         async with desk_client(job) as (client, _):

@@ -120,7 +120,9 @@ async def fill(engine: AsyncEngine, n: int) -> DeskJob:
             )
         )
     async with engine.begin() as connection:  # a second version of one answer
-        revised = answer_record(ids[REVISED_ID], "Peak q0002 is 8,848 m high now.", "example.net", 2)
+        revised = answer_record(
+            ids[REVISED_ID], "Peak q0002 is 8,848 m high now.", "example.net", 2
+        )
         await persist_answers(connection, [revised], utcnow(), lambda _uri: Verdict("pending"))
         first_answer = await connection.scalar(
             sa.select(answers.c.id).where(
