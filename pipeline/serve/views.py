@@ -31,6 +31,7 @@ PAGE_SIZE = 50
 VERDICTS = ("supported", "partly", "not_supported", "contradicted", "unreadable", "no_verdict")
 ROUTES = ("managed", "own")
 STATES = tuple(str(state) for state in QuestionState)
+VERDICT_KEYS = {"approved": "a", "rejected": "r", "needs_edit": "e"}  # the review keyboard
 FILTER_NAMES = ("state", "class", "grounded", "route", "domain", "verdict", "review", "q")
 
 
@@ -135,6 +136,7 @@ async def answer_page(request: web.Request) -> web.Response:
         history=history,
         status=_status(history, versions[-1].row["a_version"]),
         verdict_choices=reviews.REVIEW_VERDICTS,
+        verdict_keys=VERDICT_KEYS,
         reviewer=request.cookies.get("ground_reviewer") or context.reviewer or "",
         legend=Markup(render_legend()),  # noqa: S704 (our own text)
         before=before,
