@@ -5,9 +5,13 @@ their audit trail, ``export --review``, and the overview's live figures."""
 from __future__ import annotations
 
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import requests
 import sqlalchemy as sa
 
 from pipeline.clock import utcnow
@@ -25,6 +29,8 @@ from tests.support.desk import (
     desk_engine,
     fill,
 )
+from tests.support.jobs import make_job
+from tests.support.metrics import free_port
 
 pytestmark = pytest.mark.anyio
 BACKENDS = ("sqlite", "postgresql")
@@ -33,6 +39,18 @@ ROW_ID = re.compile(r'<tr data-qid="([^"]+)"')
 
 def listed(page: str) -> list[str]:
     return ROW_ID.findall(page)
+
+
+def listening_addresses(port: int) -> set[str]:
+    """The IPv4 and IPv6 addresses (as the kernel writes them) listening on ``port``."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, hex_port = local.rsplit(":", 1)
+            if state == "0A" and int(hex_port, 16) == port:
+                found.add(address)
+    return found
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -192,3 +210,33 @@ async def test_overview_figures_follow_the_database(tmp_path: Path) -> None:
             assert after["reviews"]["pending"] == 9
             page = await (await client.get("/")).text()
             assert "boom &lt;b&gt;" in page
+
+
+def test_ground_serve_binds_loopback_and_serves_the_job(tmp_path: Path) -> None:
+    """The command itself: `ground serve` on a loaded job, on 127.0.0.1 unless told."""
+    spec = make_job(tmp_path, base_url="http://127.0.0.1:1", n_questions=5)
+    cli = [sys.executable, "-m", "pipeline.cli"]
+    subprocess.run([*cli, "load", str(spec.path)], check=True, capture_output=True)
+    port = free_port()
+    server = subprocess.Popen(
+        [*cli, "serve", str(spec.path), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()  # printed once the socket listens
+        assert line.strip() == f"review desk for job test: http://127.0.0.1:{port}/"
+        listing = requests.get(f"http://127.0.0.1:{port}/answers", timeout=10)
+        assert listing.status_code == 200 and 'data-qid="q00000"' in listing.text
+        refused = requests.post(
+            f"http://127.0.0.1:{port}/answers/q00000/review",
+            data={"verdict": "approved", "reviewer": "x"},
+            timeout=10,
+        )
+        assert refused.status_code == 403
+        assert listening_addresses(port) == {"0100007F"}  # 127.0.0.1 only
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=30)
