@@ -1,0 +1,130 @@
+"""The review desk in headless Chromium (Debian's packages, as the report's test): a hostile
+answer runs nothing under the desk's policy, the desk's own script runs (the overview polls,
+the keyboard decides), and a screenshot of each page is kept in var/test-artifacts/."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.support.desk import HOSTILE_ID, desk_engine, fill
+from tests.support.metrics import free_port
+from tests.support.paths import REPO
+
+ARTIFACTS = REPO / "var" / "test-artifacts"
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--window-size=1400,1000",
+)
+
+
+async def _filled(directory: Path) -> None:
+    async with desk_engine("sqlite", directory) as engine:
+        await fill(engine, 30)
+
+
+@pytest.fixture
+def desk(tmp_path: Path) -> Iterator[str]:
+    """``ground serve`` on a filled job; its base URL."""
+    anyio.run(_filled, tmp_path)
+    (tmp_path / "questions.jsonl").write_text("", encoding="utf-8")
+    (tmp_path / "job.toml").write_text(
+        '[job]\nname = "desk"\ndatabase = "sqlite:///test.sqlite"\n'
+        '[source]\nfile = "questions.jsonl"\n'
+        '[model]\nname = "gemini-2.5-flash"\nbase_url = "http://127.0.0.1:1"\n',
+        encoding="utf-8",
+    )
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli", "serve", str(tmp_path / "job.toml")]
+        + ["--port", str(port)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        assert "review desk for job desk" in server.stdout.readline()
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=30)
+
+
+@pytest.fixture
+def chromium() -> Iterator[webdriver.Chrome]:
+    binary, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    assert binary and driver, "the browser test needs Debian's chromium and chromium-driver"
+    with tempfile.TemporaryDirectory(prefix="ground-chromium-") as profile:
+        options = webdriver.ChromeOptions()
+        options.binary_location = binary
+        for flag in CHROMIUM_FLAGS:
+            options.add_argument(flag)
+        options.add_argument(f"--user-data-dir={profile}")
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        browser = webdriver.Chrome(options=options, service=Service(executable_path=driver))
+        try:
+            yield browser
+        finally:
+            browser.quit()
+
+
+def test_desk_in_headless_chromium(desk: str, chromium: webdriver.Chrome) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    wait = WebDriverWait(chromium, 15)
+
+    chromium.get(desk + "/")
+    # desk.js ran (allowed by the policy) and read /overview.json
+    wait.until(lambda d: d.find_element(By.ID, "polled").text.startswith("live, read"))
+    assert chromium.find_element(By.CSS_SELECTOR, '[data-field="answers"]').text == "29"
+    chromium.save_screenshot(str(ARTIFACTS / "desk-overview.png"))
+
+    chromium.get(desk + "/answers?class=geo")
+    rows = chromium.find_elements(By.CSS_SELECTOR, "#answers tbody tr[data-qid]")
+    assert len(rows) == 10
+    body = chromium.find_element(By.TAG_NAME, "body")
+    body.send_keys("j")
+    body.send_keys("j")
+    assert "current" in (rows[1].get_attribute("class") or "")
+    chromium.save_screenshot(str(ARTIFACTS / "desk-answers.png"))
+
+    chromium.get(f"{desk}/answers/{HOSTILE_ID}")
+    assert chromium.title.startswith(HOSTILE_ID)  # the answer's script did not set it
+    assert "<script>" in chromium.find_element(By.CSS_SELECTOR, "#answer .answer").text
+    # a marker's hover text: title, then the resolved destination (desk.js)
+    marker = chromium.find_element(By.CSS_SELECTOR, "#answer sup.cite a")
+    assert marker.get_attribute("title").endswith("\nhttps://example.org/page")
+    chromium.save_screenshot(str(ARTIFACTS / "desk-answer-hostile.png"))
+
+    # decide by keyboard: the reviewer's name typed once, then `a` approves
+    chromium.find_element(By.NAME, "reviewer").send_keys("ana")
+    chromium.find_element(By.NAME, "note").send_keys("checked")
+    chromium.find_element(By.TAG_NAME, "h1").click()
+    chromium.find_element(By.TAG_NAME, "body").send_keys("a")
+    wait.until(lambda d: d.current_url.endswith("/answers/q0007"))  # then the next answer
+    chromium.get(f"{desk}/answers/{HOSTILE_ID}")
+    assert chromium.find_element(By.ID, "review-status").text == "approved"
+    chromium.save_screenshot(str(ARTIFACTS / "desk-answer-reviewed.png"))
+
+    chromium.get(f"{desk}/answers/q0002")
+    assert chromium.find_element(By.ID, "versions").is_displayed()
+    chromium.save_screenshot(str(ARTIFACTS / "desk-versions.png"))
+    severe = [e for e in chromium.get_log("browser") if e["level"] == "SEVERE"]
+    assert severe == []
