@@ -44,9 +44,9 @@ def search_words(text: str | None) -> list[str]:
     return _WORD.findall(text or "")[:16]
 
 
-def _fts_condition(connection: AsyncConnection, words: list[str]) -> sa.ColumnElement[bool]:
+def _fts_condition(dialect: str, words: list[str]) -> sa.ColumnElement[bool]:
     q = questions.c
-    if connection.dialect.name == "postgresql":
+    if dialect == "postgresql":
         query = sa.func.plainto_tsquery("simple", " ".join(words))
         return sa.literal_column("questions.desk_tsv").op("@@")(query)
     match = " ".join('"' + word.replace('"', '""') + '"' for word in words)
@@ -57,10 +57,12 @@ def _fts_condition(connection: AsyncConnection, words: list[str]) -> sa.ColumnEl
 
 
 def _conditions(
-    connection: AsyncConnection, job_id: int, f: DeskFilters, status: sa.ColumnElement[Any]
+    dialect: str, job_id: int, f: DeskFilters, status: sa.ColumnElement[Any]
 ) -> list[sa.ColumnElement[bool]]:
     q, a = questions.c, answers.c
-    found: list[sa.ColumnElement[bool]] = [q.job_id == job_id]
+    # "+ 0": keeps the planner off the (job_id, ...) indexes, which would read the job's every
+    # question and sort them for each page; the primary key walks from ``after`` in id order.
+    found: list[sa.ColumnElement[bool]] = [q.job_id + 0 == job_id]
     if f.state:
         found.append(q.state == f.state)
     if f.qclass:
@@ -80,18 +82,17 @@ def _conditions(
     elif f.review:
         found.append(status == f.review)
     if words := search_words(f.search):
-        found.append(_fts_condition(connection, words))
+        found.append(_fts_condition(dialect, words))
     return found
 
 
-async def list_page(
-    connection: AsyncConnection, job_id: int, filters: DeskFilters, *, after: int, size: int
-) -> tuple[list[dict[str, Any]], int | None]:
-    """The next ``size`` matching questions after question id ``after``, and the ``after`` of
-    the page following (None: this is the last)."""
+def page_query(
+    dialect: str, job_id: int, filters: DeskFilters, *, after: int, size: int
+) -> sa.Select[Any]:
+    """The statement of :func:`list_page` on ``dialect`` (one row more than ``size``)."""
     q, a = questions.c, answers.c
     status = review_status(q.id, a.version)
-    statement = (
+    return (
         sa.select(
             q.id,
             q.qid,
@@ -106,10 +107,19 @@ async def list_page(
             status.label("review"),
         )
         .select_from(questions.outerjoin(answers, sa.and_(a.question_id == q.id, LATEST_ANSWER)))
-        .where(q.id > after, *_conditions(connection, job_id, filters, status))
+        .where(q.id > after, *_conditions(dialect, job_id, filters, status))
         .order_by(q.id)
         .limit(size + 1)
     )
+
+
+async def list_page(
+    connection: AsyncConnection, job_id: int, filters: DeskFilters, *, after: int, size: int
+) -> tuple[list[dict[str, Any]], int | None]:
+    """The next ``size`` matching questions after question id ``after``, and the ``after`` of
+    the page following (None: this is the last)."""
+    dialect = connection.dialect.name
+    statement = page_query(dialect, job_id, filters, after=after, size=size)
     rows = [dict(row) for row in (await connection.execute(statement)).mappings()]
     following = rows[size - 1]["id"] if len(rows) > size else None
     return rows[:size], following
@@ -133,6 +143,6 @@ async def neighbours(
         .limit(1)
     )
     after = await connection.scalar(
-        sa.select(q.qid).where(q.job_id == job_id, q.id > question_id).order_by(q.id).limit(1)
+        sa.select(q.qid).where(q.job_id + 0 == job_id, q.id > question_id).order_by(q.id).limit(1)
     )
     return before, after

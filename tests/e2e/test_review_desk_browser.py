@@ -53,9 +53,9 @@ def desk(tmp_path: Path) -> Iterator[str]:
         encoding="utf-8",
     )
     port = free_port()
+    command = [sys.executable, "-m", "pipeline.cli", "serve", str(tmp_path / "job.toml")]
     server = subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", "serve", str(tmp_path / "job.toml")]
-        + ["--port", str(port)],
+        [*command, "--port", str(port)],
         stdout=subprocess.PIPE,
         text=True,
     )
