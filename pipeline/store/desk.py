@@ -88,7 +88,7 @@ def _conditions(
 
 def page_query(
     dialect: str, job_id: int, filters: DeskFilters, *, after: int, size: int
-) -> sa.Select[Any]:
+) -> sa.Select[*tuple[Any, ...]]:
     """The statement of :func:`list_page` on ``dialect`` (one row more than ``size``)."""
     q, a = questions.c, answers.c
     status = review_status(q.id, a.version)
