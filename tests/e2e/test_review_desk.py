@@ -4,6 +4,7 @@ their audit trail, ``export --review``, and the overview's live figures."""
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -15,10 +16,12 @@ import requests
 import sqlalchemy as sa
 
 from pipeline.clock import utcnow
+from pipeline.commands import ExportOptions, export_command
+from pipeline.job.spec import load_jobspec
 from pipeline.job.states import Verdict
 from pipeline.serve.security import CSP
 from pipeline.store.answers import persist_answers
-from pipeline.store.reviews import qids_with_status
+from pipeline.store.reviews import qids_with_status, record_review
 from pipeline.store.tables import questions, reviews
 from tests.support.desk import (
     HOSTILE_ID,
@@ -240,3 +243,51 @@ def test_ground_serve_binds_loopback_and_serves_the_job(tmp_path: Path) -> None:
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(timeout=30)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_export_gives_only_the_reviewed_answers(backend: str, tmp_path: Path) -> None:
+    async with desk_engine(backend, tmp_path) as engine:
+        job = await fill(engine, 12)
+        decisions = {"q0001": "approved", "q0004": "approved", "q0006": "rejected"}
+        async with engine.begin() as connection:
+            for qid, verdict in decisions.items():
+                await record_review(
+                    connection,
+                    job.ids[qid],
+                    verdict=verdict,
+                    reviewer="ana",
+                    note=None,
+                    now=utcnow(),
+                )
+            # a later decision on the same version wins: q0006 is approved in the end
+            await record_review(
+                connection,
+                job.ids["q0006"],
+                verdict="approved",
+                reviewer="bo",
+                note=None,
+                now=utcnow(),
+            )
+        url = engine.url.render_as_string(hide_password=False).replace("+aiosqlite", "")
+        (tmp_path / "questions.jsonl").write_text("", encoding="utf-8")
+        (tmp_path / "job.toml").write_text(
+            f'[job]\nname = "desk"\ndatabase = "{url.replace("+asyncpg", "")}"\n'
+            '[source]\nfile = "questions.jsonl"\n',
+            encoding="utf-8",
+        )
+        spec = load_jobspec(tmp_path / "job.toml")
+        for review, expected in (
+            (("approved",), ["q0001", "q0004", "q0006"]),
+            (("rejected",), []),
+            (("approved", "needs_edit"), ["q0001", "q0004", "q0006"]),
+        ):
+            out = tmp_path / "out.jsonl"
+            options = ExportOptions(out=str(out), review=review)
+            assert await export_command(spec, options) == 0
+            lines = out.read_text(encoding="utf-8").splitlines()
+            assert [json.loads(line)["id"] for line in lines] == expected
+        pending = ExportOptions(out=str(out), review=("pending",), states=("done",))
+        assert await export_command(spec, pending) == 0
+        exported = {json.loads(line)["id"] for line in out.read_text().splitlines()}
+        assert exported == set(job.ids) - {*decisions, UNANSWERED_ID}
