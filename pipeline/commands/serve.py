@@ -6,6 +6,8 @@ login of its own. Runs until Ctrl-C.
 
 from __future__ import annotations
 
+import ipaddress
+
 from pipeline.commands.common import complain, find_job_id, opened
 from pipeline.exit_codes import EXIT_FAILED, EXIT_OK
 from pipeline.job.spec import JobSpec
@@ -15,8 +17,20 @@ from pipeline.serve import DeskContext, serve_desk
 DEFAULT_PORT = 8765
 
 
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
 async def serve_command(spec: JobSpec, *, host: str, port: int, reviewer: str | None = None) -> int:
     """Serve the desk for the job until interrupted."""
+    if not _loopback(host):
+        complain(
+            f"warning: --host {host}: the desk has no login; anyone who reaches this address"
+            " can read every answer and record decisions"
+        )
     async with opened(spec) as engine:
         job_id = await find_job_id(engine, spec)
         if job_id is None:
