@@ -85,7 +85,10 @@ class Checker:
                     model=self.model,
                     question_id=call.question_id,
                     step=VERIFY_STEP,
-                    tool=None,  # url_context has no fee; what it reads is billed as input
+                    # url_context has no fee and is no grounded prompt; what it reads is
+                    # billed as input, so the budget holds the model's whole input window.
+                    tool=None,
+                    reads_pages=call.kind == "url",
                 )
             except CallError as error:
                 if (row := ledger_row(error)) is not None:
