@@ -10,6 +10,7 @@ import anyio
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.commands.common import complain, display_url, find_job_id, load_job, opened, say
+from pipeline.commands.verify_estimate import verification_lines
 from pipeline.costs.prices import PriceTable, UnconfirmedPriceWarning, load_prices
 from pipeline.exit_codes import (
     EXIT_FAILED,
@@ -138,6 +139,7 @@ async def estimate_command(spec: JobSpec) -> int:
         async with engine.connect() as connection:
             estimate = await job_estimate(connection, spec, job_id)
             spent = await ledger.job_spend(connection, job_id)
+            verification = await verification_lines(connection, spec, job_id)
     say(f"{estimate.remaining} questions left; spent so far ${spent:.4f}")
     each = f"${estimate.per_question:.6f} a question, from {estimate.basis}"
     say(f"expected: ${estimate.total:.4f} ({each})")
@@ -145,6 +147,8 @@ async def estimate_command(spec: JobSpec) -> int:
         say(note)
     if estimate.worst_total is not None:
         say(f"worst case, as the budget reserves it: ${estimate.worst_total:.4f}")
+    for line in verification:
+        say(line)
     if spec.budget is not None:
         left = spec.budget - spent
         say(f"budget: ${spec.budget} (${left:.4f} left)")

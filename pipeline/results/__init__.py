@@ -38,6 +38,11 @@ if TYPE_CHECKING:  # what the type checker and the reader see
         render_other_models,
         render_status,
     )
+    from pipeline.results.verify_estimate import (
+        STORED_ANSWERS_READ,
+        estimate_for_job,
+        render_verification,
+    )
 else:  # what Python does: each name imported when first asked for
     __getattr__ = lazy_surface(
         __name__,
@@ -63,6 +68,7 @@ else:  # what Python does: each name imported when first asked for
             ),
             "fallback": (
                 "MIN_FINISHED",
+                "STORED_ANSWERS_READ",
                 "fallback_candidates",
                 "render_routes",
                 "routes_dict",
@@ -86,6 +92,12 @@ else:  # what Python does: each name imported when first asked for
                 "render_class_stats",
                 "render_other_models",
                 "render_status",
+                "render_verification",
+            ),
+            "verify_estimate": (
+                "STORED_ANSWERS_READ",
+                "estimate_for_job",
+                "render_verification",
             ),
         },
         ("api", "export"),
@@ -94,6 +106,7 @@ else:  # what Python does: each name imported when first asked for
 __all__ = [
     "FORMATS",
     "MIN_FINISHED",
+    "STORED_ANSWERS_READ",
     "Estimate",
     "Job",
     "JobPrices",
@@ -104,6 +117,7 @@ __all__ = [
     "cite_body",
     "class_stats_dict",
     "details",
+    "estimate_for_job",
     "estimate_remaining",
     "export",
     "fallback_candidates",
@@ -121,6 +135,7 @@ __all__ = [
     "render_show",
     "render_show_versions",
     "render_status",
+    "render_verification",
     "routes_dict",
     "skipped_classes",
     "unbudgeted_note",
