@@ -8,6 +8,7 @@ import csv
 import json
 from pathlib import Path
 
+import anyio
 import duckdb
 import orjson
 import pytest
@@ -41,35 +42,40 @@ def _run(directory: Path, base_url: str, action: str) -> Path:
     return job
 
 
+def _rows(url: str, statement: sa.Select) -> list[sa.Row]:
+    return anyio.run(fetch_rows, url, statement)
+
+
 def _read_jsonl(path: Path) -> list[dict]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines()]
 
 
-@pytest.mark.anyio
-async def test_drop_leaves_denied_citations_out_of_every_export(
+def test_drop_leaves_denied_citations_out_of_every_export(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with running_emulator(EmulatorConfig(seed=7, ungrounded_share=0.0)) as emu:
         job = _run(tmp_path, emu.base_url, "drop")
     url = f"sqlite+aiosqlite:///{tmp_path / 'job.sqlite'}"
     # Nothing paid for is deleted: the denied sources are stored, marked dropped.
-    stored = await fetch_rows(url, sa.select(sources.c.destination, sources.c.policy))
+    stored = _rows(url, sa.select(sources.c.destination, sources.c.policy))
     denied = [p for d, p in stored if _under_denied(d)]
     assert denied and set(denied) == {"dropped"}
     assert {p for d, p in stored if d and not _under_denied(d)} == {"ok"}
-    lowered = await fetch_rows(
+    lowered = _rows(
         url,
         sa.select(answers.c.coverage, answers.c.coverage_answered).where(
             answers.c.coverage_answered.is_not(None)
         ),
     )
-    assert lowered and all(now < before for now, before in lowered)
+    # an answer loses coverage where a dropped source was a span's only source
+    assert all(now <= before for now, before in lowered)
+    assert any(now < before for now, before in lowered)
 
     out = tmp_path / "out.jsonl"
     assert main(["export", str(job), "--out", str(out)]) == 0
     records = _read_jsonl(out)
     assert sum(r["coverage"] for r in records) == pytest.approx(
-        sum(now for now, _ in await fetch_rows(url, sa.select(answers.c.coverage)))
+        sum(now for (now,) in _rows(url, sa.select(answers.c.coverage)))
     )
     for record in records:
         assert not any(_under_denied(s["destination"]) for s in record["sources"])
@@ -103,8 +109,7 @@ def _calls(stats: dict) -> int:
     return stats["requests"]["by_model"]["gemini-2.5-flash"]
 
 
-@pytest.mark.anyio
-async def test_reask_asks_each_affected_question_exactly_once_more(tmp_path: Path) -> None:
+def test_reask_asks_each_affected_question_exactly_once_more(tmp_path: Path) -> None:
     with running_emulator(EmulatorConfig(seed=7, ungrounded_share=0.0)) as emu:
         job = _run(tmp_path, emu.base_url, "reask")
         sent = _calls(emu.stats())
@@ -114,7 +119,7 @@ async def test_reask_asks_each_affected_question_exactly_once_more(tmp_path: Pat
     url = f"sqlite+aiosqlite:///{tmp_path / 'job.sqlite'}"
     reasked = {
         qid
-        for (qid,) in await fetch_rows(
+        for (qid,) in _rows(
             url,
             sa.select(questions.c.qid)
             .join(answers, answers.c.question_id == questions.c.id)
@@ -124,7 +129,7 @@ async def test_reask_asks_each_affected_question_exactly_once_more(tmp_path: Pat
         )
     }
     assert reasked
-    ground_calls = await fetch_rows(
+    ground_calls = _rows(
         url,
         sa.select(questions.c.qid, sa.func.count())
         .join(calls, calls.c.question_id == questions.c.id)
@@ -133,19 +138,22 @@ async def test_reask_asks_each_affected_question_exactly_once_more(tmp_path: Pat
     )
     assert {qid: n for qid, n in ground_calls if n != 1} == dict.fromkeys(reasked, 2)
     assert sent == N_QUESTIONS + len(reasked)
-    avoided = await fetch_rows(
+    stored = _rows(
         url,
-        sa.select(questions.c.qid, answers.c.avoided_domains, answers.c.version)
-        .join(answers, answers.c.question_id == questions.c.id)
-        .where(answers.c.avoided_domains.is_not(None)),
+        sa.select(questions.c.qid, answers.c.avoided_domains, answers.c.version, answers.c.id).join(
+            answers, answers.c.question_id == questions.c.id
+        ),
     )
+    # a JSON column keeps None as JSON null: read back as None
+    avoided = [(qid, domains, version) for qid, domains, version, _ in stored if domains]
     assert {qid for qid, _, _ in avoided} == reasked
     assert all(domains == [DENIED] and version == 2 for _, domains, version in avoided)
     # the re-asks' sources that still lead there are flagged, and never asked again
-    left = await fetch_rows(
+    reask_answers = [aid for _, domains, _, aid in stored if domains]
+    left = _rows(
         url,
-        sa.select(sources.c.policy, sources.c.destination)
-        .join(answers, answers.c.id == sources.c.answer_id)
-        .where(answers.c.avoided_domains.is_not(None)),
+        sa.select(sources.c.policy, sources.c.destination).where(
+            sources.c.answer_id.in_(reask_answers)
+        ),
     )
     assert {p for p, d in left if _under_denied(d)} <= {"flagged"}
