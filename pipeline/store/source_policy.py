@@ -130,7 +130,7 @@ async def _queue_reasks(
     q = questions.c
     result = await connection.execute(
         questions.update()
-        .where(q.id == sa.bindparam("b_id"), sa.or_(*(q.state == state for state in FINISHED_STATES)))
+        .where(q.id == sa.bindparam("b_id"), sa.or_(*(q.state == s for s in FINISHED_STATES)))
         .values({**requeued(reask=True), "avoid_domains": sa.bindparam("b_avoid")}),
         [
             {"b_id": qid, "b_avoid": avoid_domains(policy, domains)}
