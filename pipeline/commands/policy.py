@@ -23,9 +23,13 @@ async def apply_source_policy(engine: AsyncEngine, spec: JobSpec, job_id: int) -
     if not policy.active:
         return PolicyPass()
     db = Database(engine, outage_s=spec.job.database_outage_s)
-    done = await db.transaction(
-        "applying [sources] rules", lambda c: judge_sources(c, job_id, policy)
-    )
+    done, after = PolicyPass(), 0
+    while after is not None:  # a transaction per batch: each commits what it marked
+        found, after = await db.transaction(
+            "applying [sources] rules",
+            lambda c, after=after: judge_sources(c, job_id, policy, after=after),
+        )
+        done.add(found)
     broken = {mark: n for mark, n in done.marked.items() if mark != "ok"}
     if broken:
         listed = ", ".join(f"{mark} {n}" for mark, n in sorted(broken.items()))

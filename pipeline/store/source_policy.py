@@ -5,8 +5,10 @@ destination and no mark yet (``sources.policy``, :mod:`pipeline.grounding.policy
 an answer that lost citations to ``drop`` gets its coverage recomputed from the supports left,
 the coverage as answered kept in ``answers.coverage_answered``. Nothing is deleted: a dropped
 source and its supports stay stored, and every read (:func:`visible_children`) leaves them out.
-Marking is idempotent (only unmarked sources are read), so a run that dies midway is finished
-by the next.
+A source of ``reask`` sends its finished question back to ``pending`` (``reask`` set, the
+domains to avoid in ``questions.avoid_domains``) in the transaction that marks it, unless an
+earlier answer of the question was re-asked already. Marking is idempotent (only unmarked
+sources are read), so a run that dies midway is finished by the next.
 """
 
 from __future__ import annotations
@@ -47,70 +49,76 @@ class PolicyPass:
     answers_lowered: int = 0
     reasks_queued: int = 0  # questions sent back to be asked once more
 
+    def add(self, other: PolicyPass) -> None:
+        for mark, n in other.marked.items():
+            self.marked[mark] = self.marked.get(mark, 0) + n
+        self.answers_lowered += other.answers_lowered
+        self.reasks_queued += other.reasks_queued
+
 
 async def judge_sources(
-    connection: AsyncConnection, job_id: int, policy: SourcePolicy
-) -> PolicyPass:
-    """Mark the job's unmarked sources with a destination (latest answers only)."""
+    connection: AsyncConnection, job_id: int, policy: SourcePolicy, *, after: int = 0
+) -> tuple[PolicyPass, int | None]:
+    """Mark up to :data:`JUDGE_BATCH` of the job's unmarked sources with a destination (latest
+    answers only, source ids above ``after``), in the caller's transaction; what it did, and
+    the last source id judged (None: none was left)."""
     done = PolicyPass()
     if not policy.active:
-        return done
+        return done, None
     s, a, q = sources.c, answers.c, questions.c
-    after = 0
-    while True:
-        rows = (
-            await connection.execute(
-                sa.select(
-                    s.id,
-                    s.answer_id,
-                    s.destination,
-                    a.question_id,
-                    _reasked_before(a.question_id).label("reasked_before"),
-                )
-                .join(answers, a.id == s.answer_id)
-                .join(questions, q.id == a.question_id)
-                .where(
-                    q.job_id == job_id,
-                    LATEST_ANSWER,
-                    s.policy.is_(None),
-                    s.destination.is_not(None),
-                    s.id > after,
-                )
-                .order_by(s.id)
-                .limit(JUDGE_BATCH)
-            )
-        ).all()
-        if not rows:
-            return done
-        after = rows[-1].id
-        marks = [
-            (row, policy.mark(row.destination, reasked_before=bool(row.reasked_before)))
-            for row in rows
-        ]
+    rows = (
         await connection.execute(
-            sources.update()
-            .where(s.id == sa.bindparam("b_id"))
-            .values(policy=sa.bindparam("b_mark")),
-            [{"b_id": row.id, "b_mark": mark} for row, mark in marks],
+            sa.select(
+                s.id,
+                s.answer_id,
+                s.destination,
+                a.question_id,
+                _reasked_before(a.question_id, a.id).label("reasked_before"),
+            )
+            .join(answers, a.id == s.answer_id)
+            .join(questions, q.id == a.question_id)
+            .where(
+                q.job_id == job_id,
+                LATEST_ANSWER,
+                s.policy.is_(None),
+                s.destination.is_not(None),
+                s.id > after,
+            )
+            .order_by(s.id)
+            .limit(JUDGE_BATCH)
         )
-        for _, mark in marks:
-            if mark is not None:
-                done.marked[mark] = done.marked.get(mark, 0) + 1
-        lowered = {row.answer_id for row, mark in marks if mark == POLICY_DROPPED}
-        done.answers_lowered += await _recompute_coverage(connection, lowered)
-        done.reasks_queued += await _queue_reasks(
-            connection, policy, [row for row, mark in marks if mark == POLICY_REASKED]
-        )
+    ).all()
+    if not rows:
+        return done, None
+    marks = [
+        (row, policy.mark(row.destination, reasked_before=bool(row.reasked_before))) for row in rows
+    ]
+    await connection.execute(
+        sources.update().where(s.id == sa.bindparam("b_id")).values(policy=sa.bindparam("b_mark")),
+        [{"b_id": row.id, "b_mark": mark} for row, mark in marks],
+    )
+    for _, mark in marks:
+        if mark is not None:
+            done.marked[mark] = done.marked.get(mark, 0) + 1
+    lowered = {row.answer_id for row, mark in marks if mark == POLICY_DROPPED}
+    done.answers_lowered = await _recompute_coverage(connection, lowered)
+    done.reasks_queued = await _queue_reasks(
+        connection, policy, [row for row, mark in marks if mark == POLICY_REASKED]
+    )
+    return done, rows[-1].id
 
 
-def _reasked_before(question_id: sa.ColumnElement[Any]) -> sa.Exists:
-    """Whether the question was re-asked already: one of its answers (any version) has a
-    source marked ``reasked``. Read from the marks, not from how the re-ask was sent, so a
+def _reasked_before(
+    question_id: sa.ColumnElement[Any], answer_id: sa.ColumnElement[Any]
+) -> sa.Exists:
+    """Whether the question was re-asked already: one of its earlier answers has a source
+    marked ``reasked``. Read from the marks, not from how the re-ask was sent, so a
     question is re-asked at most once on every path (online, batch)."""
     earlier, marked = answers.alias("earlier"), sources.alias("marked")
     return (
         sa.exists()
-        .where(earlier.c.question_id == question_id, marked.c.answer_id == earlier.c.id)
+        .where(earlier.c.question_id == question_id, earlier.c.id != answer_id)
+        .where(marked.c.answer_id == earlier.c.id)
         .where(marked.c.policy == POLICY_REASKED)
     )
 
