@@ -10,6 +10,7 @@ import anyio
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.commands.common import complain, display_url, find_job_id, load_job, opened, say
+from pipeline.commands.policy import apply_source_policy
 from pipeline.commands.verify_estimate import verification_lines
 from pipeline.costs.prices import PriceTable, UnconfirmedPriceWarning, load_prices
 from pipeline.exit_codes import (
@@ -67,6 +68,7 @@ async def resolve_command(spec: JobSpec, *, again: Sequence[str] = ()) -> int:
             listed = ", ".join(f"{k} {v}" for k, v in sorted(fresh.items()))
             say(f"judged {len(verdicts)} {'/'.join(again)} sources again ({listed or 'none'})")
         counts = await resolve_pending(engine, spec, job_id)
+        await apply_source_policy(engine, spec, job_id)
     listed = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     say(f"resolved {sum(counts.values())} sources ({listed or 'none pending'})")
     return EXIT_OK

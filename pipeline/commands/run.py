@@ -32,6 +32,7 @@ from pipeline.commands.common import (
     schema_hash_of,
 )
 from pipeline.commands.maintain import resolve_pending
+from pipeline.commands.policy import apply_source_policy
 from pipeline.commands.spilled import check_state_dir, store_spilled
 from pipeline.commands.trial import dry_run, trial_scope
 from pipeline.exit_codes import (
@@ -160,7 +161,7 @@ async def _run(
         ctx = run_context(spec, engine, job_id, backoff=backoff, daily_probe=daily_probe)
         if scope is not None:
             ctx.scope = scope.condition()
-        early = await _ground(
+        early = await _ground_and_reask(
             engine, spec, ctx, before, watch, exporter, no_wait=no_wait, fallback_auto=fallback_auto
         )
         if early is not None:
@@ -178,6 +179,35 @@ async def _run(
     status = _closing_status(spec, summary.stopped, after)
     _write_summary_json(watch, status, spec, summary, after or before, exporter)
     return status
+
+
+async def _ground_and_reask(
+    engine: AsyncEngine,
+    spec: JobSpec,
+    ctx: RunContext,
+    before: JobStatus,
+    watch: WatchOptions,
+    exporter: RunExporter,
+    *,
+    no_wait: bool,
+    fallback_auto: bool,
+) -> int | None:
+    """The run's calls (:func:`_ground`), then ``[sources]`` on what they resolved; questions
+    it sends back to be asked once more (``action = "reask"``) are asked in a second pass.
+    A re-ask's answer is never re-asked: its sources that still break the rules are flagged."""
+    early = await _ground(
+        engine, spec, ctx, before, watch, exporter, no_wait=no_wait, fallback_auto=fallback_auto
+    )
+    if early is not None or ctx.summary.stopped:
+        return early
+    if not (await apply_source_policy(engine, spec, ctx.job_id)).reasks_queued:
+        return None
+    early = await _ground(
+        engine, spec, ctx, before, watch, exporter, no_wait=no_wait, fallback_auto=fallback_auto
+    )
+    if early is None and not ctx.summary.stopped:
+        await apply_source_policy(engine, spec, ctx.job_id)
+    return early
 
 
 async def _ground(
@@ -298,6 +328,8 @@ async def _nothing_to_do(
         say(f"nothing to do: all {before.total} questions are finished; 0 calls made")
     if spec.resolver.enabled and before.sources.get(SourceState.PENDING):
         await resolve_pending(engine, spec, job_id)  # what an earlier run left
+        before = await _read_status(engine, spec, job_id)
+    if (await apply_source_policy(engine, spec, job_id)).marked:
         before = await _read_status(engine, spec, job_id)
     say(render_status(before))
     status = _closing_status(spec, None, before)

@@ -351,6 +351,21 @@ class VerifySection(_Section):
     model: str = ""  # "" = [model] name
 
 
+class SourcesSection(_Section):
+    """``[sources]``: rules on where the cited sources lead (their resolved destinations), by
+    registrable domain (:mod:`pipeline.grounding.policy`)."""
+
+    # A destination under one of these registrable domains breaks the rules. On Vertex, with
+    # google_search or enterprise_web_search, they are also sent as excludeDomains.
+    deny_domains: tuple[str, ...] = ()
+    # When not empty: a destination outside these registrable domains breaks the rules.
+    allow_domains: tuple[str, ...] = ()
+    # What a source that breaks either list gets: "flag" marks it; "drop" leaves its citations
+    # out of every read and export (kept in the database) and lowers the answer's coverage;
+    # "reask" asks its question once more, naming the domains to avoid (then flags).
+    action: Literal["flag", "drop", "reask"] = "flag"
+
+
 class RawJob(_Section):
     job: JobSection
     source: SourceSection
@@ -363,3 +378,4 @@ class RawJob(_Section):
     batch: BatchSection = BatchSection()
     retrieval: RetrievalSection = RetrievalSection()
     verify: VerifySection = VerifySection()
+    sources: SourcesSection = SourcesSection()

@@ -64,9 +64,11 @@ from pipeline.job.sections import (
     ResolverSection,
     RetrievalSection,
     SourceSection,
+    SourcesSection,
     StructureSection,
     VerifySection,
 )
+from pipeline.job.source_policy import check_sources, with_denied_excluded
 from pipeline.job.source_rules import check_retrieval, check_source
 from pipeline.job.switched_off import ignore_switched_off
 from pipeline.job.tool_rules import check_grounding, search_warnings
@@ -98,6 +100,9 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     # [retrieval], its docs path made absolute and its sqlite url relative to the job file
     retrieval: RetrievalSection = RetrievalSection()
     verify: VerifySection = VerifySection()  # [verify] (pipeline.verify)
+    # [sources]: rules on the cited destinations (pipeline.grounding.policy); its deny list is
+    # already in grounding.exclude_domains on Vertex (pipeline.job.source_policy)
+    sources: SourcesSection = SourcesSection()
 
     @property
     def name(self) -> str:
@@ -200,6 +205,8 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
     questions = source_path(parsed.source, base)
     check_calls(parsed)
     check_grounding(parsed)
+    check_sources(parsed.sources)
+    parsed = msgspec.structs.replace(parsed, grounding=with_denied_excluded(parsed))
     check_gcs(parsed.batch)
     resolver = sized(parsed.resolver, parsed.limits.requests_per_minute)
     check_concurrency(parsed.limits, resolver)
@@ -229,6 +236,7 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
         warnings=(*ignored, *search_warnings(parsed.grounding)),
         retrieval=resolved_retrieval(parsed.retrieval, base),
         verify=parsed.verify,
+        sources=parsed.sources,
     )
 
 
