@@ -43,6 +43,7 @@ from pipeline.job.capacity import check_concurrency, sized
 from pipeline.job.decode_errors import describe
 from pipeline.job.durations import check_durations, parse_duration
 from pipeline.job.grounded_request import check_token_limit
+from pipeline.job.notify_rules import check_notify
 from pipeline.job.paths import (
     checked_prices,
     database_url,
@@ -59,6 +60,7 @@ from pipeline.job.sections import (
     JobSection,
     LimitsSection,
     ModelSection,
+    NotifySection,
     RawJob,
     RefreshSection,
     ResolverSection,
@@ -98,6 +100,7 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     # [retrieval], its docs path made absolute and its sqlite url relative to the job file
     retrieval: RetrievalSection = RetrievalSection()
     verify: VerifySection = VerifySection()  # [verify] (pipeline.verify)
+    notify: NotifySection = NotifySection()  # [notify] (pipeline.notify)
 
     @property
     def name(self) -> str:
@@ -207,6 +210,7 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
     schema = _prepared_schema(parsed.structure, base)
     check_durations(parsed.job, parsed.refresh)
     check_retrieval(parsed)
+    check_notify(parsed.notify)
     limits = checked_prices(parsed.limits, base)
     database = database_url(parsed.job.database, base)
     check_token_limit(parsed.model, parsed.grounding, limits)
@@ -229,6 +233,7 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
         warnings=(*ignored, *search_warnings(parsed.grounding)),
         retrieval=resolved_retrieval(parsed.retrieval, base),
         verify=parsed.verify,
+        notify=parsed.notify,
     )
 
 
