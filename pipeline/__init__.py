@@ -1,12 +1,12 @@
 """ground: grounding large question sets with Gemini, every citation kept usable.
 
-The Python API (documented in ``docs/python-api.md``): :func:`open_job` reads a job's results
-as records, Arrow, pandas or Polars (:mod:`pipeline.results.api`); :func:`run_job` (and
-:func:`run_job_async`) runs a job and returns its :class:`RunOutcome`, :func:`load_questions`
-(and :func:`load_questions_async`) loads questions from a DataFrame, an Arrow table or dicts
-(:mod:`pipeline.api.jobs`). Each is imported on first use, so that ``import pipeline`` stays
-cheap for the command line. Every error ground raises to its user is a :class:`GroundError`
-(:mod:`pipeline.errors`).
+The Python API (``docs/python-api.md``, ``docs/guides/exports-and-python-api.md``):
+:func:`open_job` reads a job's results as records, Arrow, pandas or Polars
+(:mod:`pipeline.results.api`); :func:`run_job` (and :func:`run_job_async`) runs a job and
+returns its :class:`RunOutcome`, :func:`load_questions` (and :func:`load_questions_async`)
+loads questions from a DataFrame, an Arrow table or dicts (:mod:`pipeline.api.jobs`). Each
+is imported on first use, so that ``import pipeline`` stays cheap for the command line.
+Every error ground raises to its user is a :class:`GroundError` (:mod:`pipeline.errors`).
 """
 
 from __future__ import annotations

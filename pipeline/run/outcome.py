@@ -101,7 +101,7 @@ class RunOutcome:
         }
 
     def summary_document(self) -> dict[str, Any]:
-        """What ``--summary-json`` writes (its fields are documented in docs/monitoring.md)."""
+        """What ``--summary-json`` writes (described in docs/guides/operations.md)."""
         return {
             "job": self.job,
             "exit_status": int(self.exit_status),
