@@ -120,7 +120,7 @@ def test_run_job_returns_the_counts_ground_status_reports(
     assert Decimal(event["data"]["spend_usd"]) == outcome.spend_usd
 
     again = pipeline.run_job(
-        job, overrides=notify("http://127.0.0.1:9/unused") + ['notify.on=["failed"]']
+        job, overrides=[*notify("http://127.0.0.1:9/unused"), 'notify.on=["failed"]']
     )
     assert again.calls == 0 and again.counts == outcome.counts  # nothing to do: same counts
 

@@ -76,7 +76,7 @@ def test_to_dict_is_json_with_exact_spend() -> None:
 
 
 def test_the_summary_document_is_the_summary_json_of_before() -> None:
-    """The keys and values ``--summary-json`` has always written (docs/monitoring.md)."""
+    """The keys and values ``--summary-json`` has always written (docs/guides/operations.md)."""
     document = outcome(exit_status=1, stopped="budget: spent").summary_document()
     assert list(document) == [
         "job",
