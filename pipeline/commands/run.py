@@ -12,7 +12,6 @@ import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,6 +34,7 @@ from pipeline.commands.common import (
     schema_hash_of,
 )
 from pipeline.commands.maintain import resolve_pending
+from pipeline.commands.outcome import early_outcome, job_failures, outcome_of
 from pipeline.commands.spilled import check_state_dir, store_spilled
 from pipeline.commands.trial import dry_run, trial_scope
 from pipeline.exit_codes import (
@@ -43,7 +43,6 @@ from pipeline.exit_codes import (
     STOP_SIGNALS,
     ExitStatus,
     describe_failures,
-    failures,
     run_status,
 )
 from pipeline.gemini.endpoint import ConfigurationError
@@ -129,13 +128,13 @@ async def run_outcome(
     watch = watch or WatchOptions()
     if fallback_auto and (refused := fallback.fallback_auto_refused(spec)) is not None:
         complain(refused)
-        return _early(spec, EXIT_USAGE, refused, started)
+        return early_outcome(spec, EXIT_USAGE, refused, started)
     if trial is not None and spec.model.mode == "batch":
         refused = '--limit/--sample: online runs only (model.mode is "batch")'
         complain(refused)
-        return _early(spec, EXIT_USAGE, refused, started)
+        return early_outcome(spec, EXIT_USAGE, refused, started)
     if dry_run:
-        return _early(spec, await _dry_run(spec, trial), None, started)
+        return early_outcome(spec, await _dry_run(spec, trial), None, started)
     # The metrics are served from here, before the first call, until the exit status is known.
     async with exporting(spec.name, _run_settings(spec, watch), watch) as exporter:
         outcome = await _run(
@@ -181,13 +180,13 @@ async def _run(
 ) -> RunOutcome:
     if (unkeepable := check_state_dir(spec)) is not None:
         complain(unkeepable)
-        return _early(spec, EXIT_FAILED, unkeepable, started)
+        return early_outcome(spec, EXIT_FAILED, unkeepable, started)
     async with opened(spec) as engine:
         job_id = await load_job(engine, spec)
         if job_id is None:
-            return _early(spec, EXIT_FAILED, "the questions could not be loaded", started)
+            return early_outcome(spec, EXIT_FAILED, "the questions could not be loaded", started)
         if not await store_spilled(engine, spec, job_id):  # paid before: stored first
-            return _early(spec, EXIT_FAILED, "the spill file could not be stored", started)
+            return early_outcome(spec, EXIT_FAILED, "the spill file could not be stored", started)
         await _queue_stored_work(engine, spec, job_id)
         scope = None if trial is None else await trial_scope(engine, job_id, trial)
         before = await _read_status(engine, spec, job_id)
@@ -205,7 +204,7 @@ async def _run(
         after = await _status_if_readable(engine, spec, job_id)
         if early is not None:
             status, why = early
-            return _outcome(spec, status, started, ctx, after, stopped=why or ctx.stopped)
+            return outcome_of(spec, status, started, ctx, after, stopped=why or ctx.stopped)
         summary = ctx.summary
     say(render_run_summary(summary))
     if after is not None:
@@ -213,52 +212,9 @@ async def _run(
         label_local_spend(spec)
     say(f"results: {display_url(spec)}")
     status = _closing_status(spec, summary.stopped, after)
-    outcome = _outcome(spec, status, started, ctx, after or before, stopped=summary.stopped)
+    outcome = outcome_of(spec, status, started, ctx, after or before, stopped=summary.stopped)
     _write_summary_json(watch, outcome, exporter)
     return outcome
-
-
-def _early(spec: JobSpec, status: int, why: str | None, started: float) -> RunOutcome:
-    """The outcome of a run that ended before it read the job's status: ``why`` it did."""
-    return RunOutcome(
-        job=spec.name,
-        exit_status=ExitStatus(status),
-        stopped=why,
-        duration_s=time.monotonic() - started,
-        fail_on=tuple(spec.job.fail_on),
-        database=display_url(spec),
-    )
-
-
-def _outcome(
-    spec: JobSpec,
-    status: ExitStatus,
-    started: float,
-    ctx: RunContext | None,
-    job: JobStatus | None,
-    *,
-    stopped: str | None,
-) -> RunOutcome:
-    """What the run came to: ``ctx`` its calls and spill (None: no call was due), ``job`` the
-    job's status at its end (None: it could not be read)."""
-    summary = None if ctx is None else ctx.summary
-    spill = None if ctx is None else ctx.spill
-    return RunOutcome(
-        job=spec.name,
-        exit_status=status,
-        counts={} if job is None else job.states,
-        calls=0 if summary is None else summary.calls,
-        spend_usd=Decimal(0 if summary is None else summary.cost_micro_usd) / 1_000_000,
-        job_spend_usd=Decimal(0) if job is None else job.spend_usd,
-        stopped=stopped,
-        spill_file=spill.path if spill is not None and spill.kept else None,
-        duration_s=time.monotonic() - started,
-        fail_on=tuple(spec.job.fail_on),
-        failures={} if job is None else _failures(spec, job),
-        run=None if summary is None else summary.to_dict(),
-        status=None if job is None else job.to_dict(),
-        database=display_url(spec),
-    )
 
 
 async def _status_if_readable(engine: AsyncEngine, spec: JobSpec, job_id: int) -> JobStatus | None:
@@ -394,7 +350,7 @@ async def _nothing_to_do(
         before = await _read_status(engine, spec, job_id)
     say(render_status(before))
     status = _closing_status(spec, None, before)
-    outcome = _outcome(spec, status, started, None, before, stopped=None)
+    outcome = outcome_of(spec, status, started, None, before, stopped=None)
     _write_summary_json(watch, outcome, exporter)
     return outcome
 
@@ -440,17 +396,10 @@ async def _queue_stored_work(engine: AsyncEngine, spec: JobSpec, job_id: int) ->
         say(f"structure: {structuring} stored answers to structure (call 2 only)")
 
 
-def _failures(spec: JobSpec, job: JobStatus) -> dict[str, int]:
-    """What ``[job] fail_on`` counts as a failure in the job's status."""
-    return failures(
-        job.states, spec.job.fail_on, job.sources, lost_share=spec.job.fail_on_sources_lost
-    )
-
-
 def _closing_status(spec: JobSpec, stopped: str | None, job: JobStatus | None) -> ExitStatus:
     """The run's exit status, and the line saying what made it non-zero (``job`` None: the
     database could not be read at the end, so no state counts as failed)."""
-    failed = _failures(spec, job) if job is not None else {}
+    failed = job_failures(spec, job) if job is not None else {}
     status = run_status(stopped=stopped, failed=failed)
     if stopped is not None:
         complain(f"run stopped early: {stopped}")
