@@ -366,6 +366,29 @@ class SourcesSection(_Section):
     action: Literal["flag", "drop", "reask"] = "flag"
 
 
+# The events [notify] can send, one per run: the run finished (exit 0 or 3), it failed (it
+# stopped early or could not do its work: exit 1 or 2), or the budget stopped it.
+NOTIFY_EVENTS = ("finished", "failed", "budget_spent")
+NotifyEvent = Literal["finished", "failed", "budget_spent"]
+
+
+class NotifySection(_Section):
+    """``[notify]``: a signed webhook (Standard Webhooks) POSTed when a run ends."""
+
+    # Where the event is POSTed: an https URL, or http to a loopback host (tests); "" = none.
+    webhook_url: str = ""
+    # The environment variable that holds the signing secret (whsec_...): read when the event
+    # is sent, never stored nor logged.
+    secret_env: str = ""
+    # The events sent (one per run): finished, failed, budget_spent.
+    on: tuple[NotifyEvent, ...] = NOTIFY_EVENTS
+    # Seconds one delivery attempt may take.
+    timeout_s: Annotated[float, msgspec.Meta(gt=0, le=300)] = 10.0
+    # Deliveries tried before the event is given up (a connection error, a timeout, 408, 429
+    # or 5xx is tried again, after 1, 2, 4 ... s).
+    attempts: Annotated[int, msgspec.Meta(ge=1, le=10)] = 4
+
+
 class RawJob(_Section):
     job: JobSection
     source: SourceSection
@@ -379,3 +402,4 @@ class RawJob(_Section):
     retrieval: RetrievalSection = RetrievalSection()
     verify: VerifySection = VerifySection()
     sources: SourcesSection = SourcesSection()
+    notify: NotifySection = NotifySection()

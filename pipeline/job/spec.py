@@ -43,6 +43,7 @@ from pipeline.job.capacity import check_concurrency, sized
 from pipeline.job.decode_errors import describe
 from pipeline.job.durations import check_durations, parse_duration
 from pipeline.job.grounded_request import check_token_limit
+from pipeline.job.notify_rules import check_notify
 from pipeline.job.paths import (
     checked_prices,
     database_url,
@@ -59,6 +60,7 @@ from pipeline.job.sections import (
     JobSection,
     LimitsSection,
     ModelSection,
+    NotifySection,
     RawJob,
     RefreshSection,
     ResolverSection,
@@ -103,6 +105,7 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     # [sources]: rules on the cited destinations (pipeline.grounding.policy); its deny list is
     # already in grounding.exclude_domains on Vertex (pipeline.job.source_policy)
     sources: SourcesSection = SourcesSection()
+    notify: NotifySection = NotifySection()  # [notify] (pipeline.notify)
 
     @property
     def name(self) -> str:
@@ -214,6 +217,7 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
     schema = _prepared_schema(parsed.structure, base)
     check_durations(parsed.job, parsed.refresh)
     check_retrieval(parsed)
+    check_notify(parsed.notify)
     limits = checked_prices(parsed.limits, base)
     database = database_url(parsed.job.database, base)
     check_token_limit(parsed.model, parsed.grounding, limits)
@@ -237,6 +241,7 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
         retrieval=resolved_retrieval(parsed.retrieval, base),
         verify=parsed.verify,
         sources=parsed.sources,
+        notify=parsed.notify,
     )
 
 

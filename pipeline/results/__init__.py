@@ -6,7 +6,7 @@ from pipeline.surface import lazy_surface
 
 if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.results import api, export
-    from pipeline.results.api import Job, JobUnavailable, open_job
+    from pipeline.results.api import Job, JobUnavailable, MissingExtra, as_override, open_job
     from pipeline.results.cite import FORMATS, Uncitable, cite_body, details, render
     from pipeline.results.estimate import (
         Estimate,
@@ -50,6 +50,8 @@ else:  # what Python does: each name imported when first asked for
             "api": (
                 "Job",
                 "JobUnavailable",
+                "MissingExtra",
+                "as_override",
                 "open_job",
             ),
             "cite": (
@@ -112,8 +114,10 @@ __all__ = [
     "JobPrices",
     "JobStatus",
     "JobUnavailable",
+    "MissingExtra",
     "Uncitable",
     "api",
+    "as_override",
     "cite_body",
     "class_stats_dict",
     "details",
