@@ -86,7 +86,7 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-# `make bench`: the side-by-side table and the shared quota at scale (BENCHMARKS.md, about 50
+# `make bench`: the side-by-side table, the shared quota at scale and verification's cost (BENCHMARKS.md, about 50
 # minutes); BENCH_ARGS=--all adds every benchmark in bench/, and
 # BENCH_ARGS=bench_batch.py runs one (batch mode at 100,000 questions, Developer API and Vertex).
 BENCH_ARGS ?=

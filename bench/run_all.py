@@ -1,6 +1,6 @@
-"""``make bench``: the side-by-side table and the shared quota at scale, both written into
-``BENCHMARKS.md`` (about 40 and 11 minutes on 2 cores). ``--all`` then runs every other
-benchmark in bench/, one after the other; naming benchmarks (``make bench
+"""``make bench``: the side-by-side table, the shared quota at scale and verification's cost,
+each written into ``BENCHMARKS.md`` (about 40, 11 and 1 minutes on 2 cores). ``--all`` then
+runs every other benchmark in bench/, one after the other; naming benchmarks (``make bench
 BENCH_ARGS=bench_batch.py``) runs just those."""
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ BENCHES = (
     # The shared quota at 50-400 simulated processes on a private PostgreSQL (about 11
     # minutes); writes its own section into BENCHMARKS.md.
     "bench_quota_scale.py",
+    # [verify]'s tokens and dollars per checked claim, and its wall-time overhead at the same
+    # quota beside the run without it (about 1 minute); writes its own section.
+    "bench_verify.py",
     "bench_grounding.py",
     "bench_limits.py",
     "bench_emulator.py",
@@ -23,7 +26,7 @@ BENCHES = (
     # Own retrieval at 100,000 chunks: indexing chunks/s, search p50/p99, SQLite and PostgreSQL.
     "bench_retrieval.py",
 )
-DEFAULT = BENCHES[:2]  # what BENCHMARKS.md is made of
+DEFAULT = BENCHES[:3]  # what BENCHMARKS.md is made of
 
 
 def main() -> int:

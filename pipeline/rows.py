@@ -56,6 +56,8 @@ class ClaimedQuestion:
     answer_route: str | None = None
     # "own": call 1 goes through own retrieval whatever the class (``questions.next_route``).
     next_route: str | None = None
+    # [sources] action = "reask": the domains call 1's prompt names to avoid (empty: none).
+    avoid_domains: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +95,8 @@ class AnswerRecord:
     settings: str | None = None
     reuse_key: str | None = None
     reused_from: int | None = None
+    # The domains the prompt named to avoid (a [sources] re-ask); None: asked plainly.
+    avoided_domains: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

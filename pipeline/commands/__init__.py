@@ -21,6 +21,7 @@ from pipeline.commands.common import (
     complain,
     label_local_spend,
     load_job,
+    load_questions_into,
     opened,
     say,
 )
@@ -38,7 +39,12 @@ from pipeline.commands.results import (
     show_command,
     status_command,
 )
-from pipeline.commands.run import refresh_command, restructure_command, run_command
+from pipeline.commands.run import (
+    refresh_command,
+    restructure_command,
+    run_command,
+    run_outcome,
+)
 from pipeline.surface import lazy_surface
 
 if TYPE_CHECKING:
@@ -77,6 +83,7 @@ __all__ = [
     "label_local_spend",
     "load_command",
     "load_job",
+    "load_questions_into",
     "migrate_command",
     "opened",
     "refresh_command",
@@ -85,6 +92,7 @@ __all__ = [
     "restructure_command",
     "retry_command",
     "run_command",
+    "run_outcome",
     "say",
     "serve_command",
     "show_command",

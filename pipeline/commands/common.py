@@ -5,10 +5,10 @@ from __future__ import annotations
 import ipaddress
 import logging
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Literal, NoReturn, TextIO
+from typing import Any, Literal, NoReturn, TextIO
 from urllib.parse import urlsplit
 
 import anyio
@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.errors import GroundError
 from pipeline.exit_codes import EXIT_FAILED, EXIT_USAGE, ExitStatus
-from pipeline.intake.loader import LoadError, load_source
+from pipeline.intake.loader import LoadError, LoadResult, load_records, load_source
 from pipeline.job.spec import JobSpec
 from pipeline.store import queue, urls
 from pipeline.store.database import DatabaseOutage, retrying, trouble_of
@@ -184,20 +184,12 @@ async def find_job_id(engine: AsyncEngine, spec: JobSpec) -> int | None:
 
 
 async def load_job(engine: AsyncEngine, spec: JobSpec) -> int | None:
-    """Load the job's question file (idempotent); the job's id, or None when it failed. A
-    class or metadata field the input does not have is warned about first."""
+    """Load the job's question file or query (idempotent; :func:`load_questions_into`); the
+    job's id, or None when it failed. A class or metadata field the input does not have is
+    warned about first."""
     await warn_unknown_fields(spec)
     try:
-        async with engine.begin() as connection:
-            job_id = await queue.ensure_job(connection, spec.name)
-        # Committed per chunk (linear at a million rows); a bad row still loads nothing.
-        result = await load_source(
-            engine,
-            job_id,
-            spec.source,
-            spec.source_path,
-            max_chars=spec.limits.max_question_chars,
-        )
+        job_id, result = await load_questions_into(engine, spec)
     except LoadError as exc:
         complain(f"{exc} (nothing was loaded)")
         return None
@@ -229,6 +221,23 @@ async def load_job(engine: AsyncEngine, spec: JobSpec) -> int | None:
             f" {what} ([source] on_change = {result.on_change!r})"
         )
     return job_id
+
+
+async def load_questions_into(
+    engine: AsyncEngine, spec: JobSpec, records: Iterable[Mapping[str, Any]] | None = None
+) -> tuple[int, LoadResult]:
+    """The job's row (made when missing), then its new questions inserted, from ``records``
+    when given (:func:`pipeline.intake.loader.load_records`), else from its file or query:
+    the job's id and what was loaded. ``ground load``, ``ground run`` and
+    :func:`pipeline.load_questions` all load here. Raises :class:`LoadError`."""
+    async with engine.begin() as connection:
+        job_id = await queue.ensure_job(connection, spec.name)
+    # Committed per chunk (linear at a million rows); a bad row still loads nothing.
+    max_chars = spec.limits.max_question_chars
+    if records is not None:
+        return job_id, await load_records(engine, job_id, records, spec.source, max_chars=max_chars)
+    result = await load_source(engine, job_id, spec.source, spec.source_path, max_chars=max_chars)
+    return job_id, result
 
 
 def _source_name(spec: JobSpec) -> str:

@@ -10,6 +10,8 @@ import anyio
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.commands.common import complain, display_url, find_job_id, load_job, opened, say
+from pipeline.commands.policy import apply_source_policy
+from pipeline.commands.verify_estimate import verification_lines
 from pipeline.costs.prices import PriceTable, UnconfirmedPriceWarning, load_prices
 from pipeline.exit_codes import (
     EXIT_FAILED,
@@ -66,6 +68,7 @@ async def resolve_command(spec: JobSpec, *, again: Sequence[str] = ()) -> int:
             listed = ", ".join(f"{k} {v}" for k, v in sorted(fresh.items()))
             say(f"judged {len(verdicts)} {'/'.join(again)} sources again ({listed or 'none'})")
         counts = await resolve_pending(engine, spec, job_id)
+        await apply_source_policy(engine, spec, job_id)
     listed = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
     say(f"resolved {sum(counts.values())} sources ({listed or 'none pending'})")
     return EXIT_OK
@@ -138,6 +141,7 @@ async def estimate_command(spec: JobSpec) -> int:
         async with engine.connect() as connection:
             estimate = await job_estimate(connection, spec, job_id)
             spent = await ledger.job_spend(connection, job_id)
+            verification = await verification_lines(connection, spec, job_id)
     say(f"{estimate.remaining} questions left; spent so far ${spent:.4f}")
     each = f"${estimate.per_question:.6f} a question, from {estimate.basis}"
     say(f"expected: ${estimate.total:.4f} ({each})")
@@ -145,6 +149,8 @@ async def estimate_command(spec: JobSpec) -> int:
         say(note)
     if estimate.worst_total is not None:
         say(f"worst case, as the budget reserves it: ${estimate.worst_total:.4f}")
+    for line in verification:
+        say(line)
     if spec.budget is not None:
         left = spec.budget - spent
         say(f"budget: ${spec.budget} (${left:.4f} left)")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import anyio
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.exit_codes import (
     EXIT_FAILED,
@@ -59,47 +59,57 @@ async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None)
             complain(f"job {spec.name!r} has not been loaded or run yet")
             return EXIT_FAILED
         if by == "class":
-            stats = await class_stats(connection, job_id)
-            routes = await class_routes(connection, job_id)
+            await _class_status(connection, job_id, spec, as_json=as_json)
         else:
-            status = await job_status(
-                connection,
-                job_id,
-                spec.name,
-                schema_hash=schema_hash_of(spec),
-                exclude_domains=spec.grounding.exclude_domains,
-            )
-            drift = await other_models(
-                connection,
-                job_id,
-                ground_model=spec.model.name,
-                structure_model=(spec.structure.model or spec.model.name)
-                if spec.structure.enabled
-                else None,
-            )
-            from pipeline.commands.batch import batch_status
+            await _job_status(connection, job_id, spec, as_json=as_json)
+    return EXIT_OK
 
-            batch_rows = await batch_status(connection, job_id)
-            precision = await job_precision(connection, job_id, verify_model(spec))
-    if by == "class":
-        below = spec.grounding.fallback_below
-        routed = spec.grounding.fallback_classes
-        if as_json:
-            compared = routes_dict(routes, below, routed)
-            classes = [{**c, **compared.get(c["class"], {})} for c in class_stats_dict(stats)]
-            write_json(
-                {
-                    "job": spec.name,
-                    "by_class": classes,
-                    "fallback_below": below,
-                    "fallback_min_finished": MIN_FINISHED,
-                    "would_fall_back": fallback_candidates(routes, below),
-                }
-            )
-        else:
-            say(render_class_stats(spec.name, stats))
-            say(render_routes(routes, below, routed))
-        return EXIT_OK
+
+async def _class_status(
+    connection: AsyncConnection, job_id: int, spec: JobSpec, *, as_json: bool
+) -> None:
+    """``status --by class``: each class's figures, and how its managed and own routes compare."""
+    stats = await class_stats(connection, job_id)
+    routes = await class_routes(connection, job_id)
+    below = spec.grounding.fallback_below
+    routed = spec.grounding.fallback_classes
+    if not as_json:
+        say(render_class_stats(spec.name, stats))
+        say(render_routes(routes, below, routed))
+        return
+    compared = routes_dict(routes, below, routed)
+    classes = [{**c, **compared.get(c["class"], {})} for c in class_stats_dict(stats)]
+    write_json(
+        {
+            "job": spec.name,
+            "by_class": classes,
+            "fallback_below": below,
+            "fallback_min_finished": MIN_FINISHED,
+            "would_fall_back": fallback_candidates(routes, below),
+        }
+    )
+
+
+async def _job_status(
+    connection: AsyncConnection, job_id: int, spec: JobSpec, *, as_json: bool
+) -> None:
+    """``status``: the job's states, spend and problems, other models' answers, citation
+    precision where verified, and its batches."""
+    from pipeline.commands.batch import batch_status, render_batch_status
+
+    status = await job_status(
+        connection,
+        job_id,
+        spec.name,
+        schema_hash=schema_hash_of(spec),
+        exclude_domains=spec.grounding.exclude_domains,
+    )
+    structure_model = (spec.structure.model or spec.model.name) if spec.structure.enabled else None
+    drift = await other_models(
+        connection, job_id, ground_model=spec.model.name, structure_model=structure_model
+    )
+    batch_rows = await batch_status(connection, job_id)
+    precision = await job_precision(connection, job_id, verify_model(spec))
     if as_json:
         document = status.to_dict()
         if drift:
@@ -107,18 +117,15 @@ async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None)
         if precision is not None:
             document["citation_precision"] = precision.to_dict()
         write_json({**document, "batches": batch_rows} if batch_rows else document)
-    else:
-        say(render_status(status))
-        if precision is not None:
-            say(render_precision(precision))
-        if drift:
-            say(render_other_models(drift))
-        if batch_rows:
-            from pipeline.commands.batch import render_batch_status
-
-            say(render_batch_status(batch_rows))
-        label_local_spend(spec)
-    return EXIT_OK
+        return
+    say(render_status(status))
+    if precision is not None:
+        say(render_precision(precision))
+    if drift:
+        say(render_other_models(drift))
+    if batch_rows:
+        say(render_batch_status(batch_rows))
+    label_local_spend(spec)
 
 
 @dataclass(frozen=True, slots=True)

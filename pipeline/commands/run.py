@@ -9,6 +9,8 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import signal
+import threading
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +34,8 @@ from pipeline.commands.common import (
     schema_hash_of,
 )
 from pipeline.commands.maintain import resolve_pending
+from pipeline.commands.outcome import early_outcome, job_failures, outcome_of
+from pipeline.commands.policy import apply_source_policy
 from pipeline.commands.spilled import check_state_dir, store_spilled
 from pipeline.commands.trial import dry_run, trial_scope
 from pipeline.exit_codes import (
@@ -40,7 +44,6 @@ from pipeline.exit_codes import (
     STOP_SIGNALS,
     ExitStatus,
     describe_failures,
-    failures,
     run_status,
 )
 from pipeline.gemini.endpoint import ConfigurationError
@@ -49,6 +52,7 @@ from pipeline.job.spec import JobSpec
 from pipeline.job.states import QuestionState, SourceState
 from pipeline.limits import JobLimits
 from pipeline.links.resolver import Resolver
+from pipeline.notify import send_outcome
 from pipeline.online.leases import default_owner
 from pipeline.online.runner import OnlineRunner
 from pipeline.results.status import (
@@ -57,7 +61,8 @@ from pipeline.results.status import (
     render_status,
 )
 from pipeline.run.context import RunContext, run_context
-from pipeline.run.summary import RunSummary, render_run_summary
+from pipeline.run.outcome import RunOutcome
+from pipeline.run.summary import render_run_summary
 from pipeline.store import versions
 from pipeline.store.database import DatabaseOutage
 from pipeline.store.trial import Trial, TrialScope
@@ -83,8 +88,34 @@ async def run_command(
     dry_run: bool = False,
     daily_probe: ProbeSettings | None = None,
 ) -> int:
-    """Load, then ground every question not yet finished; the exit status is the contract in
-    :mod:`pipeline.exit_codes`. ``trial``: only the questions ``--limit`` / ``--sample``
+    """``ground run``: :func:`run_outcome`'s exit status (the run says the rest itself)."""
+    outcome = await run_outcome(
+        spec,
+        watch,
+        no_wait=no_wait,
+        backoff=backoff,
+        fallback_auto=fallback_auto,
+        trial=trial,
+        dry_run=dry_run,
+        daily_probe=daily_probe,
+    )
+    return outcome.exit_status
+
+
+async def run_outcome(
+    spec: JobSpec,
+    watch: WatchOptions | None = None,
+    *,
+    no_wait: bool = False,
+    backoff: Backoff | None = None,
+    fallback_auto: bool = False,
+    trial: Trial | None = None,
+    dry_run: bool = False,
+    daily_probe: ProbeSettings | None = None,
+) -> RunOutcome:
+    """Load, then ground every question not yet finished; what came of it, its exit status
+    the contract in :mod:`pipeline.exit_codes`. ``ground run`` and :func:`pipeline.run_job`
+    both come here. ``trial``: only the questions ``--limit`` / ``--sample``
     choose (online mode only); ``dry_run``: print the first request bodies and the estimate,
     and send nothing (:mod:`pipeline.commands.trial`). In batch mode the batches go first
     (``no_wait``: return once they are submitted), then an online run does what they leave
@@ -92,30 +123,35 @@ async def run_command(
     ``backoff``: the retry delays (None: the default; tests pass shorter ones);
     ``daily_probe``: how long bare 429s must persist before a day's pause (likewise).
     ``fallback_auto``: route the classes under ``[grounding] fallback_below`` to own
-    retrieval for this run (:mod:`pipeline.commands.fallback`)."""
+    retrieval for this run (:mod:`pipeline.commands.fallback`). A run that was made ends
+    with ``[notify]``'s webhook (:mod:`pipeline.notify`)."""
+    started = time.monotonic()
     watch = watch or WatchOptions()
     if fallback_auto and (refused := fallback.fallback_auto_refused(spec)) is not None:
         complain(refused)
-        return EXIT_USAGE
+        return early_outcome(spec, EXIT_USAGE, refused, started)
     if trial is not None and spec.model.mode == "batch":
-        complain('--limit/--sample: online runs only (model.mode is "batch")')
-        return EXIT_USAGE
+        refused = '--limit/--sample: online runs only (model.mode is "batch")'
+        complain(refused)
+        return early_outcome(spec, EXIT_USAGE, refused, started)
     if dry_run:
-        return await _dry_run(spec, trial)
+        return early_outcome(spec, await _dry_run(spec, trial), None, started)
     # The metrics are served from here, before the first call, until the exit status is known.
     async with exporting(spec.name, _run_settings(spec, watch), watch) as exporter:
-        status = await _run(
+        outcome = await _run(
             spec,
             watch,
             exporter,
+            started=started,
             no_wait=no_wait,
             backoff=backoff,
             fallback_auto=fallback_auto,
             trial=trial,
             daily_probe=daily_probe,
         )
-        exporter.exited(status)
-    return status
+        exporter.exited(outcome.exit_status)
+    await send_outcome(spec.notify, outcome)
+    return outcome
 
 
 def _run_settings(spec: JobSpec, watch: WatchOptions) -> RunSettings:
@@ -136,48 +172,88 @@ async def _run(
     watch: WatchOptions,
     exporter: RunExporter,
     *,
+    started: float,
     no_wait: bool,
     backoff: Backoff | None,
     fallback_auto: bool,
     trial: Trial | None = None,
     daily_probe: ProbeSettings | None = None,
-) -> int:
+) -> RunOutcome:
     if (unkeepable := check_state_dir(spec)) is not None:
         complain(unkeepable)
-        return EXIT_FAILED
+        return early_outcome(spec, EXIT_FAILED, unkeepable, started)
     async with opened(spec) as engine:
         job_id = await load_job(engine, spec)
         if job_id is None:
-            return EXIT_FAILED
+            return early_outcome(spec, EXIT_FAILED, "the questions could not be loaded", started)
         if not await store_spilled(engine, spec, job_id):  # paid before: stored first
-            return EXIT_FAILED
+            return early_outcome(spec, EXIT_FAILED, "the spill file could not be stored", started)
         await _queue_stored_work(engine, spec, job_id)
         scope = None if trial is None else await trial_scope(engine, job_id, trial)
         before = await _read_status(engine, spec, job_id)
         await exporter.begin(engine, job_id, before.states, before.spend_usd)
         if before.terminal == before.total or (scope is not None and not scope.unfinished):
-            return await _nothing_to_do(engine, spec, job_id, before, watch, exporter, scope)
+            return await _nothing_to_do(
+                engine, spec, job_id, before, watch, exporter, scope, started=started
+            )
         ctx = run_context(spec, engine, job_id, backoff=backoff, daily_probe=daily_probe)
         if scope is not None:
             ctx.scope = scope.condition()
-        early = await _ground(
+        early = await _ground_and_reask(
             engine, spec, ctx, before, watch, exporter, no_wait=no_wait, fallback_auto=fallback_auto
         )
+        after = await _status_if_readable(engine, spec, job_id)
         if early is not None:
-            return early
+            status, why = early
+            return outcome_of(spec, status, started, ctx, after, stopped=why or ctx.stopped)
         summary = ctx.summary
-        try:
-            after: JobStatus | None = await _read_status(engine, spec, job_id)
-        except (DBAPIError, OSError):  # gone since (the stop says why): no status to show
-            after = None
     say(render_run_summary(summary))
     if after is not None:
         say(render_status(after))
         label_local_spend(spec)
     say(f"results: {display_url(spec)}")
     status = _closing_status(spec, summary.stopped, after)
-    _write_summary_json(watch, status, spec, summary, after or before, exporter)
-    return status
+    outcome = outcome_of(spec, status, started, ctx, after or before, stopped=summary.stopped)
+    _write_summary_json(watch, outcome, exporter)
+    return outcome
+
+
+async def _status_if_readable(engine: AsyncEngine, spec: JobSpec, job_id: int) -> JobStatus | None:
+    """The job's status at the run's end; None when the database is gone since (the stop says
+    why)."""
+    try:
+        return await _read_status(engine, spec, job_id)
+    except (DBAPIError, OSError):
+        return None
+
+
+async def _ground_and_reask(
+    engine: AsyncEngine,
+    spec: JobSpec,
+    ctx: RunContext,
+    before: JobStatus,
+    watch: WatchOptions,
+    exporter: RunExporter,
+    *,
+    no_wait: bool,
+    fallback_auto: bool,
+) -> tuple[ExitStatus, str | None] | None:
+    """The run's calls (:func:`_ground`), then ``[sources]`` on what they resolved; questions
+    it sends back to be asked once more (``action = "reask"``) are asked in a second pass.
+    A re-ask's answer is never re-asked: its sources that still break the rules are flagged."""
+    early = await _ground(
+        engine, spec, ctx, before, watch, exporter, no_wait=no_wait, fallback_auto=fallback_auto
+    )
+    if early is not None or ctx.summary.stopped:
+        return early
+    if not (await apply_source_policy(engine, spec, ctx.job_id)).reasks_queued:
+        return None
+    early = await _ground(
+        engine, spec, ctx, before, watch, exporter, no_wait=no_wait, fallback_auto=fallback_auto
+    )
+    if early is None and not ctx.summary.stopped:
+        await apply_source_policy(engine, spec, ctx.job_id)
+    return early
 
 
 async def _ground(
@@ -190,10 +266,11 @@ async def _ground(
     *,
     no_wait: bool,
     fallback_auto: bool,
-) -> int | None:
+) -> tuple[ExitStatus, str | None] | None:
     """The run's calls: its plan, own retrieval made ready, the batches (batch mode), then the
-    online run. An exit status when it ended before the online run; None once that is done
-    (or ``ctx`` was stopped: the closing summary says why)."""
+    online run. An exit status, and what made it when the run did not stop, when it ended
+    before the online run; None once that is done (or ``ctx`` was stopped: the closing
+    summary says why)."""
     job_id = ctx.job_id
     try:
         plan = plan_calls(spec)
@@ -204,11 +281,11 @@ async def _ground(
         plan = await fallback.route_auto(engine, spec, job_id, plan)
     if (unusable := await fallback.ensure_index(engine, spec, job_id, plan)) is not None:
         complain(unusable)
-        return EXIT_FAILED
+        return EXIT_FAILED, unusable
     plan, unusable = await fallback.prepare_dense(engine, spec, job_id, plan)
     if unusable is not None:
         complain(unusable)
-        return EXIT_FAILED
+        return EXIT_FAILED, unusable
     if spec.model.mode == "batch":
         from pipeline.commands.batch import run_batches
 
@@ -219,7 +296,7 @@ async def _ground(
         except* DatabaseOutage as group:  # the batches' state stays where it was
             ctx.stop(str(group.exceptions[0]))
         if early is not None:
-            return early
+            return early, None
     await _run_online(spec, ctx, plan, before, watch, exporter)
     return None
 
@@ -289,7 +366,9 @@ async def _nothing_to_do(
     watch: WatchOptions,
     exporter: RunExporter,
     scope: TrialScope | None = None,
-) -> ExitStatus:
+    *,
+    started: float,
+) -> RunOutcome:
     """Every question (of the trial's ``scope``) is finished: no call is made; redirects an
     earlier run left pending are resolved, and the job's status closes the run."""
     if scope is not None:
@@ -299,10 +378,13 @@ async def _nothing_to_do(
     if spec.resolver.enabled and before.sources.get(SourceState.PENDING):
         await resolve_pending(engine, spec, job_id)  # what an earlier run left
         before = await _read_status(engine, spec, job_id)
+    if (await apply_source_policy(engine, spec, job_id)).marked:
+        before = await _read_status(engine, spec, job_id)
     say(render_status(before))
     status = _closing_status(spec, None, before)
-    _write_summary_json(watch, status, spec, None, before, exporter)
-    return status
+    outcome = outcome_of(spec, status, started, None, before, stopped=None)
+    _write_summary_json(watch, outcome, exporter)
+    return outcome
 
 
 async def _run_online(
@@ -346,17 +428,10 @@ async def _queue_stored_work(engine: AsyncEngine, spec: JobSpec, job_id: int) ->
         say(f"structure: {structuring} stored answers to structure (call 2 only)")
 
 
-def _failures(spec: JobSpec, job: JobStatus) -> dict[str, int]:
-    """What ``[job] fail_on`` counts as a failure in the job's status."""
-    return failures(
-        job.states, spec.job.fail_on, job.sources, lost_share=spec.job.fail_on_sources_lost
-    )
-
-
 def _closing_status(spec: JobSpec, stopped: str | None, job: JobStatus | None) -> ExitStatus:
     """The run's exit status, and the line saying what made it non-zero (``job`` None: the
     database could not be read at the end, so no state counts as failed)."""
-    failed = _failures(spec, job) if job is not None else {}
+    failed = job_failures(spec, job) if job is not None else {}
     status = run_status(stopped=stopped, failed=failed)
     if stopped is not None:
         complain(f"run stopped early: {stopped}")
@@ -371,31 +446,12 @@ def _closing_status(spec: JobSpec, stopped: str | None, job: JobStatus | None) -
     return status
 
 
-def _write_summary_json(
-    watch: WatchOptions,
-    status: ExitStatus,
-    spec: JobSpec,
-    summary: RunSummary | None,
-    job: JobStatus,
-    exporter: RunExporter,
-) -> None:
+def _write_summary_json(watch: WatchOptions, outcome: RunOutcome, exporter: RunExporter) -> None:
     """``--summary-json PATH``: the closing summary for a machine (written atomically; a
     failure is logged and counted, and the exit status stays the run's)."""
     if not watch.summary_json:
         return
-    failed = _failures(spec, job)
-    document = {
-        "job": spec.name,
-        "exit_status": int(status),
-        "outcome": {0: "ok", 1: "stopped", 3: "some_failed"}.get(int(status), "error"),
-        "stopped": summary.stopped if summary else None,
-        "fail_on": list(spec.job.fail_on),
-        "failures": failed,
-        "run": None if summary is None else summary.to_dict(),
-        "status": job.to_dict(),
-        "database": display_url(spec),
-    }
-    data = orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n"
+    data = orjson.dumps(outcome.summary_document(), option=orjson.OPT_INDENT_2) + b"\n"
     exporter.write_summary(watch.summary_json, data)
 
 
@@ -406,7 +462,8 @@ async def _run_with_signals(
     tick: Callable[[], Awaitable[None]],
 ) -> None:
     """First SIGINT/SIGTERM/SIGHUP (:data:`STOP_SIGNALS`): stop claiming and finish what is
-    in flight; second: abort."""
+    in flight; second: abort. Only in the main thread, where signals arrive (a run of
+    :func:`pipeline.run_job` in another thread leaves them to its program)."""
     ctx = runner.ctx
     async with anyio.create_task_group() as group:
 
@@ -419,7 +476,8 @@ async def _run_with_signals(
                         group.cancel_scope.cancel()
                         return
 
-        group.start_soon(watch_signals)
+        if threading.current_thread() is threading.main_thread():
+            group.start_soon(watch_signals)
         group.start_soon(
             functools.partial(
                 progress_watch,

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.commands.common import say
 from pipeline.commands.maintain import job_estimate
+from pipeline.commands.verify_estimate import verification_lines
 from pipeline.exit_codes import EXIT_OK, ExitStatus
 from pipeline.gemini.endpoint import ConfigurationError
 from pipeline.job.calls import grounded_call, own_retrieval_call, plan_calls
@@ -71,6 +72,7 @@ async def dry_run(
     async with engine.connect() as connection:
         waiting = await first_unfinished(connection, job_id, scope, DRY_RUN_BODIES)
         estimate = await job_estimate(connection, spec, job_id)
+        verification = await verification_lines(connection, spec, job_id)
     say(f"endpoint: POST {url}")
     for n, question in enumerate(waiting, 1):
         routed = own is not None and own.routes(question.qclass)
@@ -93,4 +95,6 @@ async def dry_run(
     if estimate.worst_total is not None and estimate.remaining:
         worst = estimate.worst_total / estimate.remaining * left
         say(f"worst case, as the budget reserves it: ${worst:.4f}")
+    for line in verification:
+        say(line)
     return EXIT_OK

@@ -7,12 +7,17 @@ budget and ledgered as step ``verify`` (:mod:`pipeline.online.verification`). Pr
 measured from every verdict stored for the sample, per class and for the job, each with its
 95 % Wilson interval (:mod:`pipeline.verify.precision`). With ``fail_below`` set, a class
 whose interval lies wholly below it exits 3, naming the class.
+
+With ``[limits] max_cost_per_question_usd``, a question whose spend has reached the cap gets
+no verification call (or no further one): the summary counts those questions and names the
+cap, and their answers stay unchecked (a rerun with a higher cap checks them).
 """
 
 from __future__ import annotations
 
 from pipeline.commands.common import complain, label_local_spend, opened, say
 from pipeline.commands.verify_metrics import write_precision_metrics
+from pipeline.costs.cap import CAP_KEY, QuestionSpend, cap_micro
 from pipeline.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ExitStatus
 from pipeline.gemini.client import GeminiClient
 from pipeline.gemini.endpoint import ConfigurationError, endpoint_for
@@ -89,8 +94,9 @@ async def _verify(db: Database, spec: JobSpec, model: str, sample: int | float |
     ]
     result = CheckResult()
     if calls:
+        spends = await _question_spends(db, spec, {c.question_id for c in calls})
         try:
-            result = await _make_calls(db, spec, job_id, model, calls)
+            result = await _make_calls(db, spec, job_id, model, calls, spends)
         except ConfigurationError as exc:
             complain(f"verify: {exc}")
             return EXIT_FAILED
@@ -102,14 +108,41 @@ async def _verify(db: Database, spec: JobSpec, model: str, sample: int | float |
     checked = store.as_checked(stored, classes)
     precision = measure(checked, unresolved)
     say(_summary(len(answers), len(done), result))
+    if result.capped:
+        say(_capped_line(spec, len(result.capped)))
     say(render_precision(precision))
     say(render_fractions(verified_fractions(checked)))
     label_local_spend(spec)
     return _closing(spec, precision, result)
 
 
+async def _question_spends(
+    db: Database, spec: JobSpec, question_ids: set[int]
+) -> dict[int, QuestionSpend]:
+    """Each question's spend so far against ``max_cost_per_question_usd`` (none: no cap)."""
+    cap = cap_micro(spec.limits.max_cost_per_question_usd)
+    if cap is None:
+        return {}
+    ids = sorted(question_ids)
+    spent = await db.read("reading the questions' spend", lambda c: store.spend_by_question(c, ids))
+    return {q: QuestionSpend(cap, spent.get(q, 0)) for q in ids}
+
+
+def _capped_line(spec: JobSpec, questions: int) -> str:
+    cap = spec.limits.max_cost_per_question_usd
+    return (
+        f"verify: {questions} questions not checked (or not in full): their spend reached"
+        f" {CAP_KEY} (${cap:g}), so no verification call was made for them"
+    )
+
+
 async def _make_calls(
-    db: Database, spec: JobSpec, job_id: int, model: str, calls: list[VerificationCall]
+    db: Database,
+    spec: JobSpec,
+    job_id: int,
+    model: str,
+    calls: list[VerificationCall],
+    spends: dict[int, QuestionSpend],
 ) -> CheckResult:
     m, limits = spec.model, spec.limits
     endpoint = endpoint_for(
@@ -144,7 +177,7 @@ async def _make_calls(
                 adaptive=limits.adaptive,
                 backend=m.backend,
             )
-            checker = Checker(db, caller, endpoint, model, job_id, limits.max_attempts)
+            checker = Checker(db, caller, endpoint, model, job_id, limits.max_attempts, spends)
             return await checker.run(calls, limits.concurrency)
     finally:
         await job_limits.close()

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 from pipeline.surface import lazy_surface
 
 if TYPE_CHECKING:  # what the type checker and the reader see
-    from pipeline.costs.cap import QuestionSpend, cap_micro
+    from pipeline.costs.cap import CAP_KEY, QuestionSpend, cap_micro
     from pipeline.costs.charges import Cost, WorstCase, call_cost, expected_cost
     from pipeline.costs.prices import Price, PriceTable, UnconfirmedPriceWarning, load_prices
 else:  # what Python does: each name imported when first asked for
@@ -13,6 +13,7 @@ else:  # what Python does: each name imported when first asked for
         __name__,
         {
             "cap": (
+                "CAP_KEY",
                 "QuestionSpend",
                 "cap_micro",
             ),
@@ -33,6 +34,7 @@ else:  # what Python does: each name imported when first asked for
     )
 
 __all__ = [
+    "CAP_KEY",
     "Cost",
     "Price",
     "PriceTable",

@@ -51,6 +51,7 @@ from pipeline.gemini.wire import GroundingMetadata, UsageMetadata
 
 __all__ = [
     "DEFAULT_MAX_TOOL_USE_TOKENS",
+    "INPUT_TOKEN_LIMIT",
     "ZERO_COST",
     "Cost",
     "ToolCharge",
@@ -64,6 +65,11 @@ __all__ = [
 # Worst-case assumption for search results billed as input when the job does not say:
 # the recorded fixtures show hundreds of tokens (vercel/ai: 308); a generous bound.
 DEFAULT_MAX_TOOL_USE_TOKENS = 10_000
+# The input token limit of every Gemini 2.x and 3 model ("Input token limit 1,048,576",
+# https://ai.google.dev/gemini-api/docs/models; a longer prompt is refused with "The input
+# token count (N) exceeds the maximum number of tokens allowed (1048576)"). Pages a tool reads
+# count within it, so no call is billed for more input than this.
+INPUT_TOKEN_LIMIT = 1_048_576
 _MILLION = Decimal(1_000_000)
 _THOUSAND = Decimal(1_000)
 _ZERO = Decimal(0)
@@ -328,4 +334,21 @@ class WorstCase:
             max_search_queries=self.max_search_queries,
             max_tool_use_tokens=self.max_tool_use_tokens if tool is not None else 0,
             tool=tool,
+        ).micro_usd()
+
+    def reading_micro(self, price: Price, prompt_tokens_estimate: int) -> int:
+        """The worst case of a call whose tool reads pages of no known size (``url_context``
+        in verification: up to 20 URLs of up to 34 MB each), in micro-dollars.
+
+        Nothing bounds what the pages add but the model's input window, so the whole window
+        (:data:`INPUT_TOKEN_LIMIT`, or the prompt's estimate if larger) is counted as input, at
+        the rate for a prompt of that size (the long-context rate where the row has one), plus
+        ``max_output_tokens`` of output. No grounding fee: ``url_context`` has none."""
+        return worst_case_cost(
+            price,
+            prompt_tokens_estimate=max(prompt_tokens_estimate, INPUT_TOKEN_LIMIT),
+            max_output_tokens=self.max_output_tokens,
+            max_search_queries=0,
+            max_tool_use_tokens=0,
+            tool=None,
         ).micro_usd()

@@ -7,9 +7,20 @@ Routes (wired in :mod:`pipeline.emulator.server`; shapes as google-genai reads t
   ``X-Goog-Upload-Command: start``: answers ``X-Goog-Upload-URL`` (``?upload_id=``); that URL
   takes ``upload`` / ``upload, finalize`` chunks at ``X-Goog-Upload-Offset`` (a wrong offset
   is a 400), and ``query`` (``X-Goog-Upload-Size-Received``). Finalized: ``{"file": ...}``.
-* ``POST /v1beta/models/{model}:batchGenerateContent`` (file mode only): an Operation whose
-  ``metadata`` is the batch (``BATCH_STATE_PENDING``).
-* ``GET /v1beta/batches``, ``GET /v1beta/batches/{id}``, ``POST /v1beta/batches/{id}:cancel``.
+* ``POST /v1beta/models/{model}:batchGenerateContent``: an Operation whose ``metadata`` is
+  the batch (``BATCH_STATE_PENDING``). Input is a file (``inputConfig.fileName``) or inline
+  (``inputConfig.requests.requests[]``, each ``{"request", "metadata"}``; the body at most
+  20 MB). An inline batch's answers come back in the batch itself:
+  ``output.inlinedResponses.inlinedResponses[]``, each ``{"response" | "error", "metadata"}``
+  in input order (the real API is reported to reorder them at scale: join by ``metadata``).
+* ``GET /v1beta/batches``, ``GET /v1beta/batches/{id}``, ``POST /v1beta/batches/{id}:cancel``,
+  ``DELETE /v1beta/batches/{id}`` (``{}``; the batch is gone from get and list, not cancelled,
+  and its result file stays downloadable, as a deleted operation's output does).
+* ``batchStats``: ``requestCount`` and, when not zero (proto3 JSON leaves zeros out),
+  ``successfulRequestCount``, ``failedRequestCount``, ``pendingRequestCount``, as the rows
+  progress (:mod:`pipeline.emulator.batch_progress`).
+* An upload's metadata takes ``displayName`` or ``display_name`` (proto JSON parsers accept
+  both; google-genai sends the snake_case one).
 * ``GET /download/v1beta/files/{id}:download?alt=media`` (and the same without ``/download``,
   which is what google-genai requests): the result JSONL, generated line by line as it is
   sent, so a 100,000-line result costs the emulator no memory.
@@ -33,14 +44,14 @@ import datetime as dt
 import hashlib
 import secrets
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 from aiohttp import web
 
-from pipeline.emulator import draws, error_bodies, models, responses
+from pipeline.emulator import batch_progress, draws, error_bodies, models, responses
 from pipeline.emulator.clock import Clock
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.gates import StageGates
@@ -54,6 +65,7 @@ _POLL_503 = b"batch-poll-503"
 STAGES = ("upload", "create", "poll", "download")
 WRITE_LINES = 256  # result lines per write to the response stream
 PAGE_SIZE = 50  # batches per list page by default
+INLINE_LIMIT = 20 * 1024 * 1024  # bytes: the largest inline batch request
 
 
 def _rfc3339(seconds: float) -> str:
@@ -95,12 +107,16 @@ class _Batch:
     name: str
     display_name: str
     model: str
-    file: _File
+    file: _File | None  # a file batch's input; None for an inline batch
+    inline: list[Any] | None  # an inline batch's requests: {"request", "metadata"}
     created: float  # clock seconds
     seq_base: int  # response sequence numbers seq_base .. seq_base + lines - 1
-    lines: int
+    lines: int  # rows (non-blank lines, or inline requests)
     cancelled_at: float | None = None
     failed_rows: int = 0
+    deleted: bool = False
+    outcomes: bytearray | None = None  # per row: batch_progress.OK / FAILED, made once
+    inlined: list[dict[str, Any]] | None = None  # an inline batch's answers, made once
 
 
 class BatchService(StageGates):
@@ -129,6 +145,7 @@ class BatchService(StageGates):
         self.batches: dict[str, _Batch] = {}
         self.counts: Counter[str] = Counter()
         self._polls = 0
+        self.base_url = ""  # scheme://host of the last request: where inline answers' links point
 
     # --- test control -----------------------------------------------------------------
 
@@ -162,25 +179,100 @@ class BatchService(StageGates):
             "@type": _BATCH_TYPE,
             "model": f"models/{batch.model}",
             "displayName": batch.display_name,
-            "inputConfig": {"fileName": batch.file.name},
             "createTime": _rfc3339(batch.created),
             "updateTime": _rfc3339(end if done else batch.created),
-            "batchStats": {"requestCount": str(batch.lines)},
+            "batchStats": self.stats(batch, state),
             "state": state,
             "name": batch.name,
         }
+        if batch.file is not None:
+            meta["inputConfig"] = {"fileName": batch.file.name}
         if done:
             meta["endTime"] = _rfc3339(end)
         if state == "BATCH_STATE_SUCCEEDED":
-            output = f"files/batch-{batch.name.split('/')[-1]}"
-            meta["output"] = {"responsesFile": output}
-            meta["batchStats"]["successfulRequestCount"] = str(batch.lines)
+            if batch.file is not None:
+                meta["output"] = {"responsesFile": f"files/batch-{batch.name.split('/')[-1]}"}
+            else:
+                meta["output"] = {"inlinedResponses": {"inlinedResponses": self._inlined(batch)}}
         operation: dict[str, Any] = {"name": batch.name, "metadata": meta}
         if done:
             operation["done"] = True
             if state == "BATCH_STATE_SUCCEEDED":
                 operation["response"] = {"@type": _OUTPUT_TYPE, **meta["output"]}
         return operation
+
+    def stats(self, batch: _Batch, state: str) -> dict[str, str]:
+        """``batchStats`` as the rows have progressed; zero counts left out, as proto3 JSON
+        leaves them out."""
+        if state == "BATCH_STATE_PENDING":
+            done = 0
+        else:
+            at = batch.cancelled_at if batch.cancelled_at is not None else self.clock.time()
+            done = batch_progress.rows_done(
+                batch.lines,
+                state.removeprefix("BATCH_STATE_"),
+                at - batch.created,
+                self.config.batch_delay_s,
+            )
+        counts = (
+            batch_progress.progress(self._outcomes(batch), done)
+            if done
+            else batch_progress.Progress(total=batch.lines, succeeded=0, failed=0)
+        )
+        stats = {"requestCount": str(counts.total)}
+        for field_name, value in (
+            ("successfulRequestCount", counts.succeeded),
+            ("failedRequestCount", counts.failed),
+            ("pendingRequestCount", counts.pending),
+        ):
+            if value:
+                stats[field_name] = str(value)
+        return stats
+
+    def _outcomes(self, batch: _Batch) -> bytearray:
+        """Which rows fail (made once per batch; the download agrees with it)."""
+        if batch.outcomes is None:
+            batch.outcomes = batch_progress.row_outcomes(
+                self._rows(batch),
+                DEVELOPER,
+                lambda key: self._drawn_to_fail(batch, key),
+            )
+        return batch.outcomes
+
+    def _rows(self, batch: _Batch) -> Iterator[tuple[bytes, object]]:
+        """``(draw key, request)`` per row; the request None for a line that cannot be read."""
+        if batch.inline is not None:
+            for index, item in enumerate(batch.inline):
+                request = item.get("request") if isinstance(item, dict) else None
+                yield str(index).encode(), request
+            return
+        assert batch.file is not None
+        for index, line in enumerate(batch.file.data.splitlines()):
+            if line.strip():
+                key, request = _read_line(line, index)
+                yield key.encode(), request
+
+    def _drawn_to_fail(self, batch: _Batch, key: bytes) -> bool:
+        draw_input = batch.name.encode() + b"\x00" + key
+        return draws.unit(self.seed_key, _FAILED_ROW, draw_input) < (
+            self.config.batch_failed_row_share
+        )
+
+    def _inlined(self, batch: _Batch) -> list[dict[str, Any]]:
+        """An inline batch's ``inlinedResponses`` (made once, on first sight)."""
+        if batch.inlined is None:
+            assert batch.inline is not None
+            answers: list[dict[str, Any]] = []
+            for index, item in enumerate(batch.inline):
+                request = item.get("request") if isinstance(item, dict) else None
+                outcome, body = self._answer(batch, index, str(index), request, self.base_url)
+                answer: dict[str, Any] = {outcome: body}
+                metadata = item.get("metadata") if isinstance(item, dict) else None
+                if metadata:
+                    answer["metadata"] = metadata
+                answers.append(answer)
+            batch.inlined = answers
+        return batch.inlined
 
     # --- files --------------------------------------------------------------------------
 
@@ -206,7 +298,9 @@ class BatchService(StageGates):
         body = await request.read()
         meta = orjson.loads(body) if body else {}
         file = meta.get("file") if isinstance(meta, dict) else None
-        display = file.get("displayName", "") if isinstance(file, dict) else ""
+        display = ""
+        if isinstance(file, dict):  # proto JSON: either spelling of a field name
+            display = str(file.get("displayName") or file.get("display_name") or "")
         mime = request.headers.get("X-Goog-Upload-Header-Content-Type", "application/jsonl")
         upload_id = secrets.token_urlsafe(16)
         self.uploads[upload_id] = _Upload(display, size, mime)
@@ -276,46 +370,74 @@ class BatchService(StageGates):
     async def create(self, request: web.Request, model: str) -> web.Response:
         if models.traits(model) is None:
             raise error_bodies.model_not_found(model, "v1beta")
+        self.base_url = f"{request.scheme}://{request.host}"
+        raw = await request.read()
         try:
-            document = orjson.loads(await request.read())
+            document = orjson.loads(raw)
         except orjson.JSONDecodeError:
             raise error_bodies.invalid_json("Unexpected token.") from None
         batch_spec = document.get("batch") if isinstance(document, dict) else None
         if not isinstance(batch_spec, dict):
             raise error_bodies.invalid_argument("* BatchGenerateContentRequest.batch: required.\n")
-        input_config = batch_spec.get("inputConfig") or batch_spec.get("input_config") or {}
-        file_name = input_config.get("fileName") or input_config.get("file_name")
-        if not file_name:
-            raise error_bodies.invalid_argument(
-                "The emulator takes file-mode batches only (inputConfig.fileName)."
-            )
-        stored = self.files.get(file_name)
-        if stored is None:
-            raise _not_found(file_name)
-        lines = stored.data.count(b"\n") + (0 if stored.data.endswith(b"\n") else 1)
+        stored, inline, raw_lines, lines = self._input(batch_spec, len(raw))
         number = len(self.batches)
         name = f"batches/{self._name_hex(b'batch', number)}"
+        display = batch_spec.get("displayName") or batch_spec.get("display_name") or ""
         batch = _Batch(
             number=number,
             name=name,
-            display_name=str(batch_spec.get("displayName") or ""),
+            display_name=str(display),
             model=model,
             file=stored,
+            inline=inline,
             created=self.clock.time(),
-            seq_base=self._next_seq(lines),
+            seq_base=self._next_seq(raw_lines),
             lines=lines,
         )
         self.batches[name] = batch
         self.counts["batches_created"] += 1
+        self.counts["inline_batches_created" if stored is None else "file_batches_created"] += 1
         self.counts["batch_requests"] += lines
         await self._gate("create")  # the batch exists: a client killed now never hears its name
         return web.Response(
             body=orjson.dumps(self.operation(batch)), headers={"Content-Type": _JSON}
         )
 
+    def _input(
+        self, batch_spec: dict[str, Any], size: int
+    ) -> tuple[_File | None, list[Any] | None, int, int]:
+        """A new batch's input: ``(file, inline requests, lines to number, rows)``."""
+        input_config = batch_spec.get("inputConfig") or batch_spec.get("input_config") or {}
+        file_name = input_config.get("fileName") or input_config.get("file_name")
+        requests = input_config.get("requests")
+        inline = requests.get("requests") if isinstance(requests, dict) else None
+        if file_name:
+            stored = self.files.get(file_name)
+            if stored is None:
+                raise _not_found(file_name)
+            raw_lines = stored.data.count(b"\n") + (0 if stored.data.endswith(b"\n") else 1)
+            rows = sum(1 for line in stored.data.splitlines() if line.strip())
+            return stored, None, raw_lines, rows
+        if isinstance(inline, list) and inline:
+            if size > INLINE_LIMIT:
+                raise error_bodies.invalid_argument(
+                    f"Request payload size exceeds the limit: {INLINE_LIMIT} bytes."
+                )
+            return None, inline, len(inline), len(inline)
+        raise error_bodies.invalid_argument(
+            "* BatchGenerateContentRequest.batch.input_config: one of file_name or requests"
+            " is required.\n"
+        )
+
+    def _live(self, name: str) -> _Batch | None:
+        """The batch by name, unless it was deleted."""
+        batch = self.batches.get(name)
+        return None if batch is None or batch.deleted else batch
+
     async def get(self, request: web.Request) -> web.Response:
         tail = request.match_info["tail"]
-        batch = self.batches.get(f"batches/{tail}")
+        self.base_url = f"{request.scheme}://{request.host}"
+        batch = self._live(f"batches/{tail}")
         self.counts["polls"] += 1
         seq = self._polls
         self._polls += 1
@@ -334,7 +456,7 @@ class BatchService(StageGates):
     async def cancel(self, request: web.Request) -> web.Response:
         tail = request.match_info["tail"]
         batch_id, _, method = tail.partition(":")
-        batch = self.batches.get(f"batches/{batch_id}")
+        batch = self._live(f"batches/{batch_id}")
         if method != "cancel":
             raise error_bodies.ApiError(404, "NOT_FOUND", f"Method {method!r} is not found.")
         if batch is None:
@@ -347,12 +469,24 @@ class BatchService(StageGates):
     async def list(self, request: web.Request) -> web.Response:
         size = int(request.query.get("pageSize") or PAGE_SIZE)
         start = int(request.query.get("pageToken") or 0)
-        ordered = sorted(self.batches.values(), key=lambda b: -b.number)  # newest first
+        self.base_url = f"{request.scheme}://{request.host}"
+        live = (b for b in self.batches.values() if not b.deleted)
+        ordered = sorted(live, key=lambda b: -b.number)  # newest first
         page = ordered[start : start + size]
         body: dict[str, Any] = {"operations": [self.operation(b) for b in page]}
         if start + size < len(ordered):
             body["nextPageToken"] = str(start + size)
         return web.Response(body=orjson.dumps(body), headers={"Content-Type": _JSON})
+
+    async def delete(self, request: web.Request) -> web.Response:
+        """``DELETE batches/{id}``: the operation is forgotten (not cancelled); ``{}``."""
+        name = f"batches/{request.match_info['tail']}"
+        batch = self._live(name)
+        if batch is None:
+            raise _not_found(name)
+        batch.deleted = True
+        self.counts["batches_deleted"] += 1
+        return web.Response(body=b"{}", headers={"Content-Type": _JSON})
 
     # --- results ------------------------------------------------------------------------
 
@@ -363,7 +497,7 @@ class BatchService(StageGates):
             if file_id.startswith(prefix)
             else None
         )
-        if batch is None or self.state(batch) != "BATCH_STATE_SUCCEEDED":
+        if batch is None or batch.file is None or self.state(batch) != "BATCH_STATE_SUCCEEDED":
             stored = self.files.get(f"files/{file_id}")
             if stored is None:
                 raise _not_found(f"files/{file_id}")
@@ -397,25 +531,32 @@ class BatchService(StageGates):
         return digest.hexdigest()[:16]
 
     def _result_line(self, batch: _Batch, index: int, line: bytes, base_url: str) -> bytes:
-        try:
-            document = orjson.loads(line)
-            key = str(document["key"])
-            body = orjson.dumps(document["request"])
-        except (orjson.JSONDecodeError, KeyError, TypeError):
+        key, request = _read_line(line, index)
+        if request is None:
             status = {"code": 3, "message": "Invalid JSON line: expected {key, request}."}
-            return orjson.dumps({"key": str(index), "error": status}) + b"\n"
-        draw_input = batch.name.encode() + b"\x00" + key.encode()
-        if draws.unit(self.seed_key, _FAILED_ROW, draw_input) < self.config.batch_failed_row_share:
-            batch.failed_rows += 1
-            status = {"code": 13, "message": "Internal error encountered.", "status": "INTERNAL"}
             return orjson.dumps({"key": key, "error": status}) + b"\n"
+        outcome, body = self._answer(batch, index, key, request, base_url)
+        return orjson.dumps({"key": key, outcome: body}) + b"\n"
+
+    def _answer(
+        self, batch: _Batch, index: int, key: str, request: object, base_url: str
+    ) -> tuple[str, dict[str, Any]]:
+        """``("response", GenerateContentResponse)`` or ``("error", Status)`` for one row."""
+        if not isinstance(request, dict):
+            return "error", {"code": 3, "message": "Invalid request: expected an object."}
+        if self._drawn_to_fail(batch, key.encode()):
+            batch.failed_rows += 1
+            return "error", {
+                "code": 13,
+                "message": "Internal error encountered.",
+                "status": "INTERNAL",
+            }
         traits = models.traits(batch.model)
         assert traits is not None  # checked at create
         try:
-            req = parse(body, DEVELOPER)
+            req = parse(orjson.dumps(request), DEVELOPER)
         except error_bodies.ApiError as exc:
-            status = {"code": 3, "message": exc.message, "status": exc.status}
-            return orjson.dumps({"key": key, "error": status}) + b"\n"
+            return "error", {"code": 3, "message": exc.message, "status": exc.status}
         ctx = responses.Context(
             config=self.config,
             seed_key=self.seed_key,
@@ -427,8 +568,17 @@ class BatchService(StageGates):
             seq=batch.seq_base + index,
             now=batch.created,  # the links age from the batch's creation
         )
-        built = responses.build(ctx)
-        return orjson.dumps({"key": key, "response": built.body}) + b"\n"
+        return "response", responses.build(ctx).body
+
+
+def _read_line(line: bytes, index: int) -> tuple[str, object]:
+    """A file line's key and request; the request None (the key its index) when the line is
+    not ``{key, request}``."""
+    try:
+        document = orjson.loads(line)
+        return str(document["key"]), document["request"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return str(index), None
 
 
 def _not_found(name: str) -> error_bodies.ApiError:

@@ -12,6 +12,11 @@ shapes and sources in docs/vertex-batch.md):
   joined by ``AND``; ``pageSize``, ``pageToken``; newest first), ``GET .../{id}``,
   ``POST .../{id}:cancel`` (``{}``; the next get says ``JOB_STATE_CANCELLING``, later ones
   ``JOB_STATE_CANCELLED``; a finished job answers 400 FAILED_PRECONDITION).
+* ``DELETE .../{id}``: "can only be called on jobs that already finished" (else 400
+  FAILED_PRECONDITION); answers the delete's Operation, already ``done`` (its ``response``
+  ``google.protobuf.Empty``). The job leaves get and list; its output objects stay.
+* ``completionStats`` (``successfulCount``, ``failedCount``, ``incompleteCount``) from
+  ``RUNNING`` on, as the rows progress (:mod:`pipeline.emulator.batch_progress`).
 
 Time is the emulator's clock and the knobs are the Developer API batch's: a job is
 ``PENDING`` for the first half of ``batch_delay_s``, ``RUNNING`` for the second, then
@@ -46,7 +51,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from pipeline.emulator import draws, error_bodies, models, responses
+from pipeline.emulator import batch_progress, draws, error_bodies, models, responses
 from pipeline.emulator.clock import Clock
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.gates import StageGates
@@ -65,6 +70,7 @@ _FAILED_STATUS = (
 _TERMINAL = frozenset(
     {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"}
 )
+_DELETE_METADATA = "type.googleapis.com/google.cloud.aiplatform.v1.DeleteOperationMetadata"
 _CLAUSE = re.compile(r'^\s*(display_name|state|labels\.[a-z0-9_-]+)\s*=\s*"?([^"]*)"?\s*$')
 
 
@@ -96,6 +102,8 @@ class _Job:
     cancel_polls: int = 0
     published: bool = False
     failed_rows: int = 0  # failed rows among those exported, counted when published
+    outcomes: bytearray | None = None  # per row: batch_progress.OK / FAILED, made once
+    deleted_at: float | None = None
 
 
 class PredictionService(StageGates):
@@ -126,7 +134,9 @@ class PredictionService(StageGates):
     # --- test control -----------------------------------------------------------------
 
     def snapshot(self) -> dict[str, int]:
-        base = dict.fromkeys(("prediction_jobs_created", "prediction_jobs_cancelled"), 0)
+        base = dict.fromkeys(
+            ("prediction_jobs_created", "prediction_jobs_cancelled", "prediction_jobs_deleted"), 0
+        )
         return {**base, **self.counts, **self.held()}
 
     # --- state --------------------------------------------------------------------------
@@ -150,18 +160,32 @@ class PredictionService(StageGates):
         return job.created + self.config.batch_delay_s
 
     def _rows_done(self, job: _Job, state: str) -> int:
-        """How many rows a finished job exported."""
-        n = len(job.lines)
-        if state == "JOB_STATE_SUCCEEDED":
-            return n
-        if state == "JOB_STATE_EXPIRED":
-            return n // 2
-        if state == "JOB_STATE_CANCELLED" and job.cancelled_at is not None:
-            delay = self.config.batch_delay_s
-            running = job.cancelled_at - job.created - delay / 2
-            share = min(1.0, max(0.0, running / (delay / 2))) if delay > 0 else 0.0
-            return int(n * share)
-        return 0
+        """How many rows a job has answered (a finished one: exported)."""
+        at = job.cancelled_at if job.cancelled_at is not None else self.clock.time()
+        return batch_progress.rows_done(
+            len(job.lines),
+            state.removeprefix("JOB_STATE_"),
+            at - job.created,
+            self.config.batch_delay_s,
+        )
+
+    def _outcomes(self, job: _Job) -> bytearray:
+        """Which rows fail (made once per job; the output lines agree with it)."""
+        if job.outcomes is None:
+            job.outcomes = batch_progress.row_outcomes(
+                (_row_input(raw, index) for index, raw in enumerate(job.lines)),
+                VERTEX,
+                lambda key: self._failed(job, key),
+            )
+        return job.outcomes
+
+    def _completion_stats(self, job: _Job, rows: int) -> dict[str, str]:
+        counts = batch_progress.progress(self._outcomes(job), rows)
+        return {
+            "successfulCount": str(counts.succeeded),
+            "failedCount": str(counts.failed),
+            "incompleteCount": str(counts.pending),
+        }
 
     def _output_dir(self, job: _Job) -> str:
         stamp = dt.datetime.fromtimestamp(job.created, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[
@@ -195,11 +219,9 @@ class PredictionService(StageGates):
             rows = self._rows_done(job, state)
             self._publish(job, state, rows)
             doc["outputInfo"] = {"gcsOutputDirectory": self._output_dir(job)}
-            doc["completionStats"] = {
-                "successfulCount": str(rows - job.failed_rows),
-                "failedCount": str(job.failed_rows),
-                "incompleteCount": str(len(job.lines) - rows),
-            }
+            doc["completionStats"] = self._completion_stats(job, rows)
+        elif state != "JOB_STATE_PENDING":
+            doc["completionStats"] = self._completion_stats(job, self._rows_done(job, state))
         if job.labels:
             doc["labels"] = dict(job.labels)
         return doc
@@ -290,7 +312,7 @@ class PredictionService(StageGates):
         self.base_url = f"{request.scheme}://{request.host}"
         self.counts["prediction_polls"] += 1
         await self._gate("poll")
-        job = self.jobs.get(name)
+        job = self._live(name)
         if job is None:
             raise _not_found(name)
         document = self.resource(job)
@@ -304,7 +326,7 @@ class PredictionService(StageGates):
         if method != "cancel":
             raise error_bodies.ApiError(404, "NOT_FOUND", f"Method {method!r} is not found.")
         name = _job_name(request, job_id)
-        job = self.jobs.get(name)
+        job = self._live(name)
         if job is None:
             raise _not_found(name)
         state = self.state(job)
@@ -330,7 +352,9 @@ class PredictionService(StageGates):
         ordered = [
             job
             for job in sorted(self.jobs.values(), key=lambda j: -j.number)
-            if job.name.startswith(parent + "/") and self._matches(job, wanted)
+            if job.name.startswith(parent + "/")
+            and job.deleted_at is None
+            and self._matches(job, wanted)
         ]
         page = ordered[start : start + size]
         body: dict[str, Any] = {}
@@ -340,6 +364,43 @@ class PredictionService(StageGates):
             body["nextPageToken"] = str(start + size)
         self.counts["prediction_lists"] += 1
         return _json(body)
+
+    def _live(self, name: str) -> _Job | None:
+        """The job by name, unless it was deleted."""
+        job = self.jobs.get(name)
+        return None if job is None or job.deleted_at is not None else job
+
+    async def delete(self, request: web.Request) -> web.Response:
+        """``DELETE .../{id}`` of a finished job: the delete's Operation, already done."""
+        name = _job_name(request)
+        job = self._live(name)
+        if job is None:
+            raise _not_found(name)
+        state = self.state(job)
+        if state not in _TERMINAL:
+            raise error_bodies.ApiError(
+                400,
+                "FAILED_PRECONDITION",
+                f"The BatchPredictionJob {name} is in state {state} and cannot be deleted.",
+                kind="not_deletable",
+            )
+        if not job.published and job.error is None:
+            self._publish(job, state, self._rows_done(job, state))  # its output stays
+        job.deleted_at = self.clock.time()
+        self.counts["prediction_jobs_deleted"] += 1
+        stamp = _rfc3339(job.deleted_at)
+        parent = name.rsplit("/batchPredictionJobs/", 1)[0]
+        return _json(
+            {
+                "name": f"{parent}/operations/{job.name.rsplit('/', 1)[-1]}0",
+                "metadata": {
+                    "@type": _DELETE_METADATA,
+                    "genericMetadata": {"createTime": stamp, "updateTime": stamp},
+                },
+                "done": True,
+                "response": {"@type": "type.googleapis.com/google.protobuf.Empty"},
+            }
+        )
 
     def _matches(self, job: _Job, wanted: list[tuple[str, str]]) -> bool:
         for field_name, value in wanted:
@@ -361,7 +422,7 @@ class PredictionService(StageGates):
         if job.published:
             return
         job.published = True
-        job.failed_rows = sum(1 for i in range(rows) if self._failed(job, _key_of(job.lines[i], i)))
+        job.failed_rows = batch_progress.progress(self._outcomes(job), rows).failed
         directory = self._output_dir(job)
         bucket, _, base = directory.removeprefix("gs://").partition("/")
         order = list(range(rows))[::-1]  # Vertex does not keep the input order
@@ -431,6 +492,16 @@ def _row(request: Any, status: str, response: Any, processed: str) -> bytes:
         line["response"] = response
     line["processed_time"] = processed
     return orjson.dumps(line) + b"\n"
+
+
+def _row_input(raw: bytes, index: int) -> tuple[bytes, object]:
+    """``(draw key, request)`` of an input line; the request None when it cannot be read."""
+    try:
+        document = orjson.loads(raw)
+        request = document["request"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return _key_of(raw, index), None
+    return _key_of(raw, index), request if isinstance(request, dict) else None
 
 
 def _key_of(raw: bytes, index: int) -> bytes:

@@ -19,10 +19,12 @@ Routes (``{tail}`` is ``MODEL:generateContent`` or ``MODEL:streamGenerateContent
 * ``GET /emulator/stats`` (see :mod:`pipeline.emulator.stats`), ``POST /emulator/reset``
   (zero the counters and empty the quota windows).
 * The Batch API and the Files API it reads (``/upload/v1beta/files``,
-  ``models/{m}:batchGenerateContent``, ``/v1beta/batches...``, result downloads): see
+  ``models/{m}:batchGenerateContent``, ``/v1beta/batches...`` with ``DELETE``, result
+  downloads): see
   :mod:`pipeline.emulator.batch`. Developer API key as above.
 * Vertex batch prediction (``/{v1|v1beta1}/projects/{p}/locations/{l}/batchPredictionJobs``,
-  ``.../{id}``, ``.../{id}:cancel``): see :mod:`pipeline.emulator.prediction`; and the Cloud
+  ``.../{id}``, ``.../{id}:cancel``, ``DELETE .../{id}``): see
+  :mod:`pipeline.emulator.prediction`; and the Cloud
   Storage JSON API subset it reads and writes (``/upload/storage/v1/b/{bucket}/o``,
   ``/storage/v1/b/{bucket}/o[/{object}]``, ``/download/storage/v1/...``): see
   :mod:`pipeline.emulator.storage`. Both take a Bearer token, as the Vertex surface.
@@ -463,6 +465,7 @@ def build_app(
         r.add_get(f"/{version}/batches", emu._batch_route(batch.list))
         r.add_get(f"/{version}/batches/{{tail}}", emu._batch_route(batch.get))
         r.add_post(f"/{version}/batches/{{tail}}", emu._batch_route(batch.cancel))
+        r.add_delete(f"/{version}/batches/{{tail}}", emu._batch_route(batch.delete))
         for prefix in (f"/download/{version}", f"/{version}"):
             r.add_get(f"{prefix}/files/{{tail}}", emu._batch_route(batch.file_get))
     jobs = f"/{vertex_versions}/projects/{{project}}/locations/{{location}}/batchPredictionJobs"
@@ -471,6 +474,7 @@ def build_app(
     r.add_get(jobs, emu._prediction_route(prediction.list))
     r.add_get(jobs + "/{tail}", emu._prediction_route(prediction.get))
     r.add_post(jobs + "/{tail}", emu._prediction_route(prediction.cancel))
+    r.add_delete(jobs + "/{tail}", emu._prediction_route(prediction.delete))
     storage = emu.storage
     r.add_post("/upload/storage/v1/b/{bucket}/o", emu._storage_route(storage.upload_start))
     r.add_put("/upload/storage/v1/b/{bucket}/o", emu._storage_route(storage.upload_chunk))

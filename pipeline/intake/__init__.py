@@ -8,7 +8,7 @@ if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.intake.fields import unknown_file_fields, unknown_query_fields
     from pipeline.intake.files import fields_problem, file_records
     from pipeline.intake.ids import InvalidId, checked_id
-    from pipeline.intake.loader import LoadError, load_source, read_rows
+    from pipeline.intake.loader import LoadError, LoadResult, load_records, load_source, read_rows
     from pipeline.intake.query import query_records
 else:  # what Python does: each name imported when first asked for
     __getattr__ = lazy_surface(
@@ -28,6 +28,8 @@ else:  # what Python does: each name imported when first asked for
             ),
             "loader": (
                 "LoadError",
+                "LoadResult",
+                "load_records",
                 "load_source",
                 "read_rows",
             ),
@@ -39,9 +41,11 @@ else:  # what Python does: each name imported when first asked for
 __all__ = [
     "InvalidId",
     "LoadError",
+    "LoadResult",
     "checked_id",
     "fields_problem",
     "file_records",
+    "load_records",
     "load_source",
     "query_records",
     "read_rows",

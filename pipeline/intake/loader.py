@@ -32,7 +32,7 @@ import hashlib
 import os
 import stat as stat_module
 from array import array
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -178,6 +178,39 @@ async def load_source(
 
 
 QUERY_LABEL = "[source] query row"
+RECORDS_LABEL = "questions row"  # how a row of records in memory is named (1-based)
+
+
+async def load_records(
+    engine: AsyncEngine,
+    job_id: int,
+    records: Iterable[Mapping[str, Any]],
+    source: SourceSection,
+    *,
+    max_chars: int | None,
+) -> LoadResult:
+    """Insert new questions from ``records`` in memory (a frame's rows, dicts), under the
+    file's rules: the same fields, checks, idempotence on the id and ``on_change``, all or
+    nothing for a bad row (every row is checked before the first is written). No fingerprint:
+    the records are always read."""
+    rows = await anyio.to_thread.run_sync(_validated_records, records, source, max_chars)
+    sink = _Committed(engine, job_id, RECORDS_LABEL, source.on_change)
+    return await sink.load(_async(iter(rows)), max_chars)
+
+
+def _validated_records(
+    records: Iterable[Mapping[str, Any]], source: SourceSection, max_chars: int | None
+) -> list[Row]:
+    rows = []
+    for number, record in enumerate(records, 1):
+        if not isinstance(record, Mapping):
+            raise LoadError(
+                f"{RECORDS_LABEL}:{number}: a {type(record).__name__}, not a mapping of fields"
+            )
+        row = _row(RECORDS_LABEL, number, dict(record), source)
+        _check_length(RECORDS_LABEL, row, max_chars)
+        rows.append(row)
+    return rows
 
 
 async def _async(rows: Iterator[Row]) -> AsyncIterator[Row]:

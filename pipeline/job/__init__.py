@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # what the type checker and the reader see
         RetrievalSection,
         SourceSection,
     )
+    from pipeline.job.source_policy import policy_of
     from pipeline.job.spec import JobSpec, JobSpecError, load_jobspec, parse_duration
     from pipeline.job.states import (
         TERMINAL_STATES,
@@ -59,6 +60,7 @@ else:  # what Python does: each name imported when first asked for
                 "RetrievalSection",
                 "SourceSection",
             ),
+            "source_policy": ("policy_of",),
             "spec": (
                 "JobSpec",
                 "JobSpecError",
@@ -100,6 +102,7 @@ __all__ = [
     "own_retrieval_call",
     "parse_duration",
     "plan_calls",
+    "policy_of",
     "sections",
     "structure_call",
     "worst_case",

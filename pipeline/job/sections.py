@@ -351,6 +351,44 @@ class VerifySection(_Section):
     model: str = ""  # "" = [model] name
 
 
+class SourcesSection(_Section):
+    """``[sources]``: rules on where the cited sources lead (their resolved destinations), by
+    registrable domain (:mod:`pipeline.grounding.policy`)."""
+
+    # A destination under one of these registrable domains breaks the rules. On Vertex, with
+    # google_search or enterprise_web_search, they are also sent as excludeDomains.
+    deny_domains: tuple[str, ...] = ()
+    # When not empty: a destination outside these registrable domains breaks the rules.
+    allow_domains: tuple[str, ...] = ()
+    # What a source that breaks either list gets: "flag" marks it; "drop" leaves its citations
+    # out of every read and export (kept in the database) and lowers the answer's coverage;
+    # "reask" asks its question once more, naming the domains to avoid (then flags).
+    action: Literal["flag", "drop", "reask"] = "flag"
+
+
+# The events [notify] can send, one per run: the run finished (exit 0 or 3), it failed (it
+# stopped early or could not do its work: exit 1 or 2), or the budget stopped it.
+NOTIFY_EVENTS = ("finished", "failed", "budget_spent")
+NotifyEvent = Literal["finished", "failed", "budget_spent"]
+
+
+class NotifySection(_Section):
+    """``[notify]``: a signed webhook (Standard Webhooks) POSTed when a run ends."""
+
+    # Where the event is POSTed: an https URL, or http to a loopback host (tests); "" = none.
+    webhook_url: str = ""
+    # The environment variable that holds the signing secret (whsec_...): read when the event
+    # is sent, never stored nor logged.
+    secret_env: str = ""
+    # The events sent (one per run): finished, failed, budget_spent.
+    on: tuple[NotifyEvent, ...] = NOTIFY_EVENTS
+    # Seconds one delivery attempt may take.
+    timeout_s: Annotated[float, msgspec.Meta(gt=0, le=300)] = 10.0
+    # Deliveries tried before the event is given up (a connection error, a timeout, 408, 429
+    # or 5xx is tried again, after 1, 2, 4 ... s).
+    attempts: Annotated[int, msgspec.Meta(ge=1, le=10)] = 4
+
+
 class RawJob(_Section):
     job: JobSection
     source: SourceSection
@@ -363,3 +401,5 @@ class RawJob(_Section):
     batch: BatchSection = BatchSection()
     retrieval: RetrievalSection = RetrievalSection()
     verify: VerifySection = VerifySection()
+    sources: SourcesSection = SourcesSection()
+    notify: NotifySection = NotifySection()

@@ -43,6 +43,7 @@ from pipeline.job.capacity import check_concurrency, sized
 from pipeline.job.decode_errors import describe
 from pipeline.job.durations import check_durations, parse_duration
 from pipeline.job.grounded_request import check_token_limit
+from pipeline.job.notify_rules import check_notify
 from pipeline.job.paths import (
     checked_prices,
     database_url,
@@ -59,14 +60,17 @@ from pipeline.job.sections import (
     JobSection,
     LimitsSection,
     ModelSection,
+    NotifySection,
     RawJob,
     RefreshSection,
     ResolverSection,
     RetrievalSection,
     SourceSection,
+    SourcesSection,
     StructureSection,
     VerifySection,
 )
+from pipeline.job.source_policy import check_sources, with_denied_excluded
 from pipeline.job.source_rules import check_retrieval, check_source
 from pipeline.job.switched_off import ignore_switched_off
 from pipeline.job.tool_rules import check_grounding, search_warnings
@@ -98,6 +102,10 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     # [retrieval], its docs path made absolute and its sqlite url relative to the job file
     retrieval: RetrievalSection = RetrievalSection()
     verify: VerifySection = VerifySection()  # [verify] (pipeline.verify)
+    # [sources]: rules on the cited destinations (pipeline.grounding.policy); its deny list is
+    # already in grounding.exclude_domains on Vertex (pipeline.job.source_policy)
+    sources: SourcesSection = SourcesSection()
+    notify: NotifySection = NotifySection()  # [notify] (pipeline.notify)
 
     @property
     def name(self) -> str:
@@ -200,6 +208,8 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
     questions = source_path(parsed.source, base)
     check_calls(parsed)
     check_grounding(parsed)
+    check_sources(parsed.sources)
+    parsed = msgspec.structs.replace(parsed, grounding=with_denied_excluded(parsed))
     check_gcs(parsed.batch)
     resolver = sized(parsed.resolver, parsed.limits.requests_per_minute)
     check_concurrency(parsed.limits, resolver)
@@ -207,6 +217,7 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
     schema = _prepared_schema(parsed.structure, base)
     check_durations(parsed.job, parsed.refresh)
     check_retrieval(parsed)
+    check_notify(parsed.notify)
     limits = checked_prices(parsed.limits, base)
     database = database_url(parsed.job.database, base)
     check_token_limit(parsed.model, parsed.grounding, limits)
@@ -229,6 +240,8 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
         warnings=(*ignored, *search_warnings(parsed.grounding)),
         retrieval=resolved_retrieval(parsed.retrieval, base),
         verify=parsed.verify,
+        sources=parsed.sources,
+        notify=parsed.notify,
     )
 
 

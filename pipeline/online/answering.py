@@ -34,7 +34,7 @@ from pipeline.gemini.wire import (
     GenerateContentResponse,
     visible_text,
 )
-from pipeline.grounding import GroundedAnswer
+from pipeline.grounding import GroundedAnswer, avoiding
 from pipeline.job.calls import CallPlan, StructureCall
 from pipeline.job.states import QuestionState
 from pipeline.limits import RetryPolicy
@@ -215,7 +215,12 @@ class Answerer:
         ground = self._plan.ground
         return await self.caller.call(
             self._plan.ground_endpoint,
-            ground.body(question.text, question.meta, nudge=nudge, single=single),
+            ground.body(
+                avoiding(question.text, question.avoid_domains),
+                question.meta,
+                nudge=nudge,
+                single=single,
+            ),
             model=ground.model,
             question_id=question.id,
             step=GROUND,
@@ -349,4 +354,5 @@ def _answer_record(
         raw_response=metered.result.raw,
         latency_ms=metered.result.latency_ms,
         version=question.answer_version + 1,
+        avoided_domains=question.avoid_domains or None,
     )

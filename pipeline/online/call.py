@@ -179,8 +179,12 @@ class MeteredCaller:
         question_id: int,
         step: str,
         tool: str | tuple[str, ...] | None,
+        reads_pages: bool = False,
     ) -> Metered:
-        """Make one call. ``tool`` is the grounding tool declared (None for call 2).
+        """Make one call. ``tool`` is the grounding tool declared (None for call 2);
+        ``reads_pages``: the request declares a tool that reads pages of no known size
+        (``url_context`` in verification), so its reservation is the model's whole input
+        window (:meth:`~pipeline.costs.charges.WorstCase.reading_micro`).
 
         Raises a :class:`~pipeline.errors.CallError`: :class:`BudgetExhausted`,
         :class:`GroundingPaused` (the day is paused, or a bare 429 is being probed) or
@@ -199,7 +203,8 @@ class MeteredCaller:
         # The whole body, not only the prompt: system instruction, schema and source list
         # are input too, and the JSON around them only makes the estimate err high.
         estimate = estimate_tokens(body.decode())
-        worst = await self._waiting_for("budget", self._reserve(price, model, estimate, tool))
+        reserve = self._reserve(price, model, estimate, tool, reads_pages=reads_pages)
+        worst = await self._waiting_for("budget", reserve)
         held = _Held(price, estimate, tool, worst)
         await self._permits(endpoint, held, question_id)
         head = _Head(question_id, step, model, utcnow())
@@ -304,7 +309,13 @@ class MeteredCaller:
             self.waiting[permit] -= 1
 
     async def _reserve(
-        self, price: Price | None, model: str, estimate: int, tool: str | tuple[str, ...] | None
+        self,
+        price: Price | None,
+        model: str,
+        estimate: int,
+        tool: str | tuple[str, ...] | None,
+        *,
+        reads_pages: bool = False,
     ) -> int:
         """Reserve the call's worst case in the job's budget row; micro-dollars held."""
         if self.limits.budget_micro is None:
@@ -314,7 +325,10 @@ class MeteredCaller:
                 f"no price is known for {model!r} ({self._backend}), so a budget cannot be"
                 " enforced: add a row to the prices file (limits.prices_file)"
             )
-        worst = self._worst_micro(price, estimate, tool)
+        if reads_pages:
+            worst = self._worst_case.reading_micro(price, estimate)
+        else:
+            worst = self._worst_micro(price, estimate, tool)
         if not await self.limits.reserve(worst):
             raise BudgetExhausted(await self.limits.budget_message(worst))
         return worst

@@ -24,7 +24,7 @@ import anyio
 
 from pipeline.clock import utcnow
 from pipeline.gemini.wire import decode_response
-from pipeline.grounding import ground_answer
+from pipeline.grounding import avoiding, ground_answer
 from pipeline.job.states import QuestionState
 from pipeline.rows import AnswerRecord, ClaimedQuestion, StateChange
 from pipeline.run.verdicts import Outcome
@@ -53,7 +53,7 @@ class AnswerReuse:
         self._asking: dict[str, anyio.Event] = {}
 
     def key(self, question: ClaimedQuestion) -> str:
-        return self._plan.reuse_key(question.text, question.meta)
+        return self._plan.reuse_key(avoiding(question.text, question.avoid_domains), question.meta)
 
     def stamped(self, outcome: Outcome, key: str) -> Outcome:
         """``outcome``'s answer, if any, with the settings fingerprint and the reuse key."""

@@ -7,6 +7,10 @@ ledger row is stored with its verdicts in one transaction that settles the budge
 A refused call is asked again (up to ``[limits] max_attempts``, waiting at least what the
 server asked); a budget that runs out, or credentials that fail, stop the check: what was
 stored stays, and a rerun goes on from there.
+
+With ``[limits] max_cost_per_question_usd``, a question whose spend (its ledger rows, read
+before the check, plus its verification calls made since) has reached the cap gets no further
+verification call: it is counted in :attr:`CheckResult.capped`, and the command says so.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import anyio
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.clock import utcnow
+from pipeline.costs.cap import QuestionSpend
 from pipeline.errors import CallError, RunFatalError
 from pipeline.gemini.endpoint import Endpoint
 from pipeline.online.call import MeteredCaller, ledger_row
@@ -42,6 +47,7 @@ class CheckResult:
     failed: int = 0  # verification calls given up on
     spend_micro: int = 0
     stopped: str | None = None
+    capped: set[int] = field(default_factory=set)  # questions past their cap: calls not made
 
 
 @dataclass(slots=True)
@@ -54,6 +60,8 @@ class Checker:
     model: str
     job_id: int
     max_attempts: int
+    # Each question's spend against max_cost_per_question_usd, by question id (none: no cap).
+    spends: dict[int, QuestionSpend] = field(default_factory=dict)
     result: CheckResult = field(default_factory=CheckResult)
 
     async def run(self, calls: Sequence[VerificationCall], concurrency: int) -> CheckResult:
@@ -72,8 +80,16 @@ class Checker:
     async def _worker(self, calls: anyio.abc.ObjectReceiveStream[VerificationCall]) -> None:
         async with calls:
             async for call in calls:
-                if self.result.stopped is None:
+                if self.result.stopped is None and not self._past_cap(call.question_id):
                     await self._check(call)
+
+    def _past_cap(self, question_id: int) -> bool:
+        """The question's spend has reached its cap: no verification call (counted)."""
+        spend = self.spends.get(question_id)
+        if spend is None or not spend.passed():
+            return False
+        self.result.capped.add(question_id)
+        return True
 
     async def _check(self, call: VerificationCall) -> None:
         wait = BACKOFF_S
@@ -85,7 +101,10 @@ class Checker:
                     model=self.model,
                     question_id=call.question_id,
                     step=VERIFY_STEP,
-                    tool=None,  # url_context has no fee; what it reads is billed as input
+                    # url_context has no fee and is no grounded prompt; what it reads is
+                    # billed as input, so the budget holds the model's whole input window.
+                    tool=None,
+                    reads_pages=call.kind == "url",
                 )
             except CallError as error:
                 if (row := ledger_row(error)) is not None:
@@ -113,6 +132,8 @@ class Checker:
         limits = self.caller.limits
         now = utcnow()
         self.result.spend_micro += max(record.cost_micro_usd, 0)
+        if (spend := self.spends.get(call.question_id)) is not None:
+            spend.add((record,))
 
         async def write(connection: AsyncConnection) -> None:
             if verdicts is None:

@@ -6,7 +6,7 @@ from pipeline.surface import lazy_surface
 
 if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.results import api, export
-    from pipeline.results.api import Job, JobUnavailable, open_job
+    from pipeline.results.api import Job, JobUnavailable, MissingExtra, as_override, open_job
     from pipeline.results.cite import FORMATS, Uncitable, cite_body, details, render
     from pipeline.results.estimate import (
         Estimate,
@@ -38,6 +38,11 @@ if TYPE_CHECKING:  # what the type checker and the reader see
         render_other_models,
         render_status,
     )
+    from pipeline.results.verify_estimate import (
+        STORED_ANSWERS_READ,
+        estimate_for_job,
+        render_verification,
+    )
 else:  # what Python does: each name imported when first asked for
     __getattr__ = lazy_surface(
         __name__,
@@ -45,6 +50,8 @@ else:  # what Python does: each name imported when first asked for
             "api": (
                 "Job",
                 "JobUnavailable",
+                "MissingExtra",
+                "as_override",
                 "open_job",
             ),
             "cite": (
@@ -63,6 +70,7 @@ else:  # what Python does: each name imported when first asked for
             ),
             "fallback": (
                 "MIN_FINISHED",
+                "STORED_ANSWERS_READ",
                 "fallback_candidates",
                 "render_routes",
                 "routes_dict",
@@ -86,6 +94,12 @@ else:  # what Python does: each name imported when first asked for
                 "render_class_stats",
                 "render_other_models",
                 "render_status",
+                "render_verification",
+            ),
+            "verify_estimate": (
+                "STORED_ANSWERS_READ",
+                "estimate_for_job",
+                "render_verification",
             ),
         },
         ("api", "export"),
@@ -94,16 +108,20 @@ else:  # what Python does: each name imported when first asked for
 __all__ = [
     "FORMATS",
     "MIN_FINISHED",
+    "STORED_ANSWERS_READ",
     "Estimate",
     "Job",
     "JobPrices",
     "JobStatus",
     "JobUnavailable",
+    "MissingExtra",
     "Uncitable",
     "api",
+    "as_override",
     "cite_body",
     "class_stats_dict",
     "details",
+    "estimate_for_job",
     "estimate_remaining",
     "export",
     "fallback_candidates",
@@ -121,6 +139,7 @@ __all__ = [
     "render_show",
     "render_show_versions",
     "render_status",
+    "render_verification",
     "routes_dict",
     "skipped_classes",
     "unbudgeted_note",

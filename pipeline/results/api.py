@@ -59,7 +59,15 @@ if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
 
-__all__ = ["BATCH_QUESTIONS", "InvalidFilter", "Job", "JobUnavailable", "MissingExtra", "open_job"]
+__all__ = [
+    "BATCH_QUESTIONS",
+    "InvalidFilter",
+    "Job",
+    "JobUnavailable",
+    "MissingExtra",
+    "as_override",
+    "open_job",
+]
 
 BATCH_QUESTIONS = 500  # questions read per round trip to the database
 
@@ -83,7 +91,7 @@ class MissingExtra(GroundError, ImportError):
     it."""
 
 
-def _override(key: str, value: Any) -> str:
+def as_override(key: str, value: Any) -> str:
     """``section.key=value`` as ``--set`` takes it (the value a TOML literal). ``section__key``
     is accepted for ``section.key``, so that overrides can be keyword arguments."""
     name = key.replace("__", ".", 1) if "." not in key else key
@@ -102,7 +110,7 @@ def open_job(path: str | Path, **overrides: Any) -> Job:
     cannot be used, and :class:`JobUnavailable` when its results cannot be read. Every error
     the API raises on purpose is a :class:`pipeline.GroundError`.
     """
-    spec = load_jobspec(path, [_override(k, v) for k, v in overrides.items()])
+    spec = load_jobspec(path, [as_override(k, v) for k, v in overrides.items()])
     job = Job(spec)
     with job._session():  # fails now, not at the first read, when it cannot be read
         pass

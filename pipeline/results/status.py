@@ -17,6 +17,7 @@ from pipeline.job.states import TERMINAL_STATES
 from pipeline.store import ledger, model_drift
 from pipeline.store import status as sums
 from pipeline.store.exclusions import excluded_domain_sources
+from pipeline.store.source_policy import policy_counts
 from pipeline.store.status import ClassStats, RouteStats, source_problems, state_counts
 
 
@@ -66,6 +67,9 @@ class JobStatus:
     # Sources of the latest answers from a domain [grounding] exclude_domains left out: Google
     # was asked not to search them (pipeline.grounding.domains says how a source is matched).
     excluded_domain_sources: int = 0
+    # Sources of the latest answers whose destination broke [sources]: flagged, dropped (left
+    # out of every read and export), reasked (pipeline.grounding.policy).
+    source_policy: dict[str, int] = field(default_factory=dict)
     # Each path's answers over every stored version (a managed miss the fallback replaced
     # still counts for managed), and those grounded citing at least one source.
     managed_answers: int = 0
@@ -146,6 +150,7 @@ async def job_status(
         superseded_answers=got.superseded,
         structured_stale_schema=made.stale_schema,
         excluded_domain_sources=await excluded_domain_sources(connection, job_id, exclude_domains),
+        source_policy=await policy_counts(connection, job_id),
         managed_answers=sum(r.managed.answers for r in routes),
         managed_cited=sum(_cited(r.managed) for r in routes),
         own_answers=sum(r.own.answers for r in routes),
@@ -220,6 +225,7 @@ def render_status(status: JobStatus) -> str:
     if status.structured_valid or status.structured_invalid:
         lines.extend(_structured_lines(status))
     lines.extend(_source_lines(status))
+    lines.extend(source_policy_lines(status.source_policy))
     if status.problems:
         lines.append("  problems (state / error class: count, example):")
         for p in status.problems:
@@ -329,6 +335,14 @@ def _source_lines(status: JobStatus) -> list[str]:
             f"p99 {status.resolve_p99_ms:.0f} ms"
         )
     return lines
+
+
+def source_policy_lines(counts: dict[str, int]) -> list[str]:
+    """The sources whose destination broke ``[sources]``, by what was done to them."""
+    if not any(counts.values()):
+        return []
+    listed = ", ".join(f"{mark} {n}" for mark, n in sorted(counts.items()) if n)
+    return [f"  sources against [sources] rules: {listed}"]
 
 
 def class_stats_dict(stats: list[ClassStats]) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ from pipeline.surface import lazy_surface
 if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.run.commit_window import batches
     from pipeline.run.context import RunContext, RunPrices, job_spill_prefix, run_context
+    from pipeline.run.outcome import RunOutcome
     from pipeline.run.spill import (
         Spilled,
         SpillError,
@@ -48,6 +49,7 @@ else:  # what Python does: each name imported when first asked for
                 "job_spill_prefix",
                 "run_context",
             ),
+            "outcome": ("RunOutcome",),
             "spill": (
                 "SpillError",
                 "SpillFile",
@@ -87,6 +89,7 @@ __all__ = [
     "WAIT",
     "Outcome",
     "RunContext",
+    "RunOutcome",
     "RunPrices",
     "RunSummary",
     "SpillError",

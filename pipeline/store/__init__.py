@@ -88,6 +88,7 @@ if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.store.resolution import Lookup, SourceUpdate
     from pipeline.store.reuse import Reusable, reusable_answer
     from pipeline.store.routes import own_passages
+    from pipeline.store.source_policy import PolicyPass, judge_sources, policy_counts
     from pipeline.store.status import (
         NO_CLASS,
         ClassRoutes,
@@ -204,6 +205,7 @@ else:  # what Python does: each name imported when first asked for
                 "state_counts",
                 "throttled_since",
             ),
+            "source_policy": ("PolicyPass", "judge_sources", "policy_counts"),
             "tables": ("UtcDateTime",),
             "trial": (
                 "MAX_SAMPLE",
@@ -259,6 +261,7 @@ __all__ = [
     "Fingerprint",
     "LedgerTotals",
     "Lookup",
+    "PolicyPass",
     "ProblemRow",
     "Reusable",
     "RouteStats",
@@ -293,6 +296,7 @@ __all__ = [
     "ids_in_scope",
     "is_current",
     "job_call_stored",
+    "judge_sources",
     "latency_histogram",
     "ledger",
     "micro_to_usd",
@@ -300,6 +304,7 @@ __all__ = [
     "model_drift",
     "own_passages",
     "persist_calls",
+    "policy_counts",
     "problem_rows",
     "question_spend",
     "queue",

@@ -194,6 +194,9 @@ def _answer_row(record: AnswerRecord, now: dt.datetime) -> dict[str, Any]:
         "settings": record.settings,
         "reuse_key": record.reuse_key,
         "reused_from": record.reused_from,
+        "avoided_domains": (
+            list(record.avoided_domains) if record.avoided_domains is not None else None
+        ),
         "coverage": answer.coverage,
         "warnings": list(answer.warnings),
         "latency_ms": record.latency_ms,

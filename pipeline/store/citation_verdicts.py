@@ -8,7 +8,8 @@
   transaction (with the budget settled by the caller in the same one); a pair already stored
   is kept as it was;
 * :func:`checked_answers` / :func:`read_checked`: what is stored, for a rerun to skip and for
-  precision to be measured from.
+  precision to be measured from;
+* :func:`spend_by_question`: what the questions have cost, for ``max_cost_per_question_usd``.
 """
 
 from __future__ import annotations
@@ -164,6 +165,22 @@ async def checked_answers(
     return found
 
 
+async def spend_by_question(
+    connection: AsyncConnection, question_ids: Sequence[int]
+) -> dict[int, int]:
+    """What each question's calls have cost so far, in micro-dollars (negative rows count 0);
+    a question with no call is absent."""
+    c = calls.c
+    paid = sa.func.sum(sa.case((c.cost_micro_usd > 0, c.cost_micro_usd), else_=0))
+    spent: dict[int, int] = {}
+    for chunk in _chunks(sorted(set(question_ids))):
+        rows = await connection.execute(
+            sa.select(c.question_id, paid).where(c.question_id.in_(chunk)).group_by(c.question_id)
+        )
+        spent.update((int(r[0]), int(r[1] or 0)) for r in rows)
+    return spent
+
+
 @dataclass(frozen=True, slots=True)
 class StoredVerdict:
     answer_id: int
@@ -215,3 +232,68 @@ def count_by_class(refs: Sequence[AnswerRef], per_answer: dict[int, int]) -> dic
     for r in refs:
         totals[r.qclass] += per_answer.get(r.answer_id, 0)
     return dict(totals)
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyBasis:
+    """What ``ground estimate`` reads for ``[verify]``: the job's questions per class, its
+    answered and grounded questions, the answers checked by the model, the verification calls
+    in the ledger and their spend (micro-dollars), and the first stored answers to measure."""
+
+    class_sizes: dict[str, int]
+    answered: int
+    grounded: int
+    checked: int
+    ledger_calls: int
+    ledger_micro: int
+    measured: list[AnswerRef]
+
+
+async def verify_basis(
+    connection: AsyncConnection, job_id: int, model: str, measure: int
+) -> VerifyBasis:
+    """The job's :class:`VerifyBasis`, with up to ``measure`` stored answers to measure."""
+    q, a, c, v = questions.c, answers.c, calls.c, citation_verdicts.c
+    sizes = await connection.execute(
+        sa.select(q.qclass, sa.func.count()).where(q.job_id == job_id).group_by(q.qclass)
+    )
+    latest = (
+        sa.select(sa.func.count(), sa.func.sum(sa.case((a.grounded.is_(True), 1), else_=0)))
+        .join(questions, q.id == a.question_id)
+        .where(q.job_id == job_id, a.superseded_at.is_(None))
+    )
+    answered, grounded = (await connection.execute(latest)).one()
+    checked = await connection.scalar(
+        sa.select(sa.func.count(sa.distinct(v.answer_id)))
+        .join(questions, q.id == v.question_id)
+        .where(q.job_id == job_id, v.model == model)
+    )
+    ledger = (
+        await connection.execute(
+            sa.select(
+                sa.func.count(),
+                sa.func.sum(sa.case((c.cost_micro_usd > 0, c.cost_micro_usd), else_=0)),
+            )
+            .join(questions, q.id == c.question_id)
+            .where(q.job_id == job_id, c.step == "verify", c.http_status == 200)
+        )
+    ).one()
+    rows = await connection.execute(
+        sa.select(a.id, q.id, q.qid, q.qclass)
+        .join(questions, q.id == a.question_id)
+        .where(q.job_id == job_id, a.superseded_at.is_(None), a.grounded.is_(True))
+        .order_by(q.id)
+        .limit(measure)
+    )
+    class_sizes: dict[str, int] = defaultdict(int)
+    for qclass, n in sizes:
+        class_sizes[qclass or NO_CLASS] += int(n)
+    return VerifyBasis(
+        dict(class_sizes),
+        int(answered or 0),
+        int(grounded or 0),
+        int(checked or 0),
+        int(ledger[0] or 0),
+        int(ledger[1] or 0),
+        [AnswerRef(r[0], r[1], r[2], r[3] or NO_CLASS) for r in rows],
+    )

@@ -137,6 +137,7 @@ async def claim(
             q.reask,
             q.qclass,
             q.next_route,
+            q.avoid_domains,
         )
     )
     rows = sorted(result.all(), key=lambda row: row.id)
@@ -161,6 +162,7 @@ async def claim(
                 qclass=row.qclass,
                 answer_route=route,
                 next_route=row.next_route,
+                avoid_domains=tuple(row.avoid_domains or ()) if row.reask else (),
             )
         )
     return claimed

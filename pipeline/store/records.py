@@ -23,6 +23,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from pipeline.store.source_policy import visible_children
 from pipeline.store.tables import answers, calls, jobs, questions, sources, structured, supports
 from pipeline.store.version_ledger import LEDGER_COLUMNS, read_calls, with_version_ledger
 from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
@@ -233,6 +234,10 @@ async def _children(
     )
     for row in _named(sup.mappings()):
         by_support.setdefault(row["answer_id"], []).append(row)
+    for answer_id, found in by_source.items():  # [sources] drop: left out of every read
+        by_source[answer_id], kept = visible_children(found, by_support.get(answer_id, ()))
+        if answer_id in by_support:
+            by_support[answer_id] = kept
     return by_source, by_support
 
 

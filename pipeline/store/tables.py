@@ -110,6 +110,8 @@ questions = Table(
     # (a managed answer that missed was handed over; retry --via own_retrieval); null: the
     # job's routing. Cleared when an own answer is stored (pipeline.store.routes).
     Column("next_route", String(10)),
+    # 0018_source_policy: the domains a queued re-ask names ([sources] action = "reask")
+    Column("avoid_domains", JSON),
     UniqueConstraint("job_id", "qid"),
     Index("ix_questions_claim", "job_id", "state", "next_attempt_at"),
     Index(
@@ -171,6 +173,10 @@ answers = Table(
     Column("reused_from", BigInteger),
     # 0017_image_search_queries: groundingMetadata.imageSearchQueries (null: stored before)
     Column("image_search_queries", JSON),
+    # 0018_source_policy: coverage as answered, kept when dropped sources lowered `coverage`;
+    # the domains this answer's prompt named (a re-ask's answer)
+    Column("coverage_answered", Float),
+    Column("avoided_domains", JSON),
     UniqueConstraint("question_id", "version", name="uq_answers_question_version"),
     Index("ix_answers_reuse_key", "reuse_key", "created_at"),
 )
@@ -201,6 +207,8 @@ sources = Table(
     Column("resolve_attempts", Integer, nullable=False, default=0),
     Column("resolved_at", UtcDateTime()),
     Column("resolve_latency_ms", Float),  # from the answer being stored to this resolution
+    # 0018_source_policy: ok | flagged | dropped | reasked ([sources]); null: not judged
+    Column("policy", String(10)),
     UniqueConstraint("answer_id", "chunk_index"),
     Index("ix_sources_resolve_status", "resolve_status"),
 )
@@ -418,7 +426,7 @@ query_vectors = Table(
 FULL_TEXT_TABLES_PREFIX = "chunks_fts"
 FULL_TEXT_COLUMN = "tsv"
 FULL_TEXT_INDEX = "ix_chunks_tsv"
-# 0018_reviews: the same for the review desk's search over questions and answers.
+# 0019_reviews: the same for the review desk's search over questions and answers.
 DESK_TEXT_TABLES_PREFIX = "desk_fts"
 DESK_TEXT_COLUMN = "desk_tsv"
 DESK_TEXT_INDEX = "ix_questions_desk_tsv"
@@ -462,7 +470,7 @@ citation_verdicts = Table(
 )
 
 
-# 0018_reviews: people's decisions on answers (pipeline.store.reviews), never updated: the
+# 0019_reviews: people's decisions on answers (pipeline.store.reviews), never updated: the
 # newest decision on a question's latest answer version is its review status.
 reviews = Table(
     "reviews",

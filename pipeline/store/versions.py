@@ -229,7 +229,9 @@ async def clear_reask(connection: AsyncConnection, question_ids: Iterable[int]) 
     if ids:
         q = questions.c
         await connection.execute(
-            questions.update().where(q.id.in_(ids), q.reask.is_(True)).values(reask=False)
+            questions.update()
+            .where(q.id.in_(ids), q.reask.is_(True))
+            .values(reask=False, avoid_domains=None)  # a [sources] re-ask is answered
         )
 
 

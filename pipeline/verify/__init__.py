@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from pipeline.surface import lazy_surface
 
 if TYPE_CHECKING:  # what the type checker and the reader see
-    from pipeline.verify.claims import AnswerClaims, claims_of
+    from pipeline.verify.claims import AnswerClaims, Claim, claims_of
     from pipeline.verify.parsing import read_verdicts
     from pipeline.verify.precision import (
         READABLE,
@@ -26,14 +26,15 @@ if TYPE_CHECKING:  # what the type checker and the reader see
         measure,
         verified_fractions,
     )
-    from pipeline.verify.requests import VerificationCall, verification_calls
-    from pipeline.verify.sampling import Candidate, choose, parse_sample
+    from pipeline.verify.requests import URL_LIMIT, VerificationCall, verification_calls
+    from pipeline.verify.sampling import Candidate, choose, parse_sample, sample_size
 else:  # what Python does: each name imported when first asked for
     __getattr__ = lazy_surface(
         __name__,
         {
             "claims": (
                 "AnswerClaims",
+                "Claim",
                 "claims_of",
             ),
             "parsing": ("read_verdicts",),
@@ -47,6 +48,7 @@ else:  # what Python does: each name imported when first asked for
                 "verified_fractions",
             ),
             "requests": (
+                "URL_LIMIT",
                 "VerificationCall",
                 "verification_calls",
             ),
@@ -54,6 +56,7 @@ else:  # what Python does: each name imported when first asked for
                 "Candidate",
                 "choose",
                 "parse_sample",
+                "sample_size",
             ),
         },
         (),
@@ -61,9 +64,11 @@ else:  # what Python does: each name imported when first asked for
 
 __all__ = [
     "READABLE",
+    "URL_LIMIT",
     "AnswerClaims",
     "Candidate",
     "Checked",
+    "Claim",
     "Precision",
     "Tally",
     "VerificationCall",
@@ -73,6 +78,7 @@ __all__ = [
     "measure",
     "parse_sample",
     "read_verdicts",
+    "sample_size",
     "verification_calls",
     "verified_fractions",
 ]

@@ -73,6 +73,13 @@ def _quotas(sizes: Mapping[str, int], sample: int | float) -> dict[str, int]:
     return quota
 
 
+def sample_size(sizes: Mapping[str, int], sample: int | float | None) -> int:
+    """How many answers a sample takes from classes of ``sizes`` answers (None: all)."""
+    if sample is None:
+        return sum(sizes.values())
+    return sum(_quotas({c: n for c, n in sizes.items() if n > 0}, sample).values())
+
+
 def choose(candidates: Sequence[Candidate], sample: int | float | None, seed: int) -> list[str]:
     """The keys of the sampled answers, by class then rank (deterministic)."""
     if sample is None:

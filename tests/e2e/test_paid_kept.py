@@ -301,6 +301,7 @@ def test_a_load_that_fills_the_disk_says_so_in_one_line(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.usefixtures("emulator_key")  # with a key, the state directory is what is refused
 def test_a_state_directory_that_cannot_be_written_is_refused_before_the_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -119,6 +119,7 @@ async def write_report(
         await handle.write(page.head(f"ground report: {job_name}"))
         await handle.write(render_header(context, job_name, status.spend_usd))
         await handle.write(page.summary(status, coverage, latency))
+        await handle.write(page.source_policy(status.source_policy))
         await handle.write(precision_section(precision))
         await handle.write(render_problems(tally.problems(), _scope_words(selection)))
         await handle.write(page.routes(class_figures(routes)))

@@ -126,6 +126,18 @@ def _card(label: str, value: str) -> str:
     return f'<div class="card"><b>{esc(value)}</b>{esc(label)}</div>'
 
 
+def source_policy(counts: dict[str, int]) -> str:
+    """The sources whose destination broke the job's ``[sources]`` rules, by what was done
+    to them (nothing when none did)."""
+    if not any(counts.values()):
+        return ""
+    cards = "".join(_card(f"sources {mark}", f"{n:,}") for mark, n in sorted(counts.items()))
+    return (
+        '<section id="source-policy">\n<h2>Source policy ([sources])</h2>\n'
+        f'<div class="cards">{cards}</div>\n</section>\n'
+    )
+
+
 def summary(
     status: JobStatus,
     coverage: float | None,

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from pipeline.commands.run import _render_summary as render_summary  # pyright: ignore[reportPrivateUsage]
 from pipeline.costs.cap import QuestionSpend, cap_micro
 from pipeline.rows import CallRecord
-from pipeline.run.summary import RunSummary
+from pipeline.run.summary import RunSummary, render_run_summary
 
 
 def _row(micro: int) -> CallRecord:
@@ -46,9 +45,9 @@ def test_the_spend_counts_the_ledger_the_outcomes_and_the_step_under_way() -> No
 
 def test_the_run_summary_says_how_many_questions_reached_their_cap() -> None:
     summary = RunSummary(claimed=3, calls=4)
-    assert "max_cost_per_question_usd" not in render_summary(summary)
+    assert "max_cost_per_question_usd" not in render_run_summary(summary)
     summary.capped = 2
-    lines = render_summary(summary).splitlines()
+    lines = render_run_summary(summary).splitlines()
     assert lines[1] == (
         "run: 2 questions reached limits.max_cost_per_question_usd: no further nudge, re-ask"
         " or call 2 (error_class cost_cap)"

@@ -9,8 +9,8 @@
   ``questions`` and ``answers``; on PostgreSQL ``questions.desk_tsv``, a ``tsvector`` the
   same triggers' counterpart keeps, with a GIN index.
 
-Revision ID: 0018
-Revises: 0017
+Revision ID: 0019
+Revises: 0018
 Create Date: 2026-12-03
 """
 
@@ -19,8 +19,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0018"
-down_revision = "0017"
+revision = "0019"
+down_revision = "0018"
 branch_labels = None
 depends_on = None
 

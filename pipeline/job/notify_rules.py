@@ -1,0 +1,51 @@
+"""``[notify]``'s rules: a webhook goes to an ``https`` host, or to a loopback one over plain
+``http`` (a receiver on the same machine, as the tests run), and is always signed."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from urllib.parse import urlsplit
+
+from pipeline.job.refusal import KeyRefused
+from pipeline.job.sections import NotifySection
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LOOPBACK_NAMES = frozenset({"localhost"})
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address) is this machine's loopback."""
+    if host.lower() in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_notify(notify: NotifySection) -> None:
+    """The webhook's URL and secret, when there is a webhook."""
+    if not notify.webhook_url:
+        return
+    try:
+        parts = urlsplit(notify.webhook_url)
+        host = parts.hostname or ""
+    except ValueError as exc:
+        raise KeyRefused("notify.webhook_url", f"not a URL: {exc}") from None
+    if not host:
+        raise KeyRefused("notify.webhook_url", "has no host")
+    if parts.scheme != "https" and not (parts.scheme == "http" and is_loopback(host)):
+        raise KeyRefused(
+            "notify.webhook_url", "must be https:// (or http:// to a loopback host, for tests)"
+        )
+    if parts.username or parts.password:
+        raise KeyRefused("notify.webhook_url", "must not carry a user or password")
+    if not notify.secret_env:
+        raise KeyRefused(
+            "notify.secret_env",
+            "required with notify.webhook_url: the environment variable holding the signing"
+            " secret (whsec_...)",
+        )
+    if not _ENV_NAME.fullmatch(notify.secret_env):
+        raise KeyRefused("notify.secret_env", f"{notify.secret_env!r} is no variable name")
