@@ -455,15 +455,19 @@ def _add_export_command(commands: Commands, job: Parser) -> None:
         " (jsonl), CSV on the Web metadata (csv), the Arrow schema (parquet), the CREATE"
         " TABLE (--to)",
     )
-    # -- citation verification ------------------------------------------------------------
+    _add_export_selection(export)
+    export.add_argument("--to", metavar="DATABASE_URL", help="upsert into a table there instead")
+    export.add_argument("--table", metavar="NAME", help="the table for --to")
+
+
+def _add_export_selection(export: argparse.ArgumentParser) -> None:
+    """``export``'s choices by what people and checks decided: verified, reviewed."""
     export.add_argument(
         "--verified",
         action="store_true",
         help="only answers `ground verify` checked whose every readable checked citation is"
         " supported (their `verified` field is true); answers never checked are left out",
     )
-    # -- end of citation verification ----------------------------------------------------
-    # -- review desk ----------------------------------------------------------------------
     export.add_argument(
         "--review",
         dest="review",
@@ -480,9 +484,6 @@ def _add_export_command(commands: Commands, job: Parser) -> None:
         const="approved",
         help="only approved answers (the same as --review approved)",
     )
-    # -- end of review desk ---------------------------------------------------------------
-    export.add_argument("--to", metavar="DATABASE_URL", help="upsert into a table there instead")
-    export.add_argument("--table", metavar="NAME", help="the table for --to")
 
 
 def _add_show_and_report_commands(commands: Commands, job: Parser) -> None:

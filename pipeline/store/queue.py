@@ -145,27 +145,31 @@ async def claim(
         return []
     ids = [row.id for row in rows]
     stored, structured_versions = await _latest_versions(connection, ids)
-    claimed = []
-    for row in rows:
-        raw, version, route = stored.get(row.id, (None, 0, None))
-        claimed.append(
-            ClaimedQuestion(
-                row.id,
-                row.qid,
-                row.text,
-                row.attempts,
-                row.structure_attempts,
-                None if raw is None or row.reask else raw.encode(),
-                row.meta,
-                answer_version=version,
-                structured_version=structured_versions.get(row.id, 0),
-                qclass=row.qclass,
-                answer_route=route,
-                next_route=row.next_route,
-                avoid_domains=tuple(row.avoid_domains or ()) if row.reask else (),
-            )
-        )
-    return claimed
+    return [_claimed(row, stored, structured_versions) for row in rows]
+
+
+def _claimed(
+    row: Any,  # a row of claim's RETURNING
+    stored: dict[int, tuple[str, int, str]],
+    structured_versions: dict[int, int],
+) -> ClaimedQuestion:
+    """One claimed row with its latest stored answer (not for a question being re-asked)."""
+    raw, version, route = stored.get(row.id, (None, 0, None))
+    return ClaimedQuestion(
+        row.id,
+        row.qid,
+        row.text,
+        row.attempts,
+        row.structure_attempts,
+        None if raw is None or row.reask else raw.encode(),
+        row.meta,
+        answer_version=version,
+        structured_version=structured_versions.get(row.id, 0),
+        qclass=row.qclass,
+        answer_route=route,
+        next_route=row.next_route,
+        avoid_domains=tuple(row.avoid_domains or ()) if row.reask else (),
+    )
 
 
 async def _latest_versions(
