@@ -5,8 +5,6 @@ their examples' anchors, and the per-class chart against its table."""
 from __future__ import annotations
 
 import re
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +12,6 @@ import anyio
 import pytest
 import sqlalchemy as sa
 from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 from pipeline.cli import main
@@ -24,22 +21,13 @@ from pipeline.results.report.selection import pick_sample
 from pipeline.results.report.svg import CHART_WIDTH, LABEL_WIDTH
 from pipeline.store.engine import create_engine
 from pipeline.store.tables import answers, questions, sources
+from tests.support.browser import headless_chromium
 from tests.support.keys import TEST_API_KEY
 from tests.support.paths import REPO
 from tests.support.results import CLASSES, XSS_ID, run_results_job
 
 ARTIFACTS = REPO / "var" / "test-artifacts"
 N_QUESTIONS = 24
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--window-size=1400,1000",
-)
 IDS = [f"q{i:05d}" for i in range(N_QUESTIONS)]
 FAILED_ID = "q00010"  # planted: a dead letter
 REJECTED_ID = "q00020"  # planted: its answer's first source rejected by the resolver
@@ -144,20 +132,8 @@ def test_report_sample_is_seeded_and_filtered(report: tuple[JobSpec, Path], tmp_
 
 @pytest.fixture
 def chromium() -> Iterator[webdriver.Chrome]:
-    binary, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    assert binary and driver, "the browser test needs Debian's chromium and chromium-driver"
-    with tempfile.TemporaryDirectory(prefix="ground-chromium-") as profile:
-        options = webdriver.ChromeOptions()
-        options.binary_location = binary
-        for flag in CHROMIUM_FLAGS:
-            options.add_argument(flag)
-        options.add_argument(f"--user-data-dir={profile}")
-        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-        browser = webdriver.Chrome(options=options, service=Service(executable_path=driver))
-        try:
-            yield browser
-        finally:
-            browser.quit()
+    with headless_chromium() as browser:
+        yield browser
 
 
 def test_report_in_headless_chromium(

@@ -4,36 +4,24 @@ the keyboard decides), and a screenshot of each page is kept in var/test-artifac
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
 from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
+from tests.support.browser import headless_chromium
 from tests.support.desk import HOSTILE_ID, desk_engine, fill
 from tests.support.metrics import free_port
 from tests.support.paths import REPO
 
 ARTIFACTS = REPO / "var" / "test-artifacts"
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--window-size=1400,1000",
-)
 
 
 async def _filled(directory: Path) -> None:
@@ -70,20 +58,8 @@ def desk(tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 def chromium() -> Iterator[webdriver.Chrome]:
-    binary, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    assert binary and driver, "the browser test needs Debian's chromium and chromium-driver"
-    with tempfile.TemporaryDirectory(prefix="ground-chromium-") as profile:
-        options = webdriver.ChromeOptions()
-        options.binary_location = binary
-        for flag in CHROMIUM_FLAGS:
-            options.add_argument(flag)
-        options.add_argument(f"--user-data-dir={profile}")
-        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-        browser = webdriver.Chrome(options=options, service=Service(executable_path=driver))
-        try:
-            yield browser
-        finally:
-            browser.quit()
+    with headless_chromium() as browser:
+        yield browser
 
 
 def test_desk_in_headless_chromium(desk: str, chromium: webdriver.Chrome) -> None:
