@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import sys
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal, NoReturn, TextIO
-from urllib.parse import urlsplit
 
 import anyio
 import orjson
@@ -19,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.errors import GroundError
 from pipeline.exit_codes import EXIT_FAILED, EXIT_USAGE, ExitStatus
+from pipeline.grounding.hosts import is_local_url
 from pipeline.intake.loader import LoadError, LoadResult, load_records, load_source
 from pipeline.job.spec import JobSpec
 from pipeline.store import queue, urls
@@ -281,22 +280,11 @@ def schema_hash_of(spec: JobSpec) -> str | None:
 def label_local_spend(spec: JobSpec) -> None:
     """Against a local endpoint (the emulator) the spend is what Google's list prices would
     have charged for those answers: say so, so nobody takes it for a bill."""
-    if _is_local_endpoint(spec.model.base_url):
+    if is_local_url(spec.model.base_url):
         say(
             f"  (spend: list-price estimates; {spec.model.base_url} is a local endpoint, such as"
             " `ground emulator`, and nothing was billed)"
         )
-
-
-def _is_local_endpoint(base_url: str) -> bool:
-    """``model.base_url`` on this machine (loopback), where only an emulator answers."""
-    host = (urlsplit(base_url).hostname or "") if base_url else ""
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def read_ids(path: str) -> frozenset[str]:

@@ -6,10 +6,9 @@ login of its own. Runs until Ctrl-C.
 
 from __future__ import annotations
 
-import ipaddress
-
 from pipeline.commands.common import complain, find_job_id, opened
 from pipeline.exit_codes import EXIT_FAILED, EXIT_OK
+from pipeline.grounding.hosts import is_loopback_host
 from pipeline.job.spec import JobSpec
 from pipeline.results.precision import verify_model
 from pipeline.serve import DeskContext, serve_desk
@@ -17,16 +16,9 @@ from pipeline.serve import DeskContext, serve_desk
 DEFAULT_PORT = 8765
 
 
-def _loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
-
-
 async def serve_command(spec: JobSpec, *, host: str, port: int, reviewer: str | None = None) -> int:
     """Serve the desk for the job until interrupted."""
-    if not _loopback(host):
+    if not is_loopback_host(host):
         complain(
             f"warning: --host {host}: the desk has no login; anyone who reaches this address"
             " can read every answer and record decisions"

@@ -6,7 +6,7 @@ renderers turn the resulting :class:`GroundedAnswer` into markdown, HTML or a JS
 
 from pipeline.grounding import domains, hosts
 from pipeline.grounding.domains import from_excluded, normalised
-from pipeline.grounding.hosts import without_userinfo
+from pipeline.grounding.hosts import is_local_url, is_loopback_host, without_userinfo
 from pipeline.grounding.mapping import Citation, GroundedAnswer, Source, coverage, ground_answer
 from pipeline.grounding.policy import (
     POLICY_DROPPED,
@@ -60,6 +60,8 @@ __all__ = [
     "from_excluded",
     "ground_answer",
     "hosts",
+    "is_local_url",
+    "is_loopback_host",
     "kept_support",
     "markdown_text",
     "marker_groups",

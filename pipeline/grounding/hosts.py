@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Sequence
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 import idna
 
@@ -189,3 +189,20 @@ def _embedded_ipv4(
     if address.teredo is not None:
         found.extend(address.teredo)
     return found
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (a name or an address) is this machine's: ``localhost`` (and names
+    under it, RFC 6761) or a loopback address."""
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def is_local_url(url: str) -> bool:
+    """Whether ``url`` points at this machine (where only an emulator answers)."""
+    return bool(url) and is_loopback_host(urlsplit(url).hostname or "")

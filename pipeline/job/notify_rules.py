@@ -3,25 +3,14 @@
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from urllib.parse import urlsplit
 
+from pipeline.grounding.hosts import is_loopback_host
 from pipeline.job.refusal import KeyRefused
 from pipeline.job.sections import NotifySection
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_LOOPBACK_NAMES = frozenset({"localhost"})
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (a name or an address) is this machine's loopback."""
-    if host.lower() in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_notify(notify: NotifySection) -> None:
@@ -35,7 +24,7 @@ def check_notify(notify: NotifySection) -> None:
         raise KeyRefused("notify.webhook_url", f"not a URL: {exc}") from None
     if not host:
         raise KeyRefused("notify.webhook_url", "has no host")
-    if parts.scheme != "https" and not (parts.scheme == "http" and is_loopback(host)):
+    if parts.scheme != "https" and not (parts.scheme == "http" and is_loopback_host(host)):
         raise KeyRefused(
             "notify.webhook_url", "must be https:// (or http:// to a loopback host, for tests)"
         )

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import datetime as dt
 import html
-import ipaddress
 from dataclasses import dataclass
 from decimal import Decimal
 from urllib.parse import urlsplit
+
+from pipeline.grounding.hosts import is_local_url
 
 BACKEND_NAMES = {"developer": "Gemini Developer API", "vertex": "Vertex AI"}
 
@@ -23,17 +24,6 @@ class ReportContext:
     model: str
     backend: str  # "developer" | "vertex"
     base_url: str  # "" = Google's endpoint for the backend
-
-
-def is_local(base_url: str) -> bool:
-    """``base_url`` on this machine (loopback), where only an emulator answers."""
-    host = (urlsplit(base_url).hostname or "") if base_url else ""
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def shown_url(base_url: str) -> str:
@@ -54,14 +44,14 @@ def endpoint_label(backend: str, base_url: str) -> str:
     """Where the calls went, in words."""
     if not base_url:
         return f"Google's {BACKEND_NAMES.get(backend, backend)} endpoint"
-    if is_local(base_url):
+    if is_local_url(base_url):
         return f"local emulator at {shown_url(base_url)}"
     return f"custom endpoint at {shown_url(base_url)}"
 
 
 def spend_caveat(base_url: str, spend_usd: Decimal) -> str:
     spend = f"${spend_usd:.4f}"
-    if is_local(base_url):
+    if is_local_url(base_url):
         return (
             f"Spend ({spend}) is an estimate at Google's list prices; nothing was billed:"
             " the answers came from a local endpoint."
