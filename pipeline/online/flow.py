@@ -257,10 +257,11 @@ class QuestionFlow:
         until this answer is committed, so that a question with the same key waits for it."""
         reuse = self._reuse
         key = reuse.key(question)
-        reused = await reuse.find_or_hold(question, key)
-        if reused is not None:
-            await self._after_call_1(question, reused, outcomes, spend)
+        found = await reuse.find_or_hold(question, key)
+        if isinstance(found, Outcome):
+            await self._after_call_1(question, found, outcomes, spend)
             return
+        hold = found
         try:
             first = await self._managed(question, outcomes, spend)
             if first is None:  # stopped after the hand-over was stored
@@ -269,9 +270,9 @@ class QuestionFlow:
                 first = reuse.stamped(first, key)
             if reuse.within is not None and first.change is not None and first.committed is None:
                 first.committed = anyio.Event()  # set by the writer once stored
-            await self._after_call_1(question, first, outcomes, spend, lambda: reuse.release(key))
+            await self._after_call_1(question, first, outcomes, spend, hold.release)
         finally:
-            reuse.release(key)
+            hold.release()
 
     async def _managed(
         self, question: ClaimedQuestion, outcomes: Outcomes, spend: QuestionSpend | None

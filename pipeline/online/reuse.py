@@ -35,6 +35,23 @@ if TYPE_CHECKING:
     from pipeline.store.database import Database
 
 
+class KeyHold:
+    """The right to ask one reuse key in this process, until :meth:`release`."""
+
+    def __init__(self, key: str, asking: dict[str, anyio.Event]) -> None:
+        self.key = key
+        self._asking = asking
+        self._done = anyio.Event()
+        asking[key] = self._done
+
+    def release(self) -> None:
+        """The answer asked under the key is stored (or was not given): waiters look again.
+        Releasing twice is harmless; it never lets go of a hold taken by another caller."""
+        if self._asking.get(self.key) is self._done:
+            del self._asking[self.key]
+        self._done.set()
+
+
 class AnswerReuse:
     """One run's side of reuse: the stamps, the look-up, the keys being asked right now.
 
@@ -63,30 +80,29 @@ class AnswerReuse:
             )
         return outcome
 
-    async def find_or_hold(self, question: ClaimedQuestion, key: str) -> Outcome | None:
-        """A copied answer for ``question``; or None, and the caller asks it, holding ``key``
-        until :meth:`release` (a second caller with the same key waits for it)."""
+    async def find_or_hold(self, question: ClaimedQuestion, key: str) -> Outcome | KeyHold:
+        """A copied answer for ``question``; or the hold on ``key``, and the caller asks it,
+        until :meth:`KeyHold.release` (a second caller with the same key waits for it)."""
         if self.within is None:
-            return None
-        while True:
-            since = utcnow() - self.within
+            return KeyHold(key, {})
+        # Wait out whoever asks ``key`` now, then hold it *before* looking: a look that began
+        # before another caller's answer was committed would miss it, and ask again.
+        while (asking := self._asking.get(key)) is not None:
+            await asking.wait()
+        hold = KeyHold(key, self._asking)
+        since = utcnow() - self.within
+        try:
             found = await self._db.transaction(
                 "looking for an answer to reuse",
-                lambda c, since=since: reusable_answer(c, key, since),
+                lambda c: reusable_answer(c, key, since),
             )
-            if found is not None:
-                return self._copied(question, key, found)
-            asking = self._asking.get(key)
-            if asking is None:
-                self._asking[key] = anyio.Event()
-                return None
-            await asking.wait()
-
-    def release(self, key: str) -> None:
-        """The answer asked under ``key`` is stored (or was not given): waiters look again."""
-        event = self._asking.pop(key, None)
-        if event is not None:
-            event.set()
+        except BaseException:
+            hold.release()
+            raise
+        if found is None:
+            return hold
+        hold.release()
+        return self._copied(question, key, found)
 
     def _copied(self, question: ClaimedQuestion, key: str, found: Reusable) -> Outcome:
         raw = found.raw_response.encode()
