@@ -436,13 +436,16 @@ class OnlineRunner:
         here, that another run took over and gave back since, may come back in a claim
         while its old holder has yet to give it back. It goes back to the queue at once,
         so that it is never in two of this process's hands."""
-        held = [q.id for q in batch if q.id in self._in_flight]
+        held = {q.id for q in batch if q.id in self._in_flight}
         if not held:
             return batch
         await self.ctx.db.transaction(
             "giving back questions still held", lambda c: queue.release(c, self.owner, held)
         )
-        return [q for q in batch if q.id not in self._in_flight]
+        # Those given back, not those still held now: the writer may have let go of one
+        # meanwhile (its outcome was committed just before this claim), and that one is in
+        # the queue again, no longer ours to ask.
+        return [q for q in batch if q.id not in held]
 
     async def _wait_for_progress(self, at_most_s: float) -> None:
         with anyio.move_on_after(at_most_s):

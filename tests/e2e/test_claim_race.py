@@ -1,0 +1,84 @@
+"""A claim that comes back with a question the run still holds, because the writer committed
+that question's outcome (a retry later, say) and has not yet let go of it: the claim gives it
+back, and no caller asks it. Had a caller asked it, the question would be in the queue and in a
+call at once, and the next claim could ask it a second time (paid twice, its attempts
+miscounted): the fault-mix run found it one run in twenty."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from pipeline.commands import load_job, opened
+from pipeline.commands.run import online_runner
+from pipeline.job.calls import plan_calls
+from pipeline.job.states import QuestionState
+from pipeline.rows import StateChange
+from pipeline.run.context import run_context
+from pipeline.store import queue
+from pipeline.store.database import Database
+from pipeline.store.tables import questions
+from tests.support.databases import fetch_rows
+from tests.support.jobs import make_job
+
+pytestmark = pytest.mark.anyio
+
+BASE_URL = "http://127.0.0.1:9"  # never called: no call is made
+
+
+class WriterLetsGoMeanwhile(Database):
+    """The run's database, where the writer's bookkeeping for a committed outcome
+    (``let_go``) runs while the claimer gives questions back: the order a busy machine
+    may give them."""
+
+    def __init__(self, db: Database, let_go: Callable[[], None]) -> None:
+        super().__init__(db.engine, outage_s=db.outage_s)
+        self._let_go = let_go
+
+    async def transaction(
+        self, what: str, statement: Callable[[AsyncConnection], Awaitable[Any]]
+    ) -> Any:
+        result = await super().transaction(what, statement)
+        if what == "giving back questions still held":
+            self._let_go()
+        return result
+
+
+async def test_a_question_given_back_by_a_claim_is_not_asked(tmp_path: Path) -> None:
+    spec = make_job(tmp_path, base_url=BASE_URL, n_questions=2)
+    async with opened(spec) as engine:
+        job_id = await load_job(engine, spec)
+        assert job_id is not None
+        ctx = run_context(spec, engine, job_id)
+        runner = online_runner(spec, ctx, plan_calls(spec, {"GEMINI_API_KEY": "k"}))
+        owner = runner.owner
+        db = ctx.db
+        lease = runner._lease  # pyright: ignore[reportPrivateUsage]
+        in_flight = runner._in_flight  # pyright: ignore[reportPrivateUsage]
+
+        # The run asked the first question, which failed: its retry is committed, and the
+        # question is due again at once, while the writer still counts it in flight.
+        (first,) = await db.transaction("claim", lambda c: queue.claim(c, job_id, owner, 1, lease))
+        in_flight.add(first.id)
+        retry = StateChange(first.id, QuestionState.RETRY_WAIT, 1, error_class="http_500")
+        await db.transaction("retry", lambda c: queue.apply_state_changes(c, [retry], owner))
+
+        # The claimer takes it again, and the writer lets go of it while it is given back.
+        again = await db.transaction("claim", lambda c: queue.claim(c, job_id, owner, 2, lease))
+        assert first.id in {q.id for q in again}
+        ctx.db = WriterLetsGoMeanwhile(db, lambda: in_flight.discard(first.id))
+        handed = await runner._not_held(again)  # pyright: ignore[reportPrivateUsage]
+
+    assert first.id not in {q.id for q in handed}  # no caller asks what went back
+    rows = await fetch_rows(
+        spec.database_url,
+        sa.select(questions.c.state, questions.c.lease_owner, questions.c.attempts).where(
+            questions.c.id == first.id
+        ),
+    )
+    assert rows == [("retry_wait", None, 1)]  # back in the queue, its attempt kept
