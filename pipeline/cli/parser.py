@@ -543,7 +543,11 @@ def _add_serve_command(commands: Commands, job: Parser) -> None:
     serve = commands.add_parser(
         "serve", parents=[job], help="the review desk: browse, search and approve answers"
     )
-    serve.add_argument("--host", default="127.0.0.1", help="the address (default 127.0.0.1)")
+    serve.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address (default 127.0.0.1); beyond loopback, GROUND_DESK_TOKEN must be set",
+    )
     serve.add_argument("--port", type=_port, default=8765, help="the port (default 8765)")
     serve.add_argument("--reviewer", metavar="NAME", help="the name decisions are stored under")
 

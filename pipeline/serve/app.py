@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pipeline.results.report import page
 from pipeline.serve import overview, views
 from pipeline.serve.context import CONTEXT, ENGINE, HERE, TEMPLATES, DeskContext, templates
-from pipeline.serve.security import security_headers
+from pipeline.serve.security import TOKEN_PARAMETER, security_headers, session_gate
 
 # The report's look (one renderer: its classes for answers, sources, verdicts) and the desk's.
 DESK_CSS = """\
@@ -46,7 +46,7 @@ async def stylesheet(request: web.Request) -> web.Response:
 
 def build_app(engine: AsyncEngine, context: DeskContext) -> web.Application:
     """The desk for one job over ``engine``."""
-    app = web.Application(middlewares=[security_headers])
+    app = web.Application(middlewares=[security_headers, session_gate(context.access_token)])
     app[ENGINE] = engine
     app[CONTEXT] = context
     app[TEMPLATES] = templates()
@@ -68,7 +68,8 @@ async def serve_desk(engine: AsyncEngine, context: DeskContext, host: str, port:
         site = web.TCPSite(runner, host, port)
         await site.start()
         shown = f"[{host}]" if ":" in host else host
-        print(f"review desk for job {context.job_name}: http://{shown}:{port}/", flush=True)
+        link = f"http://{shown}:{port}/?{TOKEN_PARAMETER}={context.access_token}"
+        print(f"review desk for job {context.job_name}: {link}", flush=True)
         await anyio.sleep_forever()
     finally:
         await runner.cleanup()

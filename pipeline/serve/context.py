@@ -28,6 +28,7 @@ class DeskContext:
     verify_model: str | None = None  # whose citation verdicts are shown
     reviewer: str | None = None  # the name decisions are stored under (--reviewer)
     csrf_token: str = field(default_factory=new_token)
+    access_token: str = field(default_factory=new_token)  # opens a session (the printed link)
 
 
 ENGINE = web.AppKey("engine", AsyncEngine)

@@ -1,5 +1,10 @@
-"""The desk's defences: response headers (a strict Content-Security-Policy) and the CSRF
-token every form carries.
+"""The desk's defences: the session token every request needs, response headers (a strict
+Content-Security-Policy) and the CSRF token every form carries.
+
+* **Sessions.** ``ground serve`` prints a link carrying the desk's access token. Opening it
+  sets a cookie (HttpOnly, SameSite=Strict) and sends the browser on to the same page without
+  the token in its address (out of the history and of any Referer); a request with neither
+  the cookie nor the token gets 401. The token is never logged (the desk keeps no access log).
 
 Everything the desk shows from the job (questions, answers, titles, Search suggestions) is
 untrusted. The templates escape it (Jinja2 autoescape); the policy below is the second wall:
@@ -16,6 +21,7 @@ import secrets
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from pipeline.errors import GroundError
 
@@ -34,6 +40,14 @@ HEADERS = {
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
+SESSION_COOKIE = "ground_desk_session"
+TOKEN_PARAMETER = "token"  # noqa: S105 (the query parameter's name)
+MIN_TOKEN_LENGTH = 32  # characters of a token the user chose (GROUND_DESK_TOKEN)
+UNAUTHORIZED = (
+    "<!doctype html><title>401</title><p>This desk needs the link <code>ground serve</code>"
+    " printed when it started: it carries the session token.</p>"
+)
+
 
 class CsrfRefused(GroundError, ValueError):
     """A POST without the desk's token: refused (403)."""
@@ -44,9 +58,30 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
+def same_token(expected: str, given: object) -> bool:
+    """``given`` is ``expected``, compared in constant time."""
+    return isinstance(given, str) and hmac.compare_digest(expected.encode(), given.encode())
+
+
+def session_gate(token: str) -> Middleware:
+    """The middleware that lets through only requests of a session opened with ``token``."""
+
+    @web.middleware
+    async def gate(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if same_token(token, request.cookies.get(SESSION_COOKIE)):
+            return await handler(request)
+        if not same_token(token, request.query.get(TOKEN_PARAMETER)):
+            raise web.HTTPUnauthorized(text=UNAUTHORIZED, content_type="text/html")
+        opened = web.HTTPSeeOther(request.rel_url.without_query_params(TOKEN_PARAMETER))
+        opened.set_cookie(SESSION_COOKIE, token, httponly=True, samesite="Strict", path="/")
+        raise opened
+
+    return gate
+
+
 def check_csrf(expected: str, given: object) -> None:
     """Raise :class:`CsrfRefused` unless ``given`` is the desk's token."""
-    if not isinstance(given, str) or not hmac.compare_digest(expected, given):
+    if not same_token(expected, given):
         raise CsrfRefused("the form's CSRF token is missing or wrong")
 
 

@@ -5,6 +5,7 @@ their audit trail, ``export --review``, and the overview's live figures."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -230,16 +231,77 @@ def test_ground_serve_binds_loopback_and_serves_the_job(tmp_path: Path) -> None:
     try:
         assert server.stdout is not None
         line = server.stdout.readline()  # printed once the socket listens
-        assert line.strip() == f"review desk for job test: http://127.0.0.1:{port}/"
-        listing = requests.get(f"http://127.0.0.1:{port}/answers", timeout=10)
+        base = f"http://127.0.0.1:{port}"
+        link = re.fullmatch(rf"review desk for job test: ({base}/\?token=([\w-]{{43}}))\n", line)
+        assert link is not None
+        token = link[2]
+        # Without the session's token: 401, pages and forms alike.
+        assert requests.get(f"{base}/answers", timeout=10).status_code == 401
+        wrong = requests.get(f"{base}/answers", params={"token": "x" * 43}, timeout=10)
+        assert wrong.status_code == 401
+        bare = requests.post(f"{base}/answers/q00000/review", data={"verdict": "approved"})
+        assert bare.status_code == 401
+        # The printed link opens a session: a cookie, and the token leaves the address.
+        session = requests.Session()
+        opened = session.get(link[1], timeout=10)
+        assert opened.status_code == 200 and opened.url == f"{base}/"
+        assert [r.status_code for r in opened.history] == [303]
+        cookie = opened.history[0].headers["Set-Cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        listing = session.get(f"{base}/answers", timeout=10)
         assert listing.status_code == 200 and 'data-qid="q00000"' in listing.text
-        refused = requests.post(
-            f"http://127.0.0.1:{port}/answers/q00000/review",
+        refused = session.post(
+            f"{base}/answers/q00000/review",
             data={"verdict": "approved", "reviewer": "x"},
             timeout=10,
         )
-        assert refused.status_code == 403
+        assert refused.status_code == 403  # in a session, but without the CSRF token
         assert listening_addresses(port) == {"0100007F"}  # 127.0.0.1 only
+    finally:
+        server.send_signal(signal.SIGINT)
+        _, errors = server.communicate(timeout=30)
+    assert token not in errors  # nor in any log line
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.7"])
+def test_ground_serve_beyond_loopback_refuses_to_start_without_a_chosen_token(
+    tmp_path: Path, host: str
+) -> None:
+    spec = make_job(tmp_path, base_url="http://127.0.0.1:1", n_questions=1)
+    cli = [sys.executable, "-m", "pipeline.cli"]
+    subprocess.run([*cli, "load", str(spec.path)], check=True, capture_output=True)
+    env = {k: v for k, v in os.environ.items() if k != "GROUND_DESK_TOKEN"}
+    serve = [*cli, "serve", str(spec.path), "--host", host, "--port", str(free_port())]
+    refused = subprocess.run(serve, capture_output=True, text=True, env=env, timeout=60)
+    assert refused.returncode == 2
+    assert refused.stdout == ""
+    (line,) = refused.stderr.splitlines()
+    assert f"--host {host}" in line and "GROUND_DESK_TOKEN" in line
+    short = subprocess.run(
+        serve, capture_output=True, text=True, env=env | {"GROUND_DESK_TOKEN": "short"}, timeout=60
+    )
+    assert short.returncode == 2 and "at least 32" in short.stderr
+
+
+def test_ground_serve_takes_the_token_the_user_chose(tmp_path: Path) -> None:
+    spec = make_job(tmp_path, base_url="http://127.0.0.1:1", n_questions=1)
+    cli = [sys.executable, "-m", "pipeline.cli"]
+    subprocess.run([*cli, "load", str(spec.path)], check=True, capture_output=True)
+    port = free_port()
+    chosen = "a-token-the-team-shares-0123456789abcdef"
+    server = subprocess.Popen(
+        [*cli, "serve", str(spec.path), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ | {"GROUND_DESK_TOKEN": chosen},
+    )
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        assert line.endswith(f"/?token={chosen}\n")
+        base = f"http://127.0.0.1:{port}"
+        assert requests.get(f"{base}/", params={"token": chosen}, timeout=10).status_code == 200
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(timeout=30)

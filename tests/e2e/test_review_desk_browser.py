@@ -31,7 +31,7 @@ async def _filled(directory: Path) -> None:
 
 @pytest.fixture
 def desk(tmp_path: Path) -> Iterator[str]:
-    """``ground serve`` on a filled job; its base URL."""
+    """``ground serve`` on a filled job; the link it printed (its session token in it)."""
     anyio.run(_filled, tmp_path)
     (tmp_path / "questions.jsonl").write_text("", encoding="utf-8")
     (tmp_path / "job.toml").write_text(
@@ -49,8 +49,9 @@ def desk(tmp_path: Path) -> Iterator[str]:
     )
     try:
         assert server.stdout is not None
-        assert "review desk for job desk" in server.stdout.readline()
-        yield f"http://127.0.0.1:{port}"
+        line = server.stdout.readline()
+        assert line.startswith("review desk for job desk: ")
+        yield line.split(": ", 1)[1].strip()  # the link, with the session token
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(timeout=30)
@@ -65,8 +66,14 @@ def chromium() -> Iterator[webdriver.Chrome]:
 def test_desk_in_headless_chromium(desk: str, chromium: webdriver.Chrome) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     wait = WebDriverWait(chromium, 15)
+    link, desk = desk, desk.split("/?", 1)[0]
 
-    chromium.get(desk + "/")
+    chromium.get(desk + "/")  # no session yet
+    assert "needs the link" in chromium.find_element(By.TAG_NAME, "body").text
+    refused = chromium.get_log("browser")  # read, so that only later entries are checked
+    assert refused and all("401 (Unauthorized)" in e["message"] for e in refused)
+    chromium.get(link)  # the session opens, and the token leaves the address
+    assert chromium.current_url == desk + "/"
     # desk.js ran (allowed by the policy) and read /overview.json
     wait.until(lambda d: d.find_element(By.ID, "polled").text.startswith("live, read"))
     assert chromium.find_element(By.CSS_SELECTOR, '[data-field="answers"]').text == "29"

@@ -168,6 +168,8 @@ async def desk_client(job: DeskJob) -> AsyncIterator[tuple[TestClient, DeskConte
     client = TestClient(TestServer(build_app(job.engine, context)))
     await client.start_server()
     try:
+        opened = await client.get("/", params={"token": context.access_token})
+        assert opened.status == 200  # the session's cookie set, then the overview
         yield client, context
     finally:
         await client.close()
