@@ -82,7 +82,14 @@ async def answers_page(request: web.Request) -> web.Response:
         verdicts=VERDICTS,
         routes=ROUTES,
         review_statuses=reviews.REVIEW_STATUSES,
+        verdict_keys=VERDICT_KEYS,
+        reviewer=_reviewer(request),
     )
+
+
+def _reviewer(request: web.Request) -> str:
+    """The name the page's decisions go under: the last one used here, or ``--reviewer``."""
+    return request.cookies.get("ground_reviewer") or request.app[CONTEXT].reviewer or ""
 
 
 def _drawn(stored: StoredQuestion, verdicts: list[Any] | None) -> dict[str, Any]:
@@ -137,7 +144,7 @@ async def answer_page(request: web.Request) -> web.Response:
         status=_status(history, versions[-1].row["a_version"]),
         verdict_choices=reviews.REVIEW_VERDICTS,
         verdict_keys=VERDICT_KEYS,
-        reviewer=request.cookies.get("ground_reviewer") or context.reviewer or "",
+        reviewer=_reviewer(request),
         legend=Markup(render_legend()),  # noqa: S704 (our own text)
         before=before,
         after=after,

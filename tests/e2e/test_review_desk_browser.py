@@ -4,7 +4,9 @@ the keyboard decides), and a screenshot of each page is kept in var/test-artifac
 
 from __future__ import annotations
 
+import json
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,11 +24,13 @@ from tests.support.metrics import free_port
 from tests.support.paths import REPO
 
 ARTIFACTS = REPO / "var" / "test-artifacts"
+N_QUESTIONS = 60  # a third of them in each class, every one answered but one
+KEYS = "aar" * 6 + "ea"  # 20 decisions: 13 approved, 6 rejected, 1 needs edit
 
 
 async def _filled(directory: Path) -> None:
     async with desk_engine("sqlite", directory) as engine:
-        await fill(engine, 30)
+        await fill(engine, N_QUESTIONS)
 
 
 @pytest.fixture
@@ -76,12 +80,12 @@ def test_desk_in_headless_chromium(desk: str, chromium: webdriver.Chrome) -> Non
     assert chromium.current_url == desk + "/"
     # desk.js ran (allowed by the policy) and read /overview.json
     wait.until(lambda d: d.find_element(By.ID, "polled").text.startswith("live, read"))
-    assert chromium.find_element(By.CSS_SELECTOR, '[data-field="answers"]').text == "29"
+    assert chromium.find_element(By.CSS_SELECTOR, '[data-field="answers"]').text == "59"
     chromium.save_screenshot(str(ARTIFACTS / "desk-overview.png"))
 
     chromium.get(desk + "/answers?class=geo")
     rows = chromium.find_elements(By.CSS_SELECTOR, "#answers tbody tr[data-qid]")
-    assert len(rows) == 10
+    assert len(rows) == 20
     body = chromium.find_element(By.TAG_NAME, "body")
     body.send_keys("j")
     body.send_keys("j")
@@ -111,3 +115,53 @@ def test_desk_in_headless_chromium(desk: str, chromium: webdriver.Chrome) -> Non
     chromium.save_screenshot(str(ARTIFACTS / "desk-versions.png"))
     severe = [e for e in chromium.get_log("browser") if e["level"] == "SEVERE"]
     assert severe == []
+
+
+def test_twenty_answers_reviewed_by_keyboard_from_a_filtered_search(
+    desk: str, chromium: webdriver.Chrome, tmp_path: Path
+) -> None:
+    """The list filtered to one class and searched for a word, then 20 decisions made with
+    the keyboard alone: each stored, and ``export --review approved`` gives exactly those."""
+    wait = WebDriverWait(chromium, 15)
+    link, base = desk, desk.split("/?", 1)[0]
+    chromium.get(link)
+    chromium.get(base + "/answers")
+    chromium.find_element(By.NAME, "class").send_keys("geo")
+    search = chromium.find_element(By.NAME, "q")
+    search.send_keys("peak")
+    search.submit()
+    wait.until(lambda d: "class=geo" in d.current_url and "q=peak" in d.current_url)
+    rows = chromium.find_elements(By.CSS_SELECTOR, "#answers tbody tr[data-qid]")
+    qids = [row.get_attribute("data-qid") for row in rows]
+    assert len(qids) == 20 and all(int(q[1:]) % 3 == 0 for q in qids)  # geo only
+
+    chromium.find_element(By.NAME, "reviewer").send_keys("ana")
+    chromium.find_element(By.TAG_NAME, "h1").click()  # out of the name field
+    body = chromium.find_element(By.TAG_NAME, "body")
+    body.send_keys("j")  # the first row marked
+    for key in KEYS:
+        body.send_keys(key)  # decides the marked row, and marks the next
+    verdicts = {"a": "approved", "r": "rejected", "e": "needs_edit"}
+    wanted = {qid: verdicts[key] for qid, key in zip(qids, KEYS, strict=True)}
+    wait.until(
+        lambda d: (
+            [c.text for c in d.find_elements(By.CSS_SELECTOR, "#answers td.review")]
+            == list(wanted.values())
+        )
+    )
+    chromium.save_screenshot(str(ARTIFACTS / "desk-list-reviewed.png"))
+
+    with sqlite3.connect(tmp_path / "test.sqlite") as db:
+        stored = dict(
+            db.execute(
+                "SELECT q.qid, r.verdict FROM reviews r JOIN questions q ON q.id = r.question_id"
+                " WHERE r.reviewer = 'ana'"
+            ).fetchall()
+        )
+    assert stored == wanted
+
+    out = tmp_path / "approved.jsonl"
+    export = [sys.executable, "-m", "pipeline.cli", "export", str(tmp_path / "job.toml")]
+    subprocess.run([*export, "--review", "approved", "--out", str(out)], check=True)
+    exported = {json.loads(line)["id"] for line in out.read_text(encoding="utf-8").splitlines()}
+    assert exported == {qid for qid, verdict in wanted.items() if verdict == "approved"}

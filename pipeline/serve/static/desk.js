@@ -1,6 +1,7 @@
 // The review desk's only script (served from /static/, allowed by the page's CSP; no inline
-// script anywhere). Three things: the overview's live figures, the keyboard, and a citation
-// marker's hover text naming its source's resolved destination.
+// script anywhere). Three things: the overview's live figures, the keyboard (moving, and
+// deciding on the list and on one answer), and a citation marker's hover text naming its
+// source's resolved destination.
 (function () {
   "use strict";
   var page = document.body.dataset.page;
@@ -52,11 +53,36 @@
       rows[at].classList.add("current");
       rows[at].scrollIntoView({ block: "nearest" });
     }
+    var form = document.getElementById("list-review");
+    var verdicts = { a: "approved", r: "rejected", e: "needs_edit" };
+    // A decision on the marked row, posted as the answer page's form would be; the row shows
+    // it once stored, and the mark moves on.
+    function decide(row, verdict) {
+      var said = document.getElementById("decided");
+      var data = new FormData(form);
+      if (!data.get("reviewer")) { said.textContent = "type your name first"; return; }
+      data.set("verdict", verdict);
+      fetch(row.dataset.href + "/review", {
+        method: "POST", body: data, credentials: "same-origin", redirect: "manual"
+      }).then(function (r) {
+        if (r.type !== "opaqueredirect" && !r.ok) { throw new Error(String(r.status)); }
+        var cell = row.querySelector("td.review");
+        cell.textContent = verdict;
+        cell.className = "review review-" + verdict;
+        said.textContent = row.dataset.qid + ": " + verdict.replace("_", " ");
+      }).catch(function (err) {
+        said.textContent = row.dataset.qid + ": not stored (" + err.message + ")";
+      });
+    }
     document.addEventListener("keydown", function (e) {
       if (typing(e) || e.ctrlKey || e.metaKey || e.altKey) { return; }
       if (e.key === "j") { mark(at + 1); }
       else if (e.key === "k") { mark(at - 1); }
       else if (e.key === "Enter" && at >= 0) { window.location.href = rows[at].dataset.href; }
+      else if (verdicts[e.key] && at >= 0 && rows[at].hasAttribute("data-answered")) {
+        decide(rows[at], verdicts[e.key]);
+        mark(at + 1);
+      }
     });
   }
 
