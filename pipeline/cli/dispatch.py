@@ -326,6 +326,10 @@ def _queue_or_results_action(args: argparse.Namespace) -> JobAction:
             return lambda spec: serve_command(
                 spec, host=args.host, port=args.port, reviewer=args.reviewer
             )
+        case "review":
+            from pipeline.commands.review import review_import_command
+
+            return lambda spec: review_import_command(spec, args.file, reviewer=args.reviewer)
         case "report":
             return lambda spec: commands.report_command(
                 spec,

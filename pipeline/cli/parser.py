@@ -11,6 +11,7 @@ import datetime as dt
 import difflib
 import math
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
 from pipeline.exit_codes import EPILOG, EXIT_USAGE
@@ -550,6 +551,18 @@ def _add_serve_command(commands: Commands, job: Parser) -> None:
     )
     serve.add_argument("--port", type=_port, default=8765, help="the port (default 8765)")
     serve.add_argument("--reviewer", metavar="NAME", help="the name decisions are stored under")
+    review = commands.add_parser("review", help="review decisions: import those made elsewhere")
+    actions = review.add_subparsers(dest="review_command", required=True, metavar="ACTION")
+    taken = actions.add_parser(
+        "import",
+        parents=[job],
+        help="store decisions from a CSV or JSONL file (id, verdict, note, reviewer), as the"
+        " desk's own; nothing is imported when a row is wrong",
+    )
+    taken.add_argument("file", metavar="FILE", type=Path, help="the decisions (.csv or .jsonl)")
+    taken.add_argument(
+        "--reviewer", metavar="NAME", help="the name for rows without a reviewer column"
+    )
 
 
 def _add_cite_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,6 +9,7 @@ problems to stderr; they never print a credential. By module:
 * ``fallback``: own retrieval's side of ``run`` (the index it needs, ``--fallback-auto``);
 * ``results``: ``status``, ``export``, ``show``, ``report``;
 * ``serve``: ``serve``, the review desk (imported only by that command);
+* ``review``: ``review import``, decisions made elsewhere;
 * ``batch``: batch mode's side of ``run`` and of ``status``, ``batch cancel`` and
   ``batch clean`` (imported only by the commands that meet a batch job);
 * ``common``: messages, the job's database opened and migrated, loading the questions.
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from pipeline.commands.cite import cite_command
     from pipeline.commands.index import index_command
     from pipeline.commands.init import init_command
+    from pipeline.commands.review import review_import_command
     from pipeline.commands.serve import serve_command
     from pipeline.commands.verify import verify_command
     from pipeline.commands.worker import worker_command
@@ -63,6 +65,7 @@ else:  # the commands that are imported only by the command that runs them
             "cite": ("cite_command",),
             "index": ("index_command",),
             "init": ("init_command",),
+            "review": ("review_import_command",),
             "serve": ("serve_command",),
             "verify": ("verify_command",),
             "worker": ("worker_command",),
@@ -91,6 +94,7 @@ __all__ = [
     "resolve_command",
     "restructure_command",
     "retry_command",
+    "review_import_command",
     "run_command",
     "run_outcome",
     "say",

@@ -8,6 +8,7 @@ if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.results import api, export
     from pipeline.results.api import Job, JobUnavailable, MissingExtra, as_override, open_job
     from pipeline.results.cite import FORMATS, Uncitable, cite_body, details, render
+    from pipeline.results.decisions import Decision, DecisionsError, read_decisions
     from pipeline.results.estimate import (
         Estimate,
         JobPrices,
@@ -61,6 +62,7 @@ else:  # what Python does: each name imported when first asked for
                 "details",
                 "render",
             ),
+            "decisions": ("Decision", "DecisionsError", "read_decisions"),
             "estimate": (
                 "Estimate",
                 "JobPrices",
@@ -109,6 +111,8 @@ __all__ = [
     "FORMATS",
     "MIN_FINISHED",
     "STORED_ANSWERS_READ",
+    "Decision",
+    "DecisionsError",
     "Estimate",
     "Job",
     "JobPrices",
@@ -131,6 +135,7 @@ __all__ = [
     "open_job",
     "other_models",
     "precision_series",
+    "read_decisions",
     "render",
     "render_class_stats",
     "render_other_models",

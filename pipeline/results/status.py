@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.job.states import TERMINAL_STATES
-from pipeline.store import ledger, model_drift
+from pipeline.store import ledger, model_drift, reviews
 from pipeline.store import status as sums
 from pipeline.store.exclusions import excluded_domain_sources
 from pipeline.store.source_policy import policy_counts
@@ -72,6 +72,9 @@ class JobStatus:
     source_policy: dict[str, int] = field(default_factory=dict)
     # Each path's answers over every stored version (a managed miss the fallback replaced
     # still counts for managed), and those grounded citing at least one source.
+    # The answered questions by review status (approved, rejected, needs_edit, pending), once
+    # any decision was stored (ground serve, ground review import); empty before.
+    reviews: dict[str, int] = field(default_factory=dict)
     managed_answers: int = 0
     managed_cited: int = 0
     own_answers: int = 0
@@ -151,6 +154,11 @@ async def job_status(
         structured_stale_schema=made.stale_schema,
         excluded_domain_sources=await excluded_domain_sources(connection, job_id, exclude_domains),
         source_policy=await policy_counts(connection, job_id),
+        reviews=(
+            await reviews.review_counts(connection, job_id)
+            if await reviews.has_reviews(connection, job_id)
+            else {}
+        ),
         managed_answers=sum(r.managed.answers for r in routes),
         managed_cited=sum(_cited(r.managed) for r in routes),
         own_answers=sum(r.own.answers for r in routes),
@@ -226,6 +234,11 @@ def render_status(status: JobStatus) -> str:
         lines.extend(_structured_lines(status))
     lines.extend(_source_lines(status))
     lines.extend(source_policy_lines(status.source_policy))
+    if status.reviews:
+        lines.append(
+            "  reviews: "
+            + ", ".join(f"{n} {verdict.replace('_', ' ')}" for verdict, n in status.reviews.items())
+        )
     if status.problems:
         lines.append("  problems (state / error class: count, example):")
         for p in status.problems:

@@ -8,7 +8,7 @@ stored, the question is pending again (the older decisions stay, as history).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,6 +114,15 @@ async def review_counts(connection: AsyncConnection, job_id: int) -> dict[str, i
     return counts
 
 
+async def has_reviews(connection: AsyncConnection, job_id: int) -> bool:
+    """Whether any decision was stored on the job's questions (the desk, an import)."""
+    q, r = questions.c, reviews.c
+    found = await connection.scalar(
+        sa.select(sa.exists().where(r.question_id == q.id, q.job_id == job_id))
+    )
+    return bool(found)
+
+
 async def qids_with_status(
     connection: AsyncConnection, job_id: int, statuses: Sequence[str]
 ) -> frozenset[str]:
@@ -127,3 +136,22 @@ async def qids_with_status(
         .where(q.job_id == job_id, status.in_(list(statuses)))
     )
     return frozenset(rows)
+
+
+async def question_ids(
+    connection: AsyncConnection, job_id: int, qids: Collection[str]
+) -> dict[str, int]:
+    """The row id of each of ``qids`` (input ids) that is a question of the job."""
+    q = questions.c
+    found: dict[str, int] = {}
+    wanted = sorted(qids)
+    for start in range(0, len(wanted), _ID_CHUNK):
+        chunk = wanted[start : start + _ID_CHUNK]
+        rows = await connection.execute(
+            sa.select(q.qid, q.id).where(q.job_id == job_id, q.qid.in_(chunk))
+        )
+        found.update((qid, question_id) for qid, question_id in rows)
+    return found
+
+
+_ID_CHUNK = 500  # input ids per look-up: well inside SQLite's bound-parameter limit
