@@ -72,7 +72,6 @@ else:  # what Python does: each name imported when first asked for
             ),
             "fallback": (
                 "MIN_FINISHED",
-                "STORED_ANSWERS_READ",
                 "fallback_candidates",
                 "render_routes",
                 "routes_dict",
@@ -96,7 +95,6 @@ else:  # what Python does: each name imported when first asked for
                 "render_class_stats",
                 "render_other_models",
                 "render_status",
-                "render_verification",
             ),
             "verify_estimate": (
                 "STORED_ANSWERS_READ",

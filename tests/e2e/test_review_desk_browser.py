@@ -6,20 +6,24 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
-import anyio
 import pytest
+import sqlalchemy as sa
+from anyio.from_thread import start_blocking_portal
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pipeline.store.tables import questions, reviews
 from tests.support.browser import headless_chromium
-from tests.support.desk import HOSTILE_ID, desk_engine, fill
+from tests.support.desk import HOSTILE_ID, desk_engine, desk_job, fill
 from tests.support.metrics import free_port
 from tests.support.paths import REPO
 
@@ -28,37 +32,67 @@ N_QUESTIONS = 60  # a third of them in each class, every one answered but one
 KEYS = "aar" * 6 + "ea"  # 20 decisions: 13 approved, 6 rejected, 1 needs edit
 
 
-async def _filled(directory: Path) -> None:
-    async with desk_engine("sqlite", directory) as engine:
-        await fill(engine, N_QUESTIONS)
+@dataclass(frozen=True, slots=True)
+class Desk:
+    """``ground serve`` on a filled job: the link it printed (its session token in it), the
+    desk's address, the job file, and what the job's database holds of ``ana``'s reviews."""
+
+    link: str
+    base: str
+    job_file: Path
+    reviews: Callable[[], dict[str, str]]  # qid -> verdict
+
+
+async def _reviews_by(engine: AsyncEngine, reviewer: str) -> dict[str, str]:
+    r, q = reviews.c, questions.c
+    async with engine.connect() as connection:
+        rows = await connection.execute(
+            sa.select(q.qid, r.verdict)
+            .join(questions, q.id == r.question_id)
+            .where(r.reviewer == reviewer)
+        )
+        return {qid: verdict for qid, verdict in rows}
+
+
+@contextmanager
+def served_desk(backend: str, directory: Path) -> Iterator[Desk]:
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(desk_engine(backend, directory)) as engine,
+    ):
+        portal.call(fill, engine, N_QUESTIONS)
+        job_file = desk_job(directory, engine).path
+        port = free_port()
+        command = [sys.executable, "-m", "pipeline.cli", "serve", str(job_file)]
+        server = subprocess.Popen(
+            [*command, "--port", str(port)], stdout=subprocess.PIPE, text=True
+        )
+        try:
+            assert server.stdout is not None
+            line = server.stdout.readline()
+            assert line.startswith("review desk for job desk: ")
+            link = line.split(": ", 1)[1].strip()
+            yield Desk(
+                link,
+                f"http://127.0.0.1:{port}",
+                job_file,
+                lambda: portal.call(_reviews_by, engine, "ana"),
+            )
+        finally:
+            server.send_signal(signal.SIGINT)
+            server.wait(timeout=30)
 
 
 @pytest.fixture
-def desk(tmp_path: Path) -> Iterator[str]:
-    """``ground serve`` on a filled job; the link it printed (its session token in it)."""
-    anyio.run(_filled, tmp_path)
-    (tmp_path / "questions.jsonl").write_text("", encoding="utf-8")
-    (tmp_path / "job.toml").write_text(
-        '[job]\nname = "desk"\ndatabase = "sqlite:///test.sqlite"\n'
-        '[source]\nfile = "questions.jsonl"\n'
-        '[model]\nname = "gemini-2.5-flash"\nbase_url = "http://127.0.0.1:1"\n',
-        encoding="utf-8",
-    )
-    port = free_port()
-    command = [sys.executable, "-m", "pipeline.cli", "serve", str(tmp_path / "job.toml")]
-    server = subprocess.Popen(
-        [*command, "--port", str(port)],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        line = server.stdout.readline()
-        assert line.startswith("review desk for job desk: ")
-        yield line.split(": ", 1)[1].strip()  # the link, with the session token
-    finally:
-        server.send_signal(signal.SIGINT)
-        server.wait(timeout=30)
+def desk(tmp_path: Path) -> Iterator[Desk]:
+    with served_desk("sqlite", tmp_path) as served:
+        yield served
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def any_desk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Desk]:
+    with served_desk(request.param, tmp_path) as served:
+        yield served
 
 
 @pytest.fixture
@@ -67,23 +101,23 @@ def chromium() -> Iterator[webdriver.Chrome]:
         yield browser
 
 
-def test_desk_in_headless_chromium(desk: str, chromium: webdriver.Chrome) -> None:
+def test_desk_in_headless_chromium(desk: Desk, chromium: webdriver.Chrome) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     wait = WebDriverWait(chromium, 15)
-    link, desk = desk, desk.split("/?", 1)[0]
+    link, base = desk.link, desk.base
 
-    chromium.get(desk + "/")  # no session yet
+    chromium.get(base + "/")  # no session yet
     assert "needs the link" in chromium.find_element(By.TAG_NAME, "body").text
     refused = chromium.get_log("browser")  # read, so that only later entries are checked
     assert refused and all("401 (Unauthorized)" in e["message"] for e in refused)
     chromium.get(link)  # the session opens, and the token leaves the address
-    assert chromium.current_url == desk + "/"
+    assert chromium.current_url == base + "/"
     # desk.js ran (allowed by the policy) and read /overview.json
     wait.until(lambda d: d.find_element(By.ID, "polled").text.startswith("live, read"))
     assert chromium.find_element(By.CSS_SELECTOR, '[data-field="answers"]').text == "59"
     chromium.save_screenshot(str(ARTIFACTS / "desk-overview.png"))
 
-    chromium.get(desk + "/answers?class=geo")
+    chromium.get(base + "/answers?class=geo")
     rows = chromium.find_elements(By.CSS_SELECTOR, "#answers tbody tr[data-qid]")
     assert len(rows) == 20
     body = chromium.find_element(By.TAG_NAME, "body")
@@ -92,7 +126,7 @@ def test_desk_in_headless_chromium(desk: str, chromium: webdriver.Chrome) -> Non
     assert "current" in (rows[1].get_attribute("class") or "")
     chromium.save_screenshot(str(ARTIFACTS / "desk-answers.png"))
 
-    chromium.get(f"{desk}/answers/{HOSTILE_ID}")
+    chromium.get(f"{base}/answers/{HOSTILE_ID}")
     assert chromium.title.startswith(HOSTILE_ID)  # the answer's script did not set it
     assert "<script>" in chromium.find_element(By.CSS_SELECTOR, "#answer .answer").text
     # a marker's hover text: title, then the resolved destination (desk.js)
@@ -106,11 +140,11 @@ def test_desk_in_headless_chromium(desk: str, chromium: webdriver.Chrome) -> Non
     chromium.find_element(By.TAG_NAME, "h1").click()
     chromium.find_element(By.TAG_NAME, "body").send_keys("a")
     wait.until(lambda d: d.current_url.endswith("/answers/q0007"))  # then the next answer
-    chromium.get(f"{desk}/answers/{HOSTILE_ID}")
+    chromium.get(f"{base}/answers/{HOSTILE_ID}")
     assert chromium.find_element(By.ID, "review-status").text == "approved"
     chromium.save_screenshot(str(ARTIFACTS / "desk-answer-reviewed.png"))
 
-    chromium.get(f"{desk}/answers/q0002")
+    chromium.get(f"{base}/answers/q0002")
     assert chromium.find_element(By.ID, "versions").is_displayed()
     chromium.save_screenshot(str(ARTIFACTS / "desk-versions.png"))
     severe = [e for e in chromium.get_log("browser") if e["level"] == "SEVERE"]
@@ -118,13 +152,14 @@ def test_desk_in_headless_chromium(desk: str, chromium: webdriver.Chrome) -> Non
 
 
 def test_twenty_answers_reviewed_by_keyboard_from_a_filtered_search(
-    desk: str, chromium: webdriver.Chrome, tmp_path: Path
+    any_desk: Desk, chromium: webdriver.Chrome, tmp_path: Path
 ) -> None:
     """The list filtered to one class and searched for a word, then 20 decisions made with
-    the keyboard alone: each stored, and ``export --review approved`` gives exactly those."""
+    the keyboard alone: each stored, and ``export --review approved`` gives exactly those.
+    On SQLite and PostgreSQL."""
     wait = WebDriverWait(chromium, 15)
-    link, base = desk, desk.split("/?", 1)[0]
-    chromium.get(link)
+    base = any_desk.base
+    chromium.get(any_desk.link)
     chromium.get(base + "/answers")
     chromium.find_element(By.NAME, "class").send_keys("geo")
     search = chromium.find_element(By.NAME, "q")
@@ -151,17 +186,11 @@ def test_twenty_answers_reviewed_by_keyboard_from_a_filtered_search(
     )
     chromium.save_screenshot(str(ARTIFACTS / "desk-list-reviewed.png"))
 
-    with sqlite3.connect(tmp_path / "test.sqlite") as db:
-        stored = dict(
-            db.execute(
-                "SELECT q.qid, r.verdict FROM reviews r JOIN questions q ON q.id = r.question_id"
-                " WHERE r.reviewer = 'ana'"
-            ).fetchall()
-        )
+    stored = any_desk.reviews()
     assert stored == wanted
 
     out = tmp_path / "approved.jsonl"
-    export = [sys.executable, "-m", "pipeline.cli", "export", str(tmp_path / "job.toml")]
+    export = [sys.executable, "-m", "pipeline.cli", "export", str(any_desk.job_file)]
     subprocess.run([*export, "--review", "approved", "--out", str(out)], check=True)
     exported = {json.loads(line)["id"] for line in out.read_text(encoding="utf-8").splitlines()}
     assert exported == {qid for qid, verdict in wanted.items() if verdict == "approved"}

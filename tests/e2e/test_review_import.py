@@ -16,27 +16,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pipeline.commands import status_command
 from pipeline.commands.review import review_import_command
 from pipeline.exit_codes import EXIT_OK, EXIT_USAGE
-from pipeline.job.spec import JobSpec, load_jobspec
 from pipeline.store.reviews import qids_with_status
 from pipeline.store.tables import questions, reviews
-from tests.support.desk import desk_engine, fill
+from tests.support.desk import desk_engine, desk_job, fill
 
 pytestmark = pytest.mark.anyio
 BACKENDS = ("sqlite", pytest.param("postgresql", marks=pytest.mark.postgres))
-
-
-def desk_job(tmp_path: Path, engine: AsyncEngine) -> JobSpec:
-    """The job file of the desk's test job, on ``engine``'s database."""
-    url = engine.url.render_as_string(hide_password=False).replace("+aiosqlite", "")
-    url = url.replace("+asyncpg", "")
-    (tmp_path / "questions.jsonl").write_text("", encoding="utf-8")
-    path = tmp_path / "job.toml"
-    path.write_text(
-        f'[job]\nname = "desk"\ndatabase = "{url}"\n[source]\nfile = "questions.jsonl"\n'
-        '[model]\nname = "gemini-2.5-flash"\nbase_url = "http://127.0.0.1:1"\n',
-        encoding="utf-8",
-    )
-    return load_jobspec(path)
 
 
 async def stored(engine: AsyncEngine) -> list[tuple[str, str, str, str | None, int | None]]:

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pipeline.clock import utcnow
 from pipeline.gemini.wire import decode_response
 from pipeline.grounding import ground_answer
+from pipeline.job.spec import JobSpec, load_jobspec
 from pipeline.job.states import Verdict
 from pipeline.rows import AnswerRecord
 from pipeline.serve import DeskContext, build_app
@@ -173,3 +174,18 @@ async def desk_client(job: DeskJob) -> AsyncIterator[tuple[TestClient, DeskConte
         yield client, context
     finally:
         await client.close()
+
+
+def desk_job(directory: Path, engine: AsyncEngine) -> JobSpec:
+    """The job file of the desk's test job (``desk``) in ``directory``, on ``engine``'s
+    database, for the commands: ``ground serve``, ``export``, ``review import``."""
+    url = engine.url.render_as_string(hide_password=False)
+    url = url.replace("+aiosqlite", "").replace("+asyncpg", "")
+    (directory / "questions.jsonl").write_text("", encoding="utf-8")
+    path = directory / "job.toml"
+    path.write_text(
+        f'[job]\nname = "desk"\ndatabase = "{url}"\n[source]\nfile = "questions.jsonl"\n'
+        '[model]\nname = "gemini-2.5-flash"\nbase_url = "http://127.0.0.1:1"\n',
+        encoding="utf-8",
+    )
+    return load_jobspec(path)
