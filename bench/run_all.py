@@ -25,6 +25,9 @@ BENCHES = (
     "bench_batch.py",  # batch mode at 100,000 questions, Developer API and Vertex (~5 minutes)
     # Own retrieval at 100,000 chunks: indexing chunks/s, search p50/p99, SQLite and PostgreSQL.
     "bench_retrieval.py",
+    # The review desk at 1,000,000 answers: list, search and answer pages, p50/p95, SQLite and
+    # PostgreSQL (a few minutes, most of them generating the job).
+    "bench_desk.py",
 )
 DEFAULT = BENCHES[:3]  # what BENCHMARKS.md is made of
 
