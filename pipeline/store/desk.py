@@ -136,9 +136,11 @@ async def neighbours(
 ) -> tuple[str | None, str | None]:
     """The input ids of the questions before and after this one, in load order."""
     q = questions.c
+    # ``job_id + 0``: no index on the job, so both walk the primary key from the question
+    # (SQLite would otherwise read every earlier question of the job through its index).
     before = await connection.scalar(
         sa.select(q.qid)
-        .where(q.job_id == job_id, q.id < question_id)
+        .where(q.job_id + 0 == job_id, q.id < question_id)
         .order_by(q.id.desc())
         .limit(1)
     )
