@@ -24,7 +24,6 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -33,7 +32,8 @@ import anyio
 import sqlalchemy as sa
 from aiohttp.test_utils import TestClient, TestServer
 from bench_export import generate
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from scratch import scratch_postgres
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.serve import DeskContext, build_app
 from pipeline.store.engine import create_engine, migrate
@@ -74,23 +74,13 @@ async def sqlite_job(n: int) -> AsyncIterator[AsyncEngine]:
 
 @asynccontextmanager
 async def postgres_job(n: int) -> AsyncIterator[AsyncEngine]:
-    name = f"bench_desk_{uuid.uuid4().hex[:10]}"
-    admin = create_async_engine(POSTGRES_ADMIN, isolation_level="AUTOCOMMIT")
-    async with admin.connect() as connection:
-        await connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    engine = create_engine(POSTGRES_ADMIN.rsplit("/", 1)[0] + f"/{name}")
-    try:
+    async with scratch_postgres(POSTGRES_ADMIN, "bench_desk") as engine:
         await migrate(engine)
         async with engine.begin() as connection:
             for statement in PG_ROWS:
                 await connection.execute(sa.text(statement), {"n": n})
             await connection.execute(sa.text("ANALYZE"))
         yield engine
-    finally:
-        await engine.dispose()
-        async with admin.connect() as connection:
-            await connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        await admin.dispose()
 
 
 def pages(n: int, rng: random.Random) -> dict[str, list[str]]:

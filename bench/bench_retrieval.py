@@ -55,6 +55,7 @@ from pathlib import Path
 
 import anyio
 import sqlalchemy as sa
+from scratch import scratch_postgres
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from pipeline.emulator.embeddings import vector as emulator_vector
@@ -180,18 +181,8 @@ async def run_sqlite(
 async def run_postgres(
     corpus: Path, n_queries: int, dense: argparse.Namespace | None
 ) -> dict[str, float]:
-    name = f"ground_bench_{uuid.uuid4().hex[:8]}"
-    admin = create_async_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-    async with admin.connect() as connection:
-        await connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    engine = create_engine(POSTGRES_URL.rsplit("/", 1)[0] + f"/{name}")
-    try:
+    async with scratch_postgres(POSTGRES_URL, "ground_bench") as engine:
         return await bench(engine, corpus, n_queries, dense)
-    finally:
-        await engine.dispose()
-        async with admin.connect() as connection:
-            await connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        await admin.dispose()
 
 
 # --answers: the job each variant runs (the emulator misses every prompt holding MISS_WORD).
