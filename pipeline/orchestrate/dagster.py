@@ -140,6 +140,21 @@ def check_results(
     return results
 
 
+def check_specs(
+    fail_on: Iterable[str], key: dg.AssetKey, *, blocking: bool
+) -> list[dg.AssetCheckSpec]:
+    """The asset checks of the ``fail_on`` states, declared with the asset."""
+    return [
+        dg.AssetCheckSpec(
+            check_name(state),
+            asset=key,
+            blocking=blocking,
+            description=f"No question of the job in the fail_on state {state!r}.",
+        )
+        for state in fail_on
+    ]
+
+
 def _failure(outcome: RunOutcome) -> dg.Failure:
     """Exit 1 (retryable) or 2 (not) as a step failure carrying the outcome."""
     retry = outcome.exit_status == ExitStatus.FAILED
@@ -189,15 +204,7 @@ def ground_asset(
     spec = load_jobspec(job, _as_set(overrides))
     states = tuple(spec.job.fail_on if fail_on is None else fail_on)
     key = dg.AssetKey([*_prefix(key_prefix), name or _asset_name(spec.name)])
-    checks = [
-        dg.AssetCheckSpec(
-            check_name(state),
-            asset=key,
-            blocking=blocking_checks,
-            description=f"No question of the job in the fail_on state {state!r}.",
-        )
-        for state in states
-    ]
+    checks = check_specs(states, key, blocking=blocking_checks)
 
     @dg.asset(
         key=key,
