@@ -8,16 +8,20 @@ Runs in ``.venv-dagster`` (``make test-dagster``): Dagster's pins conflict with 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
+import pipeline
 from pipeline.cli import main
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import RunningEmulator, running_emulator
 from pipeline.orchestrate.dagster import GroundResource, ground_asset, ground_assets
+from tests.support.databases import postgres_job_database
 from tests.support.jobs import make_job
 
 N = 6
@@ -138,3 +142,43 @@ def test_the_resource_s_database_and_limit_are_the_environment_s(
     assert meta["database"].endswith("staging.sqlite") and meta["calls"] == 2
     assert staging.exists() and not (tmp_path / "a" / "job.sqlite").exists()
     assert meta["counts"]["done"] + meta["counts"].get("ungrounded", 0) == 2
+
+
+@pytest.mark.postgres
+def test_production_s_postgresql_from_the_resource_its_password_shown_nowhere(
+    tmp_path: Path, emulator: RunningEmulator, capfd: pytest.CaptureFixture[str]
+) -> None:
+    make_job(tmp_path, base_url=emulator.base_url, n_questions=N)
+    password = "not-a-real-password-7f3a"  # the test server trusts 127.0.0.1: never checked
+    with postgres_job_database() as url:
+        production = url.replace("://postgres@", f"://postgres:{password}@")
+        asset = ground_asset(tmp_path / "job.toml")
+        result = dg.materialize([asset], resources={"ground": GroundResource(database=production)})
+        assert result.success
+        status = pipeline.open_job(tmp_path / "job.toml", job__database=url).status()
+    meta = _materialized(result, asset.key)
+    assert meta["counts"] == status["states"] and status["total"] == N
+    assert meta["database"].endswith("://postgres:***@" + url.split("://postgres@", 1)[1])
+    assert not (tmp_path / "job.sqlite").exists()  # the job file's database, left alone
+    said = capfd.readouterr()
+    events = "\n".join(repr(event) for event in result.all_events)
+    for text in (said.out, said.err, events):
+        assert password not in text
+
+
+def test_the_command_line_imports_no_dagster() -> None:
+    """Installed beside dagster, ``ground --help`` and ``import pipeline`` still import none of
+    it: only a program that imports pipeline.orchestrate.dagster does."""
+    probe = (
+        "import sys, contextlib, io\n"
+        "import pipeline\n"
+        "from pipeline.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "    main(['--help'])\n"
+        "pipeline.RunOutcome, pipeline.run_job\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'dagster'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"
