@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
+import pandas as pd
 import pytest
 
 import pipeline
@@ -182,3 +183,26 @@ def test_the_command_line_imports_no_dagster() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_an_upstream_asset_s_frame_is_answered_by_the_job_s_asset(
+    tmp_path: Path, emulator: RunningEmulator
+) -> None:
+    make_job(tmp_path, base_url=emulator.base_url, n_questions=N)
+    job = tmp_path / "job.toml"
+
+    @dg.asset
+    def late_questions() -> None:
+        rows = [{"id": f"late{i}", "question": f"What changed in release {i}?"} for i in range(3)]
+        pipeline.load_questions(job, pd.DataFrame(rows))
+
+    answers = ground_asset(job, deps=[late_questions])
+    result = dg.materialize([late_questions, answers], resources={"ground": GroundResource()})
+    assert result.success
+    meta = _materialized(result, answers.key)
+    assert meta["dagster/row_count"] == N + 3 and meta["calls"] >= N + 3
+    late = {
+        r["id"]: r["state"] for r in pipeline.open_job(job).records() if r["id"].startswith("late")
+    }
+    assert set(late) == {"late0", "late1", "late2"}
+    assert set(late.values()) <= {"done", "ungrounded"}
