@@ -18,16 +18,18 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.costs.cap import cap_micro
 from pipeline.costs.charges import WorstCase
 from pipeline.costs.prices import Price, PriceTable, UnconfirmedPriceWarning, load_prices
 from pipeline.job.calls import worst_case
+from pipeline.job.sections import NotifySection
 from pipeline.job.spec import JobSpec
 from pipeline.limits import Backoff, RetryPolicy
 from pipeline.limits.probe import ProbeSettings
@@ -36,6 +38,7 @@ from pipeline.run.spill import SpillFile, spill_path, spill_prefix, state_direct
 from pipeline.run.summary import RunSummary
 from pipeline.store.database import Database
 from pipeline.store.faults import FileIdentity
+from pipeline.store.notify_deliveries import record_event
 from pipeline.store.urls import display_url, sqlite_file
 
 log = logging.getLogger(__name__)
@@ -129,6 +132,9 @@ class RunContext:
         self.reuse_within: dt.timedelta | None = None
         # [limits] max_cost_per_question_usd in micro-dollars; None: no cap.
         self.question_cap_micro: int | None = None
+        # [notify]: which events are written (pipeline.notify delivers them), of which job.
+        self.notify = NotifySection()
+        self.job_name = ""
 
     @property
     def stopped(self) -> str | None:
@@ -150,6 +156,15 @@ class RunContext:
     def on_stop(self, wake: Callable[[], None]) -> None:
         """Call ``wake`` when the run is told to stop."""
         self._on_stop.append(wake)
+
+    async def record_event(
+        self, connection: AsyncConnection, name: str, data: Mapping[str, Any]
+    ) -> None:
+        """Write the webhook event ``name`` in the caller's transaction, when ``[notify]``
+        sends it: it is delivered once that commits (:mod:`pipeline.notify.outbox`)."""
+        if self.notify.sends(name):
+            document = {"job": self.job_name, **data}
+            await record_event(connection, self.job_id, name, document, dt.datetime.now(dt.UTC))
 
 
 def run_context(
@@ -183,6 +198,7 @@ def run_context(
     )
     ctx.reuse_within = spec.reuse_within
     ctx.question_cap_micro = cap_micro(limits.max_cost_per_question_usd)
+    ctx.notify, ctx.job_name = spec.notify, spec.name
     return ctx
 
 
