@@ -30,7 +30,7 @@ class Delivery:
 @dataclass
 class Receiver:
     """A webhook endpoint: answers 503 to the first ``fail_first`` POSTs, holds every POST
-    unanswered while ``hold`` is set, and ``status`` to the others."""
+    unanswered while ``hold`` is set (its status stays None), and ``status`` to the others."""
 
     fail_first: int = 0
     status: int = 204
@@ -40,8 +40,10 @@ class Receiver:
     async def handle(self, request: web.Request) -> web.Response:
         delivery = Delivery(dict(request.headers), await request.read(), None)
         self.received.append(delivery)
-        if self.hold:
-            await asyncio.Event().wait()  # until the client goes (or the server stops)
+        if self.hold:  # held until released, then never counted as answered
+            while self.hold:
+                await asyncio.sleep(0.05)
+            return web.Response(status=503)
         delivery.status = 503 if len(self.received) <= self.fail_first else self.status
         return web.Response(status=delivery.status)
 
