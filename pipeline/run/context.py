@@ -28,17 +28,17 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from pipeline.costs.cap import cap_micro
 from pipeline.costs.charges import WorstCase
 from pipeline.costs.prices import Price, PriceTable, UnconfirmedPriceWarning, load_prices
+from pipeline.job import sections
 from pipeline.job.calls import worst_case
-from pipeline.job.sections import NotifySection
 from pipeline.job.spec import JobSpec
 from pipeline.limits import Backoff, RetryPolicy
 from pipeline.limits.probe import ProbeSettings
 from pipeline.redaction import redact
 from pipeline.run.spill import SpillFile, spill_path, spill_prefix, state_directory
 from pipeline.run.summary import RunSummary
+from pipeline.store import notify_deliveries
 from pipeline.store.database import Database
 from pipeline.store.faults import FileIdentity
-from pipeline.store.notify_deliveries import record_event
 from pipeline.store.urls import display_url, sqlite_file
 
 log = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ class RunContext:
         # [limits] max_cost_per_question_usd in micro-dollars; None: no cap.
         self.question_cap_micro: int | None = None
         # [notify]: which events are written (pipeline.notify delivers them), of which job.
-        self.notify = NotifySection()
+        self.notify = sections.NotifySection()
         self.job_name = ""
 
     @property
@@ -164,7 +164,8 @@ class RunContext:
         sends it: it is delivered once that commits (:mod:`pipeline.notify.outbox`)."""
         if self.notify.sends(name):
             document = {"job": self.job_name, **data}
-            await record_event(connection, self.job_id, name, document, dt.datetime.now(dt.UTC))
+            now = dt.datetime.now(dt.UTC)
+            await notify_deliveries.record_event(connection, self.job_id, name, document, now)
 
 
 def run_context(
