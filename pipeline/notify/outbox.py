@@ -143,8 +143,15 @@ class Outbox:
             )
             return
         timeout = aiohttp.ClientTimeout(total=self.notify.timeout_s)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
-            await self._deliver_loop(session, signer)
+        try:
+            async with aiohttp.ClientSession(timeout=timeout) as session:
+                await self._deliver_loop(session, signer)
+        except Exception as exc:  # never the run's failure: what is pending stays so
+            log.warning(
+                "notify: delivery stopped, pending events wait for the next run: %s",
+                redact(f"{type(exc).__name__} {exc}"),
+                extra={"action": "webhook_failed"},
+            )
 
     async def _deliver_loop(self, session: aiohttp.ClientSession, signer: Webhook) -> None:
         bound = drain_bound_s(self.notify)

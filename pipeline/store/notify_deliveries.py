@@ -132,4 +132,4 @@ async def delivery_counts(connection: AsyncConnection, job_id: int) -> dict[str,
     rows = await connection.execute(
         sa.select(nd.c.state, sa.func.count()).where(nd.c.job_id == job_id).group_by(nd.c.state)
     )
-    return {state: count for state, count in rows.tuples()}
+    return {row[0]: row[1] for row in rows}
