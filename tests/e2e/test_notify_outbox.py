@@ -41,7 +41,7 @@ async def test_one_claim_takes_an_event_and_a_retry_waits(
             await nd.record_event(c, job_id, "batch.submitted", {"job": "job"}, now)
         async with engine.connect() as c:
             pending = await nd.pending_events(c, job_id)
-        assert [e.message_id for e in pending][0] == first and len(pending) == 2
+        assert len(pending) == 2 and pending[0].message_id == first
         assert orjson.loads(pending[0].body)["type"] == "run.finished"
         a, b = pending
         lease = now + dt.timedelta(seconds=30)
