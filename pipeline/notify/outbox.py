@@ -72,10 +72,7 @@ class Outbox:
         self._attached = anyio.Event()
         self._wake = anyio.Event()
         self._closing_at: float | None = None
-
-    @property
-    def engine(self) -> AsyncEngine | None:
-        return self._engine
+        self._writing = 0  # events being written (emit): the drain waits for them
 
     def attach(self, job_id: int) -> None:
         """The job's row exists (and the schema is current): events can be written."""
@@ -88,7 +85,15 @@ class Outbox:
     def emit(self, name: str, data: dict[str, Any]) -> None:
         """Write ``name`` soon, beside the caller (for callbacks that cannot wait)."""
         if self.notify.sends(name) and self.job_id is not None:
-            self._tasks.start_soon(self.record, name, data)
+            self._writing += 1
+            self._tasks.start_soon(self._record_emitted, name, data)
+
+    async def _record_emitted(self, name: str, data: dict[str, Any]) -> None:
+        try:
+            await self.record(name, data)
+        finally:
+            self._writing -= 1
+            self._wake.set()
 
     async def record(self, name: str, data: dict[str, Any]) -> None:
         """Write the event ``name`` now, in a transaction of its own. Never raises."""
@@ -158,7 +163,8 @@ class Outbox:
         while True:
             wait_s = await self._deliver_due(session, signer)
             closing = self._closing_at
-            if closing is not None and (wait_s is None or anyio.current_time() - closing > bound):
+            drained = wait_s is None and not self._writing
+            if closing is not None and (drained or anyio.current_time() - closing > bound):
                 return
             await self._wait(POLL_S if wait_s is None else min(max(wait_s, 0.01), POLL_S * 4))
 
