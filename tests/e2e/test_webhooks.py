@@ -218,3 +218,28 @@ def test_a_refused_notify_key_is_one_line_and_exit_2(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and place in err and "Traceback" not in err
     assert not (tmp_path / "job.sqlite").exists()
+
+
+def test_without_the_secret_events_wait_pending_for_a_run_that_has_it(
+    tmp_path: Path,
+    emulator: RunningEmulator,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    make_job(tmp_path, base_url=emulator.base_url, n_questions=N)
+    job = tmp_path / "job.toml"
+    receiver = Receiver()
+    with receiving(receiver) as url:
+        monkeypatch.delenv(SECRET_ENV)
+        assert ground(job, "run", overrides=notify_overrides(url)) in (0, 3)  # its own status
+        assert receiver.received == []
+        [(event, waiting, state, attempts)] = deliveries(tmp_path)
+        assert (event, state, attempts) == ("run.finished", "pending", 0)
+        kept = [r for r in caplog.records if "kept pending" in r.getMessage()]
+        assert len(kept) == 1 and SECRET_ENV in kept[0].getMessage()
+
+        monkeypatch.setenv(SECRET_ENV, SECRET)
+        assert ground(job, "run", overrides=notify_overrides(url)) in (0, 3)
+    assert [d.headers["webhook-id"] for d in receiver.accepted()].count(waiting) == 1
+    assert receiver.types() == ["run.finished", "run.finished"]
+    assert {state for _, _, state, _ in deliveries(tmp_path)} == {"sent"}
