@@ -56,7 +56,7 @@ def run_dags(tmp_path: Path, job: Path, *dag_ids: str) -> dict:
 
 @pytest.mark.timeout(300)
 def test_the_dags_map_the_exit_contract_and_push_the_outcome(tmp_path: Path) -> None:
-    with running_emulator(EmulatorConfig(seed=4, batch_delay_s=1.0)) as emu:
+    with running_emulator(EmulatorConfig(seed=4, batch_delay_s=3.0)) as emu:
         make_job(tmp_path / "job", base_url=emu.base_url, n_questions=N)
         report = run_dags(tmp_path, tmp_path / "job" / "job.toml", "ground_exits", "ground_nightly")
         batches = emu.stats()["batch"]["batches_created"]
