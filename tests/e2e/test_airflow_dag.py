@@ -22,7 +22,7 @@ from tests.support.jobs import make_job
 from tests.support.keys import TEST_API_KEY
 from tests.support.paths import REPO
 
-SUPPORT = REPO / "tests" / "support" / "airflow"
+SUPPORT = REPO / "tests" / "support" / "airflow_dags"
 EXAMPLE = REPO / "jobs" / "scheduling" / "ground_airflow_dag.py"
 N = 10
 

@@ -1,6 +1,6 @@
 """Run DAGs with ``dag.test()`` in this process, and print what came of each task as JSON.
 
-    python tests/support/airflow/run_dags.py DAGS_FOLDER DAG_ID [DAG_ID ...]
+    python tests/support/airflow_dags/run_dags.py DAGS_FOLDER DAG_ID [DAG_ID ...]
 
 The caller sets ``AIRFLOW_HOME`` (a directory of its own), ``GROUND_JOB`` and the job's
 environment; the metadata database is a SQLite file there. For each task: its state, its
