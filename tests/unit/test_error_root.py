@@ -25,8 +25,10 @@ INTERNAL = {
 }
 
 # Modules that import an extra's package at their top: scanned only where it is installed
-# (the main .venv leaves the orchestrators' extras out; `make test-dagster` has dagster).
+# (the main .venv has Airflow but not Dagster, whose pins conflict with requirements.lock;
+# .venv-dagster, `make test-dagster`, has it).
 EXTRAS = {
+    "pipeline.orchestrate.airflow": "airflow",
     "pipeline.orchestrate.dagster": "dagster",
 }
 
