@@ -65,7 +65,7 @@ def test_nothing_missing_decides_nothing() -> None:
 
 
 def test_only_batches_that_claim_every_row_are_reconciled() -> None:
-    assert reconcile.RECONCILED_STATES == {"JOB_STATE_SUCCEEDED", "JOB_STATE_PARTIALLY_SUCCEEDED"}
+    assert {"JOB_STATE_SUCCEEDED", "JOB_STATE_PARTIALLY_SUCCEEDED"} == reconcile.RECONCILED_STATES
 
 
 class _Client:
