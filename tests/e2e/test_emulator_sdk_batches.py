@@ -300,10 +300,9 @@ def test_the_developer_api_through_the_sdk_inline_file_list_cancel_delete(
         assert sorted(r["key"] for r in rows) == ["q0", "q1", "q2", "q3"]
         assert all(r["response"]["candidates"][0]["content"]["parts"] for r in rows)
         answers = client.batches.get(name=inline.name).dest.inlined_responses  # type: ignore[union-attr]
-        assert answers is not None and [a.metadata for a in answers] == [
-            {"key": "q0"},
-            {"key": "q1"},
-        ]
+        assert answers is not None and all(a.response for a in answers)
+        # joined by metadata: Google is reported to reorder inline answers
+        assert sorted(str(a.metadata) for a in answers) == ["{'key': 'q0'}", "{'key': 'q1'}"]
 
         # delete: each batch leaves get and list; the result file stays downloadable
         for name in (by_file.name, inline.name, doomed.name):
