@@ -14,7 +14,7 @@ Once every line is stored, the questions still leased to the batch are exactly t
   class ``batch_row_missing``, so the next batch asks them again (or the online run that
   follows, with ``[batch] retries = "online"``);
 * missing again (their class still ``batch_row_missing``): ``failed``, class
-  ``batch_row_failed``. ``ground retry --state failed --error batch_row_failed`` asks again.
+  ``batch_row_failed``. ``ground retry --class batch_row_failed`` asks again.
 
 A missing row was never answered, so no ledger row and no cost: asking it once more pays
 for it once. Each reconciled batch logs ``batch_reconciled`` with the stats' failed count,
