@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +19,7 @@ import sqlalchemy as sa
 
 from pipeline.commands import run_command
 from pipeline.emulator import EmulatorConfig, running_emulator
+from pipeline.emulator.testing import RunningEmulator
 from pipeline.limits import Backoff
 from pipeline.store.tables import batches, calls, questions
 from tests.support.credentials import service_account_info
@@ -21,6 +27,7 @@ from tests.support.databases import fetch_rows
 from tests.support.jobs import make_job
 from tests.support.ledger import assert_paid_once
 from tests.support.vertex import vertex_batch
+from tests.support.waiting import process_exited, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -143,3 +150,68 @@ async def test_vertex_missing_rows_are_asked_again_once(
     assert failed > 0, "seed 6 drops some rows twice"
     # Every row left out of an output (either job's) came back to the queue.
     assert stats["prediction_rows_dropped"] == rows[0].returned + rows[1].returned
+
+
+# --- killed and run again -----------------------------------------------------------------
+
+
+def _stored_answers(url: str) -> int:
+    path = url.split("///", 1)[1]
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
+
+
+def _kill_at(emu: RunningEmulator, stage: str, command: list[str], env: dict[str, str]) -> None:
+    """Run ``command`` until the emulator holds it at ``stage``, then SIGKILL it."""
+    child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_until(
+            lambda: emu.stats()["batch"].get(f"held_{stage}", 0) >= 1,
+            f"the run reaching the {stage} step",
+            abort=process_exited(child),
+        )
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    finally:
+        emu.release_batch(stage)
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def _log_records(stderr: bytes, action: str) -> list[dict[str, object]]:
+    records = [json.loads(x) for x in stderr.decode().splitlines() if x.startswith("{")]
+    return [r for r in records if r.get("action") == action]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("stage", ["download", "create"])
+async def test_a_kill_resumes_the_reconciliation_without_paying_twice(
+    tmp_path: Path, stage: str
+) -> None:
+    """Killed mid-download of the batch with missing rows (its stats then come from a fresh
+    get), or after the batch asking them again exists but before its name reached the run:
+    the next run still makes exactly two batches, and pays for each answer once."""
+    with running_emulator(dropping(0.3)) as emu:
+        spec = make_job(tmp_path, base_url=emu.base_url, n_questions=N, overrides=BATCH)
+        env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
+        command = [sys.executable, "-m", "pipeline.cli", "run", str(spec.path)]
+        command += [arg for override in BATCH for arg in ("--set", override)]
+        emu.hold_batch(stage, after=1 if stage == "create" else 0)
+        _kill_at(emu, stage, command, env)
+        if stage == "download":
+            assert _stored_answers(spec.database_url) < N  # the kill landed before the end
+        final = subprocess.run(command, env=env, capture_output=True, timeout=240, check=False)
+        assert final.returncode == 3, final.stderr.decode()  # batch_row_failed questions
+        stats = emu.stats()["batch"]
+    assert stats["batches_created"] == 2
+    rows, failed = await _check_outcome(spec.database_url, stats["batch_requests"])
+    assert failed > 0
+    reconciled = _log_records(final.stderr, "batch_reconciled")
+    if stage == "download":  # both reconciliations happened in the second run
+        first = reconciled[0]
+        assert first["batch"] == rows[0].name and first["stats_failed"] == rows[0].returned
+        assert len(reconciled) == 2
+    else:  # the first was reconciled before the kill; the second batch was found, not made
+        (second,) = reconciled
+        assert second["batch"] == rows[1].name and second["failed"] == failed
