@@ -26,6 +26,7 @@ from tests.support.credentials import service_account_info
 from tests.support.databases import fetch_rows
 from tests.support.jobs import make_job
 from tests.support.ledger import assert_paid_once
+from tests.support.paths import DEMO_SCHEMA
 from tests.support.vertex import vertex_batch
 from tests.support.waiting import process_exited, wait_until
 
@@ -215,3 +216,41 @@ async def test_a_kill_resumes_the_reconciliation_without_paying_twice(
     else:  # the first was reconciled before the kill; the second batch was found, not made
         (second,) = reconciled
         assert second["batch"] == rows[1].name and second["failed"] == failed
+
+
+async def test_structure_batches_are_reconciled_too(
+    tmp_path: Path, emulator_key: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Call 2 in structure batches: a missing row goes back to await its structure call, is
+    asked in the next structure batch, and fails if missing again; none is lost."""
+    caplog.set_level(logging.WARNING, logger="pipeline.batch.reconcile")
+    structure_on = ["structure.enabled=true", f'structure.schema="{DEMO_SCHEMA}"']
+    with running_emulator(dropping(0.3)) as emu:
+        spec = make_job(
+            tmp_path, base_url=emu.base_url, n_questions=N, overrides=[*BATCH, *structure_on]
+        )
+        assert await run_command(spec, backoff=Backoff(cap_s=0.2)) == 3
+    rows = await fetch_rows(spec.database_url, sa.select(batches).order_by(batches.c.id))
+    by_step = {step: [r for r in rows if r.step == step] for step in ("ground", "structure")}
+    for step, made in by_step.items():
+        assert made[0].returned > 0, f"the first {step} batch lacked rows"
+        assert made[1].requests >= made[0].returned  # ... asked in the next one of its step
+    states = await _states(spec.database_url)
+    failed = states.get(("failed", "batch_row_failed"), 0)
+    logged = _reconciled(caplog)
+    assert failed == sum(int(r.__dict__["failed"]) for r in logged) > 0
+    assert sum(r.returned for r in rows) == sum(int(r.__dict__["count"]) for r in logged)
+    # Each missing row was asked again once: reasked in one batch, then answered or failed.
+    reasked = sum(int(r.__dict__["reasked"]) for r in logged)
+    assert reasked >= failed and reasked == sum(r.returned for r in rows) - failed
+    finished = sum(n for (state, _), n in states.items() if state in ("done", "ungrounded"))
+    assert finished + failed + states.get(("invalid", None), 0) == N, states
+    # Every answer paid once: call 1 and call 2 each have at most one answered call.
+    paid = await fetch_rows(
+        spec.database_url,
+        sa.select(calls.c.question_id, calls.c.step, sa.func.count())
+        .where(calls.c.outcome == "ok")
+        .group_by(calls.c.question_id, calls.c.step)
+        .having(sa.func.count() > 1),
+    )
+    assert paid == []
