@@ -32,7 +32,8 @@ their redirect links age from then. ``batch_failed_row_share`` of rows (drawn pe
 key, so a retry can succeed) are ``{"key", "error": {...}}``; ``batch_poll_503_share`` of
 polls answer 503. With ``batch_drop_failed_rows`` those drawn rows are left out of the result
 file (and of ``inlinedResponses``) while ``batchStats`` still counts them failed: the output
-lacks rows its stats report, which a client must reconcile.
+lacks rows its stats report, which a client must reconcile (``batch_rows_dropped`` counts
+the rows left out of each output served: a file downloaded twice counts twice).
 
 Tests can stop the protocol at a step (:meth:`BatchService.hold`): ``upload`` (after the
 file is stored, before the answer), ``create`` (after the batch exists, before its name is
