@@ -242,7 +242,7 @@ class Collector:
 
         state = row.state or JOB_STATE_SUCCEEDED
         if state in reconcile.RECONCILED_STATES:
-            await self._reconcile(client, row)
+            await self._reconcile(client, row, state)
             return
 
         async def stored(connection: AsyncConnection) -> tuple[store.BatchRow, list[StateChange]]:
@@ -262,7 +262,7 @@ class Collector:
         done, changes = await db.transaction("finishing a stored batch", stored)
         self._finished(done, changes)
 
-    async def _reconcile(self, client: BatchApi, row: store.BatchRow) -> None:
+    async def _reconcile(self, client: BatchApi, row: store.BatchRow, state: str) -> None:
         """Finish a batch that processed every row: the keys without a line are missing rows,
         asked again once (:mod:`pipeline.batch.reconcile`)."""
 
@@ -272,6 +272,7 @@ class Collector:
             await self.budget.release(connection, row.id)
             done = await reconcile.reconcile(connection, row)
             await store.finish(connection, row.id, returned=done.missing)
+            await self._completed(connection, row, state, done.missing)
             return await store.get(connection, row.id), done
 
         finished, done = await self.ctx.db.transaction("reconciling a stored batch", stored)
