@@ -14,6 +14,7 @@
 * ``resolution``: the sources still to resolve, and their verdicts;
 * ``batches``: batch mode's batches and the questions leased to each (claim, phases, link ages);
 * ``batch_structure``: a structure batch's questions with their stored answers (call 2);
+* ``batch_own``: own retrieval's batches: which questions they take, the requests they sent;
 * ``status``: what ``status``, a run's progress and the report sum up (the read model);
 * ``records``: results read back in batches, for export, show and the report;
 * ``upsert``: ``INSERT ... ON CONFLICT DO NOTHING`` on both backends.
@@ -25,6 +26,7 @@ from pipeline.surface import lazy_surface
 
 if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.store import (
+        batch_own,
         batch_structure,
         batches,
         citation_verdicts,
@@ -227,6 +229,7 @@ else:  # what Python does: each name imported when first asked for
             ),
         },
         (
+            "batch_own",
             "batch_structure",
             "batches",
             "citation_verdicts",
@@ -277,6 +280,7 @@ __all__ = [
     "VerdictOf",
     "VerdictRow",
     "async_url",
+    "batch_own",
     "batch_structure",
     "batches",
     "citation_verdicts",
