@@ -89,7 +89,7 @@ if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.store.report import ProblemRow, Scope, count_in_scope, ids_in_scope, problem_rows
     from pipeline.store.resolution import Lookup, SourceUpdate
     from pipeline.store.reuse import Reusable, reusable_answer
-    from pipeline.store.routes import own_passages
+    from pipeline.store.routes import StoredOwnAnswer, own_passages
     from pipeline.store.source_policy import PolicyPass, judge_sources, policy_counts
     from pipeline.store.status import (
         NO_CLASS,
@@ -193,7 +193,10 @@ else:  # what Python does: each name imported when first asked for
                 "Reusable",
                 "reusable_answer",
             ),
-            "routes": ("own_passages",),
+            "routes": (
+                "StoredOwnAnswer",
+                "own_passages",
+            ),
             "status": (
                 "ClassRoutes",
                 "ClassStats",
@@ -272,6 +275,7 @@ __all__ = [
     "Scope",
     "SourceUpdate",
     "StoredAnswers",
+    "StoredOwnAnswer",
     "StoredQuestion",
     "StructureQuestion",
     "Trial",
