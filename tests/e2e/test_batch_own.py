@@ -20,12 +20,14 @@ import pytest
 import sqlalchemy as sa
 
 from pipeline import cli
+from pipeline.commands import run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.exit_codes import ExitStatus
 from pipeline.store.tables import answers, batches, calls
 from tests.support.databases import fetch_rows
 from tests.support.demo import DEMO_JOB, DEMO_QUESTIONS
+from tests.support.fallback import fallback_job
 from tests.support.ledger import assert_paid_once
 from tests.support.waiting import process_exited, wait_until
 
@@ -167,3 +169,40 @@ async def test_a_kill_around_the_follow_up_resumes_it_paid_once(tmp_path: Path, 
         assert final.returncode == 0, final.stderr.decode()
         stats = emu.stats()
     await _assert_paid_once(f"sqlite+aiosqlite:///{tmp_path / 'demo.sqlite'}", stats)
+
+
+async def test_fallback_classes_go_in_an_own_batch_embedded_online_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``fallback_classes`` with ``[retrieval] dense``: the routed class goes into an own
+    batch beside the ground batch (no managed request for it), each distinct question text
+    embedded once by an online call in the ledger (step ``embed``), the rest managed."""
+    with running_emulator(EmulatorConfig(seed=5, batch_delay_s=0.05)) as emu:
+        monkeypatch.setenv("GEMINI_API_KEY", emu.api_key)
+        spec = fallback_job(
+            tmp_path,
+            base_url=emu.base_url,
+            n_airports=6,
+            n_cities=10,
+            grounding='fallback = "own_retrieval"\nfallback_classes = ["airports"]',
+            retrieval="dense = true\nembedding_dimensions = 256\n",
+            overrides=BATCH,
+        )
+        assert await run_command(spec) == 0
+        stats = emu.stats()
+        url = spec.database_url
+        rows = await fetch_rows(url, sa.select(batches.c.step, batches.c.requests))
+        ledger = await fetch_rows(url, sa.select(calls.c.step, calls.c.question_id))
+        routes = await fetch_rows(
+            url, sa.select(answers.c.route, sa.func.count()).group_by(answers.c.route)
+        )
+    assert sorted(rows) == [("ground", 10), ("own", 6)]  # both in the first round
+    assert dict(routes) == {"managed": 10, "own": 6}
+    embeds = [q for step, q in ledger if step == "embed"]
+    # The index's chunks and the six questions, each call one ledger row, the job's.
+    assert len(embeds) == stats["requests"]["by_kind"]["embed"] and embeds
+    assert set(embeds) == {None}
+    assert stats["batch"]["batch_requests"] == 16
+    assert stats["requests"]["by_kind"].get("developer", 0) == 0  # no online generate call
+    await assert_paid_once(url, 6, step="own")
+    await assert_paid_once(url, 10, step="ground")
