@@ -335,10 +335,10 @@ def main() -> int:
         results[backend] = json.loads(done.stdout.strip().splitlines()[-1])
     print(f"batch mode, {args.questions:,} questions: CPU seconds of the ground process by step")
     print("(the emulator's apart), wall seconds of submit and collect, peak RSS")
-    head = "".join(f"{c:>9}" for c in COLUMNS)
+    head = "".join(f"{c:>11}" for c in COLUMNS)
     print(f"{'backend':<10}{head}{'submit s':>10}{'collect s':>10}{'peak RSS MB':>13}")
     for backend, out in results.items():
-        cells = "".join(f"{out[c]:>9.2f}" for c in COLUMNS)
+        cells = "".join(f"{out[c]:>11.2f}" for c in COLUMNS)
         walls = f"{out['submit_wall']:>10.1f}{out['collect_wall']:>10.1f}"
         print(f"{backend:<10}{cells}{walls}{out['rss']:>13.1f}")
     if DEMO_OWN in results:
