@@ -152,7 +152,9 @@ class BatchRunner:
             opened = [*resumable, *await self.submitter.claim_all(ground=ground)]
             first = False
             if not opened:
-                if self.budget.short is None and await self._wait_for_due(wait):
+                # With retries online, a later round (a follow-up, call 2) waits for nothing:
+                # what comes due goes online.
+                if ground and self.budget.short is None and await self._wait_for_due(wait):
                     continue
                 break
             submitted = []

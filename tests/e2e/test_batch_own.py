@@ -38,11 +38,12 @@ BATCH = ['model.mode="batch"', "batch.poll_initial_s=0.05", "batch.poll_max_s=0.
 FIRST, LAST = 140, 200  # the demo's questions 141-200: cities, its 20 airports, cities
 
 
-def _emulator() -> EmulatorConfig:
+def _emulator(failed_rows: float = 0.0) -> EmulatorConfig:
     """The demo's emulator: only the airports class misses on the managed path."""
     return EmulatorConfig(
         seed=7,
         batch_delay_s=0.1,
+        batch_failed_row_share=failed_rows,
         ungrounded_share=0.0,
         miss_words=frozenset({"airport"}),
         miss_ungrounded_share=0.6,
@@ -50,10 +51,10 @@ def _emulator() -> EmulatorConfig:
     )
 
 
-def _overrides(directory: Path, base_url: str) -> list[str]:
+def _overrides(directory: Path, base_url: str, first: int = FIRST, last: int = LAST) -> list[str]:
     """jobs/demo.toml over 60 of its questions (20 airports), in batch mode, at the emulator."""
     questions = directory / "questions.jsonl"
-    lines = DEMO_QUESTIONS.read_text(encoding="utf-8").splitlines()[FIRST:LAST]
+    lines = DEMO_QUESTIONS.read_text(encoding="utf-8").splitlines()[first:last]
     questions.write_text("\n".join(lines) + "\n", encoding="utf-8")
     host = base_url.split("://", 1)[1]
     return [
@@ -206,3 +207,37 @@ async def test_fallback_classes_go_in_an_own_batch_embedded_online_once(
     assert stats["requests"]["by_kind"].get("developer", 0) == 0  # no online generate call
     await assert_paid_once(url, 6, step="own")
     await assert_paid_once(url, 10, step="ground")
+
+
+def test_with_retries_online_and_nothing_missed_the_run_goes_online_at_once(
+    tmp_path: Path, emulator_key: str
+) -> None:
+    """No answer missed (cities only), call 2 online: the round after the ground batch has
+    nothing to submit, and the failed rows wait for the online run, not for a batch."""
+    with running_emulator(_emulator(failed_rows=0.2)) as emu:
+        overrides = [
+            *_overrides(tmp_path, emu.base_url, 0, 40),
+            'batch.retries="online"',
+            "batch.structure=false",
+        ]
+        assert cli.main(["run", str(DEMO_JOB), *_sets(overrides)]) == ExitStatus.OK
+        stats = emu.stats()
+    assert stats["batch"]["batches_created"] == 1
+    assert stats["requests"]["by_kind"].get("developer", 0) > 0  # failed rows and call 2
+    assert _sql(tmp_path, "SELECT count(*) FROM batches WHERE step = 'own'") == [(0,)]
+
+
+def test_with_retries_online_the_failed_rows_go_online_and_the_follow_up_in_batch(
+    tmp_path: Path, emulator_key: str
+) -> None:
+    """``[batch] retries = "online"``: the ground batch's failed rows are asked online after
+    the batches, the answers that missed still go into one follow-up batch, and the run ends."""
+    with running_emulator(_emulator(failed_rows=0.1)) as emu:
+        overrides = [*_overrides(tmp_path, emu.base_url), 'batch.retries="online"']
+        assert cli.main(["run", str(DEMO_JOB), *_sets(overrides)]) == ExitStatus.OK
+        online = emu.stats()["requests"]["by_kind"].get("developer", 0)
+    followups = _sql(tmp_path, "SELECT count(*) FROM batches WHERE display_name LIKE 'followup-%'")
+    assert followups == [(1,)]
+    assert online > 0  # the failed rows, asked again online
+    states = dict(_sql(tmp_path, "SELECT state, count(*) FROM questions GROUP BY state"))
+    assert sum(states.values()) == LAST - FIRST and set(states) <= {"done", "ungrounded"}
