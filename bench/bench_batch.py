@@ -40,6 +40,22 @@ Measured (2-core machine, load average about 2-4, 2026-12-02), 100,000 questions
 
 Vertex costs what the Developer API does: storing the results is the work (0.5 ms a question),
 and its extra RSS is the Cloud Storage upload's buffers.
+
+The demo-shaped job beside the plain one (2-core machine shared with other work, load average
+about 17-26, 2026-12-04; wall seconds are the load's more than ours), CPU seconds:
+
+    100,000     prepare  upload  create  poll  own search  store  submit s  collect s  RSS MB
+    developer      2.63    0.05    0.00  0.00        0.00  51.37      20.5      218.9   186.3
+    demo+own       3.18    0.07    0.00  0.00        7.38  62.42      32.3      320.2   192.8
+    20,000
+    developer      0.46    0.01    0.00  0.00        0.00   9.09       5.4       93.5   151.9
+    demo+own       0.48    0.02    0.00  0.00        1.41   9.90       4.2       44.9   155.8
+
+8,968 of the 100,000 (1,809 of the 20,000) went into the follow-up batch. Writing it costs
+0.8 ms a question (the index searched, the request stored with its passages); storing both
+batches' results costs a fifth more than the plain job's one (the follow-up's lines, and the
+demo's answers carry more: URL context, Gemini 3's tool parts). Peak RSS stays under the
+target: the follow-up's file is written a page of questions at a time.
 """
 
 from __future__ import annotations
