@@ -29,6 +29,7 @@ from tests.support.databases import fetch_rows
 from tests.support.demo import DEMO_JOB, DEMO_QUESTIONS
 from tests.support.fallback import fallback_job
 from tests.support.ledger import assert_paid_once
+from tests.support.vertex import service_account_file, vertex_batch
 from tests.support.waiting import process_exited, wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
@@ -241,3 +242,42 @@ def test_with_retries_online_the_failed_rows_go_online_and_the_follow_up_in_batc
     assert online > 0  # the failed rows, asked again online
     states = dict(_sql(tmp_path, "SELECT state, count(*) FROM questions GROUP BY state"))
     assert sum(states.values()) == LAST - FIRST and set(states) <= {"done", "ungrounded"}
+
+
+async def test_vertex_batch_prediction_takes_the_follow_up_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same routing through Vertex batch prediction over Cloud Storage: every airport's
+    managed answer misses, and all of them go into one follow-up batch prediction job."""
+    config = EmulatorConfig(
+        seed=5,
+        batch_delay_s=0.05,
+        ungrounded_share=0.0,
+        miss_words=frozenset({"airport"}),
+        miss_ungrounded_share=1.0,
+    )
+    with running_emulator(config) as emu:
+        monkeypatch.setenv(
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            str(service_account_file(tmp_path, f"{emu.base_url}/token")),
+        )
+        monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+        spec = fallback_job(
+            tmp_path / "job",
+            base_url=emu.base_url,
+            n_airports=5,
+            n_cities=8,
+            grounding='fallback = "own_retrieval"\nfallback_when = "ungrounded"',
+            overrides=vertex_batch(emu.base_url),
+        )
+        assert await run_command(spec) == 0
+        url = spec.database_url
+        rows = await fetch_rows(url, sa.select(batches.c.step, batches.c.display_name))
+        routes = await fetch_rows(
+            url, sa.select(answers.c.route, sa.func.count()).group_by(answers.c.route)
+        )
+    assert sorted(step for step, _ in rows) == ["ground", "own"]
+    assert next(d for step, d in rows if step == "own").startswith("followup-")
+    assert dict(routes) == {"managed": 13, "own": 5}  # the managed answers that missed kept
+    await assert_paid_once(url, 5, step="own")
+    await assert_paid_once(url, 13, step="ground")
