@@ -14,6 +14,7 @@
 * ``resolution``: the sources still to resolve, and their verdicts;
 * ``batches``: batch mode's batches and the questions leased to each (claim, phases, link ages);
 * ``batch_structure``: a structure batch's questions with their stored answers (call 2);
+* ``batch_own``: own retrieval's batches: which questions they take, the requests they sent;
 * ``status``: what ``status``, a run's progress and the report sum up (the read model);
 * ``records``: results read back in batches, for export, show and the report;
 * ``upsert``: ``INSERT ... ON CONFLICT DO NOTHING`` on both backends.
@@ -25,6 +26,7 @@ from pipeline.surface import lazy_surface
 
 if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.store import (
+        batch_own,
         batch_structure,
         batches,
         citation_verdicts,
@@ -88,7 +90,7 @@ if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.store.report import ProblemRow, Scope, count_in_scope, ids_in_scope, problem_rows
     from pipeline.store.resolution import Lookup, SourceUpdate
     from pipeline.store.reuse import Reusable, reusable_answer
-    from pipeline.store.routes import own_passages
+    from pipeline.store.routes import StoredOwnAnswer, own_passages
     from pipeline.store.source_policy import PolicyPass, judge_sources, policy_counts
     from pipeline.store.status import (
         NO_CLASS,
@@ -192,7 +194,10 @@ else:  # what Python does: each name imported when first asked for
                 "Reusable",
                 "reusable_answer",
             ),
-            "routes": ("own_passages",),
+            "routes": (
+                "StoredOwnAnswer",
+                "own_passages",
+            ),
             "status": (
                 "ClassRoutes",
                 "ClassStats",
@@ -228,6 +233,7 @@ else:  # what Python does: each name imported when first asked for
             ),
         },
         (
+            "batch_own",
             "batch_structure",
             "batches",
             "citation_verdicts",
@@ -271,6 +277,7 @@ __all__ = [
     "Scope",
     "SourceUpdate",
     "StoredAnswers",
+    "StoredOwnAnswer",
     "StoredQuestion",
     "StructureQuestion",
     "Trial",
@@ -279,6 +286,7 @@ __all__ = [
     "VerdictOf",
     "VerdictRow",
     "async_url",
+    "batch_own",
     "batch_structure",
     "batches",
     "citation_verdicts",
