@@ -7,7 +7,7 @@
   Null for the questions of ``ground`` and ``structure`` batches.
 
 Revision ID: 0021
-Revises: 0019
+Revises: 0020
 Create Date: 2026-12-04
 """
 
