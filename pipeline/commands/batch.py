@@ -88,6 +88,7 @@ async def run_batches(
         settings=spec.batch,
         allow_hosts=spec.resolver.allow_hosts,
         resolver=resolver,
+        reuse_within=spec.reuse_within,
     )
     started = utcnow()
     summary = await runner.run(wait=wait)

@@ -22,6 +22,7 @@ from typing import Any
 
 from pipeline.job.states import TERMINAL_STATES
 from pipeline.rows import CallRecord
+from pipeline.run.batch_figures import BatchFigures
 
 # Batch mode's phases, in the order they are said: sending the batches, waiting for Google to
 # run them, downloading and storing their results.
@@ -47,6 +48,7 @@ class RunSummary:
     batches_resumed: list[str] = field(default_factory=list)
     stored_lines: int = 0
     waiting: bool = False
+    batch: BatchFigures = field(default_factory=BatchFigures)  # batch mode's own figures
     # Batch mode: seconds spent in each phase (SUBMIT, WAIT, STORE), each counted once.
     phase_s: dict[str, float] = field(default_factory=dict)
     _phases: list[list[Any]] = field(default_factory=list, repr=False)
@@ -92,7 +94,9 @@ class RunSummary:
     @property
     def batch_mode(self) -> bool:
         """Whether this run drove batches (created, picked up or stored any)."""
-        return bool(self.batches_created or self.batches_resumed or self.stored_lines)
+        return bool(
+            self.batches_created or self.batches_resumed or self.stored_lines or self.batch.any
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The run's figures for ``--summary-json`` (spend as an exact decimal string)."""
@@ -113,6 +117,7 @@ class RunSummary:
                 "resumed": len(self.batches_resumed),
                 "stored_lines": self.stored_lines,
                 "phase_s": {k: round(v, 3) for k, v in self.phase_s.items()},
+                **self.batch.to_dict(self.phase_s.get(WAIT, 0.0)),
             }
         return data
 
@@ -157,7 +162,7 @@ def _batch_lines(summary: RunSummary) -> list[str]:
     batches += f"; {summary.stored_lines} result lines stored"
     if summary.waiting:
         batches += "; some still running at Google"
-    lines = [batches]
+    lines = [batches, summary.batch.line(summary.phase_s.get(WAIT, 0.0))]
     phases = [
         f"{_PHASE_NAMES[phase]} {summary.phase_s[phase]:.1f} s"
         for phase in (SUBMIT, WAIT, STORE)

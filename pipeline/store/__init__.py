@@ -13,6 +13,7 @@
 * ``quota``: the job's rate, tokens, daily count and budget, shared by its processes;
 * ``resolution``: the sources still to resolve, and their verdicts;
 * ``batches``: batch mode's batches and the questions leased to each (claim, phases, link ages);
+* ``batch_copies``: what batch mode reads to copy answers instead of asking (reuse);
 * ``batch_structure``: a structure batch's questions with their stored answers (call 2);
 * ``status``: what ``status``, a run's progress and the report sum up (the read model);
 * ``records``: results read back in batches, for export, show and the report;
@@ -25,6 +26,7 @@ from pipeline.surface import lazy_surface
 
 if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.store import (
+        batch_copies,
         batch_structure,
         batches,
         citation_verdicts,
@@ -87,7 +89,7 @@ if TYPE_CHECKING:  # what the type checker and the reader see
     )
     from pipeline.store.report import ProblemRow, Scope, count_in_scope, ids_in_scope, problem_rows
     from pipeline.store.resolution import Lookup, SourceUpdate
-    from pipeline.store.reuse import Reusable, reusable_answer
+    from pipeline.store.reuse import Reusable, reusable_answer, reusable_answers
     from pipeline.store.routes import own_passages
     from pipeline.store.source_policy import PolicyPass, judge_sources, policy_counts
     from pipeline.store.status import (
@@ -108,6 +110,7 @@ if TYPE_CHECKING:  # what the type checker and the reader see
         MAX_SAMPLE,
         Trial,
         TrialScope,
+        Waiting,
         first_unfinished,
         sample_key,
         select_trial,
@@ -191,6 +194,7 @@ else:  # what Python does: each name imported when first asked for
             "reuse": (
                 "Reusable",
                 "reusable_answer",
+                "reusable_answers",
             ),
             "routes": ("own_passages",),
             "status": (
@@ -212,6 +216,7 @@ else:  # what Python does: each name imported when first asked for
                 "MAX_SAMPLE",
                 "Trial",
                 "TrialScope",
+                "Waiting",
                 "first_unfinished",
                 "sample_key",
                 "select_trial",
@@ -228,6 +233,7 @@ else:  # what Python does: each name imported when first asked for
             ),
         },
         (
+            "batch_copies",
             "batch_structure",
             "batches",
             "citation_verdicts",
@@ -278,7 +284,9 @@ __all__ = [
     "UtcDateTime",
     "VerdictOf",
     "VerdictRow",
+    "Waiting",
     "async_url",
+    "batch_copies",
     "batch_structure",
     "batches",
     "citation_verdicts",
@@ -321,6 +329,7 @@ __all__ = [
     "resolution",
     "retrying",
     "reusable_answer",
+    "reusable_answers",
     "reviews",
     "routes",
     "sample_key",

@@ -165,17 +165,19 @@ async def claim_batch(
     limit: int,
     lease: dt.timedelta,
     step: str = GROUND,
+    scope: sa.ColumnElement[bool] | None = None,
 ) -> BatchRow | None:
     """Create a batch row and lease up to ``limit`` due questions to it (call 1, or call 2
     for ``step`` structure), in the caller's transaction; None (and no row) when nothing is
-    due."""
+    due. ``scope``: only questions matching it (a trial run's, :mod:`pipeline.store.trial`)."""
     now = utcnow()
     claimable = _claimable_for_call_2 if step == STRUCTURE else _claimable_for_call_1
+    condition = claimable(job_id, now)
+    if scope is not None:
+        condition = sa.and_(condition, scope)
     batch_id = await _insert_batch(connection, job_id, step=step, model=model, now=now)
     result = await connection.execute(
-        lease_due(claimable(job_id, now), lease_owner(batch_id), limit, lease, now).returning(
-            questions.c.id
-        )
+        lease_due(condition, lease_owner(batch_id), limit, lease, now).returning(questions.c.id)
     )
     ids = sorted(row.id for row in result)
     if not ids:
@@ -452,10 +454,14 @@ async def left_in_bucket(connection: AsyncConnection, job_id: int) -> list[Batch
 
 
 async def next_call_1_wakeup(
-    connection: AsyncConnection, job_id: int, *, with_call_2: bool = False
+    connection: AsyncConnection,
+    job_id: int,
+    *,
+    with_call_2: bool = False,
+    scope: sa.ColumnElement[bool] | None = None,
 ) -> dt.datetime | None:
     """When the next question without an answer (``with_call_2``: or awaiting call 2)
-    becomes claimable; None if none is left."""
+    becomes claimable (of ``scope``, a trial run's); None if none is left."""
     q = questions.c
     now = utcnow()
     no_answer = sa.true() if with_call_2 else ~sa.exists().where(answers.c.question_id == q.id)
@@ -468,6 +474,7 @@ async def next_call_1_wakeup(
             q.job_id == job_id,
             q.state.in_([*WAITING_STATES, QuestionState.RUNNING]),
             no_answer,
+            sa.true() if scope is None else scope,
         )
     )
     if first is None:
