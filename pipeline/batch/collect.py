@@ -154,6 +154,7 @@ class Collector:
 
         async def ended(connection: AsyncConnection) -> tuple[store.BatchRow, list[StateChange]]:
             await self.budget.release(connection, row.id)  # nothing was billed
+            await self.copies.fill(connection, row)  # identical ones: back, no attempt spent
             await store.set_state(
                 connection,
                 row.id,

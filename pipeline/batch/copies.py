@@ -5,12 +5,13 @@
     claimed into a ground batch (preparing)
         -> a fresh grounded answer stored under the same request key (any job)?
            copied at once, no line, no call, no ledger row; out of the batch   (sift)
-        -> the same key as an earlier question of this batch?
-           no line of its own: it stays leased to the batch                     (Identical)
+        -> the same key as an earlier question of this batch, or as a question another
+           batch asks right now? no line of its own: it stays leased to the batch (Identical)
     batch stored
-        -> each question still leased whose key an earlier question of the batch asked:
-           that answer copied when it came back grounded; else handed back untouched,
-           to be asked itself                                                    (fill)
+        -> each question still leased: a fresh grounded answer under its key now (its twin's)?
+           copied; else, when a twin asked it (an earlier question of the batch, or one
+           still open elsewhere), handed back untouched, to be asked itself; else it is a row
+           Google did not return (the retry policy's, as before)                (fill)
 
 The request key is online mode's (:meth:`pipeline.job.calls.CallPlan.reuse_key`), and every
 answer a ground batch stores is stamped with it and the settings fingerprint (:meth:`stamp`),
@@ -18,16 +19,18 @@ as online answers are, so either mode finds the other's answers. A copy is store
 reuse stores one (``reused_from`` naming the answer that was paid for, its resolved
 destinations kept).
 
-Crash safety: copies are stored in the transaction that takes them out of the batch; the
-batch file is written from the questions left, in row-key order, the first of each key
-only, so a resumed collect finds the same followers by walking the same order.
+Crash safety: nothing is kept in memory between steps. Copies are stored in the transaction
+that takes them out of the batch; which questions had no line is read back from the database
+at collect (their twins: the job's other questions of the same text), so a run that resumes a
+batch fills it as the run that submitted it would have.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -43,29 +46,35 @@ from pipeline.store import batch_copies, queue
 from pipeline.store import batches as store
 from pipeline.store.answers import VerdictOf
 from pipeline.store.outcomes import store_outcomes
-from pipeline.store.reuse import reusable_answers
+from pipeline.store.reuse import Reusable, reusable_answers
 
 PAGE = 2_000  # questions read (and copied) per transaction
 
 
 class Identical:
     """While a batch's file is written: the first question of each request key gets the
-    line; the later ones (followers) are filled from its answer at collect."""
+    line, unless another batch asks that key right now (``elsewhere``); the others
+    (followers) are filled at collect."""
 
-    def __init__(self) -> None:
+    def __init__(self, elsewhere: Collection[str] = ()) -> None:
         self._first: dict[str, int] = {}
-        self.followers: dict[int, int] = {}  # follower -> the question asked for it
+        self._elsewhere = elsewhere
+        self.followers: dict[int, int | None] = {}  # follower -> its leader (None: elsewhere)
 
     def first(self, question_id: int, key: str) -> bool:
+        if key in self._elsewhere:
+            self.followers[question_id] = None
+            return False
         leader = self._first.setdefault(key, question_id)
         if leader != question_id:
             self.followers[question_id] = leader
         return leader == question_id
 
     def kept(self, leaders: Sequence[int]) -> list[int]:
-        """The followers of ``leaders`` (those that went into the file)."""
+        """The followers to keep with ``leaders`` (those that went into the file): theirs,
+        and those of another batch."""
         asked = set(leaders)
-        return [f for f, leader in self.followers.items() if leader in asked]
+        return [f for f, leader in self.followers.items() if leader is None or leader in asked]
 
 
 class BatchCopies:
@@ -84,28 +93,31 @@ class BatchCopies:
         self.within = within
         self._verdict_of = verdict_of
         self._structuring = plan.structure is not None
+        self._elsewhere: dict[int, set[str]] = {}  # batch id -> keys other batches ask now
 
     @property
     def on(self) -> bool:
         return self.within is not None
 
-    def key(self, text: str, meta: dict | None) -> str:
+    def key(self, text: str, meta: dict[str, Any] | None) -> str:
         return self._plan.reuse_key(text, meta)
 
     def identical(self, row: store.BatchRow) -> Identical | None:
         """The file's de-duplication for a ground batch with reuse on; else None."""
-        return Identical() if self.on and row.step == store.GROUND else None
+        if not self.on or row.step != store.GROUND:
+            return None
+        return Identical(self._elsewhere.pop(row.id, set()))
 
-    # -- before the file: answers stored already -----------------------------------------------
+    # -- before the file: answers stored already, keys asked elsewhere ----------------------------
 
     async def sift(self, row: store.BatchRow) -> store.BatchRow | None:
         """Copy a preparing ground batch's questions that have a fresh stored answer, and take
-        them out of it; the batch as left, or None when nothing is left (its row gone)."""
+        them out of it; note the keys other batches ask right now. The batch as left, or
+        None when nothing is left (its row gone)."""
         if not self.on or row.step != store.GROUND:
             return row
-        assert self.within is not None
-        since = utcnow() - self.within
         db, after, copied = self.ctx.db, -1, 0
+        elsewhere: set[str] = set()
         while True:
             page = await db.read(
                 "reading a batch's questions",
@@ -115,12 +127,16 @@ class BatchCopies:
                 break
             after = page[-1].id
             keys = {q.id: self.key(q.text, q.meta) for q in page}
-            outcomes = await db.transaction(
-                "copying stored answers", lambda c, k=keys: self._copy_found(c, row, k, since)
+            outcomes, asked = await db.transaction(
+                "copying stored answers", lambda c, p=page, k=keys: self._sift_page(c, row, p, k)
             )
             copied += len(outcomes)
+            elsewhere |= asked
             self._count(outcomes)
+        self._elsewhere[row.id] = elsewhere
         self.ctx.summary.batch.reused += copied
+        if not copied:
+            return row
 
         async def left(connection: AsyncConnection) -> store.BatchRow | None:
             now = await store.get(connection, row.id)
@@ -129,34 +145,35 @@ class BatchCopies:
             await store.abandon(connection, row.id)
             return None
 
-        return await db.transaction("keeping a batch's questions", left) if copied else row
+        return await db.transaction("keeping a batch's questions", left)
 
-    async def _copy_found(
+    async def _sift_page(
         self,
         connection: AsyncConnection,
         row: store.BatchRow,
+        page: list[batch_copies.QuestionText],
         keys: dict[int, str],
-        since: dt.datetime,
-    ) -> list[Outcome]:
-        found = await reusable_answers(connection, list(keys.values()), since)
+    ) -> tuple[list[Outcome], set[str]]:
+        """One page: the copies stored and taken out of the batch; the page's keys another
+        batch asks right now."""
+        found = await self._found(connection, keys.values())
         wanted = [qid for qid, key in keys.items() if key in found]
         leased = await store.leased_attempts(connection, row.id, wanted)
         outcomes = [
-            self._copied(
-                qid,
-                leased[qid],
-                keys[qid],
-                found[keys[qid]].answer_id,
-                found[keys[qid]].raw_response,
-            )
+            self._copied(qid, leased[qid], keys[qid], found[keys[qid]])
             for qid in wanted
             if qid in leased
         ]
         await store_outcomes(connection, outcomes, utcnow(), self._verdict_of)
-        await store.drop_items(
-            connection, row.id, [o.change.question_id for o in outcomes if o.change]
-        )
-        return outcomes
+        await store.drop_items(connection, row.id, [qid for qid in wanted if qid in leased])
+        twins = await batch_copies.twins(connection, self.ctx.job_id, row.id, page)
+        mine = set(keys.values())
+        asked = {k for t in twins if t.elsewhere and (k := self.key(t.text, t.meta)) in mine}
+        return outcomes, asked
+
+    async def _found(self, connection: AsyncConnection, keys: Any) -> dict[str, Reusable]:
+        assert self.within is not None
+        return await reusable_answers(connection, list(set(keys)), utcnow() - self.within)
 
     def _count(self, outcomes: list[Outcome]) -> None:
         for outcome in outcomes:
@@ -179,79 +196,72 @@ class BatchCopies:
     # -- after the batch: the followers ---------------------------------------------------------
 
     async def fill(self, connection: AsyncConnection, row: store.BatchRow) -> list[Outcome]:
-        """The questions still leased to a stored ground batch whose key an earlier question of
-        it asked: its grounded answer copied, or handed back untouched to be asked. The copies
-        (the rest still leased are the rows Google did not return); counted by the caller
-        once committed (:meth:`counted`)."""
+        """The questions still leased to an ended ground batch: copied when a fresh grounded
+        answer is stored under their key now; handed back untouched when a twin asked it
+        (they had no line); the rest are rows Google did not return, left to the caller.
+        The copies, counted by the caller once committed (:meth:`counted`)."""
         if not self.on or row.step != store.GROUND:
             return []
+        self._elsewhere.pop(row.id, None)
         leased = await store.leased_attempts(connection, row.id)
         if not leased:
             return []
-        left = {
-            q.id: self.key(q.text, q.meta)
-            for q in await batch_copies.question_texts(connection, list(leased))
-        }
-        followers = await self._leaders(connection, row, left)
-        if not followers:
-            return []
-        answers = await batch_copies.latest_answers(connection, list(set(followers.values())))
-        outcomes: list[Outcome] = []
-        ask: list[int] = []
-        for follower, leader in sorted(followers.items()):
-            found = answers.get(leader)
-            if found is None or not found.grounded:
-                ask.append(follower)
-                continue
-            outcomes.append(
-                self._copied(
-                    follower, leased[follower], left[follower], found.original, found.raw_response
-                )
-            )
+        left = await batch_copies.question_texts(connection, list(leased))
+        keys = {q.id: self.key(q.text, q.meta) for q in left}
+        found = await self._found(connection, keys.values())
+        outcomes = [
+            self._copied(qid, leased[qid], key, found[key])
+            for qid, key in keys.items()
+            if key in found
+        ]
         await store_outcomes(connection, outcomes, utcnow(), self._verdict_of)
-        await queue.release(connection, store.lease_owner(row.id), ask)
+        rest = [q for q in left if keys[q.id] not in found]
+        asked = await self._asked_by_twins(connection, row, rest, keys)
+        await queue.release(connection, store.lease_owner(row.id), asked)
         return outcomes
+
+    async def _asked_by_twins(
+        self,
+        connection: AsyncConnection,
+        row: store.BatchRow,
+        rest: list[batch_copies.QuestionText],
+        keys: dict[int, str],
+    ) -> list[int]:
+        """Of ``rest``, those that had no line: an earlier question of the batch has their
+        key, or a question of the job still open outside it (asked elsewhere, or to be)."""
+        twins = await batch_copies.twins(connection, self.ctx.job_id, row.id, rest)
+        first: dict[str, int] = {}  # key -> the earliest question of the batch with it
+        open_keys: set[str] = set()
+        for twin in twins:
+            key = self.key(twin.text, twin.meta)
+            if twin.in_batch:
+                first[key] = min(first.get(key, twin.id), twin.id)
+            elif twin.open:
+                open_keys.add(key)
+        # Among rest themselves, the earliest of a key is the one that had the line.
+        for q in rest:
+            first[keys[q.id]] = min(first.get(keys[q.id], q.id), q.id)
+        return [q.id for q in rest if first[keys[q.id]] < q.id or keys[q.id] in open_keys]
 
     def counted(self, copies: list[Outcome]) -> None:
         """Copies made at collect, committed: into the run's figures."""
         self.ctx.summary.batch.copied += len(copies)
         self._count(copies)
 
-    async def _leaders(
-        self, connection: AsyncConnection, row: store.BatchRow, left: dict[int, str]
-    ) -> dict[int, int]:
-        """follower -> leader, for the questions ``left`` whose key an earlier question of the
-        batch holds (the one that had the line: the first of its key in row-key order)."""
-        wanted = set(left.values())
-        first: dict[str, int] = {}
-        after, below = -1, max(left)
-        while True:
-            page = await batch_copies.batch_texts(
-                connection, row.id, after=after, limit=PAGE, below=below
-            )
-            if not page:
-                break
-            after = page[-1].id
-            for q in page:
-                key = left.get(q.id) or self.key(q.text, q.meta)
-                if key in wanted:
-                    first.setdefault(key, q.id)
-        return {qid: first[key] for qid, key in left.items() if first.get(key, qid) != qid}
-
-    def _copied(self, question_id: int, attempts: int, key: str, origin: int, raw: str) -> Outcome:
-        raw_bytes = raw.encode()
-        response = decode_response(raw_bytes)
+    def _copied(self, question_id: int, attempts: int, key: str, origin: Reusable) -> Outcome:
+        raw = origin.raw_response.encode()
+        response = decode_response(raw)
         candidate = response.candidates[0]
         record = AnswerRecord(
             question_id=question_id,
             answer=ground_answer(candidate),
             response=response,
             finish_reason=candidate.finish_reason,
-            raw_response=raw_bytes,
+            raw_response=raw,
             latency_ms=0.0,
             settings=self._plan.settings,
             reuse_key=key,
-            reused_from=origin,
+            reused_from=origin.answer_id,
         )
         state = QuestionState.AWAITING_STRUCTURE if self._structuring else QuestionState.DONE
         return Outcome(StateChange(question_id, state, attempts), answer=record)

@@ -194,6 +194,9 @@ class Submitter:
             worst = sum(costs[k] for k in kept) if fresh else 0
             asked = len(kept)
             if identical is not None:  # identical questions go (or stay out) with their first
+                if not seen:  # each one's request is asked by another batch now: none sent
+                    await db.transaction("giving back", lambda c: store.abandon(c, row.id))
+                    return None
                 seen += list(identical.followers)
                 kept += identical.kept(kept)
             if not await self._keep(row, seen, kept, worst, fresh=fresh):

@@ -2,8 +2,10 @@
 the texts of a batch's questions, a page at a time, and the latest answers of questions.
 
 A batch asks each request once: of the questions of one batch with the same reuse key, only
-the first (by row key) has a line in the file; the others stay leased to the batch and are
-filled from its answer when the batch is stored (:mod:`pipeline.batch.copies`).
+the first (by row key) has a line in the file, and none has one while another batch asks that
+key; the others stay leased to the batch and are filled from the answer when the batch is
+stored (:mod:`pipeline.batch.copies`). Their *twins* (the job's other questions of the same
+text) are what tells them from a row Google did not return.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.store.tables import answers, batch_items, questions
-from pipeline.store.versions import LATEST_ANSWER
+from pipeline.job.states import TERMINAL_STATES, QuestionState
+from pipeline.store.batches import OWNER_PREFIX, lease_owner
+from pipeline.store.tables import batch_items, questions
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,25 +32,22 @@ class QuestionText:
 
 
 @dataclass(frozen=True, slots=True)
-class LatestAnswer:
-    """A question's latest stored answer: what a copy of it needs."""
+class Twin:
+    """Another question of the job with the same text as one of a batch's."""
 
-    answer_id: int
-    raw_response: str
-    grounded: bool
-    reused_from: int | None
-
-    @property
-    def original(self) -> int:
-        """The answer that was paid for: a copy points at it, never at another copy."""
-        return self.reused_from if self.reused_from is not None else self.answer_id
+    id: int
+    text: str
+    meta: dict[str, Any] | None
+    in_batch: bool  # one of the same batch's questions
+    open: bool  # not in a final state (still to be asked, asked right now, or to retry)
+    elsewhere: bool  # leased to another batch: asked there right now
 
 
 async def batch_texts(
-    connection: AsyncConnection, batch_id: int, *, after: int, limit: int, below: int | None = None
+    connection: AsyncConnection, batch_id: int, *, after: int, limit: int
 ) -> list[QuestionText]:
-    """The batch's questions with row keys above ``after`` (and below ``below``), the first
-    ``limit`` in row-key order."""
+    """The batch's questions with row keys above ``after``, the first ``limit`` in row-key
+    order."""
     q = questions.c
     query = (
         sa.select(q.id, q.text, q.meta)
@@ -56,9 +56,44 @@ async def batch_texts(
         .order_by(q.id)
         .limit(limit)
     )
-    if below is not None:
-        query = query.where(q.id < below)
     return [QuestionText(r.id, r.text, r.meta) for r in await connection.execute(query)]
+
+
+async def twins(
+    connection: AsyncConnection, job_id: int, batch_id: int, of: Sequence[QuestionText]
+) -> list[Twin]:
+    """The job's questions, but ``of``, whose text is one of ``of``'s (same text, perhaps
+    another request key: the caller compares keys)."""
+    if not of:
+        return []
+    q, items = questions.c, batch_items.c
+    owner = lease_owner(batch_id)
+    mine = (
+        sa.select(items.question_id)
+        .where(items.batch_id == batch_id, items.question_id == q.id)
+        .exists()
+    )
+    rows = await connection.execute(
+        sa.select(
+            q.id,
+            q.text,
+            q.meta,
+            mine.label("in_batch"),
+            q.state.not_in(sorted(TERMINAL_STATES)).label("open"),
+            sa.and_(
+                q.state == QuestionState.RUNNING,
+                q.lease_owner.like(f"{OWNER_PREFIX}%"),
+                q.lease_owner != owner,
+            ).label("elsewhere"),
+        ).where(
+            q.job_id == job_id,
+            q.text.in_(sorted({t.text for t in of})),
+            q.id.not_in(sorted({t.id for t in of})),
+        )
+    )
+    return [
+        Twin(r.id, r.text, r.meta, bool(r.in_batch), bool(r.open), bool(r.elsewhere)) for r in rows
+    ]
 
 
 async def question_texts(connection: AsyncConnection, ids: Sequence[int]) -> list[QuestionText]:
@@ -70,21 +105,3 @@ async def question_texts(connection: AsyncConnection, ids: Sequence[int]) -> lis
         sa.select(q.id, q.text, q.meta).where(q.id.in_(sorted(set(ids)))).order_by(q.id)
     )
     return [QuestionText(r.id, r.text, r.meta) for r in rows]
-
-
-async def latest_answers(
-    connection: AsyncConnection, question_ids: Sequence[int]
-) -> dict[int, LatestAnswer]:
-    """Question row key -> its latest stored answer (a question without one is left out)."""
-    if not question_ids:
-        return {}
-    a = answers.c
-    rows = await connection.execute(
-        sa.select(a.question_id, a.id, a.raw_response, a.grounded, a.reused_from).where(
-            a.question_id.in_(sorted(set(question_ids))), LATEST_ANSWER
-        )
-    )
-    return {
-        r.question_id: LatestAnswer(int(r.id), r.raw_response, bool(r.grounded), r.reused_from)
-        for r in rows
-    }

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from pipeline.commands import run_command
 from pipeline.emulator import EmulatorConfig, running_emulator
 from pipeline.job.spec import JobSpec
+from pipeline.limits import Backoff
 from pipeline.store.tables import answers, batches, calls, jobs, questions
 from tests.support.databases import fetch_rows, postgres_database
 from tests.support.jobs import make_job
@@ -136,3 +137,78 @@ async def test_identical_questions_in_one_batch_are_asked_once(
     assert sum(origin is None for _, _, origin in stored) == 10
     assert "run: 30 questions finished" in out
     assert "  questions: 10 batched, 0 reused, 20 identical in a batch (asked once)" in out
+
+
+async def test_a_failed_first_asks_its_identical_questions_again(
+    tmp_path: Path, emulator_key: str
+) -> None:
+    """Rows that fail: their identical questions were not asked, so they go back untouched,
+    and later batches ask each request once again (or copy the answer another question of
+    the same request got meanwhile). Every request is paid for once."""
+    config = EmulatorConfig(
+        seed=5, ungrounded_share=0.0, batch_delay_s=0.05, batch_failed_row_share=0.4
+    )
+    with running_emulator(config) as emu:
+        spec = _job(tmp_path, emu.base_url, f"sqlite:///{tmp_path / 'j.sqlite'}", "twins", n=30)
+        path = tmp_path / "questions.jsonl"
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        for i, row in enumerate(rows):
+            row["question"] = f"What is the tallest building in city number {i % 10}?"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        assert await run_command(spec, backoff=Backoff(cap_s=0.2)) in (0, 3)
+        stats = emu.stats()["batch"]
+    assert stats["batches_created"] >= 2  # the failed rows went into later batches
+    q = questions.c
+    stored = await fetch_rows(
+        spec.database_url,
+        sa.select(q.qid, q.state, answers.c.reused_from).outerjoin(
+            answers, answers.c.question_id == q.id
+        ),
+    )
+    paid: dict[int, int] = {}
+    for qid, state, origin in stored:
+        assert state in ("done", "failed")
+        if state == "done" and origin is None:
+            key = int(qid[1:]) % 10
+            paid[key] = paid.get(key, 0) + 1
+    assert set(paid.values()) == {1}, paid  # each request paid for once
+    ok = await fetch_rows(
+        spec.database_url,
+        sa.select(sa.func.count()).select_from(calls).where(calls.c.outcome == "ok"),
+    )
+    assert ok == [(len(paid),)]
+
+
+async def test_a_request_another_batch_asks_is_not_sent_again(
+    tmp_path: Path, emulator_key: str
+) -> None:
+    """Batches claimed in one round: a question whose request the first batch asks has no line
+    in the second (which, with no line left, is not created); it takes that answer once the
+    first batch is stored."""
+    with running_emulator(GROUNDED) as emu:
+        spec = make_job(
+            tmp_path,
+            base_url=emu.base_url,
+            n_questions=12,
+            database=f"sqlite:///{tmp_path / 'j.sqlite'}",
+            overrides=[*BATCH, "batch.max_requests=4"],
+        )
+        path = tmp_path / "questions.jsonl"
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        for i, row in enumerate(rows):  # two requests, alternating
+            row["question"] = f"Which river runs through city number {i % 2}?"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        assert await run_command(spec) == 0
+        stats = emu.stats()
+    assert stats["batch"]["batches_created"] == 1
+    assert stats["batch"]["batch_requests"] == 2
+    assert stats["requests"]["by_kind"].get("developer", 0) == 0
+    stored = await fetch_rows(
+        spec.database_url,
+        sa.select(questions.c.state, answers.c.reused_from).join(
+            answers, answers.c.question_id == questions.c.id
+        ),
+    )
+    assert len(stored) == 12 and {state for state, _ in stored} == {"done"}
+    assert sum(origin is None for _, origin in stored) == 2
+    assert await _by_job(spec, calls, calls.c.question_id) == 2
