@@ -6,6 +6,10 @@ against the emulator's own counts and the ledger, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,6 +23,7 @@ from pipeline.limits import Backoff
 from pipeline.store.tables import answers, batches, calls, jobs, questions
 from tests.support.databases import fetch_rows, postgres_database
 from tests.support.jobs import make_job
+from tests.support.waiting import process_exited, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -212,3 +217,54 @@ async def test_a_request_another_batch_asks_is_not_sent_again(
     assert len(stored) == 12 and {state for state, _ in stored} == {"done"}
     assert sum(origin is None for _, origin in stored) == 2
     assert await _by_job(spec, calls, calls.c.question_id) == 2
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("stage", ["create", "download"])
+async def test_a_kill_mid_batch_resumes_and_fills_the_identical_questions(
+    tmp_path: Path, stage: str
+) -> None:
+    """SIGKILL a run after its batch (identical questions left out of its file) is created,
+    or mid-download; the next run resumes the same batch and fills the identical questions
+    from it: one batch, one line a request, each paid once."""
+    with running_emulator(GROUNDED) as emu:
+        database = f"sqlite:///{tmp_path / 'j.sqlite'}"
+        spec = _job(tmp_path, emu.base_url, database, "killed", n=300)
+        path = tmp_path / "questions.jsonl"
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        for i, row in enumerate(rows):  # 100 requests, each asked by three questions
+            row["question"] = f"Who founded the company number {i % 100}?"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
+        command = [sys.executable, "-m", "pipeline.cli", "run", str(spec.path)]
+        command += [a for o in [*BATCH, 'job.name="killed"'] for a in ("--set", o)]
+        emu.hold_batch(stage)
+        child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+        try:
+            wait_until(
+                lambda: emu.stats()["batch"].get(f"held_{stage}", 0) >= 1,
+                f"the run reaching the {stage} step",
+                abort=process_exited(child),
+            )
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+        finally:
+            emu.release_batch(stage)
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        final = subprocess.run(command, env=env, capture_output=True, timeout=240, check=False)
+        assert final.returncode == 0, final.stderr.decode()
+        stats = emu.stats()
+    assert stats["batch"]["batches_created"] == 1
+    assert stats["batch"]["batch_requests"] == 100
+    assert stats["requests"]["by_kind"].get("developer", 0) == 0
+    stored = await fetch_rows(
+        spec.database_url,
+        sa.select(questions.c.state, answers.c.reused_from).join(
+            answers, answers.c.question_id == questions.c.id
+        ),
+    )
+    assert len(stored) == 300 and {state for state, _ in stored} == {"done"}
+    assert sum(origin is None for _, origin in stored) == 100
+    assert await _by_job(spec, calls, calls.c.question_id) == 100
