@@ -204,20 +204,22 @@ class BatchCopies:
             return []
         self._elsewhere.pop(row.id, None)
         leased = await store.leased_attempts(connection, row.id)
-        if not leased:
-            return []
-        left = await batch_copies.question_texts(connection, list(leased))
-        keys = {q.id: self.key(q.text, q.meta) for q in left}
-        found = await self._found(connection, keys.values())
-        outcomes = [
-            self._copied(qid, leased[qid], key, found[key])
-            for qid, key in keys.items()
-            if key in found
-        ]
-        await store_outcomes(connection, outcomes, utcnow(), self._verdict_of)
-        rest = [q for q in left if keys[q.id] not in found]
-        asked = await self._asked_by_twins(connection, row, rest, keys)
-        await queue.release(connection, store.lease_owner(row.id), asked)
+        ids = sorted(leased)
+        outcomes: list[Outcome] = []
+        for start in range(0, len(ids), PAGE):  # a batch that failed whole: a page at a time
+            left = await batch_copies.question_texts(connection, ids[start : start + PAGE])
+            keys = {q.id: self.key(q.text, q.meta) for q in left}
+            found = await self._found(connection, keys.values())
+            copies = [
+                self._copied(qid, leased[qid], key, found[key])
+                for qid, key in keys.items()
+                if key in found
+            ]
+            await store_outcomes(connection, copies, utcnow(), self._verdict_of)
+            rest = [q for q in left if keys[q.id] not in found]
+            asked = await self._asked_by_twins(connection, row, rest, keys)
+            await queue.release(connection, store.lease_owner(row.id), asked)
+            outcomes += copies
         return outcomes
 
     async def _asked_by_twins(
@@ -228,7 +230,8 @@ class BatchCopies:
         keys: dict[int, str],
     ) -> list[int]:
         """Of ``rest``, those that had no line: an earlier question of the batch has their
-        key, or a question of the job still open outside it (asked elsewhere, or to be)."""
+        key (leased or not, in ``rest`` or not), or a question of the job still open outside
+        it (asked elsewhere, or to be)."""
         twins = await batch_copies.twins(connection, self.ctx.job_id, row.id, rest)
         first: dict[str, int] = {}  # key -> the earliest question of the batch with it
         open_keys: set[str] = set()
