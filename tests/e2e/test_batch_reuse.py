@@ -144,14 +144,20 @@ async def test_identical_questions_in_one_batch_are_asked_once(
     assert "  questions: 10 batched, 0 reused, 20 identical in a batch (asked once)" in out
 
 
+@pytest.mark.parametrize("dropped", [False, True], ids=["error-lines", "rows-missing"])
 async def test_a_failed_first_asks_its_identical_questions_again(
-    tmp_path: Path, emulator_key: str
+    tmp_path: Path, emulator_key: str, dropped: bool
 ) -> None:
-    """Rows that fail: their identical questions were not asked, so they go back untouched,
-    and later batches ask each request once again (or copy the answer another question of
-    the same request got meanwhile). Every request is paid for once."""
+    """Rows that fail (as error lines, or missing from the output: reconciled): their
+    identical questions were not asked, so they go back untouched, never taken for missing
+    rows, and later batches ask each request once again (or copy the answer another question
+    of the same request got meanwhile). Every request is paid for once."""
     config = EmulatorConfig(
-        seed=5, ungrounded_share=0.0, batch_delay_s=0.05, batch_failed_row_share=0.4
+        seed=5,
+        ungrounded_share=0.0,
+        batch_delay_s=0.05,
+        batch_failed_row_share=0.4,
+        batch_drop_failed_rows=dropped,
     )
     with running_emulator(config) as emu:
         spec = _job(tmp_path, emu.base_url, f"sqlite:///{tmp_path / 'j.sqlite'}", "twins", n=30)
@@ -163,6 +169,7 @@ async def test_a_failed_first_asks_its_identical_questions_again(
         assert await run_command(spec, backoff=Backoff(cap_s=0.2)) in (0, 3)
         stats = emu.stats()["batch"]
     assert stats["batches_created"] >= 2  # the failed rows went into later batches
+    assert (stats.get("batch_rows_dropped", 0) > 0) is dropped
     q = questions.c
     stored = await fetch_rows(
         spec.database_url,
