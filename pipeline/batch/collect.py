@@ -39,6 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.batch import reconcile
 from pipeline.batch.api import BatchApi
 from pipeline.batch.budget import BatchBudget
+from pipeline.batch.copies import BatchCopies
 from pipeline.batch.verdicts import LineContext, LineVerdicts
 from pipeline.clock import utcnow
 from pipeline.gemini.api_errors import TransientError
@@ -62,7 +63,7 @@ from pipeline.run.summary import STORE
 from pipeline.run.verdicts import Outcome, failure_verdict, structure_failure_verdict
 from pipeline.store import batch_own, batch_structure, queue, routes
 from pipeline.store import batches as store
-from pipeline.store.answers import StoredAnswers
+from pipeline.store.answers import StoredAnswers, VerdictOf
 from pipeline.store.outcomes import store_outcomes
 
 log = logging.getLogger(__name__)
@@ -102,6 +103,13 @@ class Collector:
         self._verdict_of = lambda uri: initial_verdict(uri, allow)
         self._warned_ungrounded = False
         self._stats_failed: dict[int, int | None] = {}  # batch id -> failed count when it ended
+        # Reuse: answers stamped with their request key; identical questions filled at the end.
+        self.copies = BatchCopies(ctx, plan, None, self._verdict_of)
+
+    @property
+    def verdict_of(self) -> VerdictOf:
+        """A stored source's first verdict (the redirect hosts the job allows)."""
+        return self._verdict_of
 
     # -- a finished batch ---------------------------------------------------------------------
 
@@ -148,6 +156,7 @@ class Collector:
 
         async def ended(connection: AsyncConnection) -> tuple[store.BatchRow, list[StateChange]]:
             await self.budget.release(connection, row.id)  # nothing was billed
+            await self.copies.fill(connection, row)  # identical ones: back, no attempt spent
             await store.set_state(
                 connection,
                 row.id,
@@ -247,8 +256,12 @@ class Collector:
             await self._reconcile(client, row, state)
             return
 
-        async def stored(connection: AsyncConnection) -> tuple[store.BatchRow, list[StateChange]]:
+        async def stored(
+            connection: AsyncConnection,
+        ) -> tuple[store.BatchRow, list[StateChange], list[Outcome]]:
             await self.budget.release(connection, row.id)
+            # Questions identical to one the batch asked take its answer (reuse on).
+            copies = await self.copies.fill(connection, row)
             # Questions no line mentioned come back too (rows an expired or cancelled batch
             # never reached): a cancel spends no attempt.
             returned, changes = await self._give_back(
@@ -259,32 +272,37 @@ class Collector:
             )
             await store.finish(connection, row.id, returned=returned)
             await self._completed(connection, row, state, returned)
-            return await store.get(connection, row.id), changes
+            return await store.get(connection, row.id), changes, copies
 
-        done, changes = await db.transaction("finishing a stored batch", stored)
-        self._finished(done, changes)
+        done, changes, copies = await db.transaction("finishing a stored batch", stored)
+        self._finished(done, changes, copies)
 
     async def _reconcile(self, client: BatchApi, row: store.BatchRow, state: str) -> None:
         """Finish a batch that processed every row: the keys without a line are missing rows,
-        asked again once (:mod:`pipeline.batch.reconcile`)."""
+        asked again once (:mod:`pipeline.batch.reconcile`); identical questions left out of
+        its file (reuse) are filled first, so they are never taken for missing rows."""
 
         async def stored(
             connection: AsyncConnection,
-        ) -> tuple[store.BatchRow, reconcile.Reconciled]:
+        ) -> tuple[store.BatchRow, reconcile.Reconciled, list[Outcome]]:
             await self.budget.release(connection, row.id)
+            copies = await self.copies.fill(connection, row)
             done = await reconcile.reconcile(connection, row)
             await store.finish(connection, row.id, returned=done.missing)
             await self._completed(connection, row, state, done.missing)
-            return await store.get(connection, row.id), done
+            return await store.get(connection, row.id), done, copies
 
-        finished, done = await self.ctx.db.transaction("reconciling a stored batch", stored)
+        finished, done, copies = await self.ctx.db.transaction("reconciling a stored batch", stored)
         known = self._stats_failed.pop(row.id, None)
         stats = await reconcile.stats_failed(client, finished, known) if done.missing else known
         reconcile.report(finished, done, stats)
-        self._finished(finished, done.failed)
+        self._finished(finished, done.failed, copies)
 
-    def _finished(self, done: store.BatchRow, changes: list[StateChange]) -> None:
+    def _finished(
+        self, done: store.BatchRow, changes: list[StateChange], copies: list[Outcome]
+    ) -> None:
         self._count(changes)
+        self.copies.counted(copies)
         log.info(
             "batch %s stored",
             done.name,
@@ -325,6 +343,8 @@ class Collector:
 
         async def store_group(connection: AsyncConnection) -> tuple[list[Outcome], StoredAnswers]:
             outcomes = await self._judge_all(connection, row, results, ids, ctx)
+            if row.step == store.GROUND:
+                await self.copies.stamp(connection, outcomes)
             calls = [c for o in outcomes for c in o.calls]
             spent = sum(c.cost_micro_usd for c in calls)
             await self.budget.settle(connection, row.id, released=share * len(chunk), spent=spent)
@@ -393,6 +413,9 @@ class Collector:
     def _tally(self, outcomes: list[Outcome], lines: int) -> None:
         summary = self.ctx.summary
         summary.stored_lines += lines
+        summary.batch.collected += sum(
+            o.answer is not None or o.structured is not None for o in outcomes
+        )
         for outcome in outcomes:
             summary.cost_micro_usd += sum(c.cost_micro_usd for c in outcome.calls)
             if outcome.change is not None:

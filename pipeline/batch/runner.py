@@ -42,6 +42,7 @@ prediction over Cloud Storage (:class:`~pipeline.gemini.vertex_batch.VertexBatch
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 import random
 from pathlib import Path
@@ -51,6 +52,7 @@ import anyio
 from pipeline.batch.api import BatchApi
 from pipeline.batch.budget import BatchBudget, BudgetUnenforceable
 from pipeline.batch.collect import Collector
+from pipeline.batch.copies import BatchCopies
 from pipeline.batch.submit import Submitter
 from pipeline.clock import utcnow
 from pipeline.errors import RunFatalError
@@ -76,7 +78,8 @@ class BatchRunner:
 
     ``client``: the Batch API (entered by :meth:`run`); ``settings``: ``[batch]``;
     ``allow_hosts``: the redirect hosts a stored source may be resolved on; ``resolver`` runs
-    beside the rounds when given; ``workdir``: where input files are written.
+    beside the rounds when given; ``workdir``: where input files are written;
+    ``reuse_within``: ``[job] reuse_answers_within`` (None: off), :mod:`pipeline.batch.copies`.
     """
 
     def __init__(
@@ -90,13 +93,16 @@ class BatchRunner:
         allow_hosts: tuple[str, ...],
         resolver: Resolver | None = None,
         workdir: Path | None = None,
+        reuse_within: dt.timedelta | None = None,
     ) -> None:
         self.ctx = ctx
         self.budget = budget
         self._client = client
         self._settings = settings
-        self.submitter = Submitter(ctx, plan, budget, settings, workdir)
         self.collector = Collector(ctx, plan, budget, allow_hosts=allow_hosts)
+        copies = BatchCopies(ctx, plan, reuse_within, self.collector.verdict_of)
+        self.collector.copies = copies
+        self.submitter = Submitter(ctx, plan, budget, settings, workdir, copies)
         self._resolver = resolver
         self._hands_over = plan.own is not None and plan.own.when_ungrounded
         self._embedding = plan.own.embedding if plan.own is not None else None
@@ -192,7 +198,9 @@ class BatchRunner:
         with_call_2 = self.submitter.structure_in_batch
         wake_at = await ctx.db.read(
             "looking for due questions",
-            lambda c: store.next_call_1_wakeup(c, ctx.job_id, with_call_2=with_call_2),
+            lambda c: store.next_call_1_wakeup(
+                c, ctx.job_id, with_call_2=with_call_2, scope=ctx.scope
+            ),
         )
         if wake_at is None or not wait:
             return False

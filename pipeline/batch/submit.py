@@ -39,6 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.batch.api import BatchApi
 from pipeline.batch.budget import BatchBudget
+from pipeline.batch.copies import BatchCopies, Identical
 from pipeline.batch.own import OwnLines
 from pipeline.gemini.batch_wire import PartWriter
 from pipeline.grounding import GroundedAnswer
@@ -64,9 +65,11 @@ class Submitter:
         budget: BatchBudget,
         settings: BatchSection,
         workdir: Path | None,
+        copies: BatchCopies | None = None,
     ) -> None:
         """``settings``: ``[batch]`` (the size of a batch and its file, its questions' lease);
-        ``workdir``: where input files are written (a temporary directory by default)."""
+        ``workdir``: where input files are written (a temporary directory by default);
+        ``copies``: reuse (:mod:`pipeline.batch.copies`), when the job has it on."""
         self.ctx = ctx
         self.budget = budget
         self._plan = plan
@@ -74,6 +77,7 @@ class Submitter:
         self._workdir = workdir
         # Own retrieval's lines; its embedder is set by the runner under [retrieval] dense.
         self.own_lines = OwnLines(ctx, plan.own, None) if plan.own is not None else None
+        self._copies = copies
 
     @property
     def structure_in_batch(self) -> bool:
@@ -94,7 +98,7 @@ class Submitter:
                     break
                 claimed.append(row)
                 if row.step == store.OWN:
-                    self.ctx.summary.own_routed += row.requests
+                    self.ctx.summary.batch.own_retrieval += row.requests
         return claimed
 
     def _claims(self, ground: bool) -> list[_Claim]:
@@ -128,6 +132,7 @@ class Submitter:
                 step=claim.step,
                 where=claim.where,
                 label=claim.label,
+                scope=self.ctx.scope,
             ),
         )
 
@@ -136,6 +141,11 @@ class Submitter:
     async def submit(self, client: BatchApi, row: store.BatchRow) -> bool:
         """Bring a batch to ``submitted`` (its name stored), from whatever phase it is in.
         False when it was not created (nothing of it fits the budget: its row is gone)."""
+        if row.phase == store.PREPARING and self._copies is not None:
+            sifted = await self._copies.sift(row)  # what a stored answer answers: copied
+            if sifted is None:
+                return False
+            row = sifted
         if row.phase == store.PREPARING:
             uploaded = await self._upload(client, row)
             if uploaded is None:
@@ -149,7 +159,7 @@ class Submitter:
                 job = await client.create(row.model, row.input_name, display_name=row.display_name)
                 self.ctx.summary.batches_created.append(job.name)
                 if row.display_name.startswith(f"{batch_own.FOLLOWUP}-"):
-                    self.ctx.summary.followups += 1
+                    self.ctx.summary.batch.followups += 1
             submitted = {
                 "batch": job.name,
                 "step": row.step,
@@ -199,8 +209,9 @@ class Submitter:
             seen: list[int] = []
             costs: dict[int, int] = {}  # worst cases, with a budget to hold
             total, over_budget = 0, False
+            identical = None if self._copies is None else self._copies.identical(row)
             try:
-                async for key, body in self._request_lines(row):
+                async for key, body in self._request_lines(row, identical):
                     seen.append(int(key))
                     if fresh and not over_budget:
                         cost = budget.worst_micro(body, row.step, price, row.model)
@@ -213,12 +224,20 @@ class Submitter:
                 parts = writer.close()
             kept = [int(key) for key in parts[0].keys] if parts else []
             worst = sum(costs[k] for k in kept) if fresh else 0
+            asked = len(kept)
+            if identical is not None:  # identical questions go (or stay out) with their first
+                if not seen:  # each one's request is asked by another batch now: none sent
+                    await db.transaction("giving back", lambda c: store.abandon(c, row.id))
+                    return None
+                seen += list(identical.followers)
+                kept += identical.kept(kept)
             if not await self._keep(row, seen, kept, worst, fresh=fresh):
                 budget.cut(row, 0, len(seen), left)
                 return None
             if over_budget:
                 budget.cut(row, len(kept), len(seen) - len(kept), left)
             sent = await client.upload(parts[0].path, display_name=row.display_name)
+        self.ctx.summary.batch.batched += asked
 
         async def uploaded(connection: AsyncConnection) -> store.BatchRow:
             await store.set_uploaded(connection, row.id, sent.name, sent.md5)
@@ -243,7 +262,11 @@ class Submitter:
 
         return await self.ctx.db.transaction("keeping a batch's questions", keep)
 
-    async def _request_lines(self, row: store.BatchRow) -> AsyncIterator[tuple[str, bytes]]:
+    async def _request_lines(
+        self, row: store.BatchRow, identical: Identical | None
+    ) -> AsyncIterator[tuple[str, bytes]]:
+        """The batch's lines, in row-key order; with ``identical``, one per request key (the
+        first question of each: the others are filled from its answer at collect)."""
         if row.step == store.STRUCTURE:
             async for line in self._structure_lines(row.id):
                 yield line
@@ -254,7 +277,15 @@ class Submitter:
                 yield line
             return
         ground = self._plan.ground
+        copies = self._copies
         async for q in store.batch_questions(self.ctx.db, row.id):
+            asked_before = (
+                identical is not None
+                and copies is not None
+                and not identical.first(q.id, copies.key(q.text, q.meta))
+            )
+            if asked_before:
+                continue
             yield str(q.id), ground.body(q.text, q.meta)
 
     async def _structure_lines(self, batch_id: int) -> AsyncIterator[tuple[str, bytes]]:

@@ -189,7 +189,8 @@ def _add_run_commands(commands: Commands, job: Parser) -> None:
     run.add_argument(
         "--dry-run",
         action="store_true",
-        help="print the first request bodies and the estimate; send nothing",
+        help="print the first request bodies (batch mode: batch file lines) and the estimate;"
+        " send nothing",
     )
     _add_batch_command(commands, job)
     _add_worker_command(commands, job)

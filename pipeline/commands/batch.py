@@ -22,6 +22,7 @@ from pipeline.batch.budget import BatchBudget
 from pipeline.batch.clean import clean_batches, left_behind
 from pipeline.batch.runner import BatchRunner, cancel_batches
 from pipeline.clock import utcnow
+from pipeline.commands.batch_verify import verify_after_collect
 from pipeline.commands.common import complain, find_job_id, opened, say
 from pipeline.exit_codes import EXIT_FAILED, EXIT_OK, ExitStatus, run_status
 from pipeline.gemini.api_errors import TransientError
@@ -88,11 +89,14 @@ async def run_batches(
         settings=spec.batch,
         allow_hosts=spec.resolver.allow_hosts,
         resolver=resolver,
+        reuse_within=spec.reuse_within,
     )
     started = utcnow()
     summary = await runner.run(wait=wait)
     if summary.stored_lines and resolver is not None:
         await _warn_expired_links(ctx, since=started)
+    if summary.stopped is None and not summary.waiting:
+        await verify_after_collect(spec, ctx)  # online: url_context is unconfirmed in batch
     if summary.batches_created:
         say(f"batches created: {', '.join(summary.batches_created)}")
     # Going on online, the run's closing summary says what the batches did; returning now,

@@ -115,9 +115,10 @@ async def run_outcome(
 ) -> RunOutcome:
     """Load, then ground every question not yet finished; what came of it, its exit status
     the contract in :mod:`pipeline.exit_codes`. ``ground run`` and :func:`pipeline.run_job`
-    both come here. ``trial``: only the questions ``--limit`` / ``--sample``
-    choose (online mode only); ``dry_run``: print the first request bodies and the estimate,
-    and send nothing (:mod:`pipeline.commands.trial`). In batch mode the batches go first
+    both come here. ``trial``: only the questions ``--limit`` / ``--sample`` / ``--class``
+    choose (in batch mode too: the only ones put into batches); ``dry_run``: print the first
+    request bodies (batch file lines) and the estimate, and send nothing
+    (:mod:`pipeline.commands.trial`). In batch mode the batches go first
     (``no_wait``: return once they are submitted), then an online run does what they leave
     (call 2, online retries).
     ``backoff``: the retry delays (None: the default; tests pass shorter ones);
@@ -128,10 +129,6 @@ async def run_outcome(
     started = time.monotonic()
     watch = watch or WatchOptions()
     if fallback_auto and (refused := fallback.fallback_auto_refused(spec)) is not None:
-        complain(refused)
-        return early_outcome(spec, EXIT_USAGE, refused, started)
-    if trial is not None and spec.model.mode == "batch":
-        refused = '--limit/--sample: online runs only (model.mode is "batch")'
         complain(refused)
         return early_outcome(spec, EXIT_USAGE, refused, started)
     if dry_run:

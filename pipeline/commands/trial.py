@@ -25,7 +25,7 @@ from pipeline.gemini.endpoint import ConfigurationError
 from pipeline.job.calls import grounded_call, own_retrieval_call, plan_calls
 from pipeline.job.spec import JobSpec
 from pipeline.results.estimate import unbudgeted_note
-from pipeline.store.trial import Trial, TrialScope, first_unfinished, select_trial
+from pipeline.store.trial import Trial, TrialScope, Waiting, first_unfinished, select_trial
 
 DRY_RUN_BODIES = 3  # request bodies a dry run prints
 REDACTED = "***"
@@ -61,29 +61,17 @@ def redacted(value: Any) -> Any:
 async def dry_run(
     engine: AsyncEngine, spec: JobSpec, job_id: int, scope: TrialScope | None
 ) -> ExitStatus:
-    """Print what the run would send first, and what it is expected to cost; send nothing."""
+    """Print what the run would send first (in batch mode, the first lines of the batch
+    file), and what it is expected to cost; send nothing."""
     say("dry run: nothing is sent")
-    try:
-        url = plan_calls(spec).ground_endpoint.url
-    except ConfigurationError as exc:
-        url = f"(not configured: {exc})"
-    ground = grounded_call(spec)
-    own = own_retrieval_call(spec)
     async with engine.connect() as connection:
         waiting = await first_unfinished(connection, job_id, scope, DRY_RUN_BODIES)
         estimate = await job_estimate(connection, spec, job_id)
         verification = await verification_lines(connection, spec, job_id)
-    say(f"endpoint: POST {url}")
-    for n, question in enumerate(waiting, 1):
-        routed = own is not None and own.routes(question.qclass)
-        if routed:
-            assert own is not None
-            body = own.builder.body(question.text, OWN_PASSAGES)
-        else:
-            body = ground.body(question.text, question.meta, single=ground.single is not None)
-        how = " (own retrieval)" if routed else ""
-        say(f"request {n}: question {question.qid}{how}")
-        say(orjson.dumps(redacted(orjson.loads(body)), option=orjson.OPT_INDENT_2).decode())
+    if spec.model.mode == "batch":
+        _batch_lines(spec, waiting)
+    else:
+        _request_bodies(spec, waiting)
     if not waiting:
         say("no question is left to ask: a run would make no call")
     left = estimate.remaining if scope is None else scope.unfinished
@@ -98,3 +86,41 @@ async def dry_run(
     for line in verification:
         say(line)
     return EXIT_OK
+
+
+def _request_bodies(spec: JobSpec, waiting: list[Waiting]) -> None:
+    """Online: the endpoint, and the first request bodies as they are sent."""
+    try:
+        url = plan_calls(spec).ground_endpoint.url
+    except ConfigurationError as exc:
+        url = f"(not configured: {exc})"
+    ground = grounded_call(spec)
+    own = own_retrieval_call(spec)
+    say(f"endpoint: POST {url}")
+    for n, question in enumerate(waiting, 1):
+        routed = own is not None and own.routes(question.qclass)
+        if routed:
+            assert own is not None
+            body = own.builder.body(question.text, OWN_PASSAGES)
+        else:
+            body = ground.body(question.text, question.meta, single=ground.single is not None)
+        how = " (own retrieval)" if routed else ""
+        say(f"request {n}: question {question.qid}{how}")
+        say(orjson.dumps(redacted(orjson.loads(body)), option=orjson.OPT_INDENT_2).decode())
+
+
+def _batch_lines(spec: JobSpec, waiting: list[Waiting]) -> None:
+    """Batch mode: the first lines of the first batch file, one JSON line each, as the
+    Batch API gets them (keyed by the question's row key)."""
+    from pipeline.commands.batch import batch_client  # batch mode's client, only here
+
+    ground = grounded_call(spec)
+    try:
+        client = batch_client(spec, plan_calls(spec))
+    except ConfigurationError as exc:
+        say(f"batch file: (not configured: {exc})")
+        return
+    say(f"batch file ({spec.model.backend} Batch API): its first {len(waiting)} lines")
+    for question in waiting:
+        line = client.encode_line(str(question.row_id), ground.body(question.text, question.meta))
+        say(orjson.dumps(redacted(orjson.loads(line))).decode())

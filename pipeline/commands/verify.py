@@ -15,6 +15,8 @@ cap, and their answers stay unchecked (a rerun with a higher cap checks them).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pipeline.commands.common import complain, label_local_spend, opened, say
 from pipeline.commands.verify_metrics import write_precision_metrics
 from pipeline.costs.cap import CAP_KEY, QuestionSpend, cap_micro
@@ -81,11 +83,21 @@ async def _sampled(
     ]
 
 
-async def _verify(
-    db: Database, spec: JobSpec, model: str, sample: int | float | None, outbox: Outbox
-) -> int:
-    job_id = await db.transaction("opening the job", lambda c: queue.ensure_job(c, spec.name))
-    outbox.attach(job_id)
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What one check did: the sampled answers, those checked before it, its calls."""
+
+    answers: list[AnswerClaims]
+    done: set[int]
+    result: CheckResult
+
+
+async def check_sample(
+    db: Database, spec: JobSpec, job_id: int, model: str, sample: int | float | None
+) -> Checked:
+    """Sample the job's answers and make the verification calls of those not yet checked by
+    ``model``, online under the job's limits and budget. Raises
+    :class:`~pipeline.gemini.endpoint.ConfigurationError` without credentials."""
     answers = await _sampled(db, spec, job_id, sample)
     ids = [a.answer_id for a in answers]
     done = await db.read("reading the verdicts", lambda c: store.checked_answers(c, ids, model))
@@ -99,11 +111,22 @@ async def _verify(
     result = CheckResult()
     if calls:
         spends = await _question_spends(db, spec, {c.question_id for c in calls})
-        try:
-            result = await _make_calls(db, spec, job_id, model, calls, spends)
-        except ConfigurationError as exc:
-            complain(f"verify: {exc}")
-            return EXIT_FAILED
+        result = await _make_calls(db, spec, job_id, model, calls, spends)
+    return Checked(answers, set(done), result)
+
+
+async def _verify(
+    db: Database, spec: JobSpec, model: str, sample: int | float | None, outbox: Outbox
+) -> int:
+    job_id = await db.transaction("opening the job", lambda c: queue.ensure_job(c, spec.name))
+    outbox.attach(job_id)
+    try:
+        checked_now = await check_sample(db, spec, job_id, model, sample)
+    except ConfigurationError as exc:
+        complain(f"verify: {exc}")
+        return EXIT_FAILED
+    answers, done, result = checked_now.answers, checked_now.done, checked_now.result
+    ids = [a.answer_id for a in answers]
     stored = await db.read("reading the verdicts", lambda c: store.read_verdicts(c, ids, model))
     classes = {a.answer_id: a.qclass for a in answers}
     unresolved: dict[str, int] = {}

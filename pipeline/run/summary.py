@@ -22,6 +22,7 @@ from typing import Any
 
 from pipeline.job.states import TERMINAL_STATES
 from pipeline.rows import CallRecord
+from pipeline.run.batch_figures import BatchFigures
 
 # Batch mode's phases, in the order they are said: sending the batches, waiting for Google to
 # run them, downloading and storing their results.
@@ -47,10 +48,7 @@ class RunSummary:
     batches_resumed: list[str] = field(default_factory=list)
     stored_lines: int = 0
     waiting: bool = False
-    # Batch mode's own retrieval: the questions claimed into own batches (the fallback
-    # classes and the answers handed over), and the follow-up batches created.
-    own_routed: int = 0
-    followups: int = 0
+    batch: BatchFigures = field(default_factory=BatchFigures)  # batch mode's own figures
     # Batch mode: seconds spent in each phase (SUBMIT, WAIT, STORE), each counted once.
     phase_s: dict[str, float] = field(default_factory=dict)
     _phases: list[list[Any]] = field(default_factory=list, repr=False)
@@ -96,7 +94,9 @@ class RunSummary:
     @property
     def batch_mode(self) -> bool:
         """Whether this run drove batches (created, picked up or stored any)."""
-        return bool(self.batches_created or self.batches_resumed or self.stored_lines)
+        return bool(
+            self.batches_created or self.batches_resumed or self.stored_lines or self.batch.any
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The run's figures for ``--summary-json`` (spend as an exact decimal string)."""
@@ -116,9 +116,8 @@ class RunSummary:
                 "created": len(self.batches_created),
                 "resumed": len(self.batches_resumed),
                 "stored_lines": self.stored_lines,
-                "own_routed": self.own_routed,
-                "followups": self.followups,
                 "phase_s": {k: round(v, 3) for k, v in self.phase_s.items()},
+                **self.batch.to_dict(self.phase_s.get(WAIT, 0.0)),
             }
         return data
 
@@ -163,13 +162,7 @@ def _batch_lines(summary: RunSummary) -> list[str]:
     batches += f"; {summary.stored_lines} result lines stored"
     if summary.waiting:
         batches += "; some still running at Google"
-    lines = [batches]
-    if summary.own_routed or summary.followups:
-        lines.append(
-            f"  own retrieval: {summary.own_routed} questions routed to own batches,"
-            f" {summary.followups} follow-up batch{'' if summary.followups == 1 else 'es'}"
-            " of the managed answers that missed"
-        )
+    lines = [batches, summary.batch.line(summary.phase_s.get(WAIT, 0.0))]
     phases = [
         f"{_PHASE_NAMES[phase]} {summary.phase_s[phase]:.1f} s"
         for phase in (SUBMIT, WAIT, STORE)

@@ -13,6 +13,7 @@
 * ``quota``: the job's rate, tokens, daily count and budget, shared by its processes;
 * ``resolution``: the sources still to resolve, and their verdicts;
 * ``batches``: batch mode's batches and the questions leased to each (claim, phases, link ages);
+* ``batch_copies``: what batch mode reads to copy answers instead of asking (reuse);
 * ``batch_structure``: a structure batch's questions with their stored answers (call 2);
 * ``batch_own``: own retrieval's batches: which questions they take, the requests they sent;
 * ``status``: what ``status``, a run's progress and the report sum up (the read model);
@@ -26,6 +27,7 @@ from pipeline.surface import lazy_surface
 
 if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.store import (
+        batch_copies,
         batch_own,
         batch_structure,
         batches,
@@ -89,7 +91,7 @@ if TYPE_CHECKING:  # what the type checker and the reader see
     )
     from pipeline.store.report import ProblemRow, Scope, count_in_scope, ids_in_scope, problem_rows
     from pipeline.store.resolution import Lookup, SourceUpdate
-    from pipeline.store.reuse import Reusable, reusable_answer
+    from pipeline.store.reuse import Reusable, reusable_answer, reusable_answers
     from pipeline.store.routes import StoredOwnAnswer, own_passages
     from pipeline.store.source_policy import PolicyPass, judge_sources, policy_counts
     from pipeline.store.status import (
@@ -110,6 +112,7 @@ if TYPE_CHECKING:  # what the type checker and the reader see
         MAX_SAMPLE,
         Trial,
         TrialScope,
+        Waiting,
         first_unfinished,
         sample_key,
         select_trial,
@@ -193,6 +196,7 @@ else:  # what Python does: each name imported when first asked for
             "reuse": (
                 "Reusable",
                 "reusable_answer",
+                "reusable_answers",
             ),
             "routes": (
                 "StoredOwnAnswer",
@@ -217,6 +221,7 @@ else:  # what Python does: each name imported when first asked for
                 "MAX_SAMPLE",
                 "Trial",
                 "TrialScope",
+                "Waiting",
                 "first_unfinished",
                 "sample_key",
                 "select_trial",
@@ -233,6 +238,7 @@ else:  # what Python does: each name imported when first asked for
             ),
         },
         (
+            "batch_copies",
             "batch_own",
             "batch_structure",
             "batches",
@@ -285,7 +291,9 @@ __all__ = [
     "UtcDateTime",
     "VerdictOf",
     "VerdictRow",
+    "Waiting",
     "async_url",
+    "batch_copies",
     "batch_own",
     "batch_structure",
     "batches",
@@ -329,6 +337,7 @@ __all__ = [
     "resolution",
     "retrying",
     "reusable_answer",
+    "reusable_answers",
     "reviews",
     "routes",
     "sample_key",

@@ -179,11 +179,13 @@ async def claim_batch(
     step: str = GROUND,
     where: sa.ColumnElement[bool] | None = None,
     label: str | None = None,
+    scope: sa.ColumnElement[bool] | None = None,
 ) -> BatchRow | None:
     """Create a batch row and lease up to ``limit`` due questions to it (call 1, or call 2
     for ``step`` structure), in the caller's transaction; None (and no row) when nothing is
     due. ``where``: a further condition on the questions (replacing call 1's "without an
-    answer" for ``step`` own); ``label``: the display name's first word (the step's)."""
+    answer" for ``step`` own); ``label``: the display name's first word (the step's);
+    ``scope``: only questions matching it (a trial run's, :mod:`pipeline.store.trial`)."""
     now = utcnow()
     if step == OWN:
         assert where is not None
@@ -191,6 +193,8 @@ async def claim_batch(
     else:
         chosen = _claimable_for_call_2 if step == STRUCTURE else _claimable_for_call_1
         claimable = chosen(job_id, now) if where is None else sa.and_(chosen(job_id, now), where)
+    if scope is not None:
+        claimable = sa.and_(claimable, scope)
     batch_id = await _insert_batch(connection, job_id, step=step, model=model, now=now, label=label)
     result = await connection.execute(
         lease_due(claimable, lease_owner(batch_id), limit, lease, now).returning(questions.c.id)
@@ -476,10 +480,15 @@ async def left_in_bucket(connection: AsyncConnection, job_id: int) -> list[Batch
 
 
 async def next_call_1_wakeup(
-    connection: AsyncConnection, job_id: int, *, with_call_2: bool = False
+    connection: AsyncConnection,
+    job_id: int,
+    *,
+    with_call_2: bool = False,
+    scope: sa.ColumnElement[bool] | None = None,
 ) -> dt.datetime | None:
     """When the next question without an answer, or handed over to own retrieval
-    (``with_call_2``: or awaiting call 2), becomes claimable; None if none is left."""
+    (``with_call_2``: or awaiting call 2), becomes claimable (of ``scope``, a trial run's);
+    None if none is left."""
     q = questions.c
     now = utcnow()
     no_answer = (
@@ -499,6 +508,7 @@ async def next_call_1_wakeup(
             q.job_id == job_id,
             q.state.in_([*WAITING_STATES, QuestionState.RUNNING]),
             no_answer,
+            sa.true() if scope is None else scope,
         )
     )
     if first is None:

@@ -72,3 +72,24 @@ async def origin_verdicts(
     for answer_id, chunk_index, status, destination in rows:
         found.setdefault(answer_id, {})[chunk_index] = Verdict(status, destination)
     return found
+
+
+async def reusable_answers(
+    connection: AsyncConnection, reuse_keys: Sequence[str], since: dt.datetime
+) -> dict[str, Reusable]:
+    """:func:`reusable_answer` for many keys in one query: key -> the latest grounded
+    original stored under it at or after ``since`` (a key without one is left out)."""
+    if not reuse_keys:
+        return {}
+    a = answers.c
+    rows = await connection.execute(
+        sa.select(a.reuse_key, a.id, a.raw_response)
+        .where(
+            a.reuse_key.in_(sorted(set(reuse_keys))),
+            a.created_at >= since,
+            a.grounded.is_(True),
+            a.reused_from.is_(None),
+        )
+        .order_by(a.created_at, a.id)
+    )
+    return {key: Reusable(int(id_), raw) for key, id_, raw in rows}  # the latest wins

@@ -140,6 +140,7 @@ class Waiting:
     text: str
     qclass: str | None
     meta: dict[str, Any] | None
+    row_id: int = 0  # the questions row key (a batch file's line key)
 
 
 async def first_unfinished(
@@ -148,7 +149,7 @@ async def first_unfinished(
     """The first ``n`` unfinished questions of the job (of ``scope``), in the claim's order."""
     q = questions.c
     rows = await connection.execute(
-        sa.select(q.qid, q.text, q.qclass, q.meta)
+        sa.select(q.id, q.qid, q.text, q.qclass, q.meta)
         .where(
             q.job_id == job_id,
             q.state.not_in(sorted(TERMINAL_STATES)),
@@ -157,4 +158,4 @@ async def first_unfinished(
         .order_by(q.id)
         .limit(n)
     )
-    return [Waiting(row.qid, row.text, row.qclass, row.meta) for row in rows]
+    return [Waiting(row.qid, row.text, row.qclass, row.meta, row.id) for row in rows]

@@ -36,6 +36,7 @@ def test_batch_mode_reports_batches_lines_and_wall_time_per_phase() -> None:
     ticks = itertools.count()
     clock = lambda: float(next(ticks))  # noqa: E731 - each reading one second later
     summary = RunSummary(batches_created=["batches/a", "batches/b"], stored_lines=96)
+    summary.batch.batched, summary.batch.reused, summary.batch.collected = 96, 4, 96
     with summary.timed(SUBMIT, clock):  # 0 -> 1
         pass
     with summary.timed(WAIT, clock):  # 2 -> 7, of which storing 3 -> 4 and 5 -> 6
@@ -52,6 +53,8 @@ def test_batch_mode_reports_batches_lines_and_wall_time_per_phase() -> None:
     assert text.splitlines() == [
         "run: 90 questions finished in 6.0 s (done 90)",
         "  batches: 2 created; 96 result lines stored",
+        "  questions: 96 batched, 4 reused, 0 to own retrieval, 96 collected, 0 verified;"
+        " 3.0 s waiting on the API",
         "  batch wall time: submitting 1.0 s, waiting for results 3.0 s, storing 2.0 s",
     ]
     assert "0 calls" not in text  # batch calls are not the online figures
@@ -59,22 +62,39 @@ def test_batch_mode_reports_batches_lines_and_wall_time_per_phase() -> None:
         "created": 2,
         "resumed": 0,
         "stored_lines": 96,
-        "own_routed": 0,
-        "followups": 0,
         "phase_s": {SUBMIT: 1.0, WAIT: 3.0, STORE: 2.0},
+        # batch mode's own figures, phase by phase
+        "batched": 96,
+        "reused": 4,
+        "copied": 0,
+        "own_retrieval": 0,
+        "followups": 0,
+        "collected": 96,
+        "verified": 0,
+        "waiting_s": 3.0,
     }
 
 
 def test_batch_mode_reports_own_retrieval_and_its_follow_up() -> None:
     summary = RunSummary(batches_created=["a", "b", "c"], stored_lines=130)
-    summary.own_routed, summary.followups = 30, 1
+    summary.batch.batched, summary.batch.own_retrieval, summary.batch.followups = 130, 30, 1
     lines = render_run_summary(summary).splitlines()
     assert lines[2] == (
-        "  own retrieval: 30 questions routed to own batches, 1 follow-up batch of the"
-        " managed answers that missed"
+        "  questions: 130 batched, 0 reused, 30 to own retrieval (1 follow-up batch of the"
+        " managed answers that missed), 0 collected, 0 verified; 0.0 s waiting on the API"
     )
     batch = summary.to_dict()["batch"]
-    assert (batch["own_routed"], batch["followups"]) == (30, 1)
+    assert (batch["own_retrieval"], batch["followups"]) == (30, 1)
+
+
+def test_a_batch_run_that_only_reused_answers_is_a_batch_run() -> None:
+    summary = RunSummary()
+    summary.batch.reused = 50
+    summary.batch.copied = 3
+    assert summary.batch_mode
+    text = render_run_summary(summary)
+    assert "  questions: 0 batched, 50 reused, 3 identical in a batch (asked once)," in text
+    assert summary.to_dict()["batch"]["reused"] == 50
 
 
 def test_batches_left_running_and_online_calls_after_batches() -> None:
