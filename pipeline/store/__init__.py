@@ -14,6 +14,7 @@
 * ``resolution``: the sources still to resolve, and their verdicts;
 * ``batches``: batch mode's batches and the questions leased to each (claim, phases, link ages);
 * ``batch_structure``: a structure batch's questions with their stored answers (call 2);
+* ``statistics``: ``ANALYZE`` after a bulk write (load, index), so plans stay hash/index plans;
 * ``status``: what ``status``, a run's progress and the report sum up (the read model);
 * ``records``: results read back in batches, for export, show and the report;
 * ``upsert``: ``INSERT ... ON CONFLICT DO NOTHING`` on both backends.
@@ -37,6 +38,7 @@ if TYPE_CHECKING:  # what the type checker and the reader see
         resolution,
         reviews,
         routes,
+        statistics,
         status,
         urls,
         verdict_reads,
@@ -89,6 +91,7 @@ if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.store.reuse import Reusable, reusable_answer
     from pipeline.store.routes import own_passages
     from pipeline.store.source_policy import PolicyPass, judge_sources, policy_counts
+    from pipeline.store.statistics import INDEXED_TABLES, LOADED_TABLES, analyze
     from pipeline.store.status import (
         NO_CLASS,
         ClassRoutes,
@@ -192,6 +195,7 @@ else:  # what Python does: each name imported when first asked for
                 "reusable_answer",
             ),
             "routes": ("own_passages",),
+            "statistics": ("INDEXED_TABLES", "LOADED_TABLES", "analyze"),
             "status": (
                 "ClassRoutes",
                 "ClassStats",
@@ -239,6 +243,7 @@ else:  # what Python does: each name imported when first asked for
             "resolution",
             "reviews",
             "routes",
+            "statistics",
             "status",
             "urls",
             "verdict_reads",
@@ -249,6 +254,8 @@ else:  # what Python does: each name imported when first asked for
 __all__ = [
     "BATCH_QUESTIONS",
     "ERRORS_SEPARATOR",
+    "INDEXED_TABLES",
+    "LOADED_TABLES",
     "MAX_SAMPLE",
     "NO_CLASS",
     "ClassRoutes",
@@ -276,6 +283,7 @@ __all__ = [
     "UtcDateTime",
     "VerdictOf",
     "VerdictRow",
+    "analyze",
     "async_url",
     "batch_structure",
     "batches",
@@ -326,6 +334,7 @@ __all__ = [
     "source_problems",
     "sqlite_file",
     "state_counts",
+    "statistics",
     "status",
     "storage_fault",
     "storage_trouble",
