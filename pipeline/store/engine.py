@@ -120,12 +120,22 @@ def create_engine(url: str, *, read_only: bool = False) -> AsyncEngine:
         return engine
     return create_async_engine(
         url,
+        connect_args=_postgres_connect_args(url),
         pool_size=POSTGRES_POOL_SIZE,
         max_overflow=POSTGRES_MAX_OVERFLOW,
         pool_timeout=POSTGRES_POOL_TIMEOUT_S,
         pool_pre_ping=True,
         **JSON_CODEC,
     )
+
+
+def _postgres_connect_args(url: str) -> dict[str, Any]:
+    """Each process's connections say whose they are in ``pg_stat_activity``
+    (``application_name`` ``ground:<pid>``), so a fleet's connections can be counted per process
+    against the pool's bound; a URL that names its own ``application_name`` keeps it."""
+    if "application_name" in make_url(url).query:
+        return {}
+    return {"server_settings": {"application_name": f"ground:{os.getpid()}"}}
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
