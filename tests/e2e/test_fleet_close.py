@@ -19,11 +19,9 @@ from pipeline import cli
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.store.engine import POSTGRES_MAX_CONNECTIONS, create_engine
-from pipeline.store.tables import questions
 from tests.support.databases import postgres_database, postgres_job_database
 from tests.support.jobs import make_job
 from tests.support.paths import REPO
-from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.postgres]
 
