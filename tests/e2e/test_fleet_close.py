@@ -31,16 +31,35 @@ N_PROCESSES = 3
 NOT_AT_CLOSE = ("answers", "sources", "calls", "structured", "supports", "citation_verdicts")
 
 
-def _last_analyzed(url: str) -> object:
-    async def read() -> object:
+async def _no_autovacuum(url: str) -> None:
+    """As on a tuned or freshly restored server: only an explicit ANALYZE keeps statistics."""
+    engine = create_engine(url)
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(
+                sa.text("ALTER TABLE questions SET (autovacuum_enabled = false)")
+            )
+    finally:
+        await engine.dispose()
+
+
+def _last_analyzed(url: str) -> tuple[object, float]:
+    """When the questions' table was last analyzed, and the rows the planner thinks it has
+    (-1: never analyzed, so it plans as if the table were small)."""
+
+    async def read() -> tuple[object, float]:
         engine = create_engine(url)
         try:
             async with engine.connect() as connection:
-                return await connection.scalar(
-                    sa.text(
-                        "SELECT last_analyze FROM pg_stat_user_tables WHERE relname = 'questions'"
+                row = (
+                    await connection.execute(
+                        sa.text(
+                            "SELECT s.last_analyze, c.reltuples FROM pg_stat_user_tables s"
+                            " JOIN pg_class c ON c.oid = s.relid WHERE s.relname = 'questions'"
+                        )
                     )
-                )
+                ).one()
+                return row[0], float(row[1])
         finally:
             await engine.dispose()
 
@@ -52,14 +71,53 @@ def test_load_analyzes_the_questions_it_loaded(
 ) -> None:
     with postgres_job_database() as url:
         make_job(tmp_path, base_url="http://127.0.0.1:9", n_questions=50, database=url)
-        assert _last_analyzed(url.replace("postgresql://", "postgresql+asyncpg://")) is None
+        assert cli.main(["migrate", str(tmp_path / "job.toml")]) == 0
+        engine_url = url.replace("postgresql://", "postgresql+asyncpg://")
+        anyio.run(_no_autovacuum, engine_url)
+        assert _last_analyzed(engine_url) == (None, -1)  # never analyzed (autovacuum is off)
         assert cli.main(["load", str(tmp_path / "job.toml")]) == 0
-        first = _last_analyzed(url.replace("postgresql://", "postgresql+asyncpg://"))
-        assert first is not None  # pg_stat_user_tables.last_analyze: set by the load
+        first, rows = _last_analyzed(engine_url)
+        assert first is not None and rows == 50  # pg_stat_user_tables.last_analyze: the load's
         # Nothing new to load: nothing to analyze again.
         assert cli.main(["load", str(tmp_path / "job.toml")]) == 0
-        assert _last_analyzed(url.replace("postgresql://", "postgresql+asyncpg://")) == first
+        assert _last_analyzed(engine_url)[0] == first
     assert "loaded 50 new questions" in capsys.readouterr().out
+
+
+def test_index_analyzes_the_documents_and_chunks_it_wrote(tmp_path: Path) -> None:
+    (tmp_path / "docs.jsonl").write_text(
+        "".join(
+            orjson.dumps({"id": f"d{i}", "title": f"T{i}", "text": f"Airport {i}. " * 20}).decode()
+            + "\n"
+            for i in range(30)
+        ),
+        "utf-8",
+    )
+    (tmp_path / "q.jsonl").write_text('{"id": "1", "question": "x"}\n', "utf-8")
+    with postgres_job_database() as url:
+        job = tmp_path / "job.toml"
+        job.write_text(
+            f'[job]\nname = "idx"\ndatabase = "{url}"\n[source]\nfile = "q.jsonl"\n'
+            '[retrieval]\ndocs = "docs.jsonl"\nchunk_chars = 120\nchunk_overlap = 0\n',
+            "utf-8",
+        )
+        assert cli.main(["index", str(job)]) == 0
+        analyzed = anyio.run(
+            _analyzed_tables, url.replace("postgresql://", "postgresql+asyncpg://")
+        )
+    assert {"documents", "chunks"} <= analyzed
+
+
+async def _analyzed_tables(url: str) -> set[str]:
+    engine = create_engine(url)
+    try:
+        async with engine.connect() as connection:
+            names = await connection.scalars(
+                sa.text("SELECT relname FROM pg_stat_user_tables WHERE last_analyze IS NOT NULL")
+            )
+            return set(names)
+    finally:
+        await engine.dispose()
 
 
 def _statements(trace: Path) -> list[str]:
