@@ -35,6 +35,16 @@ def __getattr__(name: str) -> object:  # pipeline.surface's lazy_surface, kept i
 
 
 _at_exit: list[bool] = []  # whether the interpreter's exit is made quick already
+# Extensions that count their objects at the interpreter's exit and report those still alive
+# as leaks on stderr (nanobind's check: DuckDB): with them loaded the exit is left as it is.
+_COUNTED_AT_EXIT = ("_duckdb",)
+
+
+def _freeze() -> None:
+    if not any(name in sys.modules for name in _COUNTED_AT_EXIT):
+        import gc
+
+        gc.freeze()
 
 
 def _quick_exit() -> None:
@@ -44,9 +54,8 @@ def _quick_exit() -> None:
     is left unwritten: files are flushed and closed by the commands, and by the interpreter."""
     if not _at_exit:
         import atexit
-        import gc
 
-        atexit.register(gc.freeze)
+        atexit.register(_freeze)
         _at_exit.append(True)
 
 
