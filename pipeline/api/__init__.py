@@ -1,11 +1,13 @@
 """The Python API's write side (:mod:`.jobs`): run a job and get its outcome as a value, load
-questions from a frame. The read side is :mod:`pipeline.results.api` (``open_job``)."""
+questions from a frame; which of a job's batches still run (:mod:`.batches`). The read side
+is :mod:`pipeline.results.api` (``open_job``)."""
 
 from typing import TYPE_CHECKING
 
 from pipeline.surface import lazy_surface
 
 if TYPE_CHECKING:  # what the type checker and the reader see
+    from pipeline.api.batches import running_batches, running_batches_async
     from pipeline.api.frames import UnsupportedFrame, frame_rows
     from pipeline.api.jobs import (
         DatabaseFailed,
@@ -19,6 +21,7 @@ else:  # what Python does: each name imported when first asked for
     __getattr__ = lazy_surface(
         __name__,
         {
+            "batches": ("running_batches", "running_batches_async"),
             "frames": ("UnsupportedFrame", "frame_rows"),
             "jobs": (
                 "DatabaseFailed",
@@ -40,4 +43,6 @@ __all__ = [
     "load_questions_async",
     "run_job",
     "run_job_async",
+    "running_batches",
+    "running_batches_async",
 ]

@@ -153,6 +153,7 @@ class Collector:
                 connection, row, job.state, spend_attempt=spend
             )
             await store.finish(connection, row.id, returned=returned)
+            await self._completed(connection, row, job.state, returned)
             return await store.get(connection, row.id), changes
 
         done, changes = await db.transaction("giving back a batch's questions", ended)
@@ -248,6 +249,7 @@ class Collector:
                 spend_attempt=state != JOB_STATE_CANCELLED,
             )
             await store.finish(connection, row.id, returned=returned)
+            await self._completed(connection, row, state, returned)
             return await store.get(connection, row.id), changes
 
         done, changes = await db.transaction("finishing a stored batch", stored)
@@ -258,6 +260,19 @@ class Collector:
             extra={"action": "batch_stored", "batch": row.name, "returned": done.returned},
         )
         self._check_grounding(done)
+
+    async def _completed(
+        self, connection: AsyncConnection, row: store.BatchRow, state: str, returned: int
+    ) -> None:
+        """``batch.completed``, in the transaction that finishes the batch."""
+        data = {
+            "batch": row.name,
+            "step": row.step,
+            "state": state,
+            "requests": row.requests,
+            "returned": row.returned + returned,
+        }
+        await self.ctx.record_event(connection, "batch.completed", data)
 
     async def _store(
         self, row: store.BatchRow, chunk: list[bytes], share: int, parse: LineParser

@@ -118,17 +118,25 @@ class Submitter:
             if job is None:
                 job = await client.create(row.model, row.input_name, display_name=row.display_name)
                 self.ctx.summary.batches_created.append(job.name)
-            await self.ctx.db.transaction(
-                "recording a created batch",
-                lambda c: store.set_submitted(
+            submitted = {
+                "batch": job.name,
+                "step": row.step,
+                "model": row.model,
+                "requests": row.requests,
+            }
+
+            async def created(c: AsyncConnection) -> None:
+                await store.set_submitted(
                     c,
                     row.id,
                     job.name,
                     job.state,
                     job.create_time,
                     output_uri_prefix=job.output_uri_prefix,
-                ),
-            )
+                )
+                await self.ctx.record_event(c, "batch.submitted", submitted)
+
+            await self.ctx.db.transaction("recording a created batch", created)
             log.info(
                 "%s batch %s created for %d questions",
                 row.step,

@@ -49,7 +49,11 @@ from pipeline.commands.run import (
 from pipeline.surface import lazy_surface
 
 if TYPE_CHECKING:
-    from pipeline.commands.batch import batch_cancel_command, batch_clean_command
+    from pipeline.commands.batch import (
+        batch_cancel_command,
+        batch_clean_command,
+        running_batches,
+    )
     from pipeline.commands.cite import cite_command
     from pipeline.commands.index import index_command
     from pipeline.commands.init import init_command
@@ -61,7 +65,7 @@ else:  # the commands that are imported only by the command that runs them
     __getattr__ = lazy_surface(
         __name__,
         {
-            "batch": ("batch_cancel_command", "batch_clean_command"),
+            "batch": ("batch_cancel_command", "batch_clean_command", "running_batches"),
             "cite": ("cite_command",),
             "index": ("index_command",),
             "init": ("init_command",),
@@ -97,6 +101,7 @@ __all__ = [
     "review_import_command",
     "run_command",
     "run_outcome",
+    "running_batches",
     "say",
     "serve_command",
     "show_command",

@@ -24,8 +24,9 @@ from pipeline.batch.runner import BatchRunner, cancel_batches
 from pipeline.clock import utcnow
 from pipeline.commands.common import complain, find_job_id, opened, say
 from pipeline.exit_codes import EXIT_FAILED, EXIT_OK, ExitStatus, run_status
+from pipeline.gemini.api_errors import TransientError
 from pipeline.gemini.batch import BatchClient
-from pipeline.gemini.batch_wire import JOB_STATE_SUCCEEDED
+from pipeline.gemini.batch_wire import JOB_STATE_SUCCEEDED, TERMINAL_JOB_STATES
 from pipeline.gemini.endpoint import ConfigurationError, vertex_place
 from pipeline.gemini.vertex_batch import VertexBatchClient
 from pipeline.job.calls import CallPlan, plan_calls
@@ -34,6 +35,7 @@ from pipeline.links.resolver import Resolver
 from pipeline.run.context import RunContext
 from pipeline.run.summary import render_run_summary
 from pipeline.store import batches as store
+from pipeline.store import queue
 from pipeline.store.database import Database
 
 log = logging.getLogger(__name__)
@@ -201,6 +203,32 @@ async def batch_clean_command(spec: JobSpec) -> int:
     removed = sum(len(c.removed) for c in cleaned)
     say(f"cleaned {len(cleaned)} batches: {removed} objects removed from Cloud Storage")
     return EXIT_OK
+
+
+async def running_batches(spec: JobSpec) -> list[str]:
+    """The names of the job's submitted batches that the Batch API says are still running:
+    what ``ground run --no-wait`` (``[batch] wait = false``) left to wait for. Empty once
+    every one has ended (the next ``ground run`` collects them), or when none is open. Asks
+    the Batch API, stores nothing; a poll that fails for a while counts as still running."""
+    async with opened(spec) as engine, engine.connect() as connection:
+        job_id = await queue.find_job(connection, spec.name)
+        rows = (
+            [] if job_id is None else await store.job_batches(connection, job_id, unfinished=True)
+        )
+    names = [row.name for row in rows if row.phase == store.SUBMITTED and row.name]
+    if not names:
+        return []
+    running: list[str] = []
+    async with batch_client(spec, plan_calls(spec)) as client:
+        for name in names:
+            try:
+                job = await client.get(name)
+            except TransientError:
+                running.append(name)
+                continue
+            if job.state not in TERMINAL_JOB_STATES:
+                running.append(name)
+    return running
 
 
 async def batch_status(connection: Any, job_id: int) -> list[dict[str, Any]]:

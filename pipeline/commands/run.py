@@ -55,7 +55,7 @@ from pipeline.job.spec import JobSpec
 from pipeline.job.states import QuestionState, SourceState
 from pipeline.limits import JobLimits
 from pipeline.links.resolver import Resolver
-from pipeline.notify import send_outcome
+from pipeline.notify import Outbox, budget_data, is_budget_stop, notifying
 from pipeline.online.leases import default_owner
 from pipeline.online.runner import OnlineRunner
 from pipeline.results.closing import JobCounts, job_counts, render_counts
@@ -141,11 +141,15 @@ async def run_outcome(
     if dry_run:
         return early_outcome(spec, await _dry_run(spec, trial), None, started)
     # The metrics are served from here, before the first call, until the exit status is known.
-    async with exporting(spec.name, _run_settings(spec, watch), watch) as exporter:
+    async with (
+        exporting(spec.name, _run_settings(spec, watch), watch) as exporter,
+        notifying(spec.notify, spec.database_url) as outbox,
+    ):
         outcome = await _run(
             spec,
             watch,
             exporter,
+            outbox,
             started=started,
             no_wait=no_wait,
             backoff=backoff,
@@ -154,7 +158,7 @@ async def run_outcome(
             daily_probe=daily_probe,
         )
         exporter.exited(outcome.exit_status)
-    await send_outcome(spec.notify, outcome)
+        await outbox.run_ended(outcome)  # delivered as the block ends (pipeline.notify)
     return outcome
 
 
@@ -175,6 +179,7 @@ async def _run(
     spec: JobSpec,
     watch: WatchOptions,
     exporter: RunExporter,
+    outbox: Outbox,
     *,
     started: float,
     no_wait: bool,
@@ -190,6 +195,7 @@ async def _run(
         job_id = await load_job(engine, spec)
         if job_id is None:
             return early_outcome(spec, EXIT_FAILED, "the questions could not be loaded", started)
+        outbox.attach(job_id)
         if not await store_spilled(engine, spec, job_id):  # paid before: stored first
             return early_outcome(spec, EXIT_FAILED, "the spill file could not be stored", started)
         await _queue_stored_work(engine, spec, job_id)
@@ -201,6 +207,7 @@ async def _run(
                 engine, spec, job_id, before, watch, exporter, scope, started=started
             )
         ctx = run_context(spec, engine, job_id, backoff=backoff, daily_probe=daily_probe)
+        ctx.on_stop(functools.partial(_budget_reached, spec, ctx, outbox))
         if scope is not None:
             ctx.scope = scope.condition()
         early = await _ground_and_reask(
@@ -221,6 +228,13 @@ async def _run(
     outcome = outcome_of(spec, status, started, ctx, job, stopped=summary.stopped)
     _write_summary_json(watch, outcome, exporter)
     return outcome
+
+
+def _budget_reached(spec: JobSpec, ctx: RunContext, outbox: Outbox) -> None:
+    """``budget.reached`` when the budget is what stops the run, as it stops."""
+    if is_budget_stop(ctx.stopped):
+        assert ctx.stopped is not None
+        outbox.emit("budget.reached", budget_data(spec.name, spec.budget, ctx.stopped))
 
 
 async def _counts_if_readable(

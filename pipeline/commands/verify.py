@@ -24,6 +24,7 @@ from pipeline.gemini.endpoint import ConfigurationError, endpoint_for
 from pipeline.job.calls import worst_case
 from pipeline.job.spec import JobSpec
 from pipeline.limits import JobLimits
+from pipeline.notify import Outbox, gate_data, notifying
 from pipeline.online.call import MeteredCaller
 from pipeline.online.leases import default_owner
 from pipeline.online.verification import Checker, CheckResult
@@ -54,10 +55,10 @@ async def verify_command(spec: JobSpec, *, metrics_textfile: str | None = None) 
         complain(f"{spec.path}: verify.sample: {exc}")
         return EXIT_USAGE
     model = v.model or spec.model.name
-    async with opened(spec) as engine:
+    async with opened(spec) as engine, notifying(spec.notify, spec.database_url) as outbox:
         db = Database(engine, outage_s=spec.job.database_outage_s)
         try:
-            status = await _verify(db, spec, model, sample)
+            status = await _verify(db, spec, model, sample, outbox)
             if metrics_textfile:
                 await write_precision_metrics(engine, spec, model, metrics_textfile)
             return status
@@ -80,8 +81,11 @@ async def _sampled(
     ]
 
 
-async def _verify(db: Database, spec: JobSpec, model: str, sample: int | float | None) -> int:
+async def _verify(
+    db: Database, spec: JobSpec, model: str, sample: int | float | None, outbox: Outbox
+) -> int:
     job_id = await db.transaction("opening the job", lambda c: queue.ensure_job(c, spec.name))
+    outbox.attach(job_id)
     answers = await _sampled(db, spec, job_id, sample)
     ids = [a.answer_id for a in answers]
     done = await db.read("reading the verdicts", lambda c: store.checked_answers(c, ids, model))
@@ -113,7 +117,21 @@ async def _verify(db: Database, spec: JobSpec, model: str, sample: int | float |
     say(render_precision(precision))
     say(render_fractions(verified_fractions(checked)))
     label_local_spend(spec)
+    await _gate_event(spec, precision, outbox)
     return _closing(spec, precision, result)
+
+
+async def _gate_event(spec: JobSpec, precision: Precision, outbox: Outbox) -> None:
+    """``verify.gate_failed`` when a class is below ``[verify] fail_below``."""
+    failing = failing_classes(precision, spec.verify.fail_below)
+    if failing:
+        classes = {}
+        for name in failing:
+            tally = precision.by_class[name]
+            classes[name] = (*tally.interval, tally.readable)
+        await outbox.record(
+            "verify.gate_failed", gate_data(spec.name, spec.verify.fail_below, classes)
+        )
 
 
 async def _question_spends(

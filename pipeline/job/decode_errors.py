@@ -22,6 +22,9 @@ _BOUND_REASONS = {
     " (ground worker --processes N)",
 }
 
+# Keys that were renamed: an old job file is told the new name.
+_RENAMED = {"notify.webhook_url": "url", "notify.on": "events"}
+
 
 def describe(exc: msgspec.ValidationError, raw: dict[str, Any]) -> str:
     """Turn msgspec's "... - at `$.limits.concurrency`" into "limits.concurrency: ..."."""
@@ -33,6 +36,8 @@ def describe(exc: msgspec.ValidationError, raw: dict[str, Any]) -> str:
     prefix = f"{key}." if key else ""
     if reason.startswith("Object contains unknown field"):
         name = reason.split("`")[1]
+        if (renamed := _RENAMED.get(f"{prefix}{name}")) is not None:
+            return f"{prefix}{name}: unknown key; it is now `{renamed}`"
         return f"{prefix}{name}: unknown key{_did_you_mean(name, key_names(key))}"
     if reason.startswith("Object missing required field"):
         return f"{prefix}{reason.split('`')[1]}: required key is missing"

@@ -366,27 +366,47 @@ class SourcesSection(_Section):
     action: Literal["flag", "drop", "reask"] = "flag"
 
 
-# The events [notify] can send, one per run: the run finished (exit 0 or 3), it failed (it
-# stopped early or could not do its work: exit 1 or 2), or the budget stopped it.
-NOTIFY_EVENTS = ("finished", "failed", "budget_spent")
-NotifyEvent = Literal["finished", "failed", "budget_spent"]
+# The events [notify] sends: a run's end (run.finished: exit 0 or 3; run.stopped: it stopped
+# early or could not do its work, exit 1 or 2, with the cause), the budget stopping the
+# spending, a batch submitted or completed (batch mode), and `ground verify`'s gate failing.
+NOTIFY_EVENTS = (
+    "run.finished",
+    "run.stopped",
+    "budget.reached",
+    "batch.submitted",
+    "batch.completed",
+    "verify.gate_failed",
+)
+NotifyEvent = Literal[
+    "run.finished",
+    "run.stopped",
+    "budget.reached",
+    "batch.submitted",
+    "batch.completed",
+    "verify.gate_failed",
+]
 
 
 class NotifySection(_Section):
-    """``[notify]``: a signed webhook (Standard Webhooks) POSTed when a run ends."""
+    """``[notify]``: signed webhooks (Standard Webhooks), written to the job's database when
+    they happen and delivered from there (:mod:`pipeline.notify`)."""
 
-    # Where the event is POSTed: an https URL, or http to a loopback host (tests); "" = none.
-    webhook_url: str = ""
-    # The environment variable that holds the signing secret (whsec_...): read when the event
+    # Where the events are POSTed: an https URL, or http to a loopback host (tests); "" = none.
+    url: str = ""
+    # The environment variable that holds the signing secret (whsec_...): read when an event
     # is sent, never stored nor logged.
     secret_env: str = ""
-    # The events sent (one per run): finished, failed, budget_spent.
-    on: tuple[NotifyEvent, ...] = NOTIFY_EVENTS
+    # The events sent (NOTIFY_EVENTS: all of them by default).
+    events: tuple[NotifyEvent, ...] = NOTIFY_EVENTS
     # Seconds one delivery attempt may take.
     timeout_s: Annotated[float, msgspec.Meta(gt=0, le=300)] = 10.0
-    # Deliveries tried before the event is given up (a connection error, a timeout, 408, 429
+    # Deliveries tried before an event is given up (a connection error, a timeout, 408, 429
     # or 5xx is tried again, after 1, 2, 4 ... s).
     attempts: Annotated[int, msgspec.Meta(ge=1, le=10)] = 4
+
+    def sends(self, event: str) -> bool:
+        """Whether ``event`` is written and delivered."""
+        return bool(self.url) and event in self.events
 
 
 class RawJob(_Section):

@@ -1,28 +1,34 @@
-"""``[notify]``: a signed webhook when a run ends. :mod:`.event` says which event and its body
-(pure); :mod:`.webhook` signs and sends it, never failing the run."""
+"""``[notify]``: signed webhooks. :mod:`.event` says what each event tells (pure);
+:mod:`.webhook` signs and POSTs one attempt; :mod:`.outbox` writes events to the job's
+database and delivers them from there, never failing the run."""
 
 from typing import TYPE_CHECKING
 
 from pipeline.surface import lazy_surface
 
 if TYPE_CHECKING:  # what the type checker and the reader see
-    from pipeline.notify.event import event_body, event_data, event_name
-    from pipeline.notify.webhook import Delivery, deliver, send_outcome, signed_headers
+    from pipeline.notify.event import budget_data, gate_data, is_budget_stop, run_event
+    from pipeline.notify.outbox import Outbox, drain_bound_s, notifying
+    from pipeline.notify.webhook import attempt, signed_headers, signer_from_env
 else:  # what Python does: each name imported when first asked for
     __getattr__ = lazy_surface(
         __name__,
         {
-            "event": ("event_body", "event_data", "event_name"),
-            "webhook": ("Delivery", "deliver", "send_outcome", "signed_headers"),
+            "event": ("budget_data", "gate_data", "is_budget_stop", "run_event"),
+            "outbox": ("Outbox", "drain_bound_s", "notifying"),
+            "webhook": ("attempt", "signed_headers", "signer_from_env"),
         },
     )
 
 __all__ = [
-    "Delivery",
-    "deliver",
-    "event_body",
-    "event_data",
-    "event_name",
-    "send_outcome",
+    "Outbox",
+    "attempt",
+    "budget_data",
+    "drain_bound_s",
+    "gate_data",
+    "is_budget_stop",
+    "notifying",
+    "run_event",
     "signed_headers",
+    "signer_from_env",
 ]

@@ -1,16 +1,16 @@
-"""Sending a run's event (:mod:`pipeline.notify.event`) to ``[notify] webhook_url``, signed
-per Standard Webhooks (the ``standardwebhooks`` library): the headers ``webhook-id`` (the
-same on every attempt, so a receiver can drop a repeat), ``webhook-timestamp`` and
+"""Sending one event: signed per Standard Webhooks (the ``standardwebhooks`` library), the
+headers ``webhook-id`` (the event's message id: the same on every attempt, in every run, so
+a receiver can drop a repeat), ``webhook-timestamp`` (the attempt's time) and
 ``webhook-signature`` (``v1,`` and the HMAC-SHA256 of ``id.timestamp.body``).
 
-* **Never fails the run.** Whatever goes wrong (no secret in the environment, a receiver that
-  is down or refuses) is one log line; the run's exit status is the run's.
-* **Bounded.** Each attempt has ``[notify] timeout_s``; a connection error, a timeout, 408,
-  429 or 5xx is tried again after 1, 2, 4 ... s, up to ``[notify] attempts`` in all; another
-  answer (a 4xx) is final. No redirect is followed.
-* **The secret stays secret.** It is read from the variable ``[notify] secret_env`` names when
-  the event is sent; it is in no message, log line, error or file. The URL is logged by its
-  host only (a query string may carry a token).
+* **One attempt at a time.** :func:`attempt` POSTs once within ``[notify] timeout_s`` and
+  says whether it landed (a 2xx), may be tried again (a connection error, a timeout, 408,
+  429 or 5xx) or was refused for good (another answer). No redirect is followed.
+* **The secret stays secret.** :func:`signer_from_env` reads it from the variable
+  ``[notify] secret_env`` names; it is in no message, log line, error, row or file (it is
+  also handed to :func:`pipeline.redaction.remember`). A URL is logged by its host only (a
+  query string may carry a token), and an error is kept as its kind and status, never the
+  URL.
 """
 
 from __future__ import annotations
@@ -18,81 +18,48 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import aiohttp
-import anyio
 from standardwebhooks import Webhook
 
 from pipeline.clock import utcnow
-from pipeline.job import sections
-from pipeline.notify.event import event_body, event_name
-from pipeline.redaction import redact
-from pipeline.run.outcome import RunOutcome
+from pipeline.redaction import redact, remember
 
 log = logging.getLogger(__name__)
 
-BACKOFF_S = 1.0  # the first wait before another attempt; doubled after each
 _RETRIED = frozenset({408, 429})
 
 
 @dataclass(frozen=True, slots=True)
-class Delivery:
-    """How sending one event went: ``delivered`` (a 2xx), after ``attempts``, and the last
-    HTTP status (None: no answer)."""
+class Attempt:
+    """How one POST went: ``delivered`` (a 2xx), ``final`` (refused for good: not tried
+    again), the HTTP status (None: no answer) and why it failed (no URL, no secret)."""
 
     delivered: bool
-    attempts: int
+    final: bool
     status: int | None = None
+    why: str = ""
 
 
-def _host(url: str) -> str:
+def host_of(url: str) -> str:
+    """How a webhook URL is named in a log line: its host."""
     return urlsplit(url).hostname or "?"
 
 
-async def send_outcome(
-    notify: sections.NotifySection,
-    outcome: RunOutcome,
-    *,
-    env: Mapping[str, str] | None = None,
-    backoff_s: float | None = None,
-) -> Delivery | None:
-    """Send ``outcome``'s event when ``notify`` asks for it; None when it does not. Never
-    raises (but a cancellation): a failure is logged in one line and returned. ``backoff_s``:
-    the first wait before another attempt (default :data:`BACKOFF_S`)."""
-    if not notify.webhook_url:
-        return None
-    name = event_name(outcome)
-    if name not in notify.on:
-        return None
-    where = _host(notify.webhook_url)
-    secret = (os.environ if env is None else env).get(notify.secret_env, "")
+def signer_from_env(secret_env: str, env: Mapping[str, str] | None = None) -> Webhook | str:
+    """The signer of ``secret_env``'s secret, or why there is none (one line, no secret)."""
+    secret = (os.environ if env is None else env).get(secret_env, "")
     if not secret:
-        _failed(name, where, 0, f"the variable {notify.secret_env} is unset or empty")
-        return Delivery(False, 0)
+        return f"the variable {secret_env} is unset or empty"
+    remember(secret)
+    remember(secret.removeprefix("whsec_"))
     try:
-        signer = Webhook(secret)  # whsec_ and base64, or base64 alone
+        return Webhook(secret)  # whsec_ and base64, or base64 alone
     except Exception:  # the message could quote the secret: not shown
-        _failed(name, where, 0, f"{notify.secret_env} holds no usable signing secret (whsec_...)")
-        return Delivery(False, 0)
-    body = event_body(outcome, utcnow())
-    try:
-        return await deliver(
-            notify.webhook_url,
-            body,
-            f"msg_{uuid.uuid4().hex}",
-            signer,
-            timeout_s=notify.timeout_s,
-            attempts=notify.attempts,
-            backoff_s=BACKOFF_S if backoff_s is None else backoff_s,
-            event=name,
-        )
-    except Exception as exc:  # never the run's failure
-        _failed(name, where, 0, redact(f"{type(exc).__name__}: {exc}"))
-        return Delivery(False, 0)
+        return f"{secret_env} holds no usable signing secret (whsec_...)"
 
 
 def signed_headers(signer: Webhook, msg_id: str, at: dt.datetime, body: bytes) -> dict[str, str]:
@@ -106,50 +73,39 @@ def signed_headers(signer: Webhook, msg_id: str, at: dt.datetime, body: bytes) -
     }
 
 
-async def deliver(
-    url: str,
-    body: bytes,
-    msg_id: str,
-    signer: Webhook,
-    *,
-    timeout_s: float,
-    attempts: int,
-    backoff_s: float = BACKOFF_S,
-    event: str = "",
-) -> Delivery:
-    """POST ``body`` to ``url`` until a 2xx, a final refusal, or ``attempts`` tries."""
-    status: int | None = None
-    why = ""
-    timeout = aiohttp.ClientTimeout(total=timeout_s)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
-        for attempt in range(1, attempts + 1):
-            headers = signed_headers(signer, msg_id, utcnow(), body)
-            try:
-                async with session.post(
-                    url, data=body, headers=headers, allow_redirects=False
-                ) as response:
-                    status = response.status
-                    await response.read()
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                status, why = None, redact(f"{type(exc).__name__} {exc}".strip())
-            else:
-                if 200 <= status < 300:
-                    return Delivery(True, attempt, status)
-                why = f"HTTP {status}"
-                if status < 500 and status not in _RETRIED:
-                    _failed(event, _host(url), attempt, why)
-                    return Delivery(False, attempt, status)
-            if attempt < attempts:
-                await anyio.sleep(backoff_s * 2 ** (attempt - 1))
-    _failed(event, _host(url), attempts, why)
-    return Delivery(False, attempts, status)
+async def attempt(
+    session: aiohttp.ClientSession, url: str, body: bytes, msg_id: str, signer: Webhook
+) -> Attempt:
+    """POST ``body`` to ``url`` once, signed now. Never raises (but a cancellation)."""
+    headers = signed_headers(signer, msg_id, utcnow(), body)
+    try:
+        async with session.post(url, data=body, headers=headers, allow_redirects=False) as answer:
+            status = answer.status
+            await answer.read()
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        return Attempt(False, False, None, _why(exc, url))
+    except Exception as exc:  # never the run's failure
+        return Attempt(False, True, None, _why(exc, url))
+    if 200 <= status < 300:
+        return Attempt(True, True, status)
+    final = status < 500 and status not in _RETRIED
+    return Attempt(False, final, status, f"HTTP {status}")
 
 
-def _failed(event: str, host: str, attempts: int, why: str) -> None:
+def _why(exc: BaseException, url: str) -> str:
+    """An exception as a short line without the URL (its query may hold a token)."""
+    text = str(exc).replace(url, host_of(url)) if url else str(exc)
+    if urlsplit(url).query:
+        text = text.replace(urlsplit(url).query, "...")
+    return redact(f"{type(exc).__name__} {text}".strip())[:300]
+
+
+def not_delivered(event: str, url: str, attempts: int, why: str) -> None:
+    """The one log line of an event given up."""
     log.warning(
         "notify: the %s event was not delivered to %s (%d attempts): %s",
         event,
-        host,
+        host_of(url),
         attempts,
         why,
         extra={"action": "webhook_failed", "event": event, "attempts": attempts},

@@ -18,15 +18,17 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.costs.cap import cap_micro
 from pipeline.costs.charges import WorstCase
 from pipeline.costs.prices import Price, PriceTable, UnconfirmedPriceWarning, load_prices
+from pipeline.job import sections
 from pipeline.job.calls import worst_case
 from pipeline.job.spec import JobSpec
 from pipeline.limits import Backoff, RetryPolicy
@@ -34,6 +36,7 @@ from pipeline.limits.probe import ProbeSettings
 from pipeline.redaction import redact
 from pipeline.run.spill import SpillFile, spill_path, spill_prefix, state_directory
 from pipeline.run.summary import RunSummary
+from pipeline.store import notify_deliveries
 from pipeline.store.database import Database
 from pipeline.store.faults import FileIdentity
 from pipeline.store.urls import display_url, sqlite_file
@@ -129,6 +132,9 @@ class RunContext:
         self.reuse_within: dt.timedelta | None = None
         # [limits] max_cost_per_question_usd in micro-dollars; None: no cap.
         self.question_cap_micro: int | None = None
+        # [notify]: which events are written (pipeline.notify delivers them), of which job.
+        self.notify = sections.NotifySection()
+        self.job_name = ""
 
     @property
     def stopped(self) -> str | None:
@@ -150,6 +156,16 @@ class RunContext:
     def on_stop(self, wake: Callable[[], None]) -> None:
         """Call ``wake`` when the run is told to stop."""
         self._on_stop.append(wake)
+
+    async def record_event(
+        self, connection: AsyncConnection, name: str, data: Mapping[str, Any]
+    ) -> None:
+        """Write the webhook event ``name`` in the caller's transaction, when ``[notify]``
+        sends it: it is delivered once that commits (:mod:`pipeline.notify.outbox`)."""
+        if self.notify.sends(name):
+            document = {"job": self.job_name, **data}
+            now = dt.datetime.now(dt.UTC)
+            await notify_deliveries.record_event(connection, self.job_id, name, document, now)
 
 
 def run_context(
@@ -183,6 +199,7 @@ def run_context(
     )
     ctx.reuse_within = spec.reuse_within
     ctx.question_cap_micro = cap_micro(limits.max_cost_per_question_usd)
+    ctx.notify, ctx.job_name = spec.notify, spec.name
     return ctx
 
 

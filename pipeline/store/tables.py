@@ -485,3 +485,23 @@ reviews = Table(
     Column("created_at", UtcDateTime(), nullable=False),
     Index("ix_reviews_question_id", "question_id", "id"),
 )
+
+
+# 0020_notify_deliveries: [notify]'s outbox (pipeline.store.notify_deliveries): each webhook
+# event, written when it happens, delivered after; the message_id is its webhook-id.
+notify_deliveries = Table(
+    "notify_deliveries",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("job_id", Id, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("message_id", String(64), nullable=False, unique=True),
+    Column("event", String(50), nullable=False),
+    Column("body", Text, nullable=False),  # the JSON POSTed, byte for byte
+    Column("state", String(10), nullable=False),  # pending | sent | failed
+    Column("attempts", Integer, nullable=False),
+    Column("last_error", Text),  # a status or an exception's name: no URL, no secret
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("next_at", UtcDateTime(), nullable=False),  # the next attempt, not before
+    Column("sent_at", UtcDateTime()),
+    Index("ix_notify_deliveries_job_id", "job_id", "state"),
+)

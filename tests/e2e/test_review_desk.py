@@ -16,6 +16,7 @@ import pytest
 import requests
 import sqlalchemy as sa
 
+from pipeline import cli
 from pipeline.clock import utcnow
 from pipeline.commands import ExportOptions, export_command
 from pipeline.job.spec import load_jobspec
@@ -265,22 +266,26 @@ def test_ground_serve_binds_loopback_and_serves_the_job(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.7"])
 def test_ground_serve_beyond_loopback_refuses_to_start_without_a_chosen_token(
-    tmp_path: Path, host: str
+    tmp_path: Path,
+    host: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # In process: the refusal comes before the server starts (the child-process start is
+    # covered by the token tests beside this one).
     spec = make_job(tmp_path, base_url="http://127.0.0.1:1", n_questions=1)
-    cli = [sys.executable, "-m", "pipeline.cli"]
-    subprocess.run([*cli, "load", str(spec.path)], check=True, capture_output=True)
-    env = {k: v for k, v in os.environ.items() if k != "GROUND_DESK_TOKEN"}
-    serve = [*cli, "serve", str(spec.path), "--host", host, "--port", str(free_port())]
-    refused = subprocess.run(serve, capture_output=True, text=True, env=env, timeout=60)
-    assert refused.returncode == 2
-    assert refused.stdout == ""
-    (line,) = refused.stderr.splitlines()
+    assert cli.main(["load", str(spec.path)]) == 0
+    capsys.readouterr()
+    monkeypatch.delenv("GROUND_DESK_TOKEN", raising=False)
+    serve = ["serve", str(spec.path), "--host", host, "--port", str(free_port())]
+    assert cli.main(serve) == 2
+    refused = capsys.readouterr()
+    assert refused.out == ""
+    (line,) = refused.err.splitlines()
     assert f"--host {host}" in line and "GROUND_DESK_TOKEN" in line
-    short = subprocess.run(
-        serve, capture_output=True, text=True, env=env | {"GROUND_DESK_TOKEN": "short"}, timeout=60
-    )
-    assert short.returncode == 2 and "at least 32" in short.stderr
+    monkeypatch.setenv("GROUND_DESK_TOKEN", "short")
+    assert cli.main(serve) == 2
+    assert "at least 32" in capsys.readouterr().err
 
 
 def test_ground_serve_takes_the_token_the_user_chose(tmp_path: Path) -> None:

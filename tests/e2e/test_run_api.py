@@ -5,20 +5,14 @@ retried, never failing the run, the secret in no log."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from aiohttp import web
-from standardwebhooks import Webhook
 
 import pipeline
 from pipeline.api import RunRefused
@@ -26,58 +20,12 @@ from pipeline.cli import main
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import RunningEmulator, running_emulator
 from pipeline.intake import LoadError
-from pipeline.notify import webhook
+from pipeline.notify import outbox
 from tests.support.jobs import make_job
 from tests.support.keys import TEST_API_KEY
+from tests.support.webhooks import SECRET, SECRET_ENV, Receiver, receiving
 
 N = 12
-SECRET_ENV = "GROUND_TEST_WEBHOOK_SECRET"
-SECRET = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD"
-
-
-@dataclass
-class Receiver:
-    """A webhook endpoint: keeps every POST, answers 503 to the first ``fail_first``."""
-
-    fail_first: int = 0
-    status: int = 204
-    received: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
-
-    async def handle(self, request: web.Request) -> web.Response:
-        self.received.append((dict(request.headers), await request.read()))
-        if len(self.received) <= self.fail_first:
-            return web.Response(status=503)
-        return web.Response(status=self.status)
-
-    def events(self) -> list[dict]:
-        """The events delivered, once each (a retry repeats the webhook-id), verified."""
-        verifier = Webhook(SECRET)
-        seen: dict[str, dict] = {}
-        for headers, body in self.received:
-            seen[headers["webhook-id"]] = verifier.verify(body, headers)
-        return list(seen.values())
-
-
-@contextmanager
-def receiving(receiver: Receiver) -> Iterator[str]:
-    """``receiver`` served on 127.0.0.1 in a thread of its own; its URL."""
-    loop = asyncio.new_event_loop()
-    app = web.Application()
-    app.router.add_post("/hook", receiver.handle)
-    runner = web.AppRunner(app)
-    loop.run_until_complete(runner.setup())
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    loop.run_until_complete(site.start())
-    port = runner.addresses[0][1]
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{port}/hook"
-    finally:
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
 
 
 @pytest.fixture
@@ -85,13 +33,13 @@ def emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningEmulator]:
     monkeypatch.setenv("GEMINI_API_KEY", TEST_API_KEY)
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
     monkeypatch.setenv(SECRET_ENV, SECRET)
-    monkeypatch.setattr(webhook, "BACKOFF_S", 0.01)
+    monkeypatch.setattr(outbox, "BACKOFF_S", 0.01)
     with running_emulator(EmulatorConfig(seed=3)) as emu:
         yield emu
 
 
 def notify(url: str) -> list[str]:
-    return [f'notify.webhook_url="{url}"', f'notify.secret_env="{SECRET_ENV}"']
+    return [f'notify.url="{url}"', f'notify.secret_env="{SECRET_ENV}"']
 
 
 def status_states(job: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, int]:
@@ -120,12 +68,12 @@ def test_run_job_returns_the_counts_ground_status_reports(
     assert Decimal(event["data"]["spend_usd"]) == outcome.spend_usd
 
     again = pipeline.run_job(
-        job, overrides=[*notify("http://127.0.0.1:9/unused"), 'notify.on=["failed"]']
+        job, overrides=[*notify("http://127.0.0.1:9/unused"), 'notify.events=["run.stopped"]']
     )
     assert again.calls == 0 and again.counts == outcome.counts  # nothing to do: same counts
 
 
-def test_a_budget_stop_is_exit_1_with_its_cause_and_one_budget_event_through_failures(
+def test_a_budget_stop_is_exit_1_with_its_cause_and_its_events_through_failures(
     tmp_path: Path, emulator: RunningEmulator
 ) -> None:
     make_job(tmp_path, base_url=emulator.base_url, n_questions=N)
@@ -136,10 +84,10 @@ def test_a_budget_stop_is_exit_1_with_its_cause_and_one_budget_event_through_fai
         )
     assert outcome.exit_status == 1 and outcome.outcome == "stopped"
     assert outcome.stopped is not None and outcome.stopped.startswith("budget")
-    assert len(receiver.received) == 3
-    [event] = receiver.events()
-    assert event["type"] == "run.budget_spent"
-    assert event["data"]["stopped"] == outcome.stopped
+    assert len(receiver.received) == 4  # two events; the first tried three times
+    budget, stopped = receiver.events()
+    assert (budget["type"], stopped["type"]) == ("budget.reached", "run.stopped")
+    assert budget["data"]["cause"] == stopped["data"]["cause"] == outcome.stopped
 
 
 def test_a_failed_delivery_is_one_log_line_and_the_secret_is_in_none(

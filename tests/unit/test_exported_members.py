@@ -30,6 +30,8 @@ ROOT = "pipeline"
 EXEMPT = {
     "pipeline.emulator": "a tool of its own (tests, demo, benchmarks) with its own surface; the"
     " CLI borrows its argument parser",
+    "pipeline.orchestrate": "one module per orchestrator, each imported by its own path"
+    " (pipeline.orchestrate.dagster) because each needs its extra: no shared surface",
 }
 
 
@@ -54,7 +56,11 @@ def unlisted_imports(
     listing it (and the packages with no ``__all__``), one line each."""
     found = modules(root, package)
     surfaces = {p: declared_all(found[p]) for p in packages(found)}
-    problems = [f"{p} has no __all__" for p, listed in sorted(surfaces.items()) if listed is None]
+    problems = [
+        f"{p} has no __all__"
+        for p, listed in sorted(surfaces.items())
+        if listed is None and p not in exempt
+    ]
     for each in all_imports(found):
         if each.source != package and not each.source.startswith(package + "."):
             continue

@@ -1,0 +1,1 @@
+"""Adapters for the orchestrators data teams run ``ground`` in (Airflow, Dagster). Each lives in its own module and imports its orchestrator only there, so a user without the extra imports nothing of it."""
