@@ -4,13 +4,26 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-stress system-tools lint format bench clean docs docs-build
+.PHONY: demo test test-dagster test-stress system-tools lint format bench clean docs docs-build
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	PYTHONWARNINGS=ignore $(BIN)/pip install --quiet -c requirements.lock -e '.[dev]'
 	touch $(STAMP)
+
+# The dagster extra's own virtualenv: dagster 1.13 needs watchdog<7, requirements.lock pins 7
+# (mkdocs'), so the adapter (pipeline/orchestrate/dagster.py) and its tests (tests/with_dagster)
+# run from requirements-dagster.lock, beside the main .venv and without changing it.
+DAGSTER_VENV := .venv-dagster
+DAGSTER_STAMP := $(DAGSTER_VENV)/.installed
+
+$(DAGSTER_STAMP): pyproject.toml requirements-dagster.lock
+	$(PYTHON) -m venv $(DAGSTER_VENV)
+	$(DAGSTER_VENV)/bin/pip install --quiet --upgrade pip
+	PYTHONWARNINGS=ignore $(DAGSTER_VENV)/bin/pip install --quiet -c requirements-dagster.lock \
+		-e '.[dev,dagster]'
+	touch $(DAGSTER_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python -m pipeline.demo jobs/demo.toml
@@ -45,6 +58,11 @@ PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal
 
 test: $(STAMP) system-tools docs-build
 	$(PYTEST)
+	$(MAKE) test-dagster
+
+# The Dagster assets against the emulator, in .venv-dagster (about 20 s).
+test-dagster: $(DAGSTER_STAMP)
+	$(DAGSTER_VENV)/bin/python -m pytest -q tests/with_dagster
 
 # The docs site (mkdocs.yml): `make docs` serves it on http://127.0.0.1:8000 as you edit;
 # `make docs-build` builds it into var/site, strict: a broken link or anchor fails, and the
@@ -76,11 +94,13 @@ test-stress: $(STAMP) system-tools
 	echo "$(STRESS_RUNS) runs passed under load in $$(( $$(date +%s) - start )) s"
 
 # The type checker (basedpyright: pyright with Node shipped as a wheel) after ruff; its settings,
-# level and scope (pipeline/) are in pyproject.toml's [tool.basedpyright].
-lint: $(STAMP)
+# level and scope (pipeline/) are in pyproject.toml's [tool.basedpyright]. The Dagster adapter
+# is checked apart, against .venv-dagster where dagster is installed (pyrightconfig.dagster.json).
+lint: $(STAMP) $(DAGSTER_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/basedpyright
+	$(BIN)/basedpyright -p pyrightconfig.dagster.json
 
 format: $(STAMP)
 	$(BIN)/ruff format .
@@ -94,4 +114,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run_all.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache var
+	rm -rf $(VENV) $(DAGSTER_VENV) .pytest_cache var

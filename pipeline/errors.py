@@ -77,6 +77,9 @@ class ErrorClass(StrEnum):
     """
 
     AUTH = "auth"  # 401/403 or a key the API refused: the run stops after a few
+    # A batch row its stats count but its output lacks, missing from a second batch too
+    BATCH_ROW_FAILED = "batch_row_failed"
+    BATCH_ROW_MISSING = "batch_row_missing"  # ... from one batch: asked again in the next
     BLOCKED = "blocked"
     BUDGET = "budget"  # the run stopped: the next call did not fit in the budget
     CONNECTION = "connection"

@@ -9,7 +9,8 @@ stored a group of lines at a time, each group in one transaction.
         lines_done (and grounded / ungrounded counts)
         -> each stored redirect handed to the resolver at once
         -> the keys with no line back to the queue: under the retry policy, or untouched
-           when the batch was CANCELLED
+           when the batch was CANCELLED; missing rows of a SUCCEEDED batch asked again
+           once (pipeline.batch.reconcile)
     -> finished without results (FAILED; an EXPIRED or CANCELLED Developer API batch):
        questions back to the queue under the retry policy, untouched when CANCELLED
 
@@ -35,6 +36,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from pipeline.batch import reconcile
 from pipeline.batch.api import BatchApi
 from pipeline.batch.budget import BatchBudget
 from pipeline.batch.verdicts import LineContext, LineVerdicts
@@ -97,6 +99,7 @@ class Collector:
         allow = AllowList(allow_hosts)
         self._verdict_of = lambda uri: initial_verdict(uri, allow)
         self._warned_ungrounded = False
+        self._stats_failed: dict[int, int | None] = {}  # batch id -> failed count when it ended
 
     # -- a finished batch ---------------------------------------------------------------------
 
@@ -110,6 +113,7 @@ class Collector:
                 )
             return row
         if job.state in WITH_RESULTS and job.responses_file:
+            self._stats_failed[row.id] = job.failed_count
             if job.state != JOB_STATE_SUCCEEDED:
                 log.warning(
                     "batch %s ended %s: storing the rows it completed; the rest go back to"
@@ -205,7 +209,7 @@ class Collector:
     async def download(self, client: BatchApi, row: store.BatchRow) -> None:
         """Stream the result files as one; store them a group at a time from ``lines_done``
         on. The keys without a line go back to the queue: an attempt spent, unless the batch
-        was cancelled."""
+        was cancelled; asked again once, if it claims every row processed (reconciled)."""
         with self.ctx.summary.timed(STORE):
             await self._download(client, row)
 
@@ -237,11 +241,14 @@ class Collector:
                     await self._store(row, chunk, share, parse)
 
         state = row.state or JOB_STATE_SUCCEEDED
+        if state in reconcile.RECONCILED_STATES:
+            await self._reconcile(client, row, state)
+            return
 
         async def stored(connection: AsyncConnection) -> tuple[store.BatchRow, list[StateChange]]:
             await self.budget.release(connection, row.id)
-            # Questions no line mentioned come back too (rows an ended batch never reached,
-            # or a row Google dropped): a cancel spends no attempt.
+            # Questions no line mentioned come back too (rows an expired or cancelled batch
+            # never reached): a cancel spends no attempt.
             returned, changes = await self._give_back(
                 connection,
                 row,
@@ -253,11 +260,33 @@ class Collector:
             return await store.get(connection, row.id), changes
 
         done, changes = await db.transaction("finishing a stored batch", stored)
+        self._finished(done, changes)
+
+    async def _reconcile(self, client: BatchApi, row: store.BatchRow, state: str) -> None:
+        """Finish a batch that processed every row: the keys without a line are missing rows,
+        asked again once (:mod:`pipeline.batch.reconcile`)."""
+
+        async def stored(
+            connection: AsyncConnection,
+        ) -> tuple[store.BatchRow, reconcile.Reconciled]:
+            await self.budget.release(connection, row.id)
+            done = await reconcile.reconcile(connection, row)
+            await store.finish(connection, row.id, returned=done.missing)
+            await self._completed(connection, row, state, done.missing)
+            return await store.get(connection, row.id), done
+
+        finished, done = await self.ctx.db.transaction("reconciling a stored batch", stored)
+        known = self._stats_failed.pop(row.id, None)
+        stats = await reconcile.stats_failed(client, finished, known) if done.missing else known
+        reconcile.report(finished, done, stats)
+        self._finished(finished, done.failed)
+
+    def _finished(self, done: store.BatchRow, changes: list[StateChange]) -> None:
         self._count(changes)
         log.info(
             "batch %s stored",
-            row.name,
-            extra={"action": "batch_stored", "batch": row.name, "returned": done.returned},
+            done.name,
+            extra={"action": "batch_stored", "batch": done.name, "returned": done.returned},
         )
         self._check_grounding(done)
 

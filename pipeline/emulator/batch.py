@@ -30,7 +30,10 @@ Time is the emulator's clock: a batch is ``PENDING`` for the first half of
 ``batch_expire_first`` batches). Its answers are built as if made at its creation time, so
 their redirect links age from then. ``batch_failed_row_share`` of rows (drawn per batch and
 key, so a retry can succeed) are ``{"key", "error": {...}}``; ``batch_poll_503_share`` of
-polls answer 503.
+polls answer 503. With ``batch_drop_failed_rows`` those drawn rows are left out of the result
+file (and of ``inlinedResponses``) while ``batchStats`` still counts them failed: the output
+lacks rows its stats report, which a client must reconcile (``batch_rows_dropped`` counts
+the rows left out of each output served: a file downloaded twice counts twice).
 
 Tests can stop the protocol at a step (:meth:`BatchService.hold`): ``upload`` (after the
 file is stored, before the answer), ``create`` (after the batch exists, before its name is
@@ -258,12 +261,21 @@ class BatchService(StageGates):
             self.config.batch_failed_row_share
         )
 
+    def _dropped(self, batch: _Batch, key: bytes) -> bool:
+        """A row drawn to fail that ``batch_drop_failed_rows`` leaves out of the output."""
+        if not self.config.batch_drop_failed_rows or not self._drawn_to_fail(batch, key):
+            return False
+        self.counts["batch_rows_dropped"] += 1
+        return True
+
     def _inlined(self, batch: _Batch) -> list[dict[str, Any]]:
         """An inline batch's ``inlinedResponses`` (made once, on first sight)."""
         if batch.inlined is None:
             assert batch.inline is not None
             answers: list[dict[str, Any]] = []
             for index, item in enumerate(batch.inline):
+                if self._dropped(batch, str(index).encode()):
+                    continue
                 request = item.get("request") if isinstance(item, dict) else None
                 outcome, body = self._answer(batch, index, str(index), request, self.base_url)
                 answer: dict[str, Any] = {outcome: body}
@@ -532,6 +544,8 @@ class BatchService(StageGates):
 
     def _result_line(self, batch: _Batch, index: int, line: bytes, base_url: str) -> bytes:
         key, request = _read_line(line, index)
+        if self._dropped(batch, key.encode()):
+            return b""  # counted failed in batchStats, absent from the file
         if request is None:
             status = {"code": 3, "message": "Invalid JSON line: expected {key, request}."}
             return orjson.dumps({"key": key, "error": status}) + b"\n"

@@ -8,7 +8,8 @@ are exported"); those done by the cancel time when ``CANCELLED``.
 Whether a row fails is fixed when the batch is made (:func:`row_outcomes`): a line that is not
 ``{key, request}``, a request the online API would refuse (its 400), or a row drawn by
 ``batch_failed_row_share``. The same flags decide the output lines, so the counts in
-``batchStats`` / ``completionStats`` always match what a client downloads.
+``batchStats`` / ``completionStats`` match what a client downloads (with
+``batch_drop_failed_rows``, the drawn rows counted failed are absent from it instead).
 """
 
 from __future__ import annotations

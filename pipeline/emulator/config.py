@@ -149,6 +149,10 @@ class EmulatorConfig:
     batch_failed_row_share: float = 0.0  # rows answered with an error status instead
     batch_expire_first: int = 0  # the first this many batches end EXPIRED
     batch_poll_503_share: float = 0.0  # batch gets answered 503 UNAVAILABLE
+    # The rows drawn by batch_failed_row_share are left out of the output (result file,
+    # inlinedResponses, Vertex predictions) while batchStats / completionStats still count
+    # them failed: a Google that loses rows, for a client's reconciliation to catch.
+    batch_drop_failed_rows: bool = False
     # Vertex batch prediction (pipeline.emulator.prediction) uses the three knobs above too
     # (delay, failed rows, expiry: the first batch_expire_first prediction jobs), plus:
     prediction_shard_lines: int = 0  # rows per predictions_NNNN.jsonl; 0 = one predictions.jsonl

@@ -31,7 +31,9 @@ client must join by key). What it holds: every row (SUCCEEDED); the first half (
 A row is ``{"request", "status", "response", "processed_time"}`` with the request echoed as
 sent (its ``labels`` too) and ``status`` ``""``. ``batch_failed_row_share`` of rows (drawn per
 job and key) fail instead: no ``response``, an error text in ``status``; a request the
-online API would refuse (an unknown field, say) fails with its 400. Answers are built as
+online API would refuse (an unknown field, say) fails with its 400. With
+``batch_drop_failed_rows`` the drawn rows are left out of the output while
+``completionStats.failedCount`` still counts them. Answers are built as
 online ones, on the Vertex surface, as if made at the job's creation time.
 
 Tests can hold ``create`` (the job exists, its name not yet sent) and ``poll`` (a get);
@@ -418,6 +420,14 @@ class PredictionService(StageGates):
         draw = draws.unit(self.seed_key, _FAILED_ROW, job.name.encode() + b"\x00" + key)
         return draw < self.config.batch_failed_row_share
 
+    def _dropped(self, job: _Job, index: int) -> bool:
+        """A row drawn to fail that ``batch_drop_failed_rows`` leaves out of the output."""
+        raw = job.lines[index]
+        if not self.config.batch_drop_failed_rows or not self._failed(job, _key_of(raw, index)):
+            return False
+        self.counts["prediction_rows_dropped"] += 1
+        return True
+
     def _publish(self, job: _Job, state: str, rows: int) -> None:
         if job.published:
             return
@@ -425,7 +435,7 @@ class PredictionService(StageGates):
         job.failed_rows = batch_progress.progress(self._outcomes(job), rows).failed
         directory = self._output_dir(job)
         bucket, _, base = directory.removeprefix("gs://").partition("/")
-        order = list(range(rows))[::-1]  # Vertex does not keep the input order
+        order = [i for i in range(rows)[::-1] if not self._dropped(job, i)]  # no input order
         shard = self.config.prediction_shard_lines or max(1, rows)
         pieces = [order[i : i + shard] for i in range(0, len(order), shard)] or [[]]
         for n, piece in enumerate(pieces, start=1):

@@ -85,10 +85,11 @@ class RunningEmulator:
         """Answer the held requests, and every later one as usual."""
         self._call(self._app[EMULATOR].release)
 
-    def hold_batch(self, stage: str) -> None:
+    def hold_batch(self, stage: str, *, after: int = 0) -> None:
         """Stop the Batch API at ``stage`` (upload, create, poll, download): see
-        :mod:`pipeline.emulator.batch`. ``stats()["batch"]["held_<stage>"]`` counts arrivals."""
-        self._call(lambda: self._app[EMULATOR].batch.hold(stage))
+        :mod:`pipeline.emulator.batch`. ``stats()["batch"]["held_<stage>"]`` counts arrivals.
+        ``after``: let that many through first (hold the second batch's create with 1)."""
+        self._call(lambda: self._app[EMULATOR].batch.hold(stage, after=after))
 
     def release_batch(self, stage: str) -> None:
         self._call(lambda: self._app[EMULATOR].batch.release(stage))

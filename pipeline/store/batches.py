@@ -267,6 +267,26 @@ async def leased_tries(connection: AsyncConnection, batch_id: int) -> dict[int, 
     }
 
 
+@dataclass(frozen=True, slots=True)
+class LeasedRow:
+    """A question still leased to a batch once its output is stored: a row without a line."""
+
+    question_id: int
+    attempts: int
+    error_class: str | None  # the class of its last failure (a row missing before, say)
+
+
+async def leased_rows(connection: AsyncConnection, batch_id: int) -> list[LeasedRow]:
+    """The questions still leased to the batch, by id, with their last error class."""
+    q = questions.c
+    query = (
+        sa.select(q.id, q.attempts, q.error_class)
+        .where(q.state == QuestionState.RUNNING, q.lease_owner == lease_owner(batch_id))
+        .order_by(q.id)
+    )
+    return [LeasedRow(r.id, r.attempts, r.error_class) for r in await connection.execute(query)]
+
+
 async def drop_items(connection: AsyncConnection, batch_id: int, ids: Sequence[int]) -> None:
     """Take questions out of a batch that was never created (they did not fit in its file)
     and give them back to the queue untouched."""

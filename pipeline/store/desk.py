@@ -22,6 +22,12 @@ from pipeline.store.tables import answers, citation_verdicts, questions, sources
 from pipeline.store.versions import LATEST_ANSWER
 
 SNIPPET_CHARS = 240  # of the answer, shown in the list
+# A search is planned for its own words. asyncpg prepares each statement, and after five runs
+# PostgreSQL may keep a generic plan, which cannot see how rare the words are: it walks the
+# primary key in id order, hoping for early matches, and a rare word reads the whole job
+# (1.8 s at 1,000,000 questions, where the words' own plan, the GIN index, takes 24 ms).
+# LOCAL: for this transaction only.
+_PLAN_EACH_SEARCH = sa.text("SET LOCAL plan_cache_mode = force_custom_plan")
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -119,6 +125,8 @@ async def list_page(
     """The next ``size`` matching questions after question id ``after``, and the ``after`` of
     the page following (None: this is the last)."""
     dialect = connection.dialect.name
+    if dialect == "postgresql" and search_words(filters.search):
+        await connection.execute(_PLAN_EACH_SEARCH)
     statement = page_query(dialect, job_id, filters, after=after, size=size)
     rows = [dict(row) for row in (await connection.execute(statement)).mappings()]
     following = rows[size - 1]["id"] if len(rows) > size else None

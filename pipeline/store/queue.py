@@ -231,6 +231,28 @@ async def release(connection: AsyncConnection, owner: str, ids: Iterable[int]) -
     await connection.execute(_released(q.id.in_(ids), q.lease_owner == owner))
 
 
+async def release_noting(
+    connection: AsyncConnection,
+    owner: str,
+    ids: Iterable[int],
+    *,
+    error_class: str,
+    last_error: str,
+) -> None:
+    """Give back questions as :func:`release` does (no attempt spent, due at once), noting
+    why in ``error_class`` and ``last_error`` (a batch row asked again: the class tells the
+    next batch it is the second time)."""
+    ids = list(ids)
+    if not ids:
+        return
+    q = questions.c
+    await connection.execute(
+        _released(q.id.in_(ids), q.lease_owner == owner).values(
+            error_class=error_class, last_error=last_error, next_attempt_at=None
+        )
+    )
+
+
 def _released(*where: sa.ColumnElement[bool]) -> sa.Update:
     """Running questions (of ``where``) back to the queue, leases dropped, no attempt spent."""
     q = questions.c

@@ -5,6 +5,7 @@ API catches, unless it is listed below as internal, with the reason it never rea
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import pkgutil
 import warnings
@@ -23,11 +24,21 @@ INTERNAL = {
     " warnings.warn and never raised",
 }
 
+# Modules that import an extra's package at their top: scanned only where it is installed
+# (the main .venv has Airflow but not Dagster, whose pins conflict with requirements.lock;
+# .venv-dagster, `make test-dagster`, has it).
+EXTRAS = {
+    "pipeline.orchestrate.airflow": "airflow",
+    "pipeline.orchestrate.dagster": "dagster",
+}
+
 
 def _modules() -> list[str]:
     found = []
     for info in pkgutil.walk_packages(pipeline.__path__, "pipeline."):
         if info.name.startswith("pipeline.emulator") or info.name.endswith("__main__"):
+            continue
+        if info.name in EXTRAS and importlib.util.find_spec(EXTRAS[info.name]) is None:
             continue
         found.append(info.name)
     return found
