@@ -108,7 +108,8 @@ format: $(STAMP)
 
 # `make bench`: the side-by-side table, the shared quota at scale and verification's cost (BENCHMARKS.md, about 50
 # minutes); BENCH_ARGS=--all adds every benchmark in bench/, and
-# BENCH_ARGS=bench_batch.py runs one (batch mode at 100,000 questions, Developer API and Vertex).
+# BENCH_ARGS=bench_batch.py runs one (batch mode at 100,000 questions, Developer API and Vertex,
+# and a demo-shaped job with own retrieval's fallback on).
 BENCH_ARGS ?=
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py $(BENCH_ARGS)

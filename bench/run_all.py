@@ -22,7 +22,9 @@ BENCHES = (
     "bench_emulator.py",
     "bench_pipeline.py",
     "bench_export.py",
-    "bench_batch.py",  # batch mode at 100,000 questions, Developer API and Vertex (~5 minutes)
+    # Batch mode at 100,000 questions: the Developer API and Vertex, and a demo-shaped job
+    # with own retrieval's fallback on (its follow-up batch) beside them (~8 minutes).
+    "bench_batch.py",
     # Own retrieval at 100,000 chunks: indexing chunks/s, search p50/p99, SQLite and PostgreSQL.
     "bench_retrieval.py",
     # The review desk at 1,000,000 answers: list, search and answer pages, p50/p95, SQLite and

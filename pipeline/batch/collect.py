@@ -50,15 +50,17 @@ from pipeline.gemini.batch_wire import (
     BatchJob,
     ResultLine,
 )
+from pipeline.grounding import GroundedAnswer
 from pipeline.job.calls import CallPlan
 from pipeline.links.resolver import Lookup
 from pipeline.links.rules import AllowList, initial_verdict
-from pipeline.rows import StateChange
+from pipeline.online import rebuild_own_answer
+from pipeline.rows import ROUTE_OWN, StateChange
 from pipeline.run.commit_window import batches as groups
 from pipeline.run.context import RunContext
 from pipeline.run.summary import STORE
 from pipeline.run.verdicts import Outcome, failure_verdict, structure_failure_verdict
-from pipeline.store import batch_structure, queue
+from pipeline.store import batch_own, batch_structure, queue, routes
 from pipeline.store import batches as store
 from pipeline.store.answers import StoredAnswers
 from pipeline.store.outcomes import store_outcomes
@@ -94,7 +96,7 @@ class Collector:
         self.ctx = ctx
         self.budget = budget
         self.feed = feed
-        self.verdicts = LineVerdicts(plan.structure, plan.ground.tool, ctx.policy)
+        self.verdicts = LineVerdicts(plan.structure, plan.ground.tool, ctx.policy, plan.own)
         self._tools = plan.ground.tools
         allow = AllowList(allow_hosts)
         self._verdict_of = lambda uri: initial_verdict(uri, allow)
@@ -366,7 +368,18 @@ class Collector:
                 if question is None:
                     _skipped(result)
                 else:
-                    outcomes.append(self.verdicts.structure(question, result, ctx))
+                    answer = await _own_answer(connection, question)
+                    outcomes.append(self.verdicts.structure(question, result, ctx, answer))
+            return outcomes
+        if row.step == store.OWN:
+            items = await batch_own.leased_own(connection, row.id, ids)
+            for result in results:
+                item = items.get(int(result.key)) if result.key.isdigit() else None
+                if item is None:
+                    _skipped(result)
+                else:
+                    outcomes.append(self.verdicts.own(item, int(result.key), result, ctx))
+            await batch_own.clear_requests(connection, row.id, list(items))
             return outcomes
         leased = await store.leased_attempts(connection, row.id, ids)
         for result in results:
@@ -402,6 +415,16 @@ class Collector:
                 declared,
                 extra={"action": "batch_ungrounded", "batch": row.name},
             )
+
+
+async def _own_answer(
+    connection: AsyncConnection, question: batch_structure.StructureQuestion
+) -> GroundedAnswer | None:
+    """An own answer's citations rebuilt from its stored passages (None: a managed one)."""
+    if question.answer_route != ROUTE_OWN:
+        return None
+    stored = await routes.own_passages(connection, question.id, question.answer_version)
+    return None if stored is None else rebuild_own_answer(question.answer_raw, stored)
 
 
 def _skipped(result: ResultLine) -> None:

@@ -9,7 +9,10 @@
            budget, answers, sources, supports, ledger (batch prices), state changes, lines_done
         -> each stored redirect handed to the resolver at once
 
-Call 1 goes as ``ground`` batches; with the structure step on and ``[batch] structure = true``
+Call 1 goes as ``ground`` batches, and with ``[grounding] fallback = "own_retrieval"`` as
+``own`` batches too: the fallback classes beside the first ground batch, and one follow-up
+of the managed answers that missed once their ground batch is stored
+(:mod:`pipeline.batch.own`). With the structure step on and ``[batch] structure = true``
 (the default), call 2 goes as ``structure`` batches built from the stored answers, the round
 after their ground batch is stored (its repair retry in the structure batch after that:
 :mod:`pipeline.batch.verdicts`). With ``[batch] structure = false`` call 2 runs online after.
@@ -38,6 +41,7 @@ prediction over Cloud Storage (:class:`~pipeline.gemini.vertex_batch.VertexBatch
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 from pathlib import Path
@@ -51,9 +55,11 @@ from pipeline.batch.submit import Submitter
 from pipeline.clock import utcnow
 from pipeline.errors import RunFatalError
 from pipeline.gemini.api_errors import PermanentError, TransientError
+from pipeline.gemini.embed import EmbeddingClient
 from pipeline.job.calls import CallPlan
 from pipeline.job.sections import BatchSection
 from pipeline.links.resolver import Lookup, Resolver
+from pipeline.online import QueryEmbedder
 from pipeline.run.context import RunContext
 from pipeline.run.summary import SUBMIT, WAIT, RunSummary
 from pipeline.store import batches as store
@@ -92,6 +98,8 @@ class BatchRunner:
         self.submitter = Submitter(ctx, plan, budget, settings, workdir)
         self.collector = Collector(ctx, plan, budget, allow_hosts=allow_hosts)
         self._resolver = resolver
+        self._hands_over = plan.own is not None and plan.own.when_ungrounded
+        self._embedding = plan.own.embedding if plan.own is not None else None
 
     @property
     def summary(self) -> RunSummary:
@@ -102,7 +110,17 @@ class BatchRunner:
 
     async def run(self, *, wait: bool) -> RunSummary:
         feed_send, feed_recv = anyio.create_memory_object_stream[Lookup](RESOLVER_FEED_BUFFER)
-        async with self._client as client, anyio.create_task_group() as group:
+        embedding = self._embedding
+        embedder = EmbeddingClient(timeout_s=embedding.timeout_s) if embedding else None
+        async with (
+            self._client as client,
+            embedder or contextlib.nullcontext(),
+            anyio.create_task_group() as group,
+        ):
+            own_lines = self.submitter.own_lines
+            if own_lines is not None and embedder is not None and embedding is not None:
+                # Own-routed questions embedded online, each once, ledgered as online.
+                own_lines.queries = QueryEmbedder(embedder, self.ctx.db, self.ctx.job_id, embedding)
             if self._resolver is not None:
                 self.collector.feed = feed_send
                 group.start_soon(self._resolver.serve, feed_recv)
@@ -134,7 +152,9 @@ class BatchRunner:
             opened = [*resumable, *await self.submitter.claim_all(ground=ground)]
             first = False
             if not opened:
-                if self.budget.short is None and await self._wait_for_due(wait):
+                # With retries online, a later round (a follow-up, call 2) waits for nothing:
+                # what comes due goes online.
+                if ground and self.budget.short is None and await self._wait_for_due(wait):
                     continue
                 break
             submitted = []
@@ -151,14 +171,18 @@ class BatchRunner:
                 await self._finish_all(client, submitted)
             if self.budget.short is not None:
                 break
-            if self._settings.retries == "online" and not self._structure_due(opened):
+            if self._settings.retries == "online" and not self._more_due(opened):
                 return
         if self.budget.short is not None:
             self.stop(self.budget.short)
 
-    def _structure_due(self, opened: list[store.BatchRow]) -> bool:
-        """Ground batches were just stored and call 2 goes in batch: another round for it."""
-        return self.submitter.structure_in_batch and any(r.step == store.GROUND for r in opened)
+    def _more_due(self, opened: list[store.BatchRow]) -> bool:
+        """Call-1 batches were just stored and call 2 goes in batch, or ground batches were
+        and their answers that missed go into the follow-up: another round for them."""
+        steps = {r.step for r in opened}
+        if self.submitter.structure_in_batch and steps & {store.GROUND, store.OWN}:
+            return True
+        return self._hands_over and store.GROUND in steps
 
     async def _wait_for_due(self, wait: bool) -> bool:
         """Nothing to submit now: wait for the next retry to come due (True) or give up."""

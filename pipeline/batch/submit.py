@@ -11,10 +11,13 @@ The input lines are the Batch API's own (:meth:`~pipeline.batch.api.BatchApi.enc
 ``{"key", "request"}`` for the Developer API, the key in the request's labels for Vertex);
 everything else here is the same for both.
 
-Two kinds of batch (``batches.step``): ``ground`` (call 1 of questions without an answer) and,
-with ``[batch] structure = true`` and the structure step on, ``structure`` (call 2 built from
-each question's stored grounded answer by :func:`pipeline.structure.build_structure_body`;
-the repair of an invalid output carries its validation errors, :mod:`pipeline.batch.verdicts`).
+Three kinds of batch (``batches.step``): ``ground`` (call 1 of questions without an answer),
+``own`` (call 1 through own retrieval, ``[grounding] fallback = "own_retrieval"``: the
+fallback classes, and the follow-up of the answers handed over; :mod:`pipeline.batch.own`)
+and, with ``[batch] structure = true`` and the structure step on, ``structure`` (call 2 built
+from each question's stored grounded answer by :func:`pipeline.structure.build_structure_body`,
+an own answer's citations rebuilt from its passages; the repair of an invalid output carries
+its validation errors, :mod:`pipeline.batch.verdicts`).
 
 Every step resumes from the database: a batch still ``preparing`` is written and uploaded
 again (uploads are free, and Cloud Storage keeps content it already holds: same MD5, no
@@ -28,18 +31,24 @@ import datetime as dt
 import logging
 import tempfile
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
+import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.batch.api import BatchApi
 from pipeline.batch.budget import BatchBudget
+from pipeline.batch.own import OwnLines
 from pipeline.gemini.batch_wire import PartWriter
+from pipeline.grounding import GroundedAnswer
 from pipeline.job.calls import CallPlan
 from pipeline.job.sections import BatchSection
+from pipeline.online import rebuild_own_answer
+from pipeline.rows import ROUTE_OWN
 from pipeline.run.context import RunContext
 from pipeline.run.verdicts import stored_answer
-from pipeline.store import batch_structure
+from pipeline.store import batch_own, batch_structure, routes
 from pipeline.store import batches as store
 
 log = logging.getLogger(__name__)
@@ -63,6 +72,8 @@ class Submitter:
         self._plan = plan
         self._settings = settings
         self._workdir = workdir
+        # Own retrieval's lines; its embedder is set by the runner under [retrieval] dense.
+        self.own_lines = OwnLines(ctx, plan.own, None) if plan.own is not None else None
 
     @property
     def structure_in_batch(self) -> bool:
@@ -76,28 +87,47 @@ class Submitter:
         answer; unless ``ground`` is false), then call 2 (grounded answer stored) when it goes
         in batch too. Nothing new once the budget has cut a batch short."""
         claimed: list[store.BatchRow] = []
-        steps = [(store.GROUND, self._plan.ground.model)] if ground else []
-        if self.structure_in_batch:
-            assert self._plan.structure is not None
-            steps.append((store.STRUCTURE, self._plan.structure.model))
-        for step, model in steps:
+        for claim in self._claims(ground):
             while self.budget.short is None:
-                row = await self._claim(step, model)
+                row = await self._claim(claim)
                 if row is None:
                     break
                 claimed.append(row)
+                if row.step == store.OWN:
+                    self.ctx.summary.own_routed += row.requests
         return claimed
 
-    async def _claim(self, step: str, model: str) -> store.BatchRow | None:
+    def _claims(self, ground: bool) -> list[_Claim]:
+        """What is claimed, in order: call 1 (the managed questions, then those routed to own
+        retrieval by class), the follow-up of the answers handed over (only those never
+        tried there when call 1 is not claimed again: retries online), then call 2."""
+        plan, own = self._plan, self._plan.own
+        claims: list[_Claim] = []
+        if ground:
+            not_routed = batch_own.not_routed(own.classes) if own is not None else None
+            claims.append(_Claim(store.GROUND, plan.ground.model, not_routed))
+            if own is not None and own.classes:
+                claims.append(_Claim(store.OWN, own.model, batch_own.routed_where(own.classes)))
+        if own is not None:
+            handed = batch_own.handed_over_where(fresh_only=not ground)
+            claims.append(_Claim(store.OWN, own.model, handed, batch_own.FOLLOWUP))
+        if self.structure_in_batch:
+            assert plan.structure is not None
+            claims.append(_Claim(store.STRUCTURE, plan.structure.model))
+        return claims
+
+    async def _claim(self, claim: _Claim) -> store.BatchRow | None:
         return await self.ctx.db.transaction(
             "claiming a batch",
             lambda c: store.claim_batch(
                 c,
                 self.ctx.job_id,
-                model=model,
+                model=claim.model,
                 limit=self._settings.max_requests,
                 lease=dt.timedelta(seconds=self._settings.lease_s),
-                step=step,
+                step=claim.step,
+                where=claim.where,
+                label=claim.label,
             ),
         )
 
@@ -118,6 +148,8 @@ class Submitter:
             if job is None:
                 job = await client.create(row.model, row.input_name, display_name=row.display_name)
                 self.ctx.summary.batches_created.append(job.name)
+                if row.display_name.startswith(f"{batch_own.FOLLOWUP}-"):
+                    self.ctx.summary.followups += 1
             submitted = {
                 "batch": job.name,
                 "step": row.step,
@@ -216,6 +248,11 @@ class Submitter:
             async for line in self._structure_lines(row.id):
                 yield line
             return
+        if row.step == store.OWN:
+            assert self.own_lines is not None, "an own batch, and the job has no [retrieval]"
+            async for line in self.own_lines.lines(row):
+                yield line
+            return
         ground = self._plan.ground
         async for q in store.batch_questions(self.ctx.db, row.id):
             yield str(q.id), ground.body(q.text, q.meta)
@@ -224,4 +261,27 @@ class Submitter:
         call = self._plan.structure
         assert call is not None
         async for q in batch_structure.structure_questions(self.ctx.db, batch_id):
-            yield str(q.id), call.body(q.text, stored_answer(q.answer_raw), q.repair_errors)
+            answer = await self._stored_answer(q)
+            yield str(q.id), call.body(q.text, answer, q.repair_errors)
+
+    async def _stored_answer(self, q: batch_structure.StructureQuestion) -> GroundedAnswer:
+        """A question's stored answer: an own one's citations rebuilt from its passages."""
+        if q.answer_route == ROUTE_OWN:
+            stored = await self.ctx.db.read(
+                "reading an own answer's passages",
+                lambda c: routes.own_passages(c, q.id, q.answer_version),
+            )
+            if stored is not None:
+                return rebuild_own_answer(q.answer_raw, stored)
+        return stored_answer(q.answer_raw)
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    """One kind of batch to claim: its step and model, a further condition on its questions,
+    and its display name's label (the step's when None)."""
+
+    step: str
+    model: str
+    where: sa.ColumnElement[bool] | None = None
+    label: str | None = None

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from pipeline.batch.own import own_line
 from pipeline.costs.charges import call_cost
 from pipeline.costs.prices import Price
 from pipeline.errors import CallError, ErrorClass
@@ -34,10 +35,12 @@ from pipeline.gemini.wire import (
     usage_problem,
     visible_text,
 )
-from pipeline.job.calls import StructureCall
+from pipeline.grounding import GroundedAnswer
+from pipeline.job.calls import OWN_STEP, OwnRetrievalCall, StructureCall
 from pipeline.job.states import QuestionState
 from pipeline.limits import RetryPolicy
 from pipeline.limits.policy import GROUND, STRUCTURE
+from pipeline.online import missed
 from pipeline.rows import CallRecord, StateChange
 from pipeline.run.verdicts import (
     Outcome,
@@ -47,6 +50,7 @@ from pipeline.run.verdicts import (
     structure_failure_verdict,
     structured_record,
 )
+from pipeline.store import batch_own
 from pipeline.store.batch_structure import StructureQuestion
 from pipeline.store.batches import ERRORS_SEPARATOR
 from pipeline.structure import REPAIR_RETRIES
@@ -71,15 +75,22 @@ class LineVerdicts:
     """Verdicts on the result lines of a job's batches.
 
     ``structure``: call 2 as the job asks for it (None: the structure step is off); ``tool``:
-    the grounding tool(s) call 1 declares (for its cost); ``policy``: the run's retry policy.
+    the grounding tool(s) call 1 declares (for its cost); ``policy``: the run's retry policy;
+    ``own``: own retrieval (None: the job has no index), whose ``fallback_when`` hands a
+    managed answer that missed over to the follow-up batch.
     """
 
     def __init__(
-        self, structure: StructureCall | None, tool: str | tuple[str, ...], policy: RetryPolicy
+        self,
+        structure: StructureCall | None,
+        tool: str | tuple[str, ...],
+        policy: RetryPolicy,
+        own: OwnRetrievalCall | None = None,
     ) -> None:
         self.policy = policy
         self._structure = structure
         self._tool = tool
+        self._hand_over = own is not None and own.when_ungrounded
 
     # -- call 1 -------------------------------------------------------------------------------
 
@@ -95,7 +106,7 @@ class LineVerdicts:
         assert result.response is not None
         record = self.record(question_id, GROUND, response, ctx)
         try:
-            return grounded_verdict(
+            outcome = grounded_verdict(
                 question_id,
                 attempts,
                 response,
@@ -106,13 +117,53 @@ class LineVerdicts:
             )
         except TransientError as exc:  # an empty answer
             return failure_verdict(question_id, attempts, exc, self.policy, calls=[record])
+        return self._handed_over(outcome) if self._hand_over else outcome
+
+    @staticmethod
+    def _handed_over(outcome: Outcome) -> Outcome:
+        """A managed answer that missed (``fallback_when = "ungrounded"``): stored, handed
+        over, and its question queued for the follow-up own batch, its tries counted afresh
+        (as online, where own retrieval is asked at once)."""
+        answer = outcome.answer
+        if answer is None or outcome.change is None or not missed(answer.answer):
+            return outcome
+        change = StateChange(answer.question_id, QuestionState.PENDING, 0)
+        handed = replace(answer, hand_over=True)
+        return Outcome(change, answer=handed, calls=outcome.calls)
+
+    def own(
+        self, item: batch_own.OwnItem, question_id: int, result: ResultLine, ctx: LineContext
+    ) -> Outcome:
+        """An ``own`` batch's line: the answer cited from the passages its request was sent
+        with (``item``), judged as online own retrieval judges it."""
+        response = _decoded(result)
+        if isinstance(response, CallError):
+            record = failed_record(question_id, OWN_STEP, response, ctx)
+            attempts = item.attempts + 1
+            return failure_verdict(question_id, attempts, response, self.policy, calls=[record])
+        assert result.response is not None
+        return own_line(
+            item,
+            question_id,
+            response,
+            result.response,
+            latency_ms=ctx.latency_ms,
+            record=self.record(question_id, OWN_STEP, response, ctx),
+            policy=self.policy,
+            structuring=self._structure is not None,
+        )
 
     # -- call 2 -------------------------------------------------------------------------------
 
     def structure(
-        self, question: StructureQuestion, result: ResultLine, ctx: LineContext
+        self,
+        question: StructureQuestion,
+        result: ResultLine,
+        ctx: LineContext,
+        answer: GroundedAnswer | None = None,
     ) -> Outcome:
-        """A ``structure`` batch's line, for a question whose grounded answer is stored."""
+        """A ``structure`` batch's line, for a question whose grounded answer is stored
+        (``answer``: an own answer's, its citations rebuilt from its passages)."""
         tries = question.structure_attempts + 1
         response = _decoded(result)
         if isinstance(response, CallError):
@@ -121,7 +172,9 @@ class LineVerdicts:
                 question.id, question.attempts, tries, response, self.policy, calls=[record]
             )
         record = self.record(question.id, STRUCTURE, response, ctx)
-        return self._structured(question, tries, response, record)
+        if answer is None:
+            answer = stored_answer(question.answer_raw)
+        return self._structured(question, tries, response, record, answer)
 
     def _structured(
         self,
@@ -129,6 +182,7 @@ class LineVerdicts:
         tries: int,
         response: GenerateContentResponse,
         record: CallRecord,
+        answer: GroundedAnswer,
     ) -> Outcome:
         assert self._structure is not None
         n_calls = 2 if question.repair_errors else 1
@@ -137,7 +191,7 @@ class LineVerdicts:
             self._structure,
             question.id,
             text,
-            stored_answer(question.answer_raw),
+            answer,
             response,
             n_calls=n_calls,
             version=question.structured_version + 1,

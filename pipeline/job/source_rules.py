@@ -39,18 +39,14 @@ def check_retrieval(job: RawJob) -> None:
 
 
 def check_fallback(job: RawJob) -> None:
-    """``fallback = "own_retrieval"``: an index to fall back to, an online run, and when."""
+    """``fallback = "own_retrieval"``: an index to fall back to, and when (online, or in
+    batch mode: own batches and their follow-up, :mod:`pipeline.batch.own`)."""
     g = job.grounding
     if not job.retrieval.configured:
         raise KeyRefused(
             "grounding.fallback",
             "own_retrieval needs a [retrieval] section with docs or query (the documents"
             " `ground index` loads)",
-        )
-    if job.model.mode == "batch":
-        raise KeyRefused(
-            "grounding.fallback",
-            'own retrieval is routed by online runs only; use model.mode = "online"',
         )
     if (g.fallback_classes or g.fallback_below) and not job.source.class_field:
         key = "fallback_classes" if g.fallback_classes else "fallback_below"

@@ -8,6 +8,15 @@ from pipeline.surface import lazy_surface
 if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.online.call import MeteredCaller
     from pipeline.online.leases import default_owner
+    from pipeline.online.own import (
+        OwnReply,
+        missed,
+        nothing_found,
+        own_outcome,
+        rebuild_own_answer,
+        with_dense_note,
+    )
+    from pipeline.online.query_vectors import QueryEmbedder, QueryVector
     from pipeline.online.runner import OnlineRunner
     from pipeline.online.verification import Checker, CheckResult
 else:  # what Python does: each name imported when first asked for
@@ -16,6 +25,19 @@ else:  # what Python does: each name imported when first asked for
         {
             "call": ("MeteredCaller",),
             "leases": ("default_owner",),
+            "own": (
+                "OwnReply",
+                "missed",
+                "nothing_found",
+                "own_outcome",
+                "rebuild_own_answer",
+                "with_dense_note",
+            ),
+            "query_vectors": (
+                "QueryEmbedder",
+                "QueryVector",
+                "QueryVector",
+            ),
             "runner": ("OnlineRunner",),
             "verification": (
                 "CheckResult",
@@ -25,4 +47,18 @@ else:  # what Python does: each name imported when first asked for
         (),
     )
 
-__all__ = ["CheckResult", "Checker", "MeteredCaller", "OnlineRunner", "default_owner"]
+__all__ = [
+    "CheckResult",
+    "Checker",
+    "MeteredCaller",
+    "OnlineRunner",
+    "OwnReply",
+    "QueryEmbedder",
+    "QueryVector",
+    "default_owner",
+    "missed",
+    "nothing_found",
+    "own_outcome",
+    "rebuild_own_answer",
+    "with_dense_note",
+]

@@ -35,20 +35,20 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.errors import CallError, ErrorClass
 from pipeline.gemini.api_errors import TransientError
 from pipeline.gemini.endpoint import Endpoint
-from pipeline.gemini.wire import decode_response, visible_text
+from pipeline.gemini.wire import GenerateContentResponse, decode_response, visible_text
 from pipeline.grounding import GroundedAnswer
 from pipeline.job.calls import OWN_STEP, OwnRetrievalCall
 from pipeline.job.states import QuestionState
 from pipeline.limits import RetryPolicy
 from pipeline.online.call import ModelCaller, ledger_row
-from pipeline.online.query_vectors import QueryEmbedder
+from pipeline.online.query_vectors import QueryEmbedder, QueryVector
 from pipeline.retrieval import NOTHING_FOUND, OwnRequest, Passage, cite_passages, own_answer
 from pipeline.retrieval.answer import own_request
 from pipeline.retrieval.search import query_terms
-from pipeline.rows import ROUTE_OWN, AnswerRecord, ClaimedQuestion, StateChange
+from pipeline.rows import ROUTE_OWN, AnswerRecord, CallRecord, ClaimedQuestion, StateChange
 from pipeline.run.verdicts import Outcome, block_reason, blocked_outcome, failure_verdict
 from pipeline.store.database import Database
-from pipeline.store.routes import own_passages
+from pipeline.store.routes import StoredOwnAnswer, own_passages
 
 log = logging.getLogger(__name__)
 
@@ -82,11 +82,9 @@ class OwnAnswerer:
         request = await self.db.read(
             "searching the job's index", lambda c: self._search(c, question, values)
         )
-        if request is not None and vector is not None and vector.error is not None:
-            note = f"{DENSE_FAILED} ({vector.error})"
-            request = replace(request, note=note)
         if request is None:
-            return _nothing_found(question, attempts)
+            return nothing_found(question.id, question.text, attempts)
+        request = with_dense_note(request, vector)
         attempts += 1
         try:
             return await self._call(question, request, attempts, version)
@@ -122,42 +120,84 @@ class OwnAnswerer:
             step=OWN_STEP,
             tool=None,
         )
-        calls = [metered.record]
-        response = metered.result.response
-        blocked = block_reason(response)
-        if blocked is not None:
-            return blocked_outcome(question.id, attempts, blocked, calls)
-        answer = own_answer(response, request)
-        if not answer.text.strip():
-            error = TransientError(
-                "the response has no answer text", error_class=ErrorClass.EMPTY_ANSWER
-            )
-            return failure_verdict(question.id, attempts, error, self.policy, calls=calls)
-        record = AnswerRecord(
-            question_id=question.id,
-            answer=answer,
-            response=response,
-            finish_reason=response.candidates[0].finish_reason,
-            raw_response=metered.result.raw,
-            latency_ms=metered.result.latency_ms,
+        result = metered.result
+        # call 2 follows at once, in the same caller, under our lease
+        after = QuestionState.RUNNING if self.structuring else QuestionState.DONE
+        return own_outcome(
+            OwnReply(question.id, result.response, result.raw, result.latency_ms),
+            request,
+            attempts=attempts,
             version=version,
-            route=ROUTE_OWN,
+            policy=self.policy,
+            calls=[metered.record],
+            grounded_state=after,
         )
-        if not answer.grounded:
-            state, keep = QuestionState.UNGROUNDED, False
-        elif self.structuring:  # call 2 follows at once, in the same caller, under our lease
-            state, keep = QuestionState.RUNNING, True
-        else:
-            state, keep = QuestionState.DONE, False
-        change = StateChange(question.id, state, attempts, keep_lease=keep)
-        return Outcome(change, answer=record, calls=calls)
 
 
-def _nothing_found(question: ClaimedQuestion, attempts: int) -> Outcome:
+@dataclass(frozen=True, slots=True)
+class OwnReply:
+    """The model's answer to one question's own-retrieval request (a call, or a batch line)."""
+
+    question_id: int
+    response: GenerateContentResponse
+    raw: bytes
+    latency_ms: float
+
+
+def own_outcome(
+    reply: OwnReply,
+    request: OwnRequest,
+    *,
+    attempts: int,
+    version: int,
+    policy: RetryPolicy,
+    calls: list[CallRecord],
+    grounded_state: QuestionState,
+) -> Outcome:
+    """The verdict on an own-retrieval answer (``attempts`` counts its call): blocked, empty
+    (retried under ``policy``), ungrounded (no valid marker), or grounded: the question then
+    goes to ``grounded_state`` (``running`` with its lease kept when call 2 follows at once
+    online, ``awaiting_structure`` in batch mode, else ``done``). The answer is stored as
+    ``version``, route ``own``, its citations the request's passages."""
+    qid, response = reply.question_id, reply.response
+    blocked = block_reason(response)
+    if blocked is not None:
+        return blocked_outcome(qid, attempts, blocked, calls)
+    answer = own_answer(response, request)
+    if not answer.text.strip():
+        error = TransientError(
+            "the response has no answer text", error_class=ErrorClass.EMPTY_ANSWER
+        )
+        return failure_verdict(qid, attempts, error, policy, calls=calls)
+    record = AnswerRecord(
+        question_id=qid,
+        answer=answer,
+        response=response,
+        finish_reason=response.candidates[0].finish_reason,
+        raw_response=reply.raw,
+        latency_ms=reply.latency_ms,
+        version=version,
+        route=ROUTE_OWN,
+    )
+    state = grounded_state if answer.grounded else QuestionState.UNGROUNDED
+    keep = state == QuestionState.RUNNING
+    change = StateChange(qid, state, attempts, keep_lease=keep)
+    return Outcome(change, answer=record, calls=calls)
+
+
+def with_dense_note(request: OwnRequest, vector: QueryVector | None) -> OwnRequest:
+    """The request, its answer warned when dense retrieval was on but the question got no
+    vector (its passages were found lexically only)."""
+    if vector is not None and vector.error is not None:
+        return replace(request, note=f"{DENSE_FAILED} ({vector.error})")
+    return request
+
+
+def nothing_found(question_id: int, text: str, attempts: int) -> Outcome:
     """No chunk scored ``min_score``: ``ungrounded``, no call, no answer stored."""
-    terms = " ".join(query_terms(question.text))[:MAX_QUERY_IN_ERROR]
+    terms = " ".join(query_terms(text))[:MAX_QUERY_IN_ERROR]
     change = StateChange(
-        question.id,
+        question_id,
         QuestionState.UNGROUNDED,
         attempts,
         error_class=ErrorClass.NOTHING_RELEVANT,
@@ -183,7 +223,13 @@ async def stored_own_answer(db: Database, question: ClaimedQuestion) -> Grounded
     )
     if stored is None:
         return None
-    response = decode_response(question.answer_raw)
+    return rebuild_own_answer(question.answer_raw, stored)
+
+
+def rebuild_own_answer(answer_raw: bytes, stored: StoredOwnAnswer) -> GroundedAnswer:
+    """An own answer's citations rebuilt from its stored response and passages, exactly as
+    they were made when it was answered."""
+    response = decode_response(answer_raw)
     text = visible_text(response.candidates[0]) if response.candidates else ""
     passages = [Passage(p.doc_id, p.title, p.uri, p.text) for p in stored.passages]
     return cite_passages(text, passages, stored.query)

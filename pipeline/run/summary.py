@@ -47,6 +47,10 @@ class RunSummary:
     batches_resumed: list[str] = field(default_factory=list)
     stored_lines: int = 0
     waiting: bool = False
+    # Batch mode's own retrieval: the questions claimed into own batches (the fallback
+    # classes and the answers handed over), and the follow-up batches created.
+    own_routed: int = 0
+    followups: int = 0
     # Batch mode: seconds spent in each phase (SUBMIT, WAIT, STORE), each counted once.
     phase_s: dict[str, float] = field(default_factory=dict)
     _phases: list[list[Any]] = field(default_factory=list, repr=False)
@@ -112,6 +116,8 @@ class RunSummary:
                 "created": len(self.batches_created),
                 "resumed": len(self.batches_resumed),
                 "stored_lines": self.stored_lines,
+                "own_routed": self.own_routed,
+                "followups": self.followups,
                 "phase_s": {k: round(v, 3) for k, v in self.phase_s.items()},
             }
         return data
@@ -158,6 +164,12 @@ def _batch_lines(summary: RunSummary) -> list[str]:
     if summary.waiting:
         batches += "; some still running at Google"
     lines = [batches]
+    if summary.own_routed or summary.followups:
+        lines.append(
+            f"  own retrieval: {summary.own_routed} questions routed to own batches,"
+            f" {summary.followups} follow-up batch{'' if summary.followups == 1 else 'es'}"
+            " of the managed answers that missed"
+        )
     phases = [
         f"{_PHASE_NAMES[phase]} {summary.phase_s[phase]:.1f} s"
         for phase in (SUBMIT, WAIT, STORE)

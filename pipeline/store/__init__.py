@@ -14,6 +14,7 @@
 * ``resolution``: the sources still to resolve, and their verdicts;
 * ``batches``: batch mode's batches and the questions leased to each (claim, phases, link ages);
 * ``batch_structure``: a structure batch's questions with their stored answers (call 2);
+* ``batch_own``: own retrieval's batches: which questions they take, the requests they sent;
 * ``statistics``: ``ANALYZE`` after a bulk write (load, index), so plans stay hash/index plans;
 * ``status``: what ``status``, a run's progress and the report sum up (the read model);
 * ``records``: results read back in batches, for export, show and the report;
@@ -26,6 +27,7 @@ from pipeline.surface import lazy_surface
 
 if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.store import (
+        batch_own,
         batch_structure,
         batches,
         citation_verdicts,
@@ -90,7 +92,7 @@ if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.store.report import ProblemRow, Scope, count_in_scope, ids_in_scope, problem_rows
     from pipeline.store.resolution import Lookup, SourceUpdate
     from pipeline.store.reuse import Reusable, reusable_answer
-    from pipeline.store.routes import own_passages
+    from pipeline.store.routes import StoredOwnAnswer, own_passages
     from pipeline.store.source_policy import PolicyPass, judge_sources, policy_counts
     from pipeline.store.statistics import INDEXED_TABLES, LOADED_TABLES, analyze
     from pipeline.store.status import (
@@ -196,7 +198,10 @@ else:  # what Python does: each name imported when first asked for
                 "Reusable",
                 "reusable_answer",
             ),
-            "routes": ("own_passages",),
+            "routes": (
+                "StoredOwnAnswer",
+                "own_passages",
+            ),
             "statistics": ("INDEXED_TABLES", "LOADED_TABLES", "analyze"),
             "status": (
                 "ClassRoutes",
@@ -234,6 +239,7 @@ else:  # what Python does: each name imported when first asked for
             ),
         },
         (
+            "batch_own",
             "batch_structure",
             "batches",
             "citation_verdicts",
@@ -280,6 +286,7 @@ __all__ = [
     "Scope",
     "SourceUpdate",
     "StoredAnswers",
+    "StoredOwnAnswer",
     "StoredQuestion",
     "StructureQuestion",
     "Trial",
@@ -289,6 +296,7 @@ __all__ = [
     "VerdictRow",
     "analyze",
     "async_url",
+    "batch_own",
     "batch_structure",
     "batches",
     "citation_verdicts",

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.errors import ErrorClass
 from pipeline.job.states import QuestionState
+from pipeline.rows import ROUTE_MANAGED
 from pipeline.store.batches import ERRORS_SEPARATOR, READ_PAGE, lease_owner
 from pipeline.store.database import Database
 from pipeline.store.tables import answers, batch_items, questions, structured
@@ -36,6 +37,7 @@ class StructureQuestion:
     answer_version: int
     structured_version: int
     repair_errors: tuple[str, ...]
+    answer_route: str = ROUTE_MANAGED  # an own answer's citations are rebuilt from its passages
 
 
 def _structure_query(where: sa.ColumnElement[bool]) -> sa.Select[*tuple[Any, ...]]:
@@ -55,6 +57,7 @@ def _structure_query(where: sa.ColumnElement[bool]) -> sa.Select[*tuple[Any, ...
             q.last_error,
             a.raw_response,
             a.version,
+            a.route,
             latest_structured.label("structured_version"),
         )
         .join(answers, sa.and_(a.question_id == q.id, LATEST_ANSWER))
@@ -74,6 +77,7 @@ def _structure_question(row: Any) -> StructureQuestion:
         row.version,
         row.structured_version or 0,
         tuple(row.last_error.split(ERRORS_SEPARATOR)) if repair else (),
+        row.route or ROUTE_MANAGED,
     )
 
 

@@ -25,8 +25,10 @@ A Vertex batch keeps its Cloud Storage files in ``input_uri`` (with ``input_md5`
 ``output_uri_prefix`` (chosen at create) and ``output_dir`` (Vertex's, once it ends); its
 results stay in the bucket until ``ground batch clean`` removes them (``cleaned_at``).
 
-A batch's ``step`` is ``ground`` (call 1: due questions without an answer) or ``structure``
-(call 2: due questions whose grounded answer is stored; ``[batch] structure = true``).
+A batch's ``step`` is ``ground`` (call 1: due questions without an answer), ``own`` (call 1
+through own retrieval: the fallback classes, and the follow-up of the answers handed over,
+:mod:`pipeline.store.batch_own`) or ``structure`` (call 2: due questions whose grounded answer
+is stored; ``[batch] structure = true``).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.clock import utcnow
 from pipeline.job.states import WAITING_STATES, QuestionState, SourceState
+from pipeline.rows import ROUTE_OWN
 from pipeline.store.database import Database
 from pipeline.store.queue import due, lease_due
 from pipeline.store.tables import (
@@ -62,6 +65,7 @@ DOWNLOADING = "downloading"
 DONE = "done"
 GROUND = "ground"
 STRUCTURE = "structure"
+OWN = "own"  # own retrieval's call 1 (pipeline.store.batch_own)
 READ_PAGE = 2_000  # questions read per query when writing a batch's input file
 OWNER_PREFIX = "batch:"
 ERRORS_SEPARATOR = "; "  # how an invalid output's errors are joined into ``last_error``
@@ -154,7 +158,15 @@ def _claimable_for_call_2(job_id: int, now: dt.datetime) -> sa.ColumnElement[boo
     grounded = sa.exists().where(
         answers.c.question_id == q.id, answers.c.grounded.is_(True), LATEST_ANSWER
     )
-    return sa.and_(q.job_id == job_id, sa.or_(waiting, abandoned), grounded, q.reask.is_(False))
+    # A question handed over to own retrieval is asked again before its call 2.
+    not_handed_over = sa.func.coalesce(q.next_route, "") != ROUTE_OWN
+    return sa.and_(
+        q.job_id == job_id,
+        sa.or_(waiting, abandoned),
+        grounded,
+        q.reask.is_(False),
+        not_handed_over,
+    )
 
 
 async def claim_batch(
@@ -165,17 +177,23 @@ async def claim_batch(
     limit: int,
     lease: dt.timedelta,
     step: str = GROUND,
+    where: sa.ColumnElement[bool] | None = None,
+    label: str | None = None,
 ) -> BatchRow | None:
     """Create a batch row and lease up to ``limit`` due questions to it (call 1, or call 2
     for ``step`` structure), in the caller's transaction; None (and no row) when nothing is
-    due."""
+    due. ``where``: a further condition on the questions (replacing call 1's "without an
+    answer" for ``step`` own); ``label``: the display name's first word (the step's)."""
     now = utcnow()
-    claimable = _claimable_for_call_2 if step == STRUCTURE else _claimable_for_call_1
-    batch_id = await _insert_batch(connection, job_id, step=step, model=model, now=now)
+    if step == OWN:
+        assert where is not None
+        claimable = sa.and_(questions.c.job_id == job_id, due(now), where)
+    else:
+        chosen = _claimable_for_call_2 if step == STRUCTURE else _claimable_for_call_1
+        claimable = chosen(job_id, now) if where is None else sa.and_(chosen(job_id, now), where)
+    batch_id = await _insert_batch(connection, job_id, step=step, model=model, now=now, label=label)
     result = await connection.execute(
-        lease_due(claimable(job_id, now), lease_owner(batch_id), limit, lease, now).returning(
-            questions.c.id
-        )
+        lease_due(claimable, lease_owner(batch_id), limit, lease, now).returning(questions.c.id)
     )
     ids = sorted(row.id for row in result)
     if not ids:
@@ -191,10 +209,16 @@ async def claim_batch(
 
 
 async def _insert_batch(
-    connection: AsyncConnection, job_id: int, *, step: str, model: str, now: dt.datetime
+    connection: AsyncConnection,
+    job_id: int,
+    *,
+    step: str,
+    model: str,
+    now: dt.datetime,
+    label: str | None = None,
 ) -> int:
     """A new batch row (``preparing``, no requests yet) under a display name unique to it."""
-    display = f"{step}-{job_id}-{now:%Y%m%dT%H%M%S}-{secrets.token_hex(4)}"
+    display = f"{label or step}-{job_id}-{now:%Y%m%dT%H%M%S}-{secrets.token_hex(4)}"
     batch_id = await connection.scalar(
         batches.insert()
         .values(
@@ -454,11 +478,18 @@ async def left_in_bucket(connection: AsyncConnection, job_id: int) -> list[Batch
 async def next_call_1_wakeup(
     connection: AsyncConnection, job_id: int, *, with_call_2: bool = False
 ) -> dt.datetime | None:
-    """When the next question without an answer (``with_call_2``: or awaiting call 2)
-    becomes claimable; None if none is left."""
+    """When the next question without an answer, or handed over to own retrieval
+    (``with_call_2``: or awaiting call 2), becomes claimable; None if none is left."""
     q = questions.c
     now = utcnow()
-    no_answer = sa.true() if with_call_2 else ~sa.exists().where(answers.c.question_id == q.id)
+    no_answer = (
+        sa.true()
+        if with_call_2
+        else sa.or_(
+            ~sa.exists().where(answers.c.question_id == q.id),
+            sa.func.coalesce(q.next_route, "") == ROUTE_OWN,
+        )
+    )
     due = sa.case(
         (q.state == QuestionState.RUNNING, q.lease_expires_at),
         else_=sa.func.coalesce(q.next_attempt_at, sa.literal(now, UtcDateTime())),

@@ -4,7 +4,7 @@ Keyset pagination on ``questions.id`` (``id > after ORDER BY id LIMIT n``): the 
 walks straight to the page, so the 900,000th row costs what the first does. Every filter is a
 condition on the question, its latest answer, or a correlated ``EXISTS`` on that answer's
 sources or citation verdicts; the review status is :func:`pipeline.store.reviews.review_status`.
-The search is full text over the question's and its latest answer's text (migration 0018:
+The search is full text over the question's and its latest answer's text (migration 0019:
 SQLite FTS5 ``desk_fts``, PostgreSQL ``questions.desk_tsv``).
 """
 

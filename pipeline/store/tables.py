@@ -353,6 +353,9 @@ batch_items = Table(
     metadata,
     Column("batch_id", Id, ForeignKey("batches.id", ondelete="CASCADE"), primary_key=True),
     Column("question_id", Id, ForeignKey("questions.id", ondelete="CASCADE"), primary_key=True),
+    # 0021_batch_followup: an own batch's request, as built when its file was written
+    # (pipeline.store.batch_own): the passages, the search and the answer's note
+    Column("own_request", JSON),
     Index("ix_batch_items_question_id", "question_id"),
 )
 

@@ -65,11 +65,6 @@ embedding_model = "gemini-embedding-001"
             '[retrieval]\ndocs = "d.jsonl"\n',
             "grounding.fallback_classes: a class is listed twice",
         ),
-        (
-            '[model]\nmode = "batch"\n[grounding]\nfallback = "own_retrieval"\n'
-            'fallback_when = "ungrounded"\n[retrieval]\ndocs = "d.jsonl"\n',
-            "grounding.fallback: own retrieval is routed by online runs only",
-        ),
         ('[grounding]\nfallback = "sometimes"\n', "grounding.fallback"),
         ("[grounding]\nfallback_below = 1.5\n", "grounding.fallback_below"),
         (
@@ -116,6 +111,16 @@ def test_bad_keys_are_refused_naming_the_key(tmp_path: Path, text: str, message:
         _load(tmp_path, text)
     assert message in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def test_own_retrieval_loads_in_batch_mode(tmp_path: Path) -> None:
+    spec = _load(
+        tmp_path,
+        '[model]\nmode = "batch"\n[grounding]\nfallback = "own_retrieval"\n'
+        'fallback_classes = ["airports"]\nfallback_when = "ungrounded"\n'
+        '[retrieval]\ndocs = "d.jsonl"\n',
+    )
+    assert spec.model.mode == "batch" and spec.grounding.fallback == "own_retrieval"
 
 
 def test_fallback_classes_need_a_class_field(tmp_path: Path) -> None:

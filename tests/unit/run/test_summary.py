@@ -59,8 +59,22 @@ def test_batch_mode_reports_batches_lines_and_wall_time_per_phase() -> None:
         "created": 2,
         "resumed": 0,
         "stored_lines": 96,
+        "own_routed": 0,
+        "followups": 0,
         "phase_s": {SUBMIT: 1.0, WAIT: 3.0, STORE: 2.0},
     }
+
+
+def test_batch_mode_reports_own_retrieval_and_its_follow_up() -> None:
+    summary = RunSummary(batches_created=["a", "b", "c"], stored_lines=130)
+    summary.own_routed, summary.followups = 30, 1
+    lines = render_run_summary(summary).splitlines()
+    assert lines[2] == (
+        "  own retrieval: 30 questions routed to own batches, 1 follow-up batch of the"
+        " managed answers that missed"
+    )
+    batch = summary.to_dict()["batch"]
+    assert (batch["own_routed"], batch["followups"]) == (30, 1)
 
 
 def test_batches_left_running_and_online_calls_after_batches() -> None:
