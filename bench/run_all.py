@@ -30,6 +30,10 @@ BENCHES = (
     # The review desk at 1,000,000 answers: list, search and answer pages, p50/p95, SQLite and
     # PostgreSQL (a few minutes, most of them generating the job).
     "bench_desk.py",
+    # N separate `ground run` processes of one job on one PostgreSQL (8-48; --private for 32
+    # and 48): quota use, 429s, the most sends in a minute, and the last send to the last
+    # exit; writes its own section into BENCHMARKS.md (about 20 minutes).
+    "bench_fleet.py",
 )
 DEFAULT = BENCHES[:3]  # what BENCHMARKS.md is made of
 

@@ -75,6 +75,12 @@ _LOST_SOURCES = {"sources_expired": "expired", "sources_rejected": "rejected"}
 NOT_A_LINK = frozenset({"no_uri"})  # sources with no link to lose: not in the share
 
 
+def counts_sources(fail_on: tuple[str, ...]) -> bool:
+    """Whether ``fail_on`` names lost links (``sources_expired``, ``sources_rejected``): only
+    then does the exit status need the job's sources counted."""
+    return any(name in _LOST_SOURCES for name in fail_on)
+
+
 def failures(
     states: dict[str, int],
     fail_on: tuple[str, ...],

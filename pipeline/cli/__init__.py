@@ -34,8 +34,34 @@ def __getattr__(name: str) -> object:  # pipeline.surface's lazy_surface, kept i
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+_at_exit: list[bool] = []  # whether the interpreter's exit is made quick already
+# Extensions that count their objects at the interpreter's exit and report those still alive
+# as leaks on stderr (nanobind's check: DuckDB): with them loaded the exit is left as it is.
+_COUNTED_AT_EXIT = ("_duckdb",)
+
+
+def _freeze() -> None:
+    if not any(name in sys.modules for name in _COUNTED_AT_EXIT):
+        import gc
+
+        gc.freeze()
+
+
+def _quick_exit() -> None:
+    """At the interpreter's exit, :func:`gc.freeze` first: its last collections then skip every
+    object alive, instead of walking a heap of SQLAlchemy, asyncpg and aiohttp for 0.7 s on an
+    idle core (2-3 s on a loaded one, for each process of a fleet ending together). Nothing
+    is left unwritten: files are flushed and closed by the commands, and by the interpreter."""
+    if not _at_exit:
+        import atexit
+
+        atexit.register(_freeze)
+        _at_exit.append(True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``ground`` command (see :func:`pipeline.cli.dispatch.main`)."""
+    _quick_exit()
     try:
         from pipeline.cli.dispatch import main as dispatch
     except KeyboardInterrupt:

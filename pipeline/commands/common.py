@@ -20,7 +20,7 @@ from pipeline.exit_codes import EXIT_FAILED, EXIT_USAGE, ExitStatus
 from pipeline.grounding.hosts import is_local_url
 from pipeline.intake.loader import LoadError, LoadResult, load_records, load_source
 from pipeline.job.spec import JobSpec
-from pipeline.store import queue, urls
+from pipeline.store import queue, statistics, urls
 from pipeline.store.database import DatabaseOutage, retrying, trouble_of
 from pipeline.store.engine import (
     DatabaseSchemaError,
@@ -228,14 +228,21 @@ async def load_questions_into(
     """The job's row (made when missing), then its new questions inserted, from ``records``
     when given (:func:`pipeline.intake.loader.load_records`), else from its file or query:
     the job's id and what was loaded. ``ground load``, ``ground run`` and
-    :func:`pipeline.load_questions` all load here. Raises :class:`LoadError`."""
+    :func:`pipeline.load_questions` all load here; a load that wrote questions analyzes their
+    table (PostgreSQL). Raises :class:`LoadError`."""
     async with engine.begin() as connection:
         job_id = await queue.ensure_job(connection, spec.name)
     # Committed per chunk (linear at a million rows); a bad row still loads nothing.
     max_chars = spec.limits.max_question_chars
     if records is not None:
-        return job_id, await load_records(engine, job_id, records, spec.source, max_chars=max_chars)
-    result = await load_source(engine, job_id, spec.source, spec.source_path, max_chars=max_chars)
+        result = await load_records(engine, job_id, records, spec.source, max_chars=max_chars)
+    else:
+        result = await load_source(
+            engine, job_id, spec.source, spec.source_path, max_chars=max_chars
+        )
+    if result.added or result.edited:  # the planner sees what was loaded (store.statistics)
+        async with engine.begin() as connection:
+            await statistics.analyze(connection, statistics.LOADED_TABLES)
     return job_id, result
 
 

@@ -1,5 +1,6 @@
 """``ground index JOB``: load ``[retrieval]``'s documents into the job's own index, then, with
-``dense = true``, embed the chunks that have no vector yet.
+``dense = true``, embed the chunks that have no vector yet; what it wrote is analyzed
+(:mod:`pipeline.store.statistics`).
 
 Every write goes through the retried transaction a run uses (:class:`Database`): a restart,
 a lost connection or a lock held by another session is waited out within
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import warnings
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from pipeline.commands.common import complain, label_local_spend, opened, say
 from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
@@ -16,7 +19,7 @@ from pipeline.gemini.endpoint import ConfigurationError, endpoint_for
 from pipeline.job.spec import JobSpec
 from pipeline.retrieval.documents import DocumentError
 from pipeline.retrieval.index import Embedding, embed_pending, load_index
-from pipeline.store import documents, queue
+from pipeline.store import documents, queue, statistics
 from pipeline.store.database import Database, DatabaseOutage
 
 
@@ -45,6 +48,8 @@ async def _index(db: Database, spec: JobSpec) -> int:
     except DocumentError as exc:
         complain(f"{exc} (documents before it stay indexed; nothing after it was read)")
         return EXIT_FAILED
+    if result.added or result.changed:  # the planner sees what was indexed (store.statistics)
+        await db.transaction("analyzing the index", _analyze_index)
     counts = await db.read("counting the index", lambda c: documents.index_counts(c, job_id))
     say(
         f"indexed {result.documents} documents: {result.added} new, {result.changed}"
@@ -54,6 +59,10 @@ async def _index(db: Database, spec: JobSpec) -> int:
     if not r.dense:
         return EXIT_OK
     return await _embed(db, spec, job_id)
+
+
+async def _analyze_index(connection: AsyncConnection) -> None:
+    await statistics.analyze(connection, statistics.INDEXED_TABLES)
 
 
 def embedding_for(spec: JobSpec) -> Embedding:
@@ -75,6 +84,8 @@ async def _embed(db: Database, spec: JobSpec, job_id: int) -> int:
         complain(f"retrieval.dense: {exc}")
         return EXIT_FAILED
     result = await embed_pending(db, job_id, embedding)
+    if result.chunks:
+        await db.transaction("analyzing the index", _analyze_index)
     say(
         f"embedded {result.chunks} chunks in {result.calls} calls"
         f" (${result.spend_usd:.6f}, step embed in the ledger)"

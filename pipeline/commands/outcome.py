@@ -1,6 +1,6 @@
 """What a run came to, built from what it has at its end: a
 :class:`~pipeline.run.outcome.RunOutcome` from the job file, the run's context (its calls,
-spend and spill) and the job's status read at the end."""
+spend and spill) and the job's counts read at the end (:mod:`pipeline.results.closing`)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from decimal import Decimal
 from pipeline.commands.common import display_url
 from pipeline.exit_codes import ExitStatus, failures
 from pipeline.job.spec import JobSpec
-from pipeline.results.status import JobStatus
+from pipeline.results.closing import JobCounts
 from pipeline.run.context import RunContext
 from pipeline.run.outcome import RunOutcome
 
 
-def job_failures(spec: JobSpec, job: JobStatus) -> dict[str, int]:
-    """What ``[job] fail_on`` counts as a failure in the job's status."""
+def job_failures(spec: JobSpec, job: JobCounts) -> dict[str, int]:
+    """What ``[job] fail_on`` counts as a failure in the job's counts."""
     return failures(
         job.states, spec.job.fail_on, job.sources, lost_share=spec.job.fail_on_sources_lost
     )
@@ -39,12 +39,12 @@ def outcome_of(
     status: ExitStatus,
     started: float,
     ctx: RunContext | None,
-    job: JobStatus | None,
+    job: JobCounts | None,
     *,
     stopped: str | None,
 ) -> RunOutcome:
     """What the run came to: ``ctx`` its calls and spill (None: no call was due), ``job`` the
-    job's status at its end (None: it could not be read)."""
+    job's counts at its end (None: they could not be read)."""
     summary = None if ctx is None else ctx.summary
     spill = None if ctx is None else ctx.spill
     return RunOutcome(

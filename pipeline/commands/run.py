@@ -12,12 +12,14 @@ import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
 import orjson
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.clock import utcnow
@@ -43,6 +45,7 @@ from pipeline.exit_codes import (
     EXIT_USAGE,
     STOP_SIGNALS,
     ExitStatus,
+    counts_sources,
     describe_failures,
     run_status,
 )
@@ -55,6 +58,7 @@ from pipeline.links.resolver import Resolver
 from pipeline.notify import Outbox, budget_data, is_budget_stop, notifying
 from pipeline.online.leases import default_owner
 from pipeline.online.runner import OnlineRunner
+from pipeline.results.closing import JobCounts, job_counts, render_counts
 from pipeline.results.status import (
     JobStatus,
     job_status,
@@ -206,18 +210,19 @@ async def _run(
         early = await _ground_and_reask(
             engine, spec, ctx, before, watch, exporter, no_wait=no_wait, fallback_auto=fallback_auto
         )
-        after = await _status_if_readable(engine, spec, job_id)
+        after = await _counts_if_readable(engine, spec, ctx, before)
         if early is not None:
             status, why = early
             return outcome_of(spec, status, started, ctx, after, stopped=why or ctx.stopped)
         summary = ctx.summary
     say(render_run_summary(summary))
     if after is not None:
-        say(render_status(after))
+        say(render_counts(after))
         label_local_spend(spec)
     say(f"results: {display_url(spec)}")
     status = _closing_status(spec, summary.stopped, after)
-    outcome = outcome_of(spec, status, started, ctx, after or before, stopped=summary.stopped)
+    job = after or JobCounts.of(before)
+    outcome = outcome_of(spec, status, started, ctx, job, stopped=summary.stopped)
     _write_summary_json(watch, outcome, exporter)
     return outcome
 
@@ -229,12 +234,23 @@ def _budget_reached(spec: JobSpec, ctx: RunContext, outbox: Outbox) -> None:
         outbox.emit("budget.reached", budget_data(spec.name, spec.budget, ctx.stopped))
 
 
-async def _status_if_readable(engine: AsyncEngine, spec: JobSpec, job_id: int) -> JobStatus | None:
-    """The job's status at the run's end; None when the database is gone since (the stop says
-    why)."""
+async def _counts_if_readable(
+    engine: AsyncEngine, spec: JobSpec, ctx: RunContext, before: JobStatus
+) -> JobCounts | None:
+    """The job's counts at the run's end, its one job-wide read (:mod:`pipeline.results.closing`:
+    the rest of the closing summary is this run's own figures); None when the database is gone
+    since (the stop says why)."""
+    spend = before.spend_usd + Decimal(ctx.summary.cost_micro_usd) / 1_000_000
     try:
-        return await _read_status(engine, spec, job_id)
-    except (DBAPIError, OSError):
+        async with engine.connect() as connection:
+            return await job_counts(
+                connection,
+                ctx.job_id,
+                spec.name,
+                spend_usd=spend,
+                with_sources=counts_sources(tuple(spec.job.fail_on)),
+            )
+    except (DBAPIError, OSError, SQLAlchemyTimeoutError):
         return None
 
 
@@ -392,8 +408,9 @@ async def _nothing_to_do(
     if (await apply_source_policy(engine, spec, job_id)).marked:
         before = await _read_status(engine, spec, job_id)
     say(render_status(before))
-    status = _closing_status(spec, None, before)
-    outcome = outcome_of(spec, status, started, None, before, stopped=None)
+    counts = JobCounts.of(before)
+    status = _closing_status(spec, None, counts)
+    outcome = outcome_of(spec, status, started, None, counts, stopped=None)
     _write_summary_json(watch, outcome, exporter)
     return outcome
 
@@ -439,7 +456,7 @@ async def _queue_stored_work(engine: AsyncEngine, spec: JobSpec, job_id: int) ->
         say(f"structure: {structuring} stored answers to structure (call 2 only)")
 
 
-def _closing_status(spec: JobSpec, stopped: str | None, job: JobStatus | None) -> ExitStatus:
+def _closing_status(spec: JobSpec, stopped: str | None, job: JobCounts | None) -> ExitStatus:
     """The run's exit status, and the line saying what made it non-zero (``job`` None: the
     database could not be read at the end, so no state counts as failed)."""
     failed = job_failures(spec, job) if job is not None else {}

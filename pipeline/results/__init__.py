@@ -8,6 +8,7 @@ if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.results import api, export
     from pipeline.results.api import Job, JobUnavailable, MissingExtra, as_override, open_job
     from pipeline.results.cite import FORMATS, Uncitable, cite_body, details, render
+    from pipeline.results.closing import JobCounts, job_counts, render_counts
     from pipeline.results.decisions import Decision, DecisionsError, read_decisions
     from pipeline.results.estimate import (
         Estimate,
@@ -62,6 +63,7 @@ else:  # what Python does: each name imported when first asked for
                 "details",
                 "render",
             ),
+            "closing": ("JobCounts", "job_counts", "render_counts"),
             "decisions": ("Decision", "DecisionsError", "read_decisions"),
             "estimate": (
                 "Estimate",
@@ -113,6 +115,7 @@ __all__ = [
     "DecisionsError",
     "Estimate",
     "Job",
+    "JobCounts",
     "JobPrices",
     "JobStatus",
     "JobUnavailable",
@@ -127,6 +130,7 @@ __all__ = [
     "estimate_remaining",
     "export",
     "fallback_candidates",
+    "job_counts",
     "job_precision",
     "job_prices",
     "job_status",
@@ -136,6 +140,7 @@ __all__ = [
     "read_decisions",
     "render",
     "render_class_stats",
+    "render_counts",
     "render_other_models",
     "render_precision",
     "render_routes",

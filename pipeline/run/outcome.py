@@ -6,7 +6,9 @@ and returns it to a program (:func:`pipeline.run_job`). One value, built once at
 run, so that the four say the same thing.
 
 The counts are the job's, as ``ground status`` counts them (every run of the job so far); the
-calls and the spend are this run's; ``job_spend_usd`` is the job's spend so far.
+calls and the spend are this run's; ``job_spend_usd`` is the job's spend when the run
+started plus this run's (processes running beside it add theirs: ``ground status`` sums the
+ledger). A run reads nothing else of the job at its end (:mod:`pipeline.results.closing`).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ class RunOutcome:
     )  # the job's questions by state
     calls: int = 0  # this run's calls
     spend_usd: Decimal = Decimal(0)  # what this run's calls cost
-    job_spend_usd: Decimal = Decimal(0)  # what the job's calls cost so far
+    job_spend_usd: Decimal = Decimal(0)  # the job's spend at the start, plus this run's
     stopped: str | None = None  # why the run stopped early, if it did
     spill_file: Path | None = None  # outcomes the database could not take, kept for a rerun
     duration_s: float = 0.0
@@ -54,7 +56,7 @@ class RunOutcome:
     fail_on: tuple[str, ...] = ()
     failures: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
     # The run's figures (RunSummary.to_dict(); None when no call was due) and the job's status
-    # (JobStatus.to_dict(); None when it could not be read), as --summary-json writes them.
+    # (JobCounts.to_dict(); None when it could not be read), as --summary-json writes them.
     run: Mapping[str, Any] | None = None
     status: Mapping[str, Any] | None = None
     database: str = ""  # the job's database, shown without a password

@@ -16,6 +16,7 @@
 * ``batch_copies``: what batch mode reads to copy answers instead of asking (reuse);
 * ``batch_structure``: a structure batch's questions with their stored answers (call 2);
 * ``batch_own``: own retrieval's batches: which questions they take, the requests they sent;
+* ``statistics``: ``ANALYZE`` after a bulk write (load, index), so plans stay hash/index plans;
 * ``status``: what ``status``, a run's progress and the report sum up (the read model);
 * ``records``: results read back in batches, for export, show and the report;
 * ``upsert``: ``INSERT ... ON CONFLICT DO NOTHING`` on both backends.
@@ -42,6 +43,7 @@ if TYPE_CHECKING:  # what the type checker and the reader see
         resolution,
         reviews,
         routes,
+        statistics,
         status,
         urls,
         verdict_reads,
@@ -94,6 +96,7 @@ if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.store.reuse import Reusable, reusable_answer, reusable_answers
     from pipeline.store.routes import StoredOwnAnswer, own_passages
     from pipeline.store.source_policy import PolicyPass, judge_sources, policy_counts
+    from pipeline.store.statistics import INDEXED_TABLES, LOADED_TABLES, analyze
     from pipeline.store.status import (
         NO_CLASS,
         ClassRoutes,
@@ -103,6 +106,7 @@ if TYPE_CHECKING:  # what the type checker and the reader see
         class_stats,
         coverage_mean,
         latency_histogram,
+        source_counts,
         source_problems,
         state_counts,
         throttled_since,
@@ -202,6 +206,7 @@ else:  # what Python does: each name imported when first asked for
                 "StoredOwnAnswer",
                 "own_passages",
             ),
+            "statistics": ("INDEXED_TABLES", "LOADED_TABLES", "analyze"),
             "status": (
                 "ClassRoutes",
                 "ClassStats",
@@ -211,6 +216,7 @@ else:  # what Python does: each name imported when first asked for
                 "class_stats",
                 "coverage_mean",
                 "latency_histogram",
+                "source_counts",
                 "source_problems",
                 "state_counts",
                 "throttled_since",
@@ -253,6 +259,7 @@ else:  # what Python does: each name imported when first asked for
             "resolution",
             "reviews",
             "routes",
+            "statistics",
             "status",
             "urls",
             "verdict_reads",
@@ -263,6 +270,8 @@ else:  # what Python does: each name imported when first asked for
 __all__ = [
     "BATCH_QUESTIONS",
     "ERRORS_SEPARATOR",
+    "INDEXED_TABLES",
+    "LOADED_TABLES",
     "MAX_SAMPLE",
     "NO_CLASS",
     "ClassRoutes",
@@ -292,6 +301,7 @@ __all__ = [
     "VerdictOf",
     "VerdictRow",
     "Waiting",
+    "analyze",
     "async_url",
     "batch_copies",
     "batch_own",
@@ -343,9 +353,11 @@ __all__ = [
     "sample_key",
     "save_fingerprint",
     "select_trial",
+    "source_counts",
     "source_problems",
     "sqlite_file",
     "state_counts",
+    "statistics",
     "status",
     "storage_fault",
     "storage_trouble",

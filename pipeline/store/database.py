@@ -139,7 +139,9 @@ def _is_connection_error(error: BaseException) -> bool:
             return True
         # Lost connections and a SQLite database locked past its busy timeout alike.
         return isinstance(error, sa_exc.OperationalError)
-    if isinstance(error, (ConnectionError, TimeoutError, OSError)):
+    # No connection free in the process's pool within its timeout (pool_timeout): the pool is
+    # bounded (pipeline.store.engine), so a checkout that waits that long is waited out too.
+    if isinstance(error, (ConnectionError, TimeoutError, OSError, sa_exc.TimeoutError)):
         return True
     state = getattr(error, "sqlstate", None)  # asyncpg's own errors, raised outside SQLAlchemy
     return type(error).__name__ in _CONNECTION_ERROR_NAMES or (

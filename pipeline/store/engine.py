@@ -44,8 +44,18 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000  # a second process waits this long for the writ
 # the cache filled with large statements that are rarely reused: peak RSS grew by about 40 MB
 # over 250,000 questions (9 MB with 16 kept), flat with 8 (the hot statements still fit).
 SQLITE_CACHED_STATEMENTS = 8
-POSTGRES_POOL_SIZE = 10  # connections kept open per process
-POSTGRES_MAX_OVERFLOW = 10  # extra connections allowed under a burst
+# Connections per process, bounded so that a fleet's size is known in advance: a run holds
+# about 1.3-2 at once in steady state (the writer, the claimer, a grant or the heartbeat), and
+# up to POSTGRES_POOL_SIZE + POSTGRES_MAX_OVERFLOW = 5 under a burst. So N processes of a job
+# need at most 5 x N of the server's max_connections (docs/guides/workers.md says when a
+# pooler such as PgBouncer becomes necessary).
+POSTGRES_POOL_SIZE = 2  # connections kept open per process
+POSTGRES_MAX_OVERFLOW = 3  # extra connections allowed under a burst, closed when returned
+# A checkout waits this long for a connection another task of the process returns; past it,
+# SQLAlchemy's pool TimeoutError, which a run's transactions wait out like a lost connection,
+# within [job] database_outage_s (pipeline.store.database).
+POSTGRES_POOL_TIMEOUT_S = 30.0
+POSTGRES_MAX_CONNECTIONS = POSTGRES_POOL_SIZE + POSTGRES_MAX_OVERFLOW
 # Workers starting together on a new database would race to create it; on PostgreSQL the
 # migration runs under this transaction-scoped advisory lock (an arbitrary constant).
 MIGRATION_LOCK_KEY = 0x67726F756E64  # "ground"
@@ -110,11 +120,22 @@ def create_engine(url: str, *, read_only: bool = False) -> AsyncEngine:
         return engine
     return create_async_engine(
         url,
+        connect_args=_postgres_connect_args(url),
         pool_size=POSTGRES_POOL_SIZE,
         max_overflow=POSTGRES_MAX_OVERFLOW,
+        pool_timeout=POSTGRES_POOL_TIMEOUT_S,
         pool_pre_ping=True,
         **JSON_CODEC,
     )
+
+
+def _postgres_connect_args(url: str) -> dict[str, Any]:
+    """Each process's connections say whose they are in ``pg_stat_activity``
+    (``application_name`` ``ground:<pid>``), so a fleet's connections can be counted per process
+    against the pool's bound; a URL that names its own ``application_name`` keeps it."""
+    if "application_name" in make_url(url).query:
+        return {}
+    return {"server_settings": {"application_name": f"ground:{os.getpid()}"}}
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -301,17 +301,26 @@ async def structured_totals(
     )
 
 
-async def source_totals(connection: AsyncConnection, job_id: int) -> SourceTotals:
-    """Sources of the latest answers by resolve status, and the resolution latency."""
+def _of_latest_answers(job_id: int) -> sa.ColumnElement[bool]:
     a = answers.c
     latest = sa.select(a.id).where(a.question_id.in_(_of_job(job_id)), LATEST_ANSWER)
-    of_latest = sources.c.answer_id.in_(latest.scalar_subquery())
+    return sources.c.answer_id.in_(latest.scalar_subquery())
+
+
+async def source_counts(connection: AsyncConnection, job_id: int) -> dict[str, int]:
+    """Sources of the job's latest answers by resolve status (one grouped count)."""
     rows = await connection.execute(
         sa.select(sources.c.resolve_status, sa.func.count())
-        .where(of_latest)
+        .where(_of_latest_answers(job_id))
         .group_by(sources.c.resolve_status)
     )
-    by_status = {status: count for status, count in rows}
+    return {str(status): int(count) for status, count in rows}
+
+
+async def source_totals(connection: AsyncConnection, job_id: int) -> SourceTotals:
+    """Sources of the latest answers by resolve status, and the resolution latency."""
+    of_latest = _of_latest_answers(job_id)
+    by_status = await source_counts(connection, job_id)
     timed = sa.and_(of_latest, sources.c.resolve_latency_ms.is_not(None))
     n_timed = await connection.scalar(sa.select(sa.func.count()).where(timed)) or 0
     latency = sources.c.resolve_latency_ms

@@ -216,3 +216,20 @@ async def test_a_lock_released_in_time_lets_the_operation_through() -> None:
         return "stored"
 
     assert await retrying(update, outage_s=30, what="storing outcomes") == "stored"
+
+
+def test_no_connection_free_in_the_pool_is_waited_out_like_a_lost_one() -> None:
+    """The pool is bounded (pipeline.store.engine): a checkout that waited past pool_timeout
+    is storage trouble, so a run's transaction retries it within database_outage_s."""
+    error = sa_exc.TimeoutError("QueuePool limit of size 2 overflow 3 reached")
+    assert trouble_of(error) == "connection"
+    assert storage_fault(error) is None
+
+
+async def test_a_pool_that_stays_exhausted_is_an_outage_in_one_line() -> None:
+    async def checkout() -> None:
+        raise sa_exc.TimeoutError("QueuePool limit of size 2 overflow 3 reached")
+
+    with pytest.raises(DatabaseOutage) as raised:
+        await retrying(checkout, outage_s=0.3, what="storing outcomes")
+    assert "database_outage_s" in str(raised.value) and "\n" not in str(raised.value)
