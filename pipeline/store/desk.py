@@ -50,16 +50,16 @@ def search_words(text: str | None) -> list[str]:
     return _WORD.findall(text or "")[:16]
 
 
+# SQLite's full-text table, whose rowid is the question's id.
+_DESK_FTS = sa.table("desk_fts", sa.column("rowid", sa.Integer))
+
+
 def _fts_condition(dialect: str, words: list[str]) -> sa.ColumnElement[bool]:
-    q = questions.c
     if dialect == "postgresql":
         query = sa.func.plainto_tsquery("simple", " ".join(words))
         return sa.literal_column("questions.desk_tsv").op("@@")(query)
     match = " ".join('"' + word.replace('"', '""') + '"' for word in words)
-    found = sa.text("SELECT rowid FROM desk_fts WHERE desk_fts MATCH :match").bindparams(
-        match=match
-    )
-    return q.id.in_(found.columns(sa.column("rowid", sa.Integer)))
+    return sa.text("desk_fts MATCH :match").bindparams(match=match)
 
 
 def _conditions(
@@ -98,6 +98,15 @@ def page_query(
     """The statement of :func:`list_page` on ``dialect`` (one row more than ``size``)."""
     q, a = questions.c, answers.c
     status = review_status(q.id, a.version)
+    rows: sa.FromClause = questions.outerjoin(
+        answers, sa.and_(a.question_id == q.id, LATEST_ANSWER)
+    )
+    order: sa.ColumnElement[int] = q.id
+    if dialect != "postgresql" and search_words(filters.search):
+        # FTS5 drives: it walks its matches in rowid order from ``after`` and the page stops at
+        # ``size``. Asked as "id IN (matches)", SQLite first gathered every match, which for a
+        # word in every row of 1,000,000 took most of a second.
+        rows, order = _DESK_FTS.join(rows, q.id == _DESK_FTS.c.rowid), _DESK_FTS.c.rowid
     return (
         sa.select(
             q.id,
@@ -112,9 +121,9 @@ def page_query(
             sa.func.substr(a.text, 1, SNIPPET_CHARS).label("a_snippet"),
             status.label("review"),
         )
-        .select_from(questions.outerjoin(answers, sa.and_(a.question_id == q.id, LATEST_ANSWER)))
-        .where(q.id > after, *_conditions(dialect, job_id, filters, status))
-        .order_by(q.id)
+        .select_from(rows)
+        .where(order > after, *_conditions(dialect, job_id, filters, status))
+        .order_by(order)
         .limit(size + 1)
     )
 
