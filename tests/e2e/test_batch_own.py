@@ -125,7 +125,7 @@ def test_the_demo_runs_in_batch_mode_with_managed_and_own_records(
     assert page.count('<span class="route">own retrieval</span>') == len(own)
     assert '<span class="route">managed</span>' in page
     # One follow-up batch at the emulator, the summary saying so.
-    assert f"own retrieval: {len(own)} questions routed to own batches, 1 follow-up batch" in said
+    assert f"{len(own)} to own retrieval (1 follow-up batch of the managed answers" in said
     followups = _sql(tmp_path, "SELECT count(*) FROM batches WHERE display_name LIKE 'followup-%'")
     assert followups == [(1,)]
     assert stats["batch"]["batches_created"] == len(_sql(tmp_path, "SELECT id FROM batches"))
