@@ -9,7 +9,6 @@ The emulator misses for the airports class as ``make demo``'s does (pipeline.dem
 from __future__ import annotations
 
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -25,12 +24,12 @@ from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.exit_codes import ExitStatus
 from pipeline.store.tables import answers, batches, calls
+from tests.support.batch_kill import kill_held_at
 from tests.support.databases import fetch_rows
 from tests.support.demo import DEMO_JOB, DEMO_QUESTIONS
 from tests.support.fallback import fallback_job
 from tests.support.ledger import assert_paid_once
 from tests.support.vertex import service_account_file, vertex_batch
-from tests.support.waiting import process_exited, wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
 
@@ -147,20 +146,7 @@ async def test_a_kill_around_the_follow_up_resumes_it_paid_once(tmp_path: Path, 
         assert first.returncode == 0, first.stderr.decode()
         assert emu.stats()["batch"]["batches_created"] == 1
         emu.hold_batch(stage)
-        child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
-        try:
-            wait_until(
-                lambda: emu.stats()["batch"].get(f"held_{stage}", 0) >= 1,
-                f"the run reaching the follow-up's {stage}",
-                abort=process_exited(child),
-            )
-            child.send_signal(signal.SIGKILL)
-            child.wait()
-        finally:
-            emu.release_batch(stage)
-            if child.poll() is None:
-                child.kill()
-                child.wait()
+        kill_held_at(emu, stage, command, env)
         # The ground batch was stored; the follow-up is the batch the kill caught.
         stored = _sql(tmp_path, "SELECT step, phase FROM batches ORDER BY id")
         assert stored[0] == ("ground", "done"), stored

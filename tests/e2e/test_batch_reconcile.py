@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -19,16 +18,15 @@ import sqlalchemy as sa
 
 from pipeline.commands import run_command
 from pipeline.emulator import EmulatorConfig, running_emulator
-from pipeline.emulator.testing import RunningEmulator
 from pipeline.limits import Backoff
 from pipeline.store.tables import batches, calls, questions
+from tests.support.batch_kill import kill_held_at
 from tests.support.credentials import service_account_info
 from tests.support.databases import fetch_rows
 from tests.support.jobs import make_job
 from tests.support.ledger import assert_paid_once
 from tests.support.paths import DEMO_SCHEMA
 from tests.support.vertex import vertex_batch
-from tests.support.waiting import process_exited, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -162,24 +160,6 @@ def _stored_answers(url: str) -> int:
         return db.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
 
 
-def _kill_at(emu: RunningEmulator, stage: str, command: list[str], env: dict[str, str]) -> None:
-    """Run ``command`` until the emulator holds it at ``stage``, then SIGKILL it."""
-    child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        wait_until(
-            lambda: emu.stats()["batch"].get(f"held_{stage}", 0) >= 1,
-            f"the run reaching the {stage} step",
-            abort=process_exited(child),
-        )
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-    finally:
-        emu.release_batch(stage)
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-
-
 def _log_records(stderr: bytes, action: str) -> list[dict[str, object]]:
     records = [json.loads(x) for x in stderr.decode().splitlines() if x.startswith("{")]
     return [r for r in records if r.get("action") == action]
@@ -199,7 +179,7 @@ async def test_a_kill_resumes_the_reconciliation_without_paying_twice(
         command = [sys.executable, "-m", "pipeline.cli", "run", str(spec.path)]
         command += [arg for override in BATCH for arg in ("--set", override)]
         emu.hold_batch(stage, after=1 if stage == "create" else 0)
-        _kill_at(emu, stage, command, env)
+        kill_held_at(emu, stage, command, env)
         if stage == "download":
             assert _stored_answers(spec.database_url) < N  # the kill landed before the end
         final = subprocess.run(command, env=env, capture_output=True, timeout=240, check=False)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -21,9 +20,9 @@ from pipeline.emulator import EmulatorConfig, running_emulator
 from pipeline.job.spec import JobSpec
 from pipeline.limits import Backoff
 from pipeline.store.tables import answers, batches, calls, jobs, questions
+from tests.support.batch_kill import kill_held_at
 from tests.support.databases import fetch_rows, postgres_database
 from tests.support.jobs import make_job
-from tests.support.waiting import process_exited, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -246,20 +245,7 @@ async def test_a_kill_mid_batch_resumes_and_fills_the_identical_questions(
         command = [sys.executable, "-m", "pipeline.cli", "run", str(spec.path)]
         command += [a for o in [*BATCH, 'job.name="killed"'] for a in ("--set", o)]
         emu.hold_batch(stage)
-        child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
-        try:
-            wait_until(
-                lambda: emu.stats()["batch"].get(f"held_{stage}", 0) >= 1,
-                f"the run reaching the {stage} step",
-                abort=process_exited(child),
-            )
-            child.send_signal(signal.SIGKILL)
-            child.wait()
-        finally:
-            emu.release_batch(stage)
-            if child.poll() is None:
-                child.kill()
-                child.wait()
+        kill_held_at(emu, stage, command, env)
         final = subprocess.run(command, env=env, capture_output=True, timeout=240, check=False)
         assert final.returncode == 0, final.stderr.decode()
         stats = emu.stats()
