@@ -66,6 +66,7 @@ async def test_list_filters_pages_and_search(backend: str, tmp_path: Path) -> No
             first = await (await client.get("/answers")).text()
             assert listed(first)[:3] == ["q0000", "q0001", "q0002"]
             assert len(listed(first)) == 50
+
             # keyset pages: each page starts after the last id of the one before, none lost
             async def walk(url: str | None) -> list[str]:
                 seen: list[str] = []
