@@ -59,7 +59,7 @@ def _fts_condition(dialect: str, words: list[str]) -> sa.ColumnElement[bool]:
         query = sa.func.plainto_tsquery("simple", " ".join(words))
         return sa.literal_column("questions.desk_tsv").op("@@")(query)
     match = " ".join('"' + word.replace('"', '""') + '"' for word in words)
-    return sa.text("desk_fts MATCH :match").bindparams(match=match)
+    return sa.literal_column("desk_fts").bool_op("MATCH")(match)
 
 
 def _conditions(
