@@ -47,8 +47,8 @@ from pipeline.retrieval.answer import own_request
 from pipeline.retrieval.search import query_terms
 from pipeline.rows import ROUTE_OWN, AnswerRecord, CallRecord, ClaimedQuestion, StateChange
 from pipeline.run.verdicts import Outcome, block_reason, blocked_outcome, failure_verdict
+from pipeline.store.answers import StoredOwnAnswer, own_passages
 from pipeline.store.database import Database
-from pipeline.store.routes import StoredOwnAnswer, own_passages
 
 log = logging.getLogger(__name__)
 
