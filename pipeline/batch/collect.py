@@ -55,10 +55,10 @@ from pipeline.grounding import GroundedAnswer
 from pipeline.job.calls import CallPlan
 from pipeline.links.resolver import Lookup
 from pipeline.links.rules import AllowList, initial_verdict
-from pipeline.online import rebuild_own_answer
 from pipeline.rows import ROUTE_OWN, StateChange
 from pipeline.run.commit_window import batches as groups
 from pipeline.run.context import RunContext
+from pipeline.run.own_verdicts import rebuild_own_answer
 from pipeline.run.summary import STORE
 from pipeline.run.verdicts import Outcome, failure_verdict, structure_failure_verdict
 from pipeline.store import batch_items, queue

@@ -30,17 +30,11 @@ from pipeline.gemini.wire import GenerateContentResponse
 from pipeline.job.calls import OwnRetrievalCall
 from pipeline.job.states import QuestionState
 from pipeline.limits import RetryPolicy
-from pipeline.online import (
-    OwnReply,
-    QueryEmbedder,
-    QueryVector,
-    nothing_found,
-    own_outcome,
-    with_dense_note,
-)
 from pipeline.retrieval import OwnRequest, Passage, own_request
+from pipeline.retrieval.query_vectors import QueryEmbedder, QueryVector
 from pipeline.rows import CallRecord
 from pipeline.run.context import RunContext
+from pipeline.run.own_verdicts import OwnReply, nothing_found, own_outcome, with_dense_note
 from pipeline.run.verdicts import Outcome
 from pipeline.store import batch_items, queue
 from pipeline.store import batches as store

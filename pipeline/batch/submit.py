@@ -45,9 +45,9 @@ from pipeline.gemini.batch_wire import PartWriter
 from pipeline.grounding import GroundedAnswer
 from pipeline.job.calls import CallPlan
 from pipeline.job.sections import BatchSection
-from pipeline.online import rebuild_own_answer
 from pipeline.rows import ROUTE_OWN
 from pipeline.run.context import RunContext
+from pipeline.run.own_verdicts import rebuild_own_answer
 from pipeline.run.verdicts import stored_answer
 from pipeline.store import batch_items
 from pipeline.store import batches as store

@@ -40,8 +40,8 @@ from pipeline.job.calls import OWN_STEP, OwnRetrievalCall, StructureCall
 from pipeline.job.states import QuestionState
 from pipeline.limits import RetryPolicy
 from pipeline.limits.policy import GROUND, STRUCTURE
-from pipeline.online import missed
 from pipeline.rows import CallRecord, StateChange
+from pipeline.run.own_verdicts import missed
 from pipeline.run.verdicts import (
     Outcome,
     failure_verdict,

@@ -75,9 +75,9 @@ from pipeline.online.call import MeteredCaller
 from pipeline.online.fence import LeaseFence
 from pipeline.online.flow import QuestionFlow
 from pipeline.online.heartbeat import Heartbeat
-from pipeline.online.query_vectors import QueryEmbedder
 from pipeline.online.writer import GroupCommitWriter
 from pipeline.redaction import redact
+from pipeline.retrieval.query_vectors import QueryEmbedder
 from pipeline.rows import ClaimedQuestion, StateChange
 from pipeline.run.context import RunContext
 from pipeline.run.summary import RunSummary
