@@ -6,7 +6,7 @@ A question claimed from the queue (:class:`ClaimedQuestion`), its next state
 (``online/``, ``batch/``, ``run/``); ``store/`` writes them in its transactions and reads them
 back; the spill file (:mod:`pipeline.run.spill`) keeps them as JSON when the database cannot
 take them. ``ROUTE_MANAGED`` and ``ROUTE_OWN`` are the values of an answer's ``route``
-(:mod:`pipeline.store.routes`).
+(:mod:`pipeline.store.answers`).
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class AnswerRecord:
     raw_response: bytes
     latency_ms: float
     version: int = 1  # 1 + the version of the answer stored when the question was claimed
-    route: str = ROUTE_MANAGED  # or ROUTE_OWN: which path answered (pipeline.store.routes)
+    route: str = ROUTE_MANAGED  # or ROUTE_OWN: which path answered (pipeline.store.answers)
     # A managed answer that missed, handed over to own retrieval: the question's next call 1
     # goes through it (stored with the answer, so a restart resumes at the own call).
     hand_over: bool = False

@@ -1,7 +1,7 @@
 """The job's budget in batch mode: a batch holds its worst case before it is created.
 
 Online, each call reserves its worst case in the job's shared budget row before it is sent
-(:mod:`pipeline.online.call`, :mod:`pipeline.limits.job_limits`). A batch is one purchase
+(the online call's, :mod:`pipeline.limits.job_limits`). A batch is one purchase
 of many requests, so it holds the sum of its requests' worst cases
 (:meth:`pipeline.costs.charges.WorstCase.micro` at *batch* prices) under the owner ``batch:<id>``:
 

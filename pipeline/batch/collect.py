@@ -55,16 +55,15 @@ from pipeline.grounding import GroundedAnswer
 from pipeline.job.calls import CallPlan
 from pipeline.links.resolver import Lookup
 from pipeline.links.rules import AllowList, initial_verdict
-from pipeline.online import rebuild_own_answer
 from pipeline.rows import ROUTE_OWN, StateChange
 from pipeline.run.commit_window import batches as groups
 from pipeline.run.context import RunContext
+from pipeline.run.own_verdicts import rebuild_own_answer
 from pipeline.run.summary import STORE
 from pipeline.run.verdicts import Outcome, failure_verdict, structure_failure_verdict
-from pipeline.store import batch_own, batch_structure, queue, routes
+from pipeline.store import batch_items, queue
 from pipeline.store import batches as store
-from pipeline.store.answers import StoredAnswers, VerdictOf
-from pipeline.store.outcomes import store_outcomes
+from pipeline.store.answers import StoredAnswers, VerdictOf, own_passages, store_outcomes
 
 log = logging.getLogger(__name__)
 
@@ -382,7 +381,7 @@ class Collector:
         """Each line's outcome; a key not (or no longer) leased to the batch is skipped."""
         outcomes: list[Outcome] = []
         if row.step == store.STRUCTURE:
-            held = await batch_structure.leased_for_structure(connection, row.id, ids)
+            held = await batch_items.leased_for_structure(connection, row.id, ids)
             for result in results:
                 question = held.get(int(result.key)) if result.key.isdigit() else None
                 if question is None:
@@ -392,14 +391,14 @@ class Collector:
                     outcomes.append(self.verdicts.structure(question, result, ctx, answer))
             return outcomes
         if row.step == store.OWN:
-            items = await batch_own.leased_own(connection, row.id, ids)
+            items = await batch_items.leased_own(connection, row.id, ids)
             for result in results:
                 item = items.get(int(result.key)) if result.key.isdigit() else None
                 if item is None:
                     _skipped(result)
                 else:
                     outcomes.append(self.verdicts.own(item, int(result.key), result, ctx))
-            await batch_own.clear_requests(connection, row.id, list(items))
+            await batch_items.clear_requests(connection, row.id, list(items))
             return outcomes
         leased = await store.leased_attempts(connection, row.id, ids)
         for result in results:
@@ -441,12 +440,12 @@ class Collector:
 
 
 async def _own_answer(
-    connection: AsyncConnection, question: batch_structure.StructureQuestion
+    connection: AsyncConnection, question: batch_items.StructureQuestion
 ) -> GroundedAnswer | None:
     """An own answer's citations rebuilt from its stored passages (None: a managed one)."""
     if question.answer_route != ROUTE_OWN:
         return None
-    stored = await routes.own_passages(connection, question.id, question.answer_version)
+    stored = await own_passages(connection, question.id, question.answer_version)
     return None if stored is None else rebuild_own_answer(question.answer_raw, stored)
 
 

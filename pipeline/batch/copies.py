@@ -42,11 +42,9 @@ from pipeline.job.states import QuestionState
 from pipeline.rows import AnswerRecord, StateChange
 from pipeline.run.context import RunContext
 from pipeline.run.verdicts import Outcome
-from pipeline.store import batch_copies, queue
+from pipeline.store import batch_items, queue
 from pipeline.store import batches as store
-from pipeline.store.answers import VerdictOf
-from pipeline.store.outcomes import store_outcomes
-from pipeline.store.reuse import Reusable, reusable_answers
+from pipeline.store.answers import Reusable, VerdictOf, reusable_answers, store_outcomes
 
 PAGE = 2_000  # questions read (and copied) per transaction
 
@@ -121,7 +119,7 @@ class BatchCopies:
         while True:
             page = await db.read(
                 "reading a batch's questions",
-                lambda c, a=after: batch_copies.batch_texts(c, row.id, after=a, limit=PAGE),
+                lambda c, a=after: batch_items.batch_texts(c, row.id, after=a, limit=PAGE),
             )
             if not page:
                 break
@@ -151,7 +149,7 @@ class BatchCopies:
         self,
         connection: AsyncConnection,
         row: store.BatchRow,
-        page: list[batch_copies.QuestionText],
+        page: list[batch_items.QuestionText],
         keys: dict[int, str],
     ) -> tuple[list[Outcome], set[str]]:
         """One page: the copies stored and taken out of the batch; the page's keys another
@@ -166,7 +164,7 @@ class BatchCopies:
         ]
         await store_outcomes(connection, outcomes, utcnow(), self._verdict_of)
         await store.drop_items(connection, row.id, [qid for qid in wanted if qid in leased])
-        twins = await batch_copies.twins(connection, self.ctx.job_id, row.id, page)
+        twins = await batch_items.twins(connection, self.ctx.job_id, row.id, page)
         mine = set(keys.values())
         asked = {k for t in twins if t.elsewhere and (k := self.key(t.text, t.meta)) in mine}
         return outcomes, asked
@@ -185,7 +183,7 @@ class BatchCopies:
     async def stamp(self, connection: AsyncConnection, outcomes: list[Outcome]) -> None:
         """Give each answer of a ground batch's lines its settings fingerprint and reuse key."""
         ids = [o.answer.question_id for o in outcomes if o.answer is not None]
-        texts = {q.id: q for q in await batch_copies.question_texts(connection, ids)}
+        texts = {q.id: q for q in await batch_items.question_texts(connection, ids)}
         settings = self._plan.settings
         for outcome in outcomes:
             if outcome.answer is not None and (q := texts.get(outcome.answer.question_id)):
@@ -207,7 +205,7 @@ class BatchCopies:
         ids = sorted(leased)
         outcomes: list[Outcome] = []
         for start in range(0, len(ids), PAGE):  # a batch that failed whole: a page at a time
-            left = await batch_copies.question_texts(connection, ids[start : start + PAGE])
+            left = await batch_items.question_texts(connection, ids[start : start + PAGE])
             keys = {q.id: self.key(q.text, q.meta) for q in left}
             found = await self._found(connection, keys.values())
             copies = [
@@ -226,13 +224,13 @@ class BatchCopies:
         self,
         connection: AsyncConnection,
         row: store.BatchRow,
-        rest: list[batch_copies.QuestionText],
+        rest: list[batch_items.QuestionText],
         keys: dict[int, str],
     ) -> list[int]:
         """Of ``rest``, those that had no line: an earlier question of the batch has their
         key (leased or not, in ``rest`` or not), or a question of the job still open outside
         it (asked elsewhere, or to be)."""
-        twins = await batch_copies.twins(connection, self.ctx.job_id, row.id, rest)
+        twins = await batch_items.twins(connection, self.ctx.job_id, row.id, rest)
         first: dict[str, int] = {}  # key -> the earliest question of the batch with it
         open_keys: set[str] = set()
         for twin in twins:

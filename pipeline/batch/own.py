@@ -12,7 +12,7 @@ result lines.
 The passages are retrieved when the batch's file is written: a page of questions is
 embedded (``[retrieval] dense``: online calls, ledgered as online runs ledger them, each
 question once), searched, and its requests stored in ``batch_items.own_request``
-(:mod:`pipeline.store.batch_own`) before its lines go into the file. A question the index has
+(:mod:`pipeline.store.batch_items`) before its lines go into the file. A question the index has
 nothing relevant for ends ``ungrounded`` (``nothing_relevant``) and leaves the batch, as it
 makes no call online. When the results come back, each answer's citations are built from
 the stored passages (:func:`own_line`), the same records, sources and route as online.
@@ -30,19 +30,13 @@ from pipeline.gemini.wire import GenerateContentResponse
 from pipeline.job.calls import OwnRetrievalCall
 from pipeline.job.states import QuestionState
 from pipeline.limits import RetryPolicy
-from pipeline.online import (
-    OwnReply,
-    QueryEmbedder,
-    QueryVector,
-    nothing_found,
-    own_outcome,
-    with_dense_note,
-)
 from pipeline.retrieval import OwnRequest, Passage, own_request
+from pipeline.retrieval.query_vectors import QueryEmbedder, QueryVector
 from pipeline.rows import CallRecord
 from pipeline.run.context import RunContext
+from pipeline.run.own_verdicts import OwnReply, nothing_found, own_outcome, with_dense_note
 from pipeline.run.verdicts import Outcome
-from pipeline.store import batch_own, queue
+from pipeline.store import batch_items, queue
 from pipeline.store import batches as store
 
 PAGE = 100  # questions embedded, searched and stored together while a file is written
@@ -110,11 +104,11 @@ class OwnLines:
         ]
 
         async def keep(connection: AsyncConnection) -> None:
-            await batch_own.store_requests(
+            await batch_items.store_requests(
                 connection, batch_id, [(qid, _encoded(request)) for qid, request in kept]
             )
             gone = [o.change.question_id for o in missing if o.change is not None]
-            await batch_own.leave_batch(connection, batch_id, gone)
+            await batch_items.leave_batch(connection, batch_id, gone)
             await queue.apply_state_changes(connection, [o.change for o in missing if o.change])
 
         await self.ctx.db.transaction("storing an own batch's requests", keep)
@@ -141,12 +135,14 @@ class OwnLines:
 
 
 def _encoded(request: OwnRequest) -> dict[str, object]:
-    passages = [batch_own.StoredPassage(p.doc_id, p.title, p.uri, p.text) for p in request.passages]
-    return batch_own.encode_request(passages, request.query, request.note)
+    passages = [
+        batch_items.StoredPassage(p.doc_id, p.title, p.uri, p.text) for p in request.passages
+    ]
+    return batch_items.encode_request(passages, request.query, request.note)
 
 
 def own_line(
-    item: batch_own.OwnItem,
+    item: batch_items.OwnItem,
     question_id: int,
     response: GenerateContentResponse,
     raw: bytes,

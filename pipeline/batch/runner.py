@@ -61,7 +61,7 @@ from pipeline.gemini.embed import EmbeddingClient
 from pipeline.job.calls import CallPlan
 from pipeline.job.sections import BatchSection
 from pipeline.links.resolver import Lookup, Resolver
-from pipeline.online import QueryEmbedder
+from pipeline.retrieval.query_vectors import QueryEmbedder
 from pipeline.run.context import RunContext
 from pipeline.run.summary import SUBMIT, WAIT, RunSummary
 from pipeline.store import batches as store

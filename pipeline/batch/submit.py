@@ -45,12 +45,13 @@ from pipeline.gemini.batch_wire import PartWriter
 from pipeline.grounding import GroundedAnswer
 from pipeline.job.calls import CallPlan
 from pipeline.job.sections import BatchSection
-from pipeline.online import rebuild_own_answer
 from pipeline.rows import ROUTE_OWN
 from pipeline.run.context import RunContext
+from pipeline.run.own_verdicts import rebuild_own_answer
 from pipeline.run.verdicts import stored_answer
-from pipeline.store import batch_own, batch_structure, routes
+from pipeline.store import batch_items
 from pipeline.store import batches as store
+from pipeline.store.answers import own_passages
 
 log = logging.getLogger(__name__)
 
@@ -108,13 +109,13 @@ class Submitter:
         plan, own = self._plan, self._plan.own
         claims: list[_Claim] = []
         if ground:
-            not_routed = batch_own.not_routed(own.classes) if own is not None else None
+            not_routed = batch_items.not_routed(own.classes) if own is not None else None
             claims.append(_Claim(store.GROUND, plan.ground.model, not_routed))
             if own is not None and own.classes:
-                claims.append(_Claim(store.OWN, own.model, batch_own.routed_where(own.classes)))
+                claims.append(_Claim(store.OWN, own.model, batch_items.routed_where(own.classes)))
         if own is not None:
-            handed = batch_own.handed_over_where(fresh_only=not ground)
-            claims.append(_Claim(store.OWN, own.model, handed, batch_own.FOLLOWUP))
+            handed = batch_items.handed_over_where(fresh_only=not ground)
+            claims.append(_Claim(store.OWN, own.model, handed, batch_items.FOLLOWUP))
         if self.structure_in_batch:
             assert plan.structure is not None
             claims.append(_Claim(store.STRUCTURE, plan.structure.model))
@@ -158,7 +159,7 @@ class Submitter:
             if job is None:
                 job = await client.create(row.model, row.input_name, display_name=row.display_name)
                 self.ctx.summary.batches_created.append(job.name)
-                if row.display_name.startswith(f"{batch_own.FOLLOWUP}-"):
+                if row.display_name.startswith(f"{batch_items.FOLLOWUP}-"):
                     self.ctx.summary.batch.followups += 1
             submitted = {
                 "batch": job.name,
@@ -291,16 +292,16 @@ class Submitter:
     async def _structure_lines(self, batch_id: int) -> AsyncIterator[tuple[str, bytes]]:
         call = self._plan.structure
         assert call is not None
-        async for q in batch_structure.structure_questions(self.ctx.db, batch_id):
+        async for q in batch_items.structure_questions(self.ctx.db, batch_id):
             answer = await self._stored_answer(q)
             yield str(q.id), call.body(q.text, answer, q.repair_errors)
 
-    async def _stored_answer(self, q: batch_structure.StructureQuestion) -> GroundedAnswer:
+    async def _stored_answer(self, q: batch_items.StructureQuestion) -> GroundedAnswer:
         """A question's stored answer: an own one's citations rebuilt from its passages."""
         if q.answer_route == ROUTE_OWN:
             stored = await self.ctx.db.read(
                 "reading an own answer's passages",
-                lambda c: routes.own_passages(c, q.id, q.answer_version),
+                lambda c: own_passages(c, q.id, q.answer_version),
             )
             if stored is not None:
                 return rebuild_own_answer(q.answer_raw, stored)

@@ -40,8 +40,8 @@ from pipeline.job.calls import OWN_STEP, OwnRetrievalCall, StructureCall
 from pipeline.job.states import QuestionState
 from pipeline.limits import RetryPolicy
 from pipeline.limits.policy import GROUND, STRUCTURE
-from pipeline.online import missed
 from pipeline.rows import CallRecord, StateChange
+from pipeline.run.own_verdicts import missed
 from pipeline.run.verdicts import (
     Outcome,
     failure_verdict,
@@ -50,8 +50,8 @@ from pipeline.run.verdicts import (
     structure_failure_verdict,
     structured_record,
 )
-from pipeline.store import batch_own
-from pipeline.store.batch_structure import StructureQuestion
+from pipeline.store import batch_items
+from pipeline.store.batch_items import StructureQuestion
 from pipeline.store.batches import ERRORS_SEPARATOR
 from pipeline.structure import REPAIR_RETRIES
 
@@ -132,7 +132,7 @@ class LineVerdicts:
         return Outcome(change, answer=handed, calls=outcome.calls)
 
     def own(
-        self, item: batch_own.OwnItem, question_id: int, result: ResultLine, ctx: LineContext
+        self, item: batch_items.OwnItem, question_id: int, result: ResultLine, ctx: LineContext
     ) -> Outcome:
         """An ``own`` batch's line: the answer cited from the passages its request was sent
         with (``item``), judged as online own retrieval judges it."""

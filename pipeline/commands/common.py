@@ -20,16 +20,19 @@ from pipeline.exit_codes import EXIT_FAILED, EXIT_USAGE, ExitStatus
 from pipeline.grounding.hosts import is_local_url
 from pipeline.intake.loader import LoadError, LoadResult, load_records, load_source
 from pipeline.job.spec import JobSpec
-from pipeline.store import queue, statistics, urls
-from pipeline.store.database import DatabaseOutage, retrying, trouble_of
+from pipeline.store import queue
+from pipeline.store.database import DatabaseOutage, retrying, storage_fault, trouble_of
 from pipeline.store.engine import (
+    LOADED_TABLES,
     DatabaseSchemaError,
+    analyze,
     create_engine,
+    database_problem,
     ensure_directory,
     migrate,
+    sqlite_file,
 )
-from pipeline.store.faults import storage_fault
-from pipeline.store.urls import sqlite_file
+from pipeline.store.engine import display_url as engine_display_url
 from pipeline.watch.terminal import hung_up, let_go, printable
 
 log = logging.getLogger(__name__)
@@ -140,7 +143,7 @@ def _refuse(spec: JobSpec, exc: BaseException) -> NoReturn:
         isinstance(exc, TypeError) and "connect()" in str(exc)  # a connection option
     )
     if connecting:
-        raise DatabaseUnavailable(urls.database_problem(spec.database_url, exc)) from None
+        raise DatabaseUnavailable(database_problem(spec.database_url, exc)) from None
     raise exc  # a bug of ours
 
 
@@ -171,7 +174,7 @@ def _check_place(spec: JobSpec, purpose: Purpose) -> None:
 
 def display_url(spec: JobSpec) -> str:
     """The job's database, shown without a password."""
-    return urls.display_url(spec.database_url)
+    return engine_display_url(spec.database_url)
 
 
 async def find_job_id(engine: AsyncEngine, spec: JobSpec) -> int | None:
@@ -242,7 +245,7 @@ async def load_questions_into(
         )
     if result.added or result.edited:  # the planner sees what was loaded (store.statistics)
         async with engine.begin() as connection:
-            await statistics.analyze(connection, statistics.LOADED_TABLES)
+            await analyze(connection, LOADED_TABLES)
     return job_id, result
 
 

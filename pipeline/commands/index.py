@@ -1,6 +1,6 @@
 """``ground index JOB``: load ``[retrieval]``'s documents into the job's own index, then, with
 ``dense = true``, embed the chunks that have no vector yet; what it wrote is analyzed
-(:mod:`pipeline.store.statistics`).
+(:mod:`pipeline.store.engine`).
 
 Every write goes through the retried transaction a run uses (:class:`Database`): a restart,
 a lost connection or a lock held by another session is waited out within
@@ -19,8 +19,9 @@ from pipeline.gemini.endpoint import ConfigurationError, endpoint_for
 from pipeline.job.spec import JobSpec
 from pipeline.retrieval.documents import DocumentError
 from pipeline.retrieval.index import Embedding, embed_pending, load_index
-from pipeline.store import documents, queue, statistics
+from pipeline.store import documents, queue
 from pipeline.store.database import Database, DatabaseOutage
+from pipeline.store.engine import INDEXED_TABLES, analyze
 
 
 async def index_command(spec: JobSpec) -> int:
@@ -62,7 +63,7 @@ async def _index(db: Database, spec: JobSpec) -> int:
 
 
 async def _analyze_index(connection: AsyncConnection) -> None:
-    await statistics.analyze(connection, statistics.INDEXED_TABLES)
+    await analyze(connection, INDEXED_TABLES)
 
 
 def embedding_for(spec: JobSpec) -> Embedding:

@@ -30,7 +30,8 @@ from pipeline.results.estimate import (
     job_prices,
     unbudgeted_note,
 )
-from pipeline.store import ledger, queue, resolution, routes
+from pipeline.store import ledger, queue, resolution
+from pipeline.store.answers import requeue_via_own
 from pipeline.store.database import Database
 
 
@@ -108,7 +109,7 @@ async def retry_command(
             complain(f"job {spec.name!r} has not been loaded or run yet")
             return EXIT_FAILED
         if via is not None:
-            count = await routes.requeue_via_own(connection, job_id, error_class)
+            count = await requeue_via_own(connection, job_id, error_class)
         else:
             count = await queue.requeue(connection, job_id, states, error_class)
     which = "/".join(states) + (f" with error class {error_class}" if error_class else "")

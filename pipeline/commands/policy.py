@@ -14,7 +14,7 @@ from pipeline.commands.common import say
 from pipeline.job.source_policy import policy_of
 from pipeline.job.spec import JobSpec
 from pipeline.store.database import Database
-from pipeline.store.source_policy import PolicyPass, judge_sources
+from pipeline.store.resolution import PolicyPass, judge_sources
 
 
 async def apply_source_policy(engine: AsyncEngine, spec: JobSpec, job_id: int) -> PolicyPass:

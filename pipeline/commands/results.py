@@ -33,9 +33,8 @@ from pipeline.results.status import (
     render_status,
 )
 from pipeline.store import queue
-from pipeline.store.engine import create_engine
+from pipeline.store.engine import async_url, create_engine
 from pipeline.store.status import class_routes, class_stats
-from pipeline.store.urls import async_url
 from pipeline.watch.terminal import printable
 
 if TYPE_CHECKING:

@@ -31,10 +31,9 @@ from pipeline.run.spill import (
 )
 from pipeline.run.verdicts import Outcome
 from pipeline.store import queue
-from pipeline.store.database import Database, DatabaseOutage
-from pipeline.store.faults import storage_fault
-from pipeline.store.outcomes import store_outcomes, unstored
-from pipeline.store.urls import sqlite_file
+from pipeline.store.answers import store_outcomes, unstored
+from pipeline.store.database import Database, DatabaseOutage, storage_fault
+from pipeline.store.engine import sqlite_file
 
 log = logging.getLogger(__name__)
 

@@ -65,7 +65,7 @@ def unknown_file_fields(path: Path, source: SourceSection) -> list[UnknownField]
 async def unknown_query_fields(source: SourceSection) -> list[UnknownField]:
     """The named fields a ``[source] query`` has no column for (nothing when the query cannot
     be run this way: the loader names that problem)."""
-    from pipeline.store.urls import async_url
+    from pipeline.store.engine import async_url
 
     named = named_fields(source)
     if not named:

@@ -47,7 +47,7 @@ from pipeline.intake.ids import InvalidId, checked_id
 from pipeline.intake.query import query_records
 from pipeline.job.sections import SourceSection
 from pipeline.store import queue, versions
-from pipeline.store.loads import Fingerprint, save_fingerprint, stored_fingerprint
+from pipeline.store.queue import Fingerprint, save_fingerprint, stored_fingerprint
 
 CHUNK_ROWS = 1_000  # rows per insert; bounds memory and statement size
 NAMED_EDITS = 5  # changed ids a refused load names (the count says how many more)

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from pipeline.store.urls import async_url
+from pipeline.store.engine import async_url
 
 QUERY_PARTITION_ROWS = 1_000  # rows fetched from the cursor at a time
 

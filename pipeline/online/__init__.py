@@ -8,15 +8,6 @@ from pipeline.surface import lazy_surface
 if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.online.call import MeteredCaller
     from pipeline.online.leases import default_owner
-    from pipeline.online.own import (
-        OwnReply,
-        missed,
-        nothing_found,
-        own_outcome,
-        rebuild_own_answer,
-        with_dense_note,
-    )
-    from pipeline.online.query_vectors import QueryEmbedder, QueryVector
     from pipeline.online.runner import OnlineRunner
     from pipeline.online.verification import Checker, CheckResult
 else:  # what Python does: each name imported when first asked for
@@ -25,19 +16,6 @@ else:  # what Python does: each name imported when first asked for
         {
             "call": ("MeteredCaller",),
             "leases": ("default_owner",),
-            "own": (
-                "OwnReply",
-                "missed",
-                "nothing_found",
-                "own_outcome",
-                "rebuild_own_answer",
-                "with_dense_note",
-            ),
-            "query_vectors": (
-                "QueryEmbedder",
-                "QueryVector",
-                "QueryVector",
-            ),
             "runner": ("OnlineRunner",),
             "verification": (
                 "CheckResult",
@@ -52,13 +30,5 @@ __all__ = [
     "Checker",
     "MeteredCaller",
     "OnlineRunner",
-    "OwnReply",
-    "QueryEmbedder",
-    "QueryVector",
     "default_owner",
-    "missed",
-    "nothing_found",
-    "own_outcome",
-    "rebuild_own_answer",
-    "with_dense_note",
 ]

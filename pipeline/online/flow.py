@@ -47,10 +47,11 @@ from pipeline.job.states import QuestionState
 from pipeline.limits import RetryPolicy
 from pipeline.online.answering import Answerer, capped
 from pipeline.online.call import ModelCaller
-from pipeline.online.own import OwnAnswerer, missed, stored_own_answer
-from pipeline.online.query_vectors import QueryEmbedder
+from pipeline.online.own import OwnAnswerer, stored_own_answer
 from pipeline.online.reuse import AnswerReuse
+from pipeline.retrieval.query_vectors import QueryEmbedder
 from pipeline.rows import ROUTE_MANAGED, ROUTE_OWN, ClaimedQuestion, StateChange
+from pipeline.run.own_verdicts import missed
 from pipeline.run.verdicts import Outcome, stored_answer
 from pipeline.store.database import Database
 from pipeline.store.ledger import question_spend

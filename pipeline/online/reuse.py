@@ -5,7 +5,7 @@ Every managed call-1 answer is stamped with the call's settings fingerprint and 
 (:meth:`pipeline.job.calls.CallPlan.reuse_key`), whether reuse is on or not, so that turning
 it on later finds the answers already paid for. With reuse on, a question about to be asked
 first looks for a grounded answer stored under its key within the window, in any job of the
-database (:mod:`pipeline.store.reuse`); found, the answer is copied at no cost: no call, no
+database (:mod:`pipeline.store.answers`); found, the answer is copied at no cost: no call, no
 ledger row, ``reused_from`` naming the original, the original's resolved destinations kept.
 
 Within one process, a question whose key another caller is asking right now waits for that
@@ -28,7 +28,7 @@ from pipeline.grounding import avoiding, ground_answer
 from pipeline.job.states import QuestionState
 from pipeline.rows import AnswerRecord, ClaimedQuestion, StateChange
 from pipeline.run.verdicts import Outcome
-from pipeline.store.reuse import Reusable, reusable_answer
+from pipeline.store.answers import Reusable, reusable_answer
 
 if TYPE_CHECKING:
     from pipeline.job.calls import CallPlan

@@ -28,7 +28,7 @@
   until they are stored, and an outage longer than ``[job] database_outage_s`` ends the run
   with one message (:class:`~pipeline.store.database.DatabaseOutage`). A storage that
   refuses (a full disk, a read-only or removed file:
-  :class:`~pipeline.store.faults.StorageFault`) stops the run at once, naming the cause.
+  :class:`~pipeline.store.database.StorageFault`) stops the run at once, naming the cause.
   Either way the calls under way finish, and the outcomes the database could not take are
   kept in the spill file (:mod:`pipeline.run.spill`) and counted in the run's spend; the
   run's closing line names the cause and the file, and the next run stores them first.
@@ -75,9 +75,9 @@ from pipeline.online.call import MeteredCaller
 from pipeline.online.fence import LeaseFence
 from pipeline.online.flow import QuestionFlow
 from pipeline.online.heartbeat import Heartbeat
-from pipeline.online.query_vectors import QueryEmbedder
 from pipeline.online.writer import GroupCommitWriter
 from pipeline.redaction import redact
+from pipeline.retrieval.query_vectors import QueryEmbedder
 from pipeline.rows import ClaimedQuestion, StateChange
 from pipeline.run.context import RunContext
 from pipeline.run.summary import RunSummary

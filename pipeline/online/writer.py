@@ -15,11 +15,11 @@
   held until they are stored. A commit whose acknowledgement was lost with the connection
   went through: when it is run again, the outcomes whose calls the ledger holds already (a
   call's identity: question, step, start) are left out
-  (:func:`~pipeline.store.outcomes.unstored`), so nothing is stored or settled twice.
+  (:func:`~pipeline.store.answers.unstored`), so nothing is stored or settled twice.
 * In the transaction the budget row is locked first (as everywhere), and the budget
   reservations of the group's calls are settled against what the ledger stores. A question's
   state is written only while its lease is still this run's
-  (:func:`~pipeline.store.outcomes.store_outcomes`, given the run's ``owner``).
+  (:func:`~pipeline.store.answers.store_outcomes`, given the run's ``owner``).
 * After a commit a caller that goes on to call 2 is released (``Outcome.committed``), every
   finished question is reported to the pool, and each stored redirect is handed to the
   resolver's feed at once; a full feed drops it (still pending in the database: the final
@@ -48,9 +48,8 @@ from pipeline.rows import StateChange
 from pipeline.run.commit_window import batches
 from pipeline.run.spill import SpillError, SpillFile
 from pipeline.run.verdicts import Outcome
-from pipeline.store.answers import StoredAnswers, VerdictOf
+from pipeline.store.answers import StoredAnswers, VerdictOf, store_outcomes, unstored
 from pipeline.store.database import Database, DatabaseOutage
-from pipeline.store.outcomes import store_outcomes, unstored
 
 WRITE_BATCH_MAX = 500  # outcomes per transaction at most (taken when already waiting)
 # The commit window (Kafka's linger.ms): after the first outcome, the writer waits up to this

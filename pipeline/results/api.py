@@ -47,12 +47,14 @@ from pipeline.results.precision import job_precision, verify_model
 from pipeline.store.engine import (
     DatabaseSchemaError,
     create_engine,
+    database_problem,
+    display_url,
     head_revision,
     is_current,
     read_schema,
+    sqlite_file,
 )
 from pipeline.store.records import Filters
-from pipeline.store.urls import database_problem, display_url, sqlite_file
 
 if TYPE_CHECKING:
     import pandas as pd

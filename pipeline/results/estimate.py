@@ -20,8 +20,7 @@ from pipeline.costs.prices import Price, PriceTable
 from pipeline.grounding import GroundedAnswer
 from pipeline.job.calls import GroundedCall, StructureCall
 from pipeline.limits import estimate_tokens
-from pipeline.store.estimate_basis import read_estimate_basis
-from pipeline.store.ledger import micro_to_usd
+from pipeline.store.ledger import micro_to_usd, read_estimate_basis
 from pipeline.structure import REPAIR_RETRIES
 
 # Assumed usage of one grounded call before any was observed (a short factual answer).

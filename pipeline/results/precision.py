@@ -30,8 +30,8 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.job.spec import JobSpec
-from pipeline.store import verdict_reads
-from pipeline.store.verdict_reads import VerdictRow
+from pipeline.store import citation_verdicts
+from pipeline.store.citation_verdicts import VerdictRow
 from pipeline.verify.precision import READABLE, Checked, Tally, verified_fractions
 
 # Every verdict a pair can have, in the order figures list them.
@@ -120,10 +120,10 @@ async def job_precision(
     connection: AsyncConnection, job_id: int, model: str
 ) -> JobPrecision | None:
     """The job's figures from its stored verdicts; None when none are stored."""
-    counts = await verdict_reads.verdict_counts(connection, job_id, model)
+    counts = await citation_verdicts.verdict_counts(connection, job_id, model)
     if not counts:
         return None
-    answers = await verdict_reads.answer_counts(connection, job_id, model)
+    answers = await citation_verdicts.answer_counts(connection, job_id, model)
     return figures_from(model, counts, answers)
 
 

@@ -14,10 +14,9 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.job.states import TERMINAL_STATES
-from pipeline.store import ledger, model_drift, reviews
+from pipeline.store import ledger, reviews
 from pipeline.store import status as sums
-from pipeline.store.exclusions import excluded_domain_sources
-from pipeline.store.source_policy import policy_counts
+from pipeline.store.resolution import excluded_domain_sources, policy_counts
 from pipeline.store.status import ClassStats, RouteStats, source_problems, state_counts
 
 
@@ -193,9 +192,9 @@ async def other_models(
     connection: AsyncConnection, job_id: int, *, ground_model: str, structure_model: str | None
 ) -> OtherModels:
     """Which stored answers (and objects, with the structure step on) another model made."""
-    ground = await model_drift.other_models(connection, job_id, "ground", ground_model)
+    ground = await ledger.other_models(connection, job_id, "ground", ground_model)
     structure = (
-        await model_drift.other_models(connection, job_id, "structure", structure_model)
+        await ledger.other_models(connection, job_id, "structure", structure_model)
         if structure_model is not None
         else {}
     )

@@ -1,5 +1,5 @@
-"""What an online and a batch run share: the run summary, the verdicts on a response, and the
-commit window."""
+"""What an online and a batch run share: the run summary, the verdicts on a response (own
+retrieval's too), and the commit window."""
 
 from typing import TYPE_CHECKING
 
@@ -9,6 +9,14 @@ if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.run.commit_window import batches
     from pipeline.run.context import RunContext, RunPrices, job_spill_prefix, run_context
     from pipeline.run.outcome import RunOutcome
+    from pipeline.run.own_verdicts import (
+        OwnReply,
+        missed,
+        nothing_found,
+        own_outcome,
+        rebuild_own_answer,
+        with_dense_note,
+    )
     from pipeline.run.spill import (
         Spilled,
         SpillError,
@@ -50,6 +58,14 @@ else:  # what Python does: each name imported when first asked for
                 "run_context",
             ),
             "outcome": ("RunOutcome",),
+            "own_verdicts": (
+                "OwnReply",
+                "missed",
+                "nothing_found",
+                "own_outcome",
+                "rebuild_own_answer",
+                "with_dense_note",
+            ),
             "spill": (
                 "SpillError",
                 "SpillFile",
@@ -88,6 +104,7 @@ __all__ = [
     "SUBMIT",
     "WAIT",
     "Outcome",
+    "OwnReply",
     "RunContext",
     "RunOutcome",
     "RunPrices",
@@ -105,7 +122,11 @@ __all__ = [
     "finished_between",
     "grounded_verdict",
     "job_spill_prefix",
+    "missed",
+    "nothing_found",
+    "own_outcome",
     "read_spilled",
+    "rebuild_own_answer",
     "render_run_summary",
     "run_context",
     "same_file_system",
@@ -113,4 +134,5 @@ __all__ = [
     "structure_failure_verdict",
     "structured_outcome",
     "structured_record",
+    "with_dense_note",
 ]

@@ -37,9 +37,8 @@ from pipeline.redaction import redact
 from pipeline.run.spill import SpillFile, spill_path, spill_prefix, state_directory
 from pipeline.run.summary import RunSummary
 from pipeline.store import notify_deliveries
-from pipeline.store.database import Database
-from pipeline.store.faults import FileIdentity
-from pipeline.store.urls import display_url, sqlite_file
+from pipeline.store.database import Database, FileIdentity
+from pipeline.store.engine import display_url, sqlite_file
 
 log = logging.getLogger(__name__)
 

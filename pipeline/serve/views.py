@@ -23,9 +23,9 @@ from pipeline.results.report import answer_marks, render_legend
 from pipeline.serve.context import CONTEXT, ENGINE, render
 from pipeline.serve.diff import text_diff
 from pipeline.serve.security import CsrfRefused, check_csrf
-from pipeline.store import desk, reviews
+from pipeline.store import reviews
+from pipeline.store.citation_verdicts import verdicts_by_answer
 from pipeline.store.records import StoredQuestion, raw_response, read_versions
-from pipeline.store.verdict_reads import verdicts_by_answer
 
 PAGE_SIZE = 50
 VERDICTS = ("supported", "partly", "not_supported", "contradicted", "unreadable", "no_verdict")
@@ -39,10 +39,10 @@ def _choice(value: str | None, choices: tuple[str, ...]) -> str | None:
     return value if value in choices else None
 
 
-def filters_of(query: Any) -> desk.DeskFilters:
+def filters_of(query: Any) -> reviews.DeskFilters:
     """The list's filters from a request's query string."""
     grounded = {"yes": True, "no": False}.get(query.get("grounded", ""))
-    return desk.DeskFilters(
+    return reviews.DeskFilters(
         state=_choice(query.get("state"), STATES),
         qclass=query.get("class") or None,
         grounded=grounded,
@@ -66,7 +66,7 @@ async def answers_page(request: web.Request) -> web.Response:
     context = request.app[CONTEXT]
     filters = filters_of(request.query)
     async with request.app[ENGINE].connect() as connection:
-        rows, following = await desk.list_page(
+        rows, following = await reviews.list_page(
             connection, context.job_id, filters, after=_after(request.query), size=PAGE_SIZE
         )
     kept = {k: v for k in FILTER_NAMES if (v := request.query.get(k))}
@@ -125,7 +125,7 @@ async def answer_page(request: web.Request) -> web.Response:
             else {}
         )
         history = await reviews.review_history(connection, versions[-1].row["id"])
-        before, after = await desk.neighbours(connection, context.job_id, versions[-1].row["id"])
+        before, after = await reviews.neighbours(connection, context.job_id, versions[-1].row["id"])
     drawn = [_drawn(v, checked.get(v.row["a_id"])) for v in versions if v.row["a_id"]]
     diff = (
         text_diff(drawn[-2]["record"]["answer"] or "", drawn[-1]["record"]["answer"] or "")
@@ -173,7 +173,7 @@ async def review_post(request: web.Request) -> web.StreamResponse:
         raise web.HTTPBadRequest(text="a review needs a verdict and the reviewer's name")
     qid = request.match_info["qid"]
     async with request.app[ENGINE].begin() as connection:
-        question_id = await desk.question_id_of(connection, context.job_id, qid)
+        question_id = await reviews.question_id_of(connection, context.job_id, qid)
         if question_id is None:
             raise web.HTTPNotFound(text="no such question in this job")
         await reviews.record_review(

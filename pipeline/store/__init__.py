@@ -1,25 +1,43 @@
-"""All SQL: the schema, the engine, and one module per thing the pipeline stores or asks.
+"""All SQL, one module per family of tables: each module owns the queries of its tables.
 
-* ``engine``: engines (SQLite pragmas, the PostgreSQL pool) and :func:`migrate` (locked);
-* ``database``: retrying a transaction across a database restart, up to an outage limit;
+A new feature adds a function (or a few) to the family whose tables it reads or writes, not a
+module of its own; a family outgrowing one module (600 lines) is split by table, not by
+caller. Transactions are not opened here but by whoever runs the work (the run, a command),
+through :class:`~pipeline.store.database.Database`: every function here takes the caller's
+connection, so one transaction can span several families (a group commit).
+
+* ``engine``: engines (SQLite pragmas, the PostgreSQL pool), :func:`migrate` (locked), the
+  database URLs (shown without a password), ``ANALYZE`` after a bulk write, and
+  ``INSERT ... ON CONFLICT DO NOTHING`` on both backends;
+* ``database``: :class:`Database`, the one way a run reaches its database (a transaction
+  retried across a database restart, up to an outage limit), and the storage faults (a full
+  disk, a read-only or removed file) told apart from an outage;
 * ``tables``: the SQLAlchemy Core tables (Alembic's migrations are the schema's source);
-* ``queue``: claim under a lease, heartbeat, state changes, release, requeue; loading
-  (``insert_new_questions``: ``INSERT ... ON CONFLICT DO NOTHING RETURNING``);
-* ``loads``: the fingerprint of the question file a job last loaded (skip it unchanged);
-* ``outcomes``: a group of outcomes (answers, objects, ledger rows, states) in one place;
-* ``answers`` / ``structured`` / ``versions``: call 1's answers with sources and supports, call
-  2's objects, and their versions (nothing paid for is deleted);
-* ``ledger``: every call with its cost, and the one spend query;
-* ``quota``: the job's rate, tokens, daily count and budget, shared by its processes;
-* ``resolution``: the sources still to resolve, and their verdicts;
-* ``batches``: batch mode's batches and the questions leased to each (claim, phases, link ages);
-* ``batch_copies``: what batch mode reads to copy answers instead of asking (reuse);
-* ``batch_structure``: a structure batch's questions with their stored answers (call 2);
-* ``batch_own``: own retrieval's batches: which questions they take, the requests they sent;
-* ``statistics``: ``ANALYZE`` after a bulk write (load, index), so plans stay hash/index plans;
-* ``status``: what ``status``, a run's progress and the report sum up (the read model);
+* ``queue``: ``jobs`` and ``questions`` as a work queue: claim under a lease, heartbeat,
+  state changes, release, requeue, loading, and the fingerprint of the file last loaded
+  (``source_loads``);
+* ``answers``: call 1's answers with sources and supports, call 2's objects (``structured``),
+  a group of outcomes stored at once, reused answers, and own retrieval's routes;
+* ``versions``: answer and structured-object versions (the latest, superseding, asking again);
+* ``ledger``: ``calls``: every call with its cost, the spend, which answer version each call
+  paid for, which model made what, and what ``ground estimate`` reads;
+* ``quota``: ``shared_limits`` and ``budget_holds``: the job's rate, tokens, daily count and
+  budget, shared by its processes;
+* ``resolution``: ``sources``: what is left to resolve and the verdicts, the excluded
+  domains, and the ``[sources]`` policy applied to them;
+* ``batches``: batch mode's ``batches`` and the questions leased to each (claim, phases, link
+  ages);
+* ``batch_items``: what a batch's questions carry by step: own retrieval's requests, a
+  structure batch's stored answers, the texts copied instead of asked;
+* ``citation_verdicts``: what ``ground verify`` reads and stores, and the verdicts read back;
+* ``status``: what ``status``, a run's progress and the report sum up (the read model), and
+  the report's scope and problem rows;
+* ``reviews``: people's decisions (an audit trail) and the review desk's pages;
+* ``documents``: own retrieval's index (``documents``, ``chunks``), its searches, and the
+  questions' stored embeddings (``query_vectors``);
 * ``records``: results read back in batches, for export, show and the report;
-* ``upsert``: ``INSERT ... ON CONFLICT DO NOTHING`` on both backends.
+* ``trial``: the questions a ``ground run --limit`` or ``--sample`` may touch;
+* ``notify_deliveries``: the webhook outbox's deliveries.
 """
 
 from typing import TYPE_CHECKING
@@ -28,59 +46,71 @@ from pipeline.surface import lazy_surface
 
 if TYPE_CHECKING:  # what the type checker and the reader see
     from pipeline.store import (
-        batch_copies,
-        batch_own,
-        batch_structure,
+        answers,
+        batch_items,
         batches,
         citation_verdicts,
-        desk,
         documents,
+        engine,
         ledger,
-        model_drift,
         notify_deliveries,
         queue,
         quota,
         resolution,
         reviews,
-        routes,
-        statistics,
         status,
-        urls,
-        verdict_reads,
         versions,
     )
-    from pipeline.store.answers import StoredAnswers, VerdictOf
-    from pipeline.store.batch_structure import StructureQuestion
+    from pipeline.store.answers import (
+        Reusable,
+        StoredAnswers,
+        StoredOwnAnswer,
+        VerdictOf,
+        own_passages,
+        requeue_via_own,
+        reusable_answer,
+        reusable_answers,
+        store_outcomes,
+        unstored,
+    )
+    from pipeline.store.batch_items import StructureQuestion
     from pipeline.store.batches import ERRORS_SEPARATOR
+    from pipeline.store.citation_verdicts import VerdictRow, verdicts_by_answer
     from pipeline.store.database import (
         Database,
         DatabaseOutage,
+        FileIdentity,
         retrying,
+        storage_fault,
         storage_trouble,
         trouble_of,
     )
+    from pipeline.store.documents import store_query_vectors, stored_query_vector, text_hash
     from pipeline.store.engine import (
+        INDEXED_TABLES,
+        LOADED_TABLES,
         DatabaseSchemaError,
+        analyze,
+        async_url,
         create_engine,
+        database_problem,
+        display_url,
         ensure_directory,
         head_revision,
         is_current,
         migrate,
         read_schema,
+        sqlite_file,
     )
-    from pipeline.store.estimate_basis import read_estimate_basis
-    from pipeline.store.exclusions import excluded_domain_sources
-    from pipeline.store.faults import FileIdentity, storage_fault
     from pipeline.store.ledger import (
         LedgerTotals,
         job_call_stored,
         micro_to_usd,
         persist_calls,
         question_spend,
+        read_estimate_basis,
     )
-    from pipeline.store.loads import Fingerprint, save_fingerprint, stored_fingerprint
-    from pipeline.store.outcomes import store_outcomes, unstored
-    from pipeline.store.query_vectors import store_query_vectors, stored_query_vector, text_hash
+    from pipeline.store.queue import Fingerprint, save_fingerprint, stored_fingerprint
     from pipeline.store.records import (
         BATCH_QUESTIONS,
         Filters,
@@ -91,21 +121,28 @@ if TYPE_CHECKING:  # what the type checker and the reader see
         read_one,
         read_versions,
     )
-    from pipeline.store.report import ProblemRow, Scope, count_in_scope, ids_in_scope, problem_rows
-    from pipeline.store.resolution import Lookup, SourceUpdate
-    from pipeline.store.reuse import Reusable, reusable_answer, reusable_answers
-    from pipeline.store.routes import StoredOwnAnswer, own_passages
-    from pipeline.store.source_policy import PolicyPass, judge_sources, policy_counts
-    from pipeline.store.statistics import INDEXED_TABLES, LOADED_TABLES, analyze
+    from pipeline.store.resolution import (
+        Lookup,
+        PolicyPass,
+        SourceUpdate,
+        excluded_domain_sources,
+        judge_sources,
+        policy_counts,
+    )
     from pipeline.store.status import (
         NO_CLASS,
         ClassRoutes,
         ClassStats,
+        ProblemRow,
         RouteStats,
+        Scope,
         class_routes,
         class_stats,
+        count_in_scope,
         coverage_mean,
+        ids_in_scope,
         latency_histogram,
+        problem_rows,
         source_counts,
         source_problems,
         state_counts,
@@ -121,39 +158,50 @@ if TYPE_CHECKING:  # what the type checker and the reader see
         sample_key,
         select_trial,
     )
-    from pipeline.store.urls import async_url, database_problem, display_url, sqlite_file
-    from pipeline.store.verdict_reads import VerdictRow, verdicts_by_answer
 else:  # what Python does: each name imported when first asked for
     __getattr__ = lazy_surface(
         __name__,
         {
             "answers": (
+                "Reusable",
                 "StoredAnswers",
+                "StoredOwnAnswer",
                 "VerdictOf",
+                "own_passages",
+                "requeue_via_own",
+                "reusable_answer",
+                "reusable_answers",
+                "store_outcomes",
+                "unstored",
             ),
-            "batch_structure": ("StructureQuestion",),
+            "batch_items": ("StructureQuestion",),
             "batches": ("ERRORS_SEPARATOR",),
+            "citation_verdicts": ("VerdictRow", "verdicts_by_answer"),
             "database": (
                 "Database",
                 "DatabaseOutage",
+                "FileIdentity",
                 "retrying",
+                "storage_fault",
                 "storage_trouble",
                 "trouble_of",
             ),
+            "documents": ("store_query_vectors", "stored_query_vector", "text_hash"),
             "engine": (
+                "INDEXED_TABLES",
+                "LOADED_TABLES",
                 "DatabaseSchemaError",
+                "analyze",
+                "async_url",
                 "create_engine",
+                "database_problem",
+                "display_url",
                 "ensure_directory",
                 "head_revision",
                 "is_current",
                 "migrate",
                 "read_schema",
-            ),
-            "estimate_basis": ("read_estimate_basis",),
-            "exclusions": ("excluded_domain_sources",),
-            "faults": (
-                "FileIdentity",
-                "storage_fault",
+                "sqlite_file",
             ),
             "ledger": (
                 "LedgerTotals",
@@ -161,21 +209,9 @@ else:  # what Python does: each name imported when first asked for
                 "micro_to_usd",
                 "persist_calls",
                 "question_spend",
+                "read_estimate_basis",
             ),
-            "loads": (
-                "Fingerprint",
-                "save_fingerprint",
-                "stored_fingerprint",
-            ),
-            "outcomes": (
-                "store_outcomes",
-                "unstored",
-            ),
-            "query_vectors": (
-                "store_query_vectors",
-                "stored_query_vector",
-                "text_hash",
-            ),
+            "queue": ("Fingerprint", "save_fingerprint", "stored_fingerprint"),
             "records": (
                 "BATCH_QUESTIONS",
                 "Filters",
@@ -186,42 +222,33 @@ else:  # what Python does: each name imported when first asked for
                 "read_one",
                 "read_versions",
             ),
-            "report": (
-                "ProblemRow",
-                "Scope",
-                "count_in_scope",
-                "ids_in_scope",
-                "problem_rows",
-            ),
             "resolution": (
                 "Lookup",
+                "PolicyPass",
                 "SourceUpdate",
+                "excluded_domain_sources",
+                "judge_sources",
+                "policy_counts",
             ),
-            "reuse": (
-                "Reusable",
-                "reusable_answer",
-                "reusable_answers",
-            ),
-            "routes": (
-                "StoredOwnAnswer",
-                "own_passages",
-            ),
-            "statistics": ("INDEXED_TABLES", "LOADED_TABLES", "analyze"),
             "status": (
+                "NO_CLASS",
                 "ClassRoutes",
                 "ClassStats",
-                "NO_CLASS",
+                "ProblemRow",
                 "RouteStats",
+                "Scope",
                 "class_routes",
                 "class_stats",
+                "count_in_scope",
                 "coverage_mean",
+                "ids_in_scope",
                 "latency_histogram",
+                "problem_rows",
                 "source_counts",
                 "source_problems",
                 "state_counts",
                 "throttled_since",
             ),
-            "source_policy": ("PolicyPass", "judge_sources", "policy_counts"),
             "tables": ("UtcDateTime",),
             "trial": (
                 "MAX_SAMPLE",
@@ -232,37 +259,21 @@ else:  # what Python does: each name imported when first asked for
                 "sample_key",
                 "select_trial",
             ),
-            "urls": (
-                "async_url",
-                "database_problem",
-                "display_url",
-                "sqlite_file",
-            ),
-            "verdict_reads": (
-                "VerdictRow",
-                "verdicts_by_answer",
-            ),
         },
         (
-            "batch_copies",
-            "batch_own",
-            "batch_structure",
+            "answers",
+            "batch_items",
             "batches",
             "citation_verdicts",
-            "desk",
             "documents",
+            "engine",
             "ledger",
-            "model_drift",
             "notify_deliveries",
             "queue",
             "quota",
             "resolution",
             "reviews",
-            "routes",
-            "statistics",
             "status",
-            "urls",
-            "verdict_reads",
             "versions",
         ),
     )
@@ -302,10 +313,9 @@ __all__ = [
     "VerdictRow",
     "Waiting",
     "analyze",
+    "answers",
     "async_url",
-    "batch_copies",
-    "batch_own",
-    "batch_structure",
+    "batch_items",
     "batches",
     "citation_verdicts",
     "class_routes",
@@ -314,9 +324,9 @@ __all__ = [
     "coverage_mean",
     "create_engine",
     "database_problem",
-    "desk",
     "display_url",
     "documents",
+    "engine",
     "ensure_directory",
     "excluded_domain_sources",
     "first_unfinished",
@@ -329,7 +339,6 @@ __all__ = [
     "ledger",
     "micro_to_usd",
     "migrate",
-    "model_drift",
     "notify_deliveries",
     "own_passages",
     "persist_calls",
@@ -344,12 +353,12 @@ __all__ = [
     "read_one",
     "read_schema",
     "read_versions",
+    "requeue_via_own",
     "resolution",
     "retrying",
     "reusable_answer",
     "reusable_answers",
     "reviews",
-    "routes",
     "sample_key",
     "save_fingerprint",
     "select_trial",
@@ -357,7 +366,6 @@ __all__ = [
     "source_problems",
     "sqlite_file",
     "state_counts",
-    "statistics",
     "status",
     "storage_fault",
     "storage_trouble",
@@ -369,8 +377,6 @@ __all__ = [
     "throttled_since",
     "trouble_of",
     "unstored",
-    "urls",
-    "verdict_reads",
     "verdicts_by_answer",
     "versions",
 ]

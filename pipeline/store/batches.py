@@ -27,7 +27,7 @@ results stay in the bucket until ``ground batch clean`` removes them (``cleaned_
 
 A batch's ``step`` is ``ground`` (call 1: due questions without an answer), ``own`` (call 1
 through own retrieval: the fallback classes, and the follow-up of the answers handed over,
-:mod:`pipeline.store.batch_own`) or ``structure`` (call 2: due questions whose grounded answer
+:mod:`pipeline.store.batch_items`) or ``structure`` (call 2: due questions whose grounded answer
 is stored; ``[batch] structure = true``).
 """
 
@@ -65,7 +65,7 @@ DOWNLOADING = "downloading"
 DONE = "done"
 GROUND = "ground"
 STRUCTURE = "structure"
-OWN = "own"  # own retrieval's call 1 (pipeline.store.batch_own)
+OWN = "own"  # own retrieval's call 1 (pipeline.store.batch_items)
 READ_PAGE = 2_000  # questions read per query when writing a batch's input file
 OWNER_PREFIX = "batch:"
 ERRORS_SEPARATOR = "; "  # how an invalid output's errors are joined into ``last_error``

@@ -1,4 +1,6 @@
-"""The job's own index: documents, their chunks, embeddings, and the searches over them.
+"""``documents``, ``chunks`` and ``query_vectors``: own retrieval's index and embeddings.
+
+The job's own index: documents, their chunks, embeddings, and the searches over them.
 
 Loading (``ground index``) writes a group of documents in one transaction: a new document is
 inserted with its chunks; a document whose content hash changed has its chunks deleted and
@@ -17,11 +19,20 @@ Dense search runs in the database where it can, over the stored float32 vectors:
 the database may lack (:class:`DenseUnavailable` says which, in one line): the stored vectors
 are then read a page at a time (:func:`vector_pages`) and scored by the caller
 (:mod:`pipeline.retrieval.nearest`), with the same result, slower on a large index.
+
+Questions' embeddings for dense own retrieval (table ``query_vectors``, migration 0015).
+
+A vector is keyed by the job, what was embedded (the text's blake2b-256, :func:`text_hash`),
+the model and the size asked for. It is written in the transaction that writes its call's
+ledger row (:func:`store_query_vectors` takes the caller's connection), so a run killed after
+paying for it finds it on the rerun, and one killed before finds neither: nothing is paid
+twice and no vector is stored twice (the unique key; a second writer's insert is ignored).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from array import array
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
@@ -32,7 +43,8 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.errors import GroundError
-from pipeline.store.tables import chunks, documents
+from pipeline.store.engine import insert_ignoring_conflicts
+from pipeline.store.tables import chunks, documents, query_vectors
 
 __all__ = [
     "ChunkToEmbed",
@@ -49,7 +61,10 @@ __all__ = [
     "lexical_search",
     "pack_vector",
     "store_embeddings",
+    "store_query_vectors",
     "stored_hashes",
+    "stored_query_vector",
+    "text_hash",
     "unpack_vector",
     "vector_pages",
     "write_documents",
@@ -429,3 +444,54 @@ async def chunk_hits(connection: AsyncConnection, scored: Sequence[tuple[int, fl
         for cid, score in scored
         if cid in found
     ]
+
+
+# -- query vectors -------------------------------------------------------------------------
+
+
+def text_hash(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=32).hexdigest()
+
+
+async def stored_query_vector(
+    connection: AsyncConnection, job_id: int, key: str, model: str, dimensions: int
+) -> Sequence[float] | None:
+    """The vector stored for ``key`` (a :func:`text_hash`), or None."""
+    stored = await connection.scalar(
+        sa.select(query_vectors.c.embedding).where(
+            query_vectors.c.job_id == job_id,
+            query_vectors.c.text_hash == key,
+            query_vectors.c.model == model,
+            query_vectors.c.dimensions == dimensions,
+        )
+    )
+    return None if stored is None else unpack_vector(stored)
+
+
+async def store_query_vectors(
+    connection: AsyncConnection,
+    job_id: int,
+    model: str,
+    dimensions: int,
+    vectors: Sequence[tuple[str, Sequence[float]]],
+    now: dt.datetime,
+) -> None:
+    """Store ``(text hash, vector)`` pairs in the caller's transaction; one already there is
+    kept as it is."""
+    if not vectors:
+        return
+    sqlite = connection.dialect.name == "sqlite"
+    await connection.execute(
+        insert_ignoring_conflicts(connection, query_vectors),
+        [
+            {
+                "job_id": job_id,
+                "text_hash": key,
+                "model": model,
+                "dimensions": dimensions,
+                "embedding": pack_vector(vec) if sqlite else list(vec),
+                "created_at": now,
+            }
+            for key, vec in vectors
+        ],
+    )

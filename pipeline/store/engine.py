@@ -1,4 +1,6 @@
-"""Engine set-up (SQLite pragmas, PostgreSQL pool), and the database's schema: read, checked
+"""Reaching the database: engines, the schema's revision, URLs, planner statistics, upserts.
+
+Engine set-up (SQLite pragmas, PostgreSQL pool), and the database's schema: read, checked
 against the migrations this ``ground`` knows, and brought to the newest.
 
 A schema this ``ground`` cannot use is a :class:`DatabaseSchemaError` with one line saying why: a
@@ -6,6 +8,25 @@ revision it does not know (a newer ``ground`` migrated the database), ground's t
 the ``alembic_version`` row that says which migrations ran, or a migration needed on a
 database that cannot be written here. A database already at the newest revision is used as it
 is: no lock is taken and nothing is written, so a read-only copy can be read.
+
+Database URLs as the engine takes them (the async driver named for the two backends the
+project ships drivers for, asyncpg and aiosqlite) and as people read them (never with the
+password).
+
+The planner's statistics, brought up to date after a bulk write (``ground load``, ``ground
+index``).
+
+PostgreSQL plans each query from what ``ANALYZE`` last sampled of a table: a table freshly
+loaded, on a server whose autovacuum is off (common on a tuned or freshly restored database)
+or has not come round yet, looks empty to it, and a join over it is planned as nested loops
+that, at millions of rows, take minutes instead of a hash's seconds. So whatever loads rows in
+bulk analyzes the tables it wrote, once, at its end: a sample (``default_statistics_target``
+x 300 rows a table), not a scan, so it costs the same at any size.
+
+SQLite: nothing. Its planner picks ground's indexes by rule without statistics, and its
+``ANALYZE`` reads every row of the tables it is given.
+
+``INSERT ... ON CONFLICT DO NOTHING`` on both backends (concurrent workers, idempotent loads).
 """
 
 from __future__ import annotations
@@ -15,23 +36,26 @@ import fcntl
 import functools
 import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import anyio
 import orjson
 import sqlalchemy as sa
-from sqlalchemy import event, text
+from sqlalchemy import Table, event, text
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.sql.dml import Insert
 
 from pipeline.errors import GroundError
-from pipeline.store.urls import is_sqlite, sqlite_file
+from pipeline.store.database import storage_fault
+from pipeline.store.tables import chunks, documents, jobs, questions
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -326,3 +350,84 @@ async def _migrate(engine: AsyncEngine) -> None:
         if is_current(await read_schema(connection)):
             return
         await connection.run_sync(upgrade)
+
+
+# -- urls ----------------------------------------------------------------------------------
+
+
+def is_sqlite(url: str) -> bool:
+    return make_url(url).get_backend_name() == "sqlite"
+
+
+def sqlite_file(url: str) -> str | None:
+    """The file a SQLite URL names (its ``file:`` URI form too); None for memory or not SQLite."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database:
+        return None
+    path = parsed.database
+    if parsed.query.get("uri") == "true" and path.startswith("file:"):
+        path = unquote(path.removeprefix("file:"))
+    return None if path == ":memory:" else path
+
+
+def async_url(url: str) -> str:
+    """``url`` with its async driver named; ValueError when it is no database URL."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ValueError(f"{url!r} is not a database URL") from None
+    if parsed.drivername in ("postgresql", "postgres", "postgresql+psycopg2"):
+        parsed = parsed.set(drivername="postgresql+asyncpg")
+    elif parsed.drivername in ("sqlite", "sqlite+pysqlite"):
+        parsed = parsed.set(drivername="sqlite+aiosqlite")
+    return parsed.render_as_string(hide_password=False)
+
+
+def display_url(url: str) -> str:
+    """The database as messages name it: a SQLite file's path, else the URL, no password."""
+    path = sqlite_file(url)
+    if path is not None:
+        return path
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def database_problem(url: str, exc: BaseException) -> str:
+    """``cannot open the database URL: reason`` for a failure to connect, with the password
+    nowhere in it (a driver may repeat it in its message)."""
+    lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    reason = storage_fault(exc) or (lines[0] if lines else type(exc).__name__)
+    password = make_url(url).password
+    if password:
+        reason = reason.replace(str(password), "***")
+    if "unexpected keyword argument" in reason:
+        reason += " (asyncpg's options are ssl=disable|prefer|require|verify-ca|verify-full)"
+    return f"cannot open the database {display_url(url)}: {reason}"
+
+
+# -- statistics ----------------------------------------------------------------------------
+
+
+# What ``ground load`` writes in bulk, and what ``ground index`` does.
+LOADED_TABLES: tuple[sa.Table, ...] = (questions, jobs)
+INDEXED_TABLES: tuple[sa.Table, ...] = (documents, chunks)
+
+
+async def analyze(connection: AsyncConnection, tables: Sequence[sa.Table]) -> bool:
+    """``ANALYZE`` ``tables`` on PostgreSQL (True); nothing on SQLite (False). A role that does
+    not own a table gets PostgreSQL's warning and the table is skipped, not an error."""
+    if connection.dialect.name != "postgresql" or not tables:
+        return False
+    preparer = connection.dialect.identifier_preparer
+    names = ", ".join(preparer.format_table(table) for table in tables)
+    await connection.execute(sa.text(f"ANALYZE {names}"))
+    return True
+
+
+# -- upsert --------------------------------------------------------------------------------
+
+
+def insert_ignoring_conflicts(connection: AsyncConnection, table: Table) -> Insert:
+    """An insert into ``table`` whose rows that hit a unique key are skipped, not errors."""
+    if connection.dialect.name == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing()
+    return sqlite.insert(table).on_conflict_do_nothing()

@@ -1,23 +1,57 @@
-"""The call ledger: one row per request to the model, and the sums read from it.
+"""``calls``: the ledger, the spend, per-version totals, models used, the estimate's basis.
+
+The call ledger: one row per request to the model, and the sums read from it.
 
 Every request the server answered is a row, failed ones too (at cost 0). The job's spend is
 the sum of its rows' ``cost_micro_usd``: the budget starts from it, ``ground status`` and
 ``ground estimate`` report it, and there is one query for it (:func:`_job_totals`).
+
+Which answer version each ledger call paid for: the own cost and calls of a version row.
+
+The ledger (``calls``) records when each call started, not which answer version it made, and
+answer versions record when they were stored (``answers.created_at``). The two timelines are
+joined per question, and the join partitions the question's calls, so the versions' totals
+add up to the question's:
+
+* a call 1 (``step = 'ground'``) belongs to the first version stored at or after it started:
+  the answer it produced, or the one that the attempts before it (failed, retried, ungrounded
+  and asked again) led to. Calls started after the latest version was stored (a refresh whose
+  attempts all failed) belong to the latest version: the spend of keeping it current;
+* any other call (call 2, ``step = 'structure'``, and its repair retry) belongs to the
+  version that was the latest when it started: call 2 reshapes the stored answer, so it starts
+  after that answer's ``created_at`` and before a newer version is stored. One that started
+  before the first version (a clock set back between processes) belongs to the first.
+
+A question never answered has one row, and every call is its own. Pure, apart from
+:func:`read_calls`.
+
+Which model made each stored answer and structured object, read from the calls ledger.
+
+An answer row keeps the ``modelVersion`` Google reported, not the model the job asked for; the
+ledger keeps that, one row per call. The model of a stored answer is the model of the last
+successful call of its step made before it was stored. Only the latest versions count (the
+ones every reader shows). Nothing records the prompt template or the tools an answer was asked
+with: that would need a settings fingerprint per answer (a column of its own).
+
+What ``ground estimate`` reads of a job: its questions left and finished, its spend so far,
+and the mean length of its questions. The arithmetic is :mod:`pipeline.results.estimate`'s.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from pipeline.job.states import TERMINAL_STATES
 from pipeline.rows import CallRecord
-from pipeline.store.tables import calls, questions
+from pipeline.store.tables import answers, calls, questions, structured
 
 if TYPE_CHECKING:
     pass
@@ -144,3 +178,223 @@ async def job_call_stored(connection: AsyncConnection, record: CallRecord) -> bo
         )
     )
     return bool(found)
+
+
+# -- version ledger ------------------------------------------------------------------------
+
+
+# The ledger totals a record carries, as pipeline.store.records names them.
+LEDGER_COLUMNS = (
+    "l_calls",
+    "l_input_tokens",
+    "l_output_tokens",
+    "l_grounding_units",
+    "l_cost_micro_usd",
+    "l_cost_complete",
+    "l_model",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerCall:
+    """One row of the ledger, as the version totals need it."""
+
+    step: str
+    model: str
+    started_at: dt.datetime
+    input_tokens: int
+    output_tokens: int
+    grounding_units: int
+    cost_micro_usd: int
+    cost_complete: bool
+
+
+def version_of(call: LedgerCall, stored_at: Sequence[dt.datetime]) -> int:
+    """The position in ``stored_at`` (the versions' ``created_at``, oldest first, not empty)
+    of the version ``call`` paid for (see the module docstring)."""
+    last = len(stored_at) - 1
+    if call.step == GROUND_STEP:
+        return min(bisect_left(stored_at, call.started_at), last)
+    return max(bisect_right(stored_at, call.started_at) - 1, 0)
+
+
+def totals(found: Sequence[LedgerCall]) -> dict[str, Any]:
+    """The ledger columns of a record (``l_*``, as :mod:`pipeline.store.records` names
+    them) over ``found``; all None when there is no call, as for a question never asked."""
+    if not found:
+        return dict.fromkeys(LEDGER_COLUMNS)
+    ground_models = [c.model for c in found if c.step == GROUND_STEP]
+    return {
+        "l_calls": len(found),
+        "l_input_tokens": sum(c.input_tokens for c in found),
+        "l_output_tokens": sum(c.output_tokens for c in found),
+        "l_grounding_units": sum(c.grounding_units for c in found),
+        "l_cost_micro_usd": sum(c.cost_micro_usd for c in found),
+        "l_cost_complete": int(all(c.cost_complete for c in found)),
+        "l_model": max(ground_models) if ground_models else None,
+    }
+
+
+def per_version(
+    stored_at: Sequence[dt.datetime | None], found: Sequence[LedgerCall]
+) -> list[dict[str, Any]]:
+    """One question's ledger totals per row: ``stored_at`` holds each row's answer
+    ``created_at`` in version order, or is ``[None]`` for a question never answered."""
+    times = [t for t in stored_at if t is not None]
+    if len(times) != len(stored_at) or not times:
+        return [totals(found)]  # never answered: one row, every call its own
+    shares: list[list[LedgerCall]] = [[] for _ in times]
+    for call in found:
+        shares[version_of(call, times)].append(call)
+    return [totals(share) for share in shares]
+
+
+async def read_calls(
+    connection: AsyncConnection, question_ids: Sequence[int]
+) -> dict[int, list[LedgerCall]]:
+    """The ledger rows of these questions, per question, oldest first."""
+    c = calls.c
+    rows = await connection.execute(
+        sa.select(
+            c.question_id,
+            c.step,
+            c.model,
+            c.started_at,
+            c.input_tokens,
+            c.output_tokens,
+            c.grounding_units,
+            c.cost_micro_usd,
+            c.cost_complete,
+        )
+        .where(c.question_id.in_(list(question_ids)))
+        .order_by(c.question_id, c.started_at, c.id)
+    )
+    found: dict[int, list[LedgerCall]] = {}
+    for row in rows:
+        found.setdefault(row.question_id, []).append(
+            LedgerCall(
+                row.step,
+                row.model,
+                row.started_at,
+                int(row.input_tokens),
+                int(row.output_tokens),
+                int(row.grounding_units),
+                int(row.cost_micro_usd),
+                bool(row.cost_complete),
+            )
+        )
+    return found
+
+
+def with_version_ledger(
+    rows: Sequence[Mapping[str, Any]], found: Mapping[int, Sequence[LedgerCall]]
+) -> list[dict[str, Any]]:
+    """``rows`` (one per answer version, a question's rows together, in version order) each
+    with the ledger totals of its own version."""
+    out: list[dict[str, Any]] = []
+    start = 0
+    while start < len(rows):
+        question = rows[start]["id"]
+        end = start
+        while end < len(rows) and rows[end]["id"] == question:
+            end += 1
+        group = rows[start:end]
+        shares = per_version([r["a_created_at"] for r in group], found.get(question, ()))
+        out.extend({**row, **share} for row, share in zip(group, shares, strict=True))
+        start = end
+    return out
+
+
+# -- model drift ---------------------------------------------------------------------------
+
+
+STEPS = {"ground": answers, "structure": structured}
+# The ledger steps whose calls make each: an answer comes from the grounded call or from own
+# retrieval's (pipeline.job.calls.OWN_STEP).
+CALL_STEPS = {"ground": ("ground", "own"), "structure": ("structure",)}
+
+
+async def models_used(connection: AsyncConnection, job_id: int, step: str) -> set[str]:
+    """The models of the job's successful calls of ``step`` (cheap: one grouped scan)."""
+    rows = await connection.execute(
+        sa.select(calls.c.model)
+        .join(questions, questions.c.id == calls.c.question_id)
+        .where(
+            questions.c.job_id == job_id,
+            calls.c.step.in_(CALL_STEPS[step]),
+            calls.c.outcome == "ok",
+        )
+        .group_by(calls.c.model)
+    )
+    return {row[0] for row in rows}
+
+
+async def latest_by_model(connection: AsyncConnection, job_id: int, step: str) -> dict[str, int]:
+    """The job's latest stored answers (``step="ground"``) or structured objects
+    (``"structure"``), counted by the model of the call that made them (``"unknown"`` when
+    the ledger has no such call)."""
+    table = STEPS[step]
+    made_by = (
+        sa.select(calls.c.model)
+        .where(
+            calls.c.question_id == table.c.question_id,
+            calls.c.step.in_(CALL_STEPS[step]),
+            calls.c.outcome == "ok",
+            calls.c.started_at <= table.c.created_at,
+        )
+        .order_by(calls.c.started_at.desc(), calls.c.id.desc())
+        .limit(1)
+        .correlate(table)
+        .scalar_subquery()
+    )
+    model = sa.func.coalesce(made_by, "unknown").label("model")
+    rows = await connection.execute(
+        sa.select(model, sa.func.count())
+        .select_from(table.join(questions, questions.c.id == table.c.question_id))
+        .where(questions.c.job_id == job_id, table.c.superseded_at.is_(None))
+        .group_by(model)
+    )
+    return {name: count for name, count in rows}
+
+
+async def other_models(
+    connection: AsyncConnection, job_id: int, step: str, model: str
+) -> dict[str, int]:
+    """The latest answers or objects of ``step`` made with another model than ``model``, by
+    model; empty without a look at each answer when every call of the step used ``model``."""
+    if await models_used(connection, job_id, step) <= {model}:
+        return {}
+    counts = await latest_by_model(connection, job_id, step)
+    return {name: n for name, n in sorted(counts.items()) if name != model}
+
+
+# -- estimate basis ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EstimateBasis:
+    remaining: int  # questions not in a terminal state
+    finished: int  # questions in a terminal state
+    spent: Decimal  # the job's spend so far, in USD (the ledger)
+    mean_question_chars: float  # 0 when the job has no question
+
+
+async def read_estimate_basis(connection: AsyncConnection, job_id: int) -> EstimateBasis:
+    """The job's counts, spend and mean question length, read in the caller's transaction."""
+    q = questions.c
+    terminal = sorted(TERMINAL_STATES)
+    remaining = await connection.scalar(
+        sa.select(sa.func.count()).where(q.job_id == job_id, q.state.not_in(terminal))
+    )
+    finished = await connection.scalar(
+        sa.select(sa.func.count()).where(q.job_id == job_id, q.state.in_(terminal))
+    )
+    mean_chars = await connection.scalar(
+        sa.select(sa.func.avg(sa.func.length(q.text))).where(q.job_id == job_id)
+    )
+    return EstimateBasis(
+        remaining=int(remaining or 0),
+        finished=int(finished or 0),
+        spent=await job_spend(connection, job_id),
+        mean_question_chars=float(mean_chars or 0),
+    )

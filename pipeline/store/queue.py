@@ -1,4 +1,6 @@
-"""The questions table as a work queue: claim under a lease, heartbeat, finish, release.
+"""``jobs``, ``questions`` and ``source_loads``: the questions as a work queue, and loading.
+
+The questions table as a work queue: claim under a lease, heartbeat, finish, release.
 
 A question moves through these states (:class:`~pipeline.job.states.QuestionState`)::
 
@@ -22,6 +24,12 @@ while it works (heartbeat). A row whose lease has expired is claimable again: th
 killed run's questions come back. On PostgreSQL, claims use ``FOR UPDATE SKIP LOCKED`` so many
 worker processes share one queue without blocking each other; on SQLite the database's single
 writer lock serialises claims.
+
+The fingerprint of the question file a job last loaded (``source_loads``, one row per job).
+
+The loader compares it before reading the file (:mod:`pipeline.intake.loader`): size and
+mtime equal, or else the content digest equal, and the settings equal, means the file is
+unchanged and is not read again.
 """
 
 from __future__ import annotations
@@ -37,8 +45,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.clock import utcnow
 from pipeline.job.states import TERMINAL_STATES, WAITING_STATES, QuestionState
 from pipeline.rows import ClaimedQuestion, StateChange
-from pipeline.store.tables import CLAIMABLE_SQL, answers, jobs, questions, structured
-from pipeline.store.upsert import insert_ignoring_conflicts
+from pipeline.store.engine import insert_ignoring_conflicts
+from pipeline.store.tables import CLAIMABLE_SQL, answers, jobs, questions, source_loads, structured
 from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED, requeued
 
 
@@ -411,7 +419,7 @@ async def requeue(
             requeued(
                 reask=sa.or_(q.reask, q.state == QuestionState.UNGROUNDED),
                 # An ungrounded one is asked again the job's way (retry --via own_retrieval is
-                # pipeline.store.routes'); a failed own call is tried again through own
+                # pipeline.store.answers'); a failed own call is tried again through own
                 # retrieval.
                 next_route=sa.case(
                     (q.state == QuestionState.UNGROUNDED, sa.null()), else_=q.next_route
@@ -511,3 +519,53 @@ async def release_any(connection: AsyncConnection, ids: Iterable[int]) -> None:
     ids = list(ids)
     if ids:
         await connection.execute(_released(questions.c.id.in_(ids)))
+
+
+# -- loads ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    path: str
+    size: int
+    mtime_ns: int
+    digest: str  # of the content, hex
+    settings: str  # of what shapes the rows, hex
+    rows: int = 0  # the load's count (added + existing)
+
+
+async def stored_fingerprint(connection: AsyncConnection, job_id: int) -> Fingerprint | None:
+    """The fingerprint stored with the job's last complete load; None when there is none."""
+    s = source_loads.c
+    row = (
+        await connection.execute(
+            sa.select(s.path, s.size, s.mtime_ns, s.digest, s.settings, s.rows).where(
+                s.job_id == job_id
+            )
+        )
+    ).one_or_none()
+    if row is None:
+        return None
+    return Fingerprint(row.path, row.size, row.mtime_ns, row.digest, row.settings, row.rows)
+
+
+async def save_fingerprint(connection: AsyncConnection, job_id: int, print_: Fingerprint) -> None:
+    """Store ``print_`` as the job's last complete load, replacing the one before."""
+    values = {
+        "path": print_.path,
+        "size": print_.size,
+        "mtime_ns": print_.mtime_ns,
+        "digest": print_.digest,
+        "settings": print_.settings,
+        "rows": print_.rows,
+        "loaded_at": utcnow(),
+    }
+    s = source_loads.c
+    updated = await connection.execute(
+        source_loads.update().where(s.job_id == job_id).values(**values)
+    )
+    if updated.rowcount == 0:
+        # Two loads finishing together: the first insert wins, and both store the same file.
+        await connection.execute(
+            insert_ignoring_conflicts(connection, source_loads).values(job_id=job_id, **values)
+        )

@@ -30,8 +30,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.store import ledger
+from pipeline.store.engine import insert_ignoring_conflicts
 from pipeline.store.tables import budget_holds, shared_limits
-from pipeline.store.upsert import insert_ignoring_conflicts
 
 REQUESTS = "requests"
 TOKENS = "tokens"

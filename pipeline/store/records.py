@@ -8,7 +8,7 @@ transaction is held open between batches.
 Answers and structured objects are versioned (:mod:`pipeline.store.versions`): a question's
 row carries its latest versions. With ``Filters.all_versions`` a question gives one row per
 stored answer version (oldest first), each with the latest structured object made from that
-answer and the ledger totals of that version's own calls (:mod:`pipeline.store.version_ledger`
+answer and the ledger totals of that version's own calls (:mod:`pipeline.store.ledger`
 says which calls those are); a question never answered still gives one row. Rows come back as
 plain mappings; assembling them into records is :mod:`pipeline.results.export.records` (pure).
 """
@@ -23,9 +23,9 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from pipeline.store.source_policy import visible_children
+from pipeline.store.ledger import LEDGER_COLUMNS, read_calls, with_version_ledger
+from pipeline.store.resolution import visible_children
 from pipeline.store.tables import answers, calls, jobs, questions, sources, structured, supports
-from pipeline.store.version_ledger import LEDGER_COLUMNS, read_calls, with_version_ledger
 from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
 
 BATCH_QUESTIONS = 500  # questions per batch: bounds memory and the IN lists' length
@@ -197,7 +197,7 @@ async def _with_ledger(
 ) -> list[dict[str, Any]]:
     """The question rows with their ledger totals (``l_*``; None where no call was made).
     ``per_version`` (one row per answer version): each row with its own version's calls
-    (:mod:`pipeline.store.version_ledger`), not the question's running totals."""
+    (:mod:`pipeline.store.ledger`), not the question's running totals."""
     question_ids = list(dict.fromkeys(r["id"] for r in rows))
     if per_version:
         return with_version_ledger(rows, await read_calls(connection, question_ids))

@@ -108,7 +108,7 @@ questions = Table(
     Column("reask", Boolean, nullable=False, server_default=false()),
     # 0013_answer_route: "own" = the next call 1 goes through own retrieval whatever the class
     # (a managed answer that missed was handed over; retry --via own_retrieval); null: the
-    # job's routing. Cleared when an own answer is stored (pipeline.store.routes).
+    # job's routing. Cleared when an own answer is stored (pipeline.store.answers).
     Column("next_route", String(10)),
     # 0018_source_policy: the domains a queued re-ask names ([sources] action = "reask")
     Column("avoid_domains", JSON),
@@ -354,12 +354,12 @@ batch_items = Table(
     Column("batch_id", Id, ForeignKey("batches.id", ondelete="CASCADE"), primary_key=True),
     Column("question_id", Id, ForeignKey("questions.id", ondelete="CASCADE"), primary_key=True),
     # 0021_batch_followup: an own batch's request, as built when its file was written
-    # (pipeline.store.batch_own): the passages, the search and the answer's note
+    # (pipeline.store.batch_items): the passages, the search and the answer's note
     Column("own_request", JSON),
     Index("ix_batch_items_question_id", "question_id"),
 )
 
-# 0009_source_fingerprint: the question file a job last loaded (pipeline.store.loads)
+# 0009_source_fingerprint: the question file a job last loaded (pipeline.store.queue)
 source_loads = Table(
     "source_loads",
     metadata,

@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipeline.store.desk import DeskFilters, list_page
+from pipeline.store.reviews import DeskFilters, list_page
 from tests.support.databases import postgres_engine
 
 pytestmark = pytest.mark.anyio

@@ -34,9 +34,8 @@ from pipeline.emulator.testing import running_emulator
 from pipeline.job.spec import JobSpec, load_jobspec
 from pipeline.results import export
 from pipeline.store import queue
-from pipeline.store.engine import create_engine
+from pipeline.store.engine import async_url, create_engine
 from pipeline.store.tables import answers, questions
-from pipeline.store.urls import async_url
 from pipeline.store.versions import LATEST_ANSWER
 from tests.support.databases import POSTGRES_URL, fetch_rows, postgres_job_database
 from tests.support.demo import DEMO_JOB, demo_overrides, run_demo_job

@@ -28,7 +28,8 @@ from pipeline.commands.index import index_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.job.spec import JobSpec
-from pipeline.store import queue, routes
+from pipeline.store import queue
+from pipeline.store.answers import requeue_via_own
 from pipeline.store.tables import answers, calls, documents, questions, sources
 from tests.support.databases import fetch_rows, postgres_database, sqlite_engine
 from tests.support.fallback import AIRPORTS, CITIES_CLASS, corpus, fallback_job
@@ -350,7 +351,7 @@ async def test_a_plain_retry_keeps_a_failed_own_call_on_own_retrieval(tmp_path: 
         assert got == {"failed-own": "own", "ungrounded-own": None, "ungrounded": None}
         async with engine.begin() as connection:
             await connection.execute(questions.update().values(state="ungrounded"))
-            assert await routes.requeue_via_own(connection, job_id) == 3
+            assert await requeue_via_own(connection, job_id) == 3
         async with engine.connect() as connection:
             after = (await connection.execute(sa.select(questions.c.next_route))).scalars()
             assert set(after) == {"own"}

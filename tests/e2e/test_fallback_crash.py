@@ -19,7 +19,7 @@ from pipeline.commands.index import index_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.gemini.embed import estimated_tokens
-from pipeline.store.query_vectors import text_hash
+from pipeline.store.documents import text_hash
 from pipeline.store.tables import answers, calls, chunks, documents, query_vectors, questions
 from tests.support.databases import fetch_rows
 from tests.support.fallback import corpus, fallback_job

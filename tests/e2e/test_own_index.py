@@ -28,9 +28,9 @@ from pipeline.retrieval.search import search
 from pipeline.store import documents as store
 from pipeline.store import queue
 from pipeline.store.database import Database
+from pipeline.store.engine import async_url
 from pipeline.store.ledger import job_totals
 from pipeline.store.tables import calls, chunks, documents
-from pipeline.store.urls import async_url
 from tests.support.databases import fetch_rows, postgres_engine, sqlite_engine
 from tests.support.paths import REPO
 from tests.support.waiting import wait_until

@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from pipeline.gemini.api_errors import PermanentError
 from pipeline.gemini.embed import Embedded
 from pipeline.gemini.endpoint import Endpoint, endpoint_for
-from pipeline.online.query_vectors import QueryEmbedder, QueryVector
 from pipeline.retrieval.index import Embedding
+from pipeline.retrieval.query_vectors import QueryEmbedder, QueryVector
 from pipeline.store import queue
 from pipeline.store.database import Database
 from pipeline.store.tables import calls, query_vectors

@@ -47,8 +47,8 @@ from pipeline.results.export.schema import csv_schema, json_schema
 from pipeline.results.export.structured import structured_shape
 from pipeline.results.export.table import TableWriter, TargetError, results_table
 from pipeline.results.export.writers import LONG_KINDS, CsvWriter, JsonlWriter
+from pipeline.store.citation_verdicts import VerdictRow, verdicts_by_answer
 from pipeline.store.records import BATCH_QUESTIONS, Filters, StoredQuestion, read_batches
-from pipeline.store.verdict_reads import VerdictRow, verdicts_by_answer
 
 FORMATS = ("jsonl", "csv", "parquet")
 

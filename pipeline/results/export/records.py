@@ -432,7 +432,7 @@ def to_record(
     """The export record of one question (see the module docstring); ``versions``: with the
     :data:`VERSION_RECORD` fields too (and the ledger columns of that version alone, as
     :mod:`pipeline.store.records` reads them). ``verdicts``: the answer's stored citation
-    verdicts (:mod:`pipeline.store.verdict_reads`; None: never checked)."""
+    verdicts (:mod:`pipeline.store.citation_verdicts`; None: never checked)."""
     record = _record(stored)
     record.update(answer_fields(verdicts))  # RECORD's last fields: VERIFY_RECORD
     if versions:

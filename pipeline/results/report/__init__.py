@@ -32,10 +32,16 @@ from pipeline.results.report.problems import ProblemTally, render_problems
 from pipeline.results.report.selection import DEFAULT_LIMIT, Sampler, TableFill, TableSelection
 from pipeline.results.report.verification import answer_marks, precision_section
 from pipeline.results.status import job_status
+from pipeline.store.citation_verdicts import VerdictRow, verdicts_by_answer
 from pipeline.store.records import Filters, StoredQuestion, read_batches
-from pipeline.store.report import count_in_scope, ids_in_scope, problem_rows
-from pipeline.store.status import class_routes, coverage_mean, latency_histogram
-from pipeline.store.verdict_reads import VerdictRow, verdicts_by_answer
+from pipeline.store.status import (
+    class_routes,
+    count_in_scope,
+    coverage_mean,
+    ids_in_scope,
+    latency_histogram,
+    problem_rows,
+)
 
 # The report's pieces the review desk (pipeline.serve) draws with too: one look, one renderer.
 __all__ = [

@@ -25,8 +25,8 @@ from pipeline.results.report.svg import bar_chart, paired_bar_chart
 from pipeline.results.report.verification import CSS as VERIFICATION_CSS
 from pipeline.results.report.verification import answer_marks
 from pipeline.results.status import JobStatus
+from pipeline.store.citation_verdicts import VerdictRow
 from pipeline.store.records import StoredQuestion
-from pipeline.store.verdict_reads import VerdictRow
 
 esc = html.escape
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from pipeline.job.states import QuestionState
 from pipeline.results.report.page import anchor_id
-from pipeline.store.report import ProblemRow
+from pipeline.store.status import ProblemRow
 
 UNRESOLVED_LINKS = "unresolved_links"
 # (kind, what it means); a question state, or UNRESOLVED_LINKS.

@@ -16,7 +16,7 @@ import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pipeline.store.report import Scope
+from pipeline.store.status import Scope
 from pipeline.store.trial import sample_key
 
 DEFAULT_LIMIT = 2_000  # questions in the report's table

@@ -43,9 +43,9 @@ from pipeline.online.flow import QuestionFlow
 from pipeline.rows import CallRecord, ClaimedQuestion
 from pipeline.run.verdicts import Outcome
 from pipeline.store import queue
+from pipeline.store.answers import store_outcomes
 from pipeline.store.database import Database
 from pipeline.store.engine import create_engine
-from pipeline.store.outcomes import store_outcomes
 from pipeline.store.tables import answers, calls, questions
 from tests.support.fallback import fallback_job
 

@@ -28,8 +28,7 @@ from pipeline.results.report.selection import (
     pick_sample,
 )
 from pipeline.results.report.svg import paired_bar_chart
-from pipeline.store.report import ProblemRow
-from pipeline.store.status import ClassRoutes, RouteStats
+from pipeline.store.status import ClassRoutes, ProblemRow, RouteStats
 from pipeline.store.trial import sample_key
 
 IDS = [f"q{i:05d}" for i in range(500)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from pipeline.store.version_ledger import LedgerCall, per_version, version_of
+from pipeline.store.ledger import LedgerCall, per_version, version_of
 
 T0 = dt.datetime(2025, 1, 31, 9, 0, tzinfo=dt.UTC)
 

@@ -13,10 +13,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.clock import utcnow
 from pipeline.job.states import QuestionState
 from pipeline.rows import ROUTE_OWN
-from pipeline.store import batch_own, queue
+from pipeline.store import batch_items, queue
 from pipeline.store import batches as store
-from pipeline.store.routes import StoredPassage
-from pipeline.store.tables import batch_items, questions
+from pipeline.store.answers import StoredPassage
+from pipeline.store.tables import batch_items as batch_items_table
+from pipeline.store.tables import questions
 from tests.support.databases import sqlite_engine
 
 pytestmark = pytest.mark.anyio
@@ -78,7 +79,7 @@ async def _claim(
     if row is None:
         return []
     items = await connection.execute(
-        sa.select(batch_items.c.question_id).where(batch_items.c.batch_id == row.id)
+        sa.select(batch_items_table.c.question_id).where(batch_items_table.c.batch_id == row.id)
     )
     return sorted(i for (i,) in items)
 
@@ -88,14 +89,14 @@ async def test_each_claim_takes_its_own_questions_and_the_follow_up_once(
 ) -> None:
     async with sqlite_engine(tmp_path) as engine, engine.begin() as connection:
         job_id, ids = await _questions(connection)
-        ground = await _claim(connection, job_id, store.GROUND, batch_own.not_routed(CLASSES))
+        ground = await _claim(connection, job_id, store.GROUND, batch_items.not_routed(CLASSES))
         assert ground == [ids["managed"]]
-        routed = await _claim(connection, job_id, store.OWN, batch_own.routed_where(CLASSES))
+        routed = await _claim(connection, job_id, store.OWN, batch_items.routed_where(CLASSES))
         assert routed == [ids["routed"]]
         # Retries online: only what own retrieval never tried goes into the follow-up.
-        fresh = batch_own.handed_over_where(fresh_only=True)
+        fresh = batch_items.handed_over_where(fresh_only=True)
         assert await _claim(connection, job_id, store.OWN, fresh) == [ids["handed"]]
-        again = batch_own.handed_over_where(fresh_only=False)
+        again = batch_items.handed_over_where(fresh_only=False)
         assert await _claim(connection, job_id, store.OWN, again) == [ids["retried"]]
         # Everything handed over is leased now: a second follow-up finds nothing.
         assert await _claim(connection, job_id, store.OWN, again) == []
@@ -112,12 +113,12 @@ async def test_a_follow_up_is_labelled_and_counted(tmp_path: Path) -> None:
             limit=100,
             lease=LEASE,
             step=store.OWN,
-            where=batch_own.handed_over_where(fresh_only=False),
-            label=batch_own.FOLLOWUP,
+            where=batch_items.handed_over_where(fresh_only=False),
+            label=batch_items.FOLLOWUP,
         )
         assert row is not None and row.step == store.OWN
         assert row.display_name.startswith(f"followup-{job_id}-")
-        assert await batch_own.followup_count(connection, job_id) == 1
+        assert await batch_items.followup_count(connection, job_id) == 1
 
 
 async def test_the_requests_are_kept_until_their_lines_are_stored(tmp_path: Path) -> None:
@@ -130,19 +131,19 @@ async def test_the_requests_are_kept_until_their_lines_are_stored(tmp_path: Path
             limit=100,
             lease=LEASE,
             step=store.OWN,
-            where=batch_own.handed_over_where(fresh_only=False),
+            where=batch_items.handed_over_where(fresh_only=False),
         )
         assert row is not None and row.requests == 2
         passages = [StoredPassage("d1", "Title", "https://example.org/1", "Some text.")]
-        request = batch_own.encode_request(passages, "question handed", None)
-        await batch_own.store_requests(connection, row.id, [(ids["handed"], request)])
-        await batch_own.leave_batch(connection, row.id, [ids["retried"]])
+        request = batch_items.encode_request(passages, "question handed", None)
+        await batch_items.store_requests(connection, row.id, [(ids["handed"], request)])
+        await batch_items.leave_batch(connection, row.id, [ids["retried"]])
         wanted = [ids["handed"], ids["retried"]]
-        items = await batch_own.leased_own(connection, row.id, wanted)
+        items = await batch_items.leased_own(connection, row.id, wanted)
         assert list(items) == [ids["handed"]]  # the one that left the batch is not there
         item = items[ids["handed"]]
         assert item.passages == tuple(passages) and item.query == "question handed"
         assert item.attempts == 0 and item.answer_version == 0
         assert (await store.get(connection, row.id)).requests == 1
-        await batch_own.clear_requests(connection, row.id, [ids["handed"]])
-        assert await batch_own.leased_own(connection, row.id, wanted) == {}
+        await batch_items.clear_requests(connection, row.id, [ids["handed"]])
+        assert await batch_items.leased_own(connection, row.id, wanted) == {}

@@ -10,9 +10,15 @@ import anyio
 import pytest
 from sqlalchemy import exc as sa_exc
 
-from pipeline.store.database import DatabaseOutage, StorageFault, retrying, trouble_of
-from pipeline.store.faults import FileIdentity, storage_fault
-from pipeline.store.urls import database_problem
+from pipeline.store.database import (
+    DatabaseOutage,
+    FileIdentity,
+    StorageFault,
+    retrying,
+    storage_fault,
+    trouble_of,
+)
+from pipeline.store.engine import database_problem
 
 pytestmark = pytest.mark.anyio
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pipeline.results.report.page import source_policy
 from pipeline.results.status import source_policy_lines
-from pipeline.store.source_policy import visible_children
+from pipeline.store.resolution import visible_children
 
 
 def _source(index: int, policy: str | None) -> dict[str, object]:

@@ -29,8 +29,8 @@ from pipeline.gemini.embed import EMBED_BATCH_MAX, QUERY_TASK, EmbeddingClient
 from pipeline.retrieval.index import Embedding, embed_texts
 from pipeline.rows import CallRecord
 from pipeline.store.database import Database
+from pipeline.store.documents import store_query_vectors, stored_query_vector, text_hash
 from pipeline.store.ledger import persist_calls
-from pipeline.store.query_vectors import store_query_vectors, stored_query_vector, text_hash
 
 __all__ = ["QueryEmbedder", "QueryVector"]
 
