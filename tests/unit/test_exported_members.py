@@ -127,9 +127,9 @@ def test_every_listed_name_is_there(module: str) -> None:
 
 
 def test_a_package_init_holds_no_copy_of_its_modules_names() -> None:
-    """No ``__init__`` under ``pipeline`` (the product surfaces ``pipeline`` and ``pipeline.api``
-    aside) imports a name from its
-    own modules to offer it again: each name has one import path, its module's."""
+    """No ``__init__`` under ``pipeline`` (the product surfaces ``pipeline`` and
+    ``pipeline.api`` aside) imports a name from its own modules to offer it again: each name
+    has one import path, its module's."""
     found = modules(REPO, ROOT)
     copies = []
     for package in sorted(packages(found) - {ROOT, "pipeline.api"}):
