@@ -21,9 +21,10 @@ from pipeline.commands.run import refresh_command, restructure_command, run_comm
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.job.spec import JobSpec
-from pipeline.results.export import Filters, export_job
+from pipeline.results.export import export_job
 from pipeline.results.export.writers import JsonlWriter
 from pipeline.store import queue
+from pipeline.store.records import Filters
 from pipeline.store.tables import answers, calls, questions, structured
 from tests.support.databases import fetch_rows
 from tests.support.jobs import make_job
