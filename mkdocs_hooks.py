@@ -13,7 +13,7 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
-from pipeline.reference import render_pages
+from pipeline.reference.pages import render_pages
 
 ROOT = Path(__file__).resolve().parent
 # Pages whose source lives outside docs/ (the README, the benchmarks, the scheduling examples'

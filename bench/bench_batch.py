@@ -83,8 +83,8 @@ sys.path.insert(0, str(REPO))
 from pipeline.batch.api import BatchApi  # noqa: E402
 from pipeline.batch.budget import BatchBudget  # noqa: E402
 from pipeline.batch.runner import BatchRunner  # noqa: E402
-from pipeline.commands import load_job, opened  # noqa: E402
 from pipeline.commands.batch import batch_client  # noqa: E402
+from pipeline.commands.common import load_job, opened  # noqa: E402
 from pipeline.commands.fallback import ensure_index  # noqa: E402
 from pipeline.demo import EMULATOR_MISSES  # noqa: E402
 from pipeline.gemini.batch_wire import BatchJob, ResultLine, UploadedFile  # noqa: E402

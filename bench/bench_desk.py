@@ -35,7 +35,8 @@ from bench_export import generate
 from scratch import scratch_postgres
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipeline.serve import DeskContext, build_app
+from pipeline.serve.app import build_app
+from pipeline.serve.context import DeskContext
 from pipeline.store.engine import create_engine, migrate
 
 POSTGRES_ADMIN = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"

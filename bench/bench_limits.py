@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 from aiolimiter import AsyncLimiter
 
-from pipeline.limits import RateLimiter
+from pipeline.limits.rate import RateLimiter
 
 Factory = Callable[[float], Any]
 

@@ -70,7 +70,8 @@ sys.path.insert(0, str(REPO))
 from bench.sections import splice  # noqa: E402
 from pipeline import event_loop  # noqa: E402
 from pipeline.job.states import QuestionState  # noqa: E402
-from pipeline.limits import JobLimits, job_limits  # noqa: E402
+from pipeline.limits import job_limits  # noqa: E402
+from pipeline.limits.job_limits import JobLimits  # noqa: E402
 from pipeline.online import leases  # noqa: E402
 from pipeline.online.runner import CLAIM_BATCH, IN_FLIGHT_PER_SLOT, refill_batch  # noqa: E402
 from pipeline.online.writer import WRITE_BATCH_MAX, WRITE_LINGER_S  # noqa: E402

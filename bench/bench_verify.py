@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.emulated import LATENCY, REPO, emulator
 from bench.sections import splice
-from pipeline.commands import run_command
+from pipeline.commands.run import run_command
 from pipeline.commands.verify import verify_command
 from pipeline.job.spec import load_jobspec
 from pipeline.store.engine import create_engine

@@ -26,8 +26,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pipeline import event_loop
-from pipeline.commands import report_command, run_command
 from pipeline.commands.index import index_command
+from pipeline.commands.results import report_command
+from pipeline.commands.run import run_command
 from pipeline.exit_codes import ExitStatus
 from pipeline.intake.loader import read_rows
 from pipeline.job.spec import JobSpec, JobSpecError, load_jobspec

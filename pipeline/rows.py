@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipeline.gemini.wire import GenerateContentResponse
-from pipeline.grounding import GroundedAnswer
+from pipeline.grounding.mapping import GroundedAnswer
 from pipeline.job.states import QuestionState
 
 if TYPE_CHECKING:

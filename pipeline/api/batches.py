@@ -18,7 +18,12 @@ from pathlib import Path
 
 from pipeline import event_loop
 from pipeline.api.jobs import Overrides, _database_errors, _spec
-from pipeline.commands import running_batches as batches_running
+from pipeline.commands.batch import running_batches as batches_running
+
+__all__ = [
+    "running_batches",
+    "running_batches_async",
+]
 
 
 async def running_batches_async(path: str | Path, *, overrides: Overrides = ()) -> list[str]:

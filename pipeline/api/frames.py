@@ -14,6 +14,11 @@ from typing import Any
 from pipeline.errors import GroundError
 from pipeline.results.api import MissingExtra
 
+__all__ = [
+    "UnsupportedFrame",
+    "frame_rows",
+]
+
 BATCH_ROWS = 10_000  # rows converted from Arrow at a time
 _EXTRA = {"pandas": "pandas", "polars": "polars", "pyarrow": "parquet"}
 

@@ -40,14 +40,24 @@ from sqlalchemy.exc import DBAPIError
 from pipeline import event_loop
 from pipeline.api.frames import frame_rows
 from pipeline.cli.preflight import problem_before_database
-from pipeline.commands import load_questions_into, opened, run_outcome
+from pipeline.commands.common import load_questions_into, opened
+from pipeline.commands.run import run_outcome
 from pipeline.errors import GroundError
 from pipeline.exit_codes import ExitStatus
-from pipeline.intake import LoadResult
+from pipeline.intake.loader import LoadResult
 from pipeline.job.spec import JobSpec, load_jobspec
 from pipeline.run.outcome import RunOutcome
 from pipeline.store.database import DatabaseOutage, storage_trouble
 from pipeline.store.trial import Trial
+
+__all__ = [
+    "DatabaseFailed",
+    "RunRefused",
+    "load_questions",
+    "load_questions_async",
+    "run_job",
+    "run_job_async",
+]
 
 Overrides = Iterable[str] | Mapping[str, Any]
 

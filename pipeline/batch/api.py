@@ -17,6 +17,10 @@ from typing import Protocol, Self
 
 from pipeline.gemini.batch_wire import BatchJob, ResultLine, UploadedFile
 
+__all__ = [
+    "BatchApi",
+]
+
 
 class BatchApi(Protocol):
     """What batch mode asks of a Batch API (used as an async context manager). Positional

@@ -28,11 +28,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.costs.charges import WorstCase
 from pipeline.costs.prices import Price
 from pipeline.errors import GroundError
-from pipeline.limits import estimate_tokens
+from pipeline.gemini.tokens import estimate_tokens
 from pipeline.limits.policy import GROUND
 from pipeline.store import batches as store
 from pipeline.store import ledger, quota
 from pipeline.store.database import Database
+
+__all__ = [
+    "BatchBudget",
+]
 
 
 class BatchBudget:

@@ -18,6 +18,11 @@ from typing import Protocol
 from pipeline.store import batches as store
 from pipeline.store.database import Database
 
+__all__ = [
+    "clean_batches",
+    "left_behind",
+]
+
 log = logging.getLogger(__name__)
 
 

@@ -51,7 +51,7 @@ from pipeline.gemini.batch_wire import (
     BatchJob,
     ResultLine,
 )
-from pipeline.grounding import GroundedAnswer
+from pipeline.grounding.mapping import GroundedAnswer
 from pipeline.job.calls import CallPlan
 from pipeline.links.resolver import Lookup
 from pipeline.links.rules import AllowList, initial_verdict

@@ -36,7 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.clock import utcnow
 from pipeline.gemini.wire import decode_response
-from pipeline.grounding import ground_answer
+from pipeline.grounding.mapping import ground_answer
 from pipeline.job.calls import CallPlan
 from pipeline.job.states import QuestionState
 from pipeline.rows import AnswerRecord, StateChange

@@ -29,8 +29,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.gemini.wire import GenerateContentResponse
 from pipeline.job.calls import OwnRetrievalCall
 from pipeline.job.states import QuestionState
-from pipeline.limits import RetryPolicy
-from pipeline.retrieval import OwnRequest, Passage, own_request
+from pipeline.limits.policy import RetryPolicy
+from pipeline.retrieval.answer import OwnRequest, own_request
+from pipeline.retrieval.markers import Passage
 from pipeline.retrieval.query_vectors import QueryEmbedder, QueryVector
 from pipeline.rows import CallRecord
 from pipeline.run.context import RunContext

@@ -67,6 +67,11 @@ from pipeline.run.summary import SUBMIT, WAIT, RunSummary
 from pipeline.store import batches as store
 from pipeline.store.database import Database
 
+__all__ = [
+    "BatchRunner",
+    "cancel_batches",
+]
+
 log = logging.getLogger(__name__)
 
 MAX_POLL_FAILURES = 20  # consecutive failed polls (5xx, unreachable) before the run stops

@@ -42,7 +42,7 @@ from pipeline.batch.budget import BatchBudget
 from pipeline.batch.copies import BatchCopies, Identical
 from pipeline.batch.own import OwnLines
 from pipeline.gemini.batch_wire import PartWriter
-from pipeline.grounding import GroundedAnswer
+from pipeline.grounding.mapping import GroundedAnswer
 from pipeline.job.calls import CallPlan
 from pipeline.job.sections import BatchSection
 from pipeline.rows import ROUTE_OWN

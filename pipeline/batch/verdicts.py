@@ -35,11 +35,10 @@ from pipeline.gemini.wire import (
     usage_problem,
     visible_text,
 )
-from pipeline.grounding import GroundedAnswer
+from pipeline.grounding.mapping import GroundedAnswer
 from pipeline.job.calls import OWN_STEP, OwnRetrievalCall, StructureCall
 from pipeline.job.states import QuestionState
-from pipeline.limits import RetryPolicy
-from pipeline.limits.policy import GROUND, STRUCTURE
+from pipeline.limits.policy import GROUND, STRUCTURE, RetryPolicy
 from pipeline.rows import CallRecord, StateChange
 from pipeline.run.own_verdicts import missed
 from pipeline.run.verdicts import (
@@ -53,7 +52,7 @@ from pipeline.run.verdicts import (
 from pipeline.store import batch_items
 from pipeline.store.batch_items import StructureQuestion
 from pipeline.store.batches import ERRORS_SEPARATOR
-from pipeline.structure import REPAIR_RETRIES
+from pipeline.structure.validate import REPAIR_RETRIES
 
 log = logging.getLogger(__name__)
 

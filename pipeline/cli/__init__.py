@@ -11,27 +11,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from pipeline.cli.parser import build_parser
-    from pipeline.cli.preflight import problem_before_database
 
 EXIT_INTERRUPTED = 130  # pipeline.exit_codes.EXIT_INTERRUPTED (128 + SIGINT), not imported yet
 
-__all__ = ["build_parser", "main", "problem_before_database"]
-
-
-def __getattr__(name: str) -> object:  # pipeline.surface's lazy_surface, kept import-free
-    if name == "build_parser":
-        from pipeline.cli.parser import build_parser
-
-        return build_parser
-    if name == "problem_before_database":  # the Python API checks a job as the CLI does
-        from pipeline.cli.preflight import problem_before_database
-
-        return problem_before_database
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["main"]
 
 
 _at_exit: list[bool] = []  # whether the interpreter's exit is made quick already

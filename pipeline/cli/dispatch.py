@@ -54,7 +54,10 @@ def _emulator_command(argv: list[str]) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from pipeline import commands
+    from pipeline.commands.results import (
+        ExportOptions,
+        export_command,
+    )
 
     if args.to is not None and not args.table:
         print("ground export: --to needs --table NAME", file=sys.stderr)
@@ -77,7 +80,7 @@ def _export(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.to is None and (problem := output_problem("--out", args.out, replaced=False)):
         return _refused("export", problem)
-    options = commands.ExportOptions(
+    options = ExportOptions(
         fmt=fmt,
         out=args.out,
         states=tuple(args.states or ()),
@@ -93,7 +96,7 @@ def _export(args: argparse.Namespace) -> int:
         verified=args.verified,
         review=tuple(args.review or ()),
     )
-    return _job_command(args, lambda spec: commands.export_command(spec, options))
+    return _job_command(args, lambda spec: export_command(spec, options))
 
 
 def _format_of(out: str) -> str:
@@ -135,7 +138,7 @@ def _job_command(
         return EXIT_USAGE
     from sqlalchemy.exc import DBAPIError
 
-    from pipeline.commands import DatabaseUnavailable
+    from pipeline.commands.common import DatabaseUnavailable
     from pipeline.store.database import DatabaseOutage, storage_trouble
     from pipeline.watch.exporter import OutputUnavailable
 
@@ -250,11 +253,11 @@ def _run_command(args: argparse.Namespace, log_format: str) -> int:
 
 def _run_action(args: argparse.Namespace, watch: WatchOptions) -> tuple[JobAction, bool]:
     """The run command's function, its arguments bound, and whether it calls the model."""
-    from pipeline import commands
+    from pipeline.commands.run import refresh_command, restructure_command, run_command
 
     match args.command:
         case "run":
-            return lambda spec: commands.run_command(
+            return lambda spec: run_command(
                 spec,
                 watch,
                 no_wait=args.no_wait,
@@ -278,46 +281,57 @@ def _run_action(args: argparse.Namespace, watch: WatchOptions) -> tuple[JobActio
                 watch=watch,
             ), True
         case "refresh":
-            return lambda spec: commands.refresh_command(
+            return lambda spec: refresh_command(
                 spec,
                 older_than=args.older_than,
                 qclass=args.qclass,
                 ids_file=args.ids,
                 watch=watch,
             ), True
-    return lambda spec: commands.restructure_command(
+    return lambda spec: restructure_command(
         spec, schema_file=args.schema, states=args.states or (), watch=watch
     ), True
 
 
 def _queue_or_results_action(args: argparse.Namespace) -> JobAction:
     """The command function, its arguments bound, of a job command that is not a run."""
-    from pipeline import commands
+    from pipeline.commands.maintain import (
+        estimate_command,
+        load_command,
+        migrate_command,
+        resolve_command,
+        retry_command,
+    )
+    from pipeline.commands.results import (
+        report_command,
+        show_command,
+        status_command,
+    )
 
     match args.command:
         case "load":
-            return commands.load_command
+            return load_command
         case "index":
             from pipeline.commands.index import index_command
 
             return index_command
         case "migrate":
-            return commands.migrate_command
+            return migrate_command
         case "estimate":
-            return commands.estimate_command
+            return estimate_command
         case "resolve":
-            return lambda spec: commands.resolve_command(spec, again=args.again or ())
+            return lambda spec: resolve_command(spec, again=args.again or ())
         case "retry":
-            return lambda spec: commands.retry_command(
+            return lambda spec: retry_command(
                 spec,
                 states=args.states or ["failed"],
                 error_class=args.error_class,
                 via=args.via,
             )
         case "status":
-            return lambda spec: commands.status_command(spec, as_json=args.json, by=args.by)
+            return lambda spec: status_command(spec, as_json=args.json, by=args.by)
         case "show":
-            return lambda spec: commands.show_command(
+            return lambda spec: show_command(
                 spec, args.id, args.fmt, all_versions=args.all_versions
             )
         case "serve":
@@ -331,7 +345,7 @@ def _queue_or_results_action(args: argparse.Namespace) -> JobAction:
 
             return lambda spec: review_import_command(spec, args.file, reviewer=args.reviewer)
         case "report":
-            return lambda spec: commands.report_command(
+            return lambda spec: report_command(
                 spec,
                 args.out,
                 limit=args.limit,

@@ -20,6 +20,10 @@ from pipeline.job.states import QuestionState
 from pipeline.results.cite import FORMATS as CITE_FORMATS
 from pipeline.watch.logs import LOG_FORMATS
 
+__all__ = [
+    "build_parser",
+]
+
 # How alike a mistyped word and a choice must be for "did you mean" (difflib's ratio; its
 # default, 0.6, takes "rnu" for "run" and "stat" for "status", not "foo" for "load").
 SUGGESTION_CUTOFF = 0.6

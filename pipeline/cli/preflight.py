@@ -16,6 +16,10 @@ from pipeline.gemini.endpoint import credentials_file_problem
 from pipeline.intake.files import fields_problem
 from pipeline.job.spec import JobSpec
 
+__all__ = [
+    "problem_before_database",
+]
+
 # The Developer API's key, under the names Google's SDK reads (pipeline.gemini.endpoint).
 API_KEY_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 

@@ -39,6 +39,12 @@ from pipeline.store import batches as store
 from pipeline.store import queue
 from pipeline.store.database import Database
 
+__all__ = [
+    "batch_cancel_command",
+    "batch_clean_command",
+    "running_batches",
+]
+
 log = logging.getLogger(__name__)
 
 

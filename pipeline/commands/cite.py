@@ -9,13 +9,17 @@ from pathlib import Path
 
 from pipeline import event_loop
 from pipeline.commands.common import DatabaseUnavailable, opened
-from pipeline.grounding import GroundedAnswer
+from pipeline.grounding.mapping import GroundedAnswer
 from pipeline.job.spec import JobSpecError, load_jobspec
 from pipeline.results.cite import FORMATS, Uncitable, cite_body, details, render
-from pipeline.results.export import destinations, grounded_answer
+from pipeline.results.export.records import destinations, grounded_answer
 from pipeline.store import queue
 from pipeline.store.records import StoredQuestion, raw_response, read_one
 from pipeline.watch.terminal import printable
+
+__all__ = [
+    "cite_command",
+]
 
 
 def cite_command(args: argparse.Namespace) -> int:

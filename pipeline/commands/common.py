@@ -35,6 +35,16 @@ from pipeline.store.engine import (
 from pipeline.store.engine import display_url as engine_display_url
 from pipeline.watch.terminal import hung_up, let_go, printable
 
+__all__ = [
+    "DatabaseUnavailable",
+    "complain",
+    "label_local_spend",
+    "load_job",
+    "load_questions_into",
+    "opened",
+    "say",
+]
+
 log = logging.getLogger(__name__)
 
 
@@ -282,7 +292,7 @@ def write_json(document: object) -> None:
 
 
 def schema_hash_of(spec: JobSpec) -> str | None:
-    from pipeline.structure import schema_hash
+    from pipeline.structure.fingerprint import schema_hash
 
     return schema_hash(spec.schema) if spec.schema is not None else None
 

@@ -23,6 +23,10 @@ from pipeline.store import documents, queue
 from pipeline.store.database import Database, DatabaseOutage
 from pipeline.store.engine import INDEXED_TABLES, analyze
 
+__all__ = [
+    "index_command",
+]
+
 
 async def index_command(spec: JobSpec) -> int:
     r = spec.retrieval

@@ -18,6 +18,10 @@ from pathlib import Path
 from pipeline.exit_codes import EXIT_OK, EXIT_USAGE, ExitStatus
 from pipeline.watch.terminal import printable
 
+__all__ = [
+    "init_command",
+]
+
 JOB_FILE = "job.toml"
 QUESTIONS_FILE = "questions.jsonl"
 SCHEMA_FILE = "schema.json"

@@ -34,6 +34,14 @@ from pipeline.store import ledger, queue, resolution
 from pipeline.store.answers import requeue_via_own
 from pipeline.store.database import Database
 
+__all__ = [
+    "estimate_command",
+    "load_command",
+    "migrate_command",
+    "resolve_command",
+    "retry_command",
+]
+
 
 async def migrate_command(spec: JobSpec) -> int:
     async with opened(spec, purpose="migrate"):

@@ -50,6 +50,14 @@ from pipeline.commands.common import (
     write_json,
 )
 
+__all__ = [
+    "ExportOptions",
+    "export_command",
+    "report_command",
+    "show_command",
+    "status_command",
+]
+
 
 async def status_command(spec: JobSpec, *, as_json: bool, by: str | None = None) -> int:
     async with opened(spec, purpose="read") as engine, engine.connect() as connection:
@@ -147,7 +155,7 @@ class ExportOptions:
 
 def structured_type(spec: JobSpec) -> Any:
     """The Arrow-able type of the job's structured objects (None: JSON text)."""
-    from pipeline.results.export import structured_shape
+    from pipeline.results.export.structured import structured_shape
 
     if spec.schema is None:
         return None
@@ -158,14 +166,15 @@ def export_schema_command(spec: JobSpec, options: ExportOptions) -> int:
     """``ground export --schema``: the schema of what the same command would export, printed
     (JSON Schema for JSONL, CSV on the Web metadata for CSV, the Arrow schema for Parquet, the
     CREATE TABLE for ``--to``); the database is not opened."""
-    from pipeline.results import export
+    from pipeline.results.export.arrow import ParquetUnavailable, arrow_schema
+    from pipeline.results.export.schema import csv_schema, json_schema
 
     if options.to is not None:
         return _print_table_schema(options)
     if options.fmt == "parquet":
         try:
-            schema = export.arrow_schema(structured_type(spec), versions=options.all_versions)
-        except export.ParquetUnavailable as exc:
+            schema = arrow_schema(structured_type(spec), versions=options.all_versions)
+        except ParquetUnavailable as exc:
             complain(str(exc))
             return EXIT_FAILED
         text = schema.to_string(show_field_metadata=False, show_schema_metadata=False)
@@ -173,9 +182,9 @@ def export_schema_command(spec: JobSpec, options: ExportOptions) -> int:
         sys.stdout.flush()
         return EXIT_OK
     if options.fmt == "csv":
-        write_json(export.csv_schema(options.long, versions=options.all_versions))
+        write_json(csv_schema(options.long, versions=options.all_versions))
         return EXIT_OK
-    document = export.json_schema(
+    document = json_schema(
         spec.schema.validation_schema if spec.schema is not None else None,
         schema_hash=schema_hash_of(spec),
         versions=options.all_versions,
@@ -189,13 +198,13 @@ def _print_table_schema(options: ExportOptions) -> int:
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError
     from sqlalchemy.schema import CreateTable
 
-    from pipeline.results import export
+    from pipeline.results.export.table import TargetError, results_table
 
     assert options.to is not None
     try:
-        table = export.results_table(options.table or "")
+        table = results_table(options.table or "")
         dialect = make_url(async_url(options.to)).get_dialect()()
-    except export.TargetError as exc:
+    except TargetError as exc:
         complain(str(exc))
         return EXIT_FAILED
     except (ValueError, ArgumentError, NoSuchModuleError) as exc:
@@ -208,6 +217,8 @@ def _print_table_schema(options: ExportOptions) -> int:
 async def export_command(spec: JobSpec, options: ExportOptions) -> int:
     """``ground export``: stream the job's records to a file, stdout, or a database table."""
     from pipeline.results import export
+    from pipeline.results.export.arrow import ParquetUnavailable
+    from pipeline.store.records import Filters
 
     if options.schema:
         return export_schema_command(spec, options)
@@ -216,7 +227,7 @@ async def export_command(spec: JobSpec, options: ExportOptions) -> int:
     except OSError as exc:
         complain(f"--ids {options.ids_file}: cannot read: {exc.strerror or exc}")
         return EXIT_FAILED
-    filters = export.Filters(
+    filters = Filters(
         states=options.states,
         qclass=options.qclass,
         since=options.since,
@@ -236,7 +247,7 @@ async def export_command(spec: JobSpec, options: ExportOptions) -> int:
             count = await _export_to_file(
                 engine, job_id, filters, options, structured_type(spec), verification
             )
-        except export.ParquetUnavailable as exc:
+        except ParquetUnavailable as exc:
             complain(str(exc))
             return EXIT_FAILED
         except OSError as exc:
@@ -268,6 +279,8 @@ async def _export_to_file(
     verification: Any,
 ) -> int:
     from pipeline.results import export
+    from pipeline.results.export.parquet import ParquetWriter
+    from pipeline.results.export.writers import CsvWriter, JsonlWriter
 
     to_stdout = options.out == "-"
     stream: BinaryIO = (
@@ -278,13 +291,13 @@ async def _export_to_file(
     try:
         writer: Any
         if options.fmt == "parquet":
-            writer = export.ParquetWriter(stream, structured, versions=options.all_versions)
+            writer = ParquetWriter(stream, structured, versions=options.all_versions)
         elif options.fmt == "csv":
-            writer = export.CsvWriter(
+            writer = CsvWriter(
                 stream, options.long, versions=options.all_versions, raw=options.csv_raw
             )
         else:
-            writer = export.JsonlWriter(stream)
+            writer = JsonlWriter(stream)
         count = await export.export_job(
             engine, job_id, _Threaded(writer), filters, verification=verification
         )
@@ -317,22 +330,23 @@ async def _export_to_table(
     verification: Any,
 ) -> int:
     from pipeline.results import export
+    from pipeline.results.export.table import TableWriter, TargetError, results_table
 
     assert options.to is not None
     try:
         url = async_url(options.to)
-        table = export.results_table(options.table or "")
-    except ValueError as exc:  # export.TargetError is one too
-        complain(str(exc) if isinstance(exc, export.TargetError) else f"--to: {exc}")
+        table = results_table(options.table or "")
+    except ValueError as exc:  # TargetError is one too
+        complain(str(exc) if isinstance(exc, TargetError) else f"--to: {exc}")
         return EXIT_FAILED
     target = create_engine(url)
     try:
-        writer = export.TableWriter(target, table, job)
+        writer = TableWriter(target, table, job)
         await writer.prepare()
         if writer.added_columns:
             say(f"added to table {table.name!r}: {', '.join(writer.added_columns)}")
         count = await export.export_job(engine, job_id, writer, filters, verification=verification)
-    except export.TargetError as exc:
+    except TargetError as exc:
         complain(str(exc))
         return EXIT_FAILED
     except Exception as exc:  # any driver's error: say which, never with the password
@@ -384,7 +398,9 @@ async def report_command(
     """``ground report``: the job's self-contained HTML report; its table the first ``limit``
     questions, or a ``sample`` of them under ``seed``, of ``qclass`` and ``states``."""
 
-    from pipeline.results.report import ReportContext, TableSelection, write_report
+    from pipeline.results.report import write_report
+    from pipeline.results.report.header import ReportContext
+    from pipeline.results.report.selection import TableSelection
 
     context = ReportContext(
         generated_at=dt.datetime.now(dt.UTC),

@@ -16,8 +16,12 @@ from pipeline.clock import utcnow
 from pipeline.commands.common import complain, find_job_id, opened, say
 from pipeline.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from pipeline.job.spec import JobSpec
-from pipeline.results import DecisionsError, read_decisions
+from pipeline.results.decisions import DecisionsError, read_decisions
 from pipeline.store import reviews
+
+__all__ = [
+    "review_import_command",
+]
 
 
 async def review_import_command(spec: JobSpec, path: Path, *, reviewer: str | None) -> int:

@@ -53,9 +53,10 @@ from pipeline.gemini.endpoint import ConfigurationError
 from pipeline.job.calls import CallPlan, plan_calls
 from pipeline.job.spec import JobSpec
 from pipeline.job.states import QuestionState, SourceState
-from pipeline.limits import JobLimits
+from pipeline.limits.job_limits import JobLimits
 from pipeline.links.resolver import Resolver
-from pipeline.notify import Outbox, budget_data, is_budget_stop, notifying
+from pipeline.notify.event import budget_data, is_budget_stop
+from pipeline.notify.outbox import Outbox, notifying
 from pipeline.online.leases import default_owner
 from pipeline.online.runner import OnlineRunner
 from pipeline.results.closing import JobCounts, job_counts, render_counts
@@ -76,9 +77,16 @@ from pipeline.watch.progress import watch as progress_watch
 from pipeline.watch.settings import RunSettings
 
 if TYPE_CHECKING:
-    from pipeline.limits import Backoff
+    from pipeline.limits.backoff import Backoff
     from pipeline.limits.probe import ProbeSettings
     from pipeline.watch.metrics import RunMetrics
+
+__all__ = [
+    "refresh_command",
+    "restructure_command",
+    "run_command",
+    "run_outcome",
+]
 
 
 async def run_command(
@@ -561,7 +569,7 @@ async def restructure_command(
     earlier structured objects are kept as history."""
     import msgspec
 
-    from pipeline.structure import SchemaError, prepare_schema_file
+    from pipeline.structure.schema import SchemaError, prepare_schema_file
 
     if schema_file is not None:
         try:

@@ -16,7 +16,13 @@ from pipeline.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from pipeline.grounding.hosts import is_loopback_host
 from pipeline.job.spec import JobSpec
 from pipeline.results.precision import verify_model
-from pipeline.serve import MIN_TOKEN_LENGTH, DeskContext, new_token, serve_desk
+from pipeline.serve.app import serve_desk
+from pipeline.serve.context import DeskContext
+from pipeline.serve.security import MIN_TOKEN_LENGTH, new_token
+
+__all__ = [
+    "serve_command",
+]
 
 DEFAULT_PORT = 8765
 TOKEN_VARIABLE = "GROUND_DESK_TOKEN"  # noqa: S105 (the variable's name, not a secret)

@@ -25,8 +25,9 @@ from pipeline.gemini.client import GeminiClient
 from pipeline.gemini.endpoint import ConfigurationError, endpoint_for
 from pipeline.job.calls import worst_case
 from pipeline.job.spec import JobSpec
-from pipeline.limits import JobLimits
-from pipeline.notify import Outbox, gate_data, notifying
+from pipeline.limits.job_limits import JobLimits
+from pipeline.notify.event import gate_data
+from pipeline.notify.outbox import Outbox, notifying
 from pipeline.online.call import MeteredCaller
 from pipeline.online.leases import default_owner
 from pipeline.online.verification import Checker, CheckResult
@@ -44,6 +45,10 @@ from pipeline.verify.precision import (
 )
 from pipeline.verify.requests import VerificationCall, verification_calls
 from pipeline.verify.sampling import Candidate, choose, parse_sample
+
+__all__ = [
+    "verify_command",
+]
 
 
 async def verify_command(spec: JobSpec, *, metrics_textfile: str | None = None) -> int:

@@ -8,13 +8,18 @@ import warnings
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.costs import UnconfirmedPriceWarning, load_prices
+from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.job.calls import worst_case
 from pipeline.job.spec import JobSpec
-from pipeline.results import STORED_ANSWERS_READ, estimate_for_job, render_verification
+from pipeline.results.verify_estimate import (
+    STORED_ANSWERS_READ,
+    estimate_for_job,
+    render_verification,
+)
 from pipeline.store import citation_verdicts as store
 from pipeline.store.ledger import micro_to_usd
-from pipeline.verify import claims_of, parse_sample
+from pipeline.verify.claims import claims_of
+from pipeline.verify.sampling import parse_sample
 
 
 async def verification_lines(connection: AsyncConnection, spec: JobSpec, job_id: int) -> list[str]:

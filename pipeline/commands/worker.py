@@ -60,6 +60,10 @@ from pipeline.watch.outputs import write_atomically
 from pipeline.watch.progress import TTY_REFRESH_S, ProgressBar, Snapshot, WatchOptions
 from pipeline.watch.terminal import hung_up, let_go, printable
 
+__all__ = [
+    "worker_command",
+]
+
 log = logging.getLogger(__name__)
 
 RESTART_FIRST_S = 1.0  # seconds before the first restart of a child that died

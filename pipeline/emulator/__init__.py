@@ -8,18 +8,3 @@ Public surface:
 * :class:`FakeClock` - time a test moves by hand (``clock.py``; the default is the real one);
 * ``ground emulator`` / ``python -m pipeline.emulator`` - the command (``cli.py``).
 """
-
-from pipeline.emulator.clock import FakeClock
-from pipeline.emulator.config import EmulatorConfig, ModelQuota, load_config
-from pipeline.emulator.server import build_app
-from pipeline.emulator.testing import RunningEmulator, running_emulator
-
-__all__ = [
-    "EmulatorConfig",
-    "FakeClock",
-    "ModelQuota",
-    "RunningEmulator",
-    "build_app",
-    "load_config",
-    "running_emulator",
-]

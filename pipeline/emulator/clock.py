@@ -18,6 +18,10 @@ import threading
 import time
 from typing import Protocol
 
+__all__ = [
+    "FakeClock",
+]
+
 
 class Clock(Protocol):
     def time(self) -> float:

@@ -32,6 +32,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+__all__ = [
+    "EmulatorConfig",
+    "ModelQuota",
+    "load_config",
+]
+
 DEFAULT_API_KEY = "emulator-key"
 DEFAULT_BEARER_TOKEN = "emulator-token"  # noqa: S105 - a test token, accepted on the Vertex surface without /token
 ALL_MODELS = "*"  # the quota table that applies to models without their own

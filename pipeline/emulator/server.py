@@ -63,6 +63,10 @@ from pipeline.emulator.request import DEVELOPER, SEARCH_TOOLS, VERTEX, GenerateR
 from pipeline.emulator.stats import Stats
 from pipeline.emulator.storage import StorageError, StorageService
 
+__all__ = [
+    "build_app",
+]
+
 FAULT_429_NOMINAL_RPM = 1000  # the quotaValue an injected 429 names when no rpm is set
 _JSON = error_bodies.JSON_CONTENT_TYPE
 _HTML = error_bodies.HTML_CONTENT_TYPE

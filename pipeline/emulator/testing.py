@@ -32,6 +32,11 @@ from pipeline.emulator.clock import SYSTEM_CLOCK, Clock
 from pipeline.emulator.config import DEFAULT_BEARER_TOKEN, EmulatorConfig
 from pipeline.emulator.server import EMULATOR, build_app
 
+__all__ = [
+    "RunningEmulator",
+    "running_emulator",
+]
+
 HOST = "127.0.0.1"
 SHUTDOWN_GRACE_S = 0.5  # seconds in-flight handlers get before being cancelled
 START_TIMEOUT_S = 10.0  # seconds

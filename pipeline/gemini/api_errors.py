@@ -40,6 +40,16 @@ from pipeline.errors import (
 from pipeline.gemini.wire import ErrorStatus, decode_error
 from pipeline.redaction import redact
 
+__all__ = [
+    "GeminiError",
+    "InvalidUsage",
+    "PermanentError",
+    "QuotaKind",
+    "TransientError",
+    "Unreachable",
+    "classify_429",
+]
+
 RETRYABLE_HTTP = frozenset({408, 429, 500, 502, 503, 504})
 FATAL_HTTP = frozenset({401, 403})
 # ErrorInfo reasons that no retry can fix: a wrong key arrives as 400 INVALID_ARGUMENT with

@@ -61,6 +61,10 @@ from pipeline.gemini.batch_wire import (
 from pipeline.gemini.endpoint import DEVELOPER_API_BASE, Auth
 from pipeline.gemini.session import Exchange, SessionOwner, listed, resource_path
 
+__all__ = [
+    "BatchClient",
+]
+
 API_VERSION = "v1beta"
 UPLOAD_CHUNK_BYTES = 8 * 1024 * 1024  # bytes per resumable-upload request
 CONNECT_TIMEOUT_S = 10.0  # seconds

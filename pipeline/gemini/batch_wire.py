@@ -27,6 +27,18 @@ import orjson
 from pipeline.gemini.api_errors import GeminiError, ProtocolError, classify_http_error
 from pipeline.redaction import redact
 
+__all__ = [
+    "JOB_STATE_CANCELLED",
+    "JOB_STATE_EXPIRED",
+    "JOB_STATE_PARTIALLY_SUCCEEDED",
+    "JOB_STATE_SUCCEEDED",
+    "TERMINAL_JOB_STATES",
+    "BatchJob",
+    "PartWriter",
+    "ResultLine",
+    "UploadedFile",
+]
+
 MAX_PART_BYTES = 1_000_000_000  # bytes per JSONL part: half the 2 GB file limit
 MAX_PART_REQUESTS = 50_000  # requests per part (one batch each): keeps a lost batch small
 

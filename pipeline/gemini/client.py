@@ -30,6 +30,11 @@ from pipeline.gemini.wire import (
     usage_problem,
 )
 
+__all__ = [
+    "CallResult",
+    "GeminiClient",
+]
+
 CONNECT_TIMEOUT_S = 10.0  # establishing a TCP/TLS connection
 MAX_BODY_BYTES = 64 * 1024 * 1024  # a response larger than this is refused as hostile
 

@@ -24,6 +24,15 @@ from pipeline.gemini.api_errors import TransientError
 from pipeline.gemini.endpoint import Endpoint
 from pipeline.gemini.session import SessionOwner
 
+__all__ = [
+    "DOCUMENT_TASK",
+    "EMBED_BATCH_MAX",
+    "QUERY_TASK",
+    "EmbeddingClient",
+    "batch_embed_body",
+    "estimated_tokens",
+]
+
 EMBED_BATCH_MAX = 100  # requests in one batchEmbedContents (the API's limit)
 BYTES_PER_TOKEN = 4  # the token estimate of a text with no usage reported: ceil(bytes / 4)
 DOCUMENT_TASK = "RETRIEVAL_DOCUMENT"

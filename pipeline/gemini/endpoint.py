@@ -29,6 +29,16 @@ import anyio.to_thread
 from pipeline.errors import CredentialsUnavailable, GroundError
 from pipeline.redaction import redact, remember
 
+__all__ = [
+    "TOKEN_TIMEOUT_S",
+    "ConfigurationError",
+    "Endpoint",
+    "backend_from_env",
+    "credentials_file_problem",
+    "endpoint_for",
+    "vertex_place",
+]
+
 DEVELOPER_API_BASE = "https://generativelanguage.googleapis.com"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 # The SDK's backend switches; GOOGLE_GENAI_USE_ENTERPRISE wins when both are set and differ.

@@ -14,6 +14,15 @@ from typing import Any
 
 import orjson
 
+__all__ = [
+    "ElasticsearchTool",
+    "GroundedRequestBuilder",
+    "PassagesRequestBuilder",
+    "RagStoreTool",
+    "grounding_tool",
+    "maps_tool_config",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class ElasticsearchTool:

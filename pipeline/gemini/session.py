@@ -30,6 +30,10 @@ from pipeline.gemini.api_errors import (
     classify_http_error,
 )
 
+__all__ = [
+    "SessionOwner",
+]
+
 try:
     VERSION = metadata.version("ground")
 except metadata.PackageNotFoundError:  # run from a source tree that was never installed

@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+__all__ = [
+    "estimate_tokens",
+]
+
 CHARS_PER_TOKEN = 4  # Gemini's documented rule of thumb for English text ("about 4 characters")
 
 

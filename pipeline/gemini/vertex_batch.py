@@ -61,6 +61,10 @@ from pipeline.gemini.vertex_batch_wire import (
     request_line,
 )
 
+__all__ = [
+    "VertexBatchClient",
+]
+
 API_VERSION = "v1"
 CONNECT_TIMEOUT_S = 10.0  # seconds
 REQUEST_TIMEOUT_S = 120.0  # seconds for one create, get, list page or cancel

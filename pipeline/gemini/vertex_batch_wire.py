@@ -42,6 +42,10 @@ from pipeline.gemini.batch_wire import (
 )
 from pipeline.redaction import redact
 
+__all__ = [
+    "parse_gs_uri",
+]
+
 KEY_LABEL = "ground_key"  # the request label that carries a line's key
 # Label keys and values: lowercase letters, digits, "_" and "-", at most 63 characters
 # (https://cloud.google.com/vertex-ai/generative-ai/docs/multimodal/add-labels-to-api-calls).

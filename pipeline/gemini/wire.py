@@ -24,6 +24,23 @@ import msgspec
 
 from pipeline.errors import GroundError
 
+__all__ = [
+    "Candidate",
+    "GenerateContentResponse",
+    "GroundingChunk",
+    "GroundingMetadata",
+    "GroundingSupport",
+    "MalformedResponse",
+    "MalformedUsage",
+    "Part",
+    "UsageMetadata",
+    "decode_error",
+    "decode_response",
+    "tool_part_count",
+    "usage_problem",
+    "visible_text",
+]
+
 
 # msgspec's subclasses inherit ``frozen``; a type checker, going by dataclass_transform's rules,
 # would not know it without ``frozen_default``.

@@ -16,6 +16,11 @@ from urllib.parse import urlsplit
 
 from pipeline.grounding.hosts import InvalidHost, canonical_host
 
+__all__ = [
+    "from_excluded",
+    "normalised",
+]
+
 
 def normalised(domain: str) -> str:
     """``https://www.Example.com/x`` -> ``example.com`` (what an entry means)."""

@@ -33,6 +33,15 @@ import idna
 
 from pipeline.errors import GroundError
 
+__all__ = [
+    "InvalidHost",
+    "canonical_host",
+    "internal_reason",
+    "is_local_url",
+    "is_loopback_host",
+    "without_userinfo",
+]
+
 IPV4_MAX_PARTS = 4  # a.b.c.d at most; fewer parts let the last one fill the rest
 # Full stops that the UTS #46 mapping turns into "." (ideographic, fullwidth, halfwidth).
 FULL_STOPS = ("\u3002", "\uff0e", "\uff61")

@@ -33,6 +33,19 @@ from publicsuffixlist import PublicSuffixList
 
 from pipeline.grounding.domains import host_of, normalised
 
+__all__ = [
+    "POLICY_DROPPED",
+    "POLICY_FLAGGED",
+    "POLICY_OK",
+    "POLICY_REASKED",
+    "SourcePolicy",
+    "avoid_domains",
+    "avoiding",
+    "covered_share",
+    "kept_support",
+    "registrable_domain",
+]
+
 PolicyAction = Literal["flag", "drop", "reask"]
 # What a stored source's ``policy`` column holds once judged: it passed ("ok"), or the action
 # taken on it. "reasked" marks a source whose question was asked again for it.

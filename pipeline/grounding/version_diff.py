@@ -15,6 +15,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+__all__ = [
+    "DESTINATIONS",
+    "SourceFacts",
+    "compare",
+    "destination_set",
+    "with_aspect",
+]
+
 TEXT = "text"
 SOURCES = "sources"
 DESTINATIONS = "destinations"

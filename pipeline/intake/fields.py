@@ -21,6 +21,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from pipeline.intake.files import UTF8_BOM
 from pipeline.job.sections import SourceSection
 
+__all__ = [
+    "unknown_file_fields",
+    "unknown_query_fields",
+]
+
 FIELD_SAMPLE_ROWS = 1_000  # JSONL lines whose fields are looked at
 
 

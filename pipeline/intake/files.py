@@ -16,6 +16,11 @@ from typing import Any
 
 import orjson
 
+__all__ = [
+    "fields_problem",
+    "file_records",
+]
+
 UTF8_BOM = b"\xef\xbb\xbf"  # a byte-order mark some editors put before UTF-8 text
 
 

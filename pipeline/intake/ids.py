@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from pipeline.errors import GroundError
 
+__all__ = [
+    "InvalidId",
+    "checked_id",
+]
+
 MAX_ID_LENGTH = 512  # characters, the column's width
 
 

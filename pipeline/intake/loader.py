@@ -49,6 +49,14 @@ from pipeline.job.sections import SourceSection
 from pipeline.store import queue, versions
 from pipeline.store.queue import Fingerprint, save_fingerprint, stored_fingerprint
 
+__all__ = [
+    "LoadError",
+    "LoadResult",
+    "load_records",
+    "load_source",
+    "read_rows",
+]
+
 CHUNK_ROWS = 1_000  # rows per insert; bounds memory and statement size
 NAMED_EDITS = 5  # changed ids a refused load names (the count says how many more)
 # Characters, the class column's width (questions.qclass). A longer class is refused with its

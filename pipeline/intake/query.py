@@ -18,6 +18,10 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from pipeline.store.engine import async_url
 
+__all__ = [
+    "query_records",
+]
+
 QUERY_PARTITION_ROWS = 1_000  # rows fetched from the cursor at a time
 
 

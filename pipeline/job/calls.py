@@ -20,10 +20,26 @@ from pipeline.costs.charges import WorstCase
 from pipeline.costs.prices import Price
 from pipeline.gemini.endpoint import TOKEN_TIMEOUT_S, Endpoint, endpoint_for
 from pipeline.gemini.request import GroundedRequestBuilder, PassagesRequestBuilder
-from pipeline.grounding import GroundedAnswer
+from pipeline.grounding.mapping import GroundedAnswer
 from pipeline.job.grounded_request import grounded_request_builder
 from pipeline.job.spec import JobSpec
-from pipeline.structure import PreparedSchema, build_structure_body, schema_hash
+from pipeline.structure.fingerprint import schema_hash
+from pipeline.structure.prompt import build_structure_body
+from pipeline.structure.schema import PreparedSchema
+
+__all__ = [
+    "OWN_STEP",
+    "CallPlan",
+    "Embedding",
+    "GroundedCall",
+    "OwnRetrievalCall",
+    "StructureCall",
+    "grounded_call",
+    "own_retrieval_call",
+    "plan_calls",
+    "structure_call",
+    "worst_case",
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,7 @@ from pipeline.gemini.tokens import estimate_tokens
 from pipeline.job.refusal import KeyRefused
 from pipeline.job.sections import GroundingSection, LimitsSection, ModelSection
 from pipeline.redaction import remember
-from pipeline.structure import PreparedSchema
+from pipeline.structure.schema import PreparedSchema
 
 # The shortest question (one character): the smallest call a job makes is built around it.
 SHORTEST_QUESTION = "?"

@@ -15,6 +15,18 @@ import msgspec
 
 from pipeline.job.states import TERMINAL_STATES, QuestionState
 
+__all__ = [
+    "MAX_SECONDS",
+    "BatchSection",
+    "NotifySection",
+    "RawJob",
+    "ResolverSection",
+    "RetrievalSection",
+    "Seconds",
+    "SourceSection",
+    "ToolName",
+]
+
 DEFAULT_REDIRECT_HOSTS = ("vertexaisearch.cloud.google.com",)
 DEFAULT_MAX_QUESTION_CHARS = 1_000_000  # see LimitsSection.max_question_chars
 

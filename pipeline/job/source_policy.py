@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import msgspec
 
-from pipeline.grounding import SourcePolicy, normalised
+from pipeline.grounding.domains import normalised
+from pipeline.grounding.policy import SourcePolicy
 from pipeline.job.refusal import KeyRefused
 from pipeline.job.sections import GroundingSection, RawJob, SourcesSection
+
+__all__ = [
+    "policy_of",
+]
 
 MAX_EXCLUDE_DOMAINS = 2_000  # googleSearch.excludeDomains entries Vertex takes
 SEARCH_TOOLS = ("google_search", "enterprise_web_search")  # those with excludeDomains

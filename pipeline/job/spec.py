@@ -74,7 +74,14 @@ from pipeline.job.source_policy import check_sources, with_denied_excluded
 from pipeline.job.source_rules import check_retrieval, check_source
 from pipeline.job.switched_off import ignore_switched_off
 from pipeline.job.tool_rules import check_grounding, search_warnings
-from pipeline.structure import PreparedSchema, SchemaError, prepare_schema_file
+from pipeline.structure.schema import PreparedSchema, SchemaError, prepare_schema_file
+
+__all__ = [
+    "JobSpec",
+    "JobSpecError",
+    "load_jobspec",
+    "parse_duration",
+]
 
 log = logging.getLogger(__name__)
 

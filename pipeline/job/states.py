@@ -10,6 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+__all__ = [
+    "TERMINAL_STATES",
+    "WAITING_STATES",
+    "QuestionState",
+    "SourceState",
+    "Verdict",
+]
+
 
 class QuestionState(StrEnum):
     """Where a question stands (see :mod:`pipeline.store.queue` for the transitions)."""

@@ -28,35 +28,3 @@ with the other error parsing, in :func:`pipeline.gemini.api_errors.classify_429`
 sleeps are injectable; a test that needs the limits without a server uses them on a SQLite
 file.
 """
-
-from pipeline.gemini.tokens import estimate_tokens
-from pipeline.limits.backoff import Backoff, retry_delay
-from pipeline.limits.daily import DAILY_RESET_MARGIN, GroundingPause, next_daily_reset
-from pipeline.limits.job_limits import JobLimits
-from pipeline.limits.overload import Storms
-from pipeline.limits.policy import GROUND, STRUCTURE, Decision, RetryPolicy, Strikes
-from pipeline.limits.probe import DailyProbe, ProbeSettings
-from pipeline.limits.rate import RateLimiter, pacing_rate
-from pipeline.limits.retry_after import retry_after_s, server_delay
-
-__all__ = [
-    "DAILY_RESET_MARGIN",
-    "GROUND",
-    "STRUCTURE",
-    "Backoff",
-    "DailyProbe",
-    "Decision",
-    "GroundingPause",
-    "JobLimits",
-    "ProbeSettings",
-    "RateLimiter",
-    "RetryPolicy",
-    "Storms",
-    "Strikes",
-    "estimate_tokens",
-    "next_daily_reset",
-    "pacing_rate",
-    "retry_after_s",
-    "retry_delay",
-    "server_delay",
-]

@@ -5,6 +5,11 @@ from __future__ import annotations
 import math
 import random
 
+__all__ = [
+    "Backoff",
+    "retry_delay",
+]
+
 BACKOFF_BASE_S = 1.0  # seconds: full-jitter exponential backoff, base ...
 BACKOFF_CAP_S = 60.0  # ... and cap (a server's RetryInfo may ask for more)
 

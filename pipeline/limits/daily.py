@@ -13,6 +13,12 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pipeline.clock import utcnow
 
+__all__ = [
+    "DAILY_RESET_MARGIN",
+    "GroundingPause",
+    "next_daily_reset",
+]
+
 WallClock = Callable[[], dt.datetime]  # aware datetimes
 
 DAILY_RESET_MARGIN = dt.timedelta(minutes=1)  # wait this long past the reset, for clock skew

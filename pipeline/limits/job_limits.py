@@ -68,6 +68,10 @@ from pipeline.limits.rate import PACING_HEADROOM, Clock, Sleep, pacing_rate
 from pipeline.store import ledger, quota
 from pipeline.store.database import Database
 
+__all__ = [
+    "JobLimits",
+]
+
 GRANT_S = 0.5  # seconds of the shared request rate in one grant, at most
 WINDOW_S = 60.0  # the quota's window: the rate is per minute
 DEMAND_TAU_S = 2.0  # seconds: the time constant of a process's measured demand

@@ -17,6 +17,10 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
+__all__ = [
+    "Storms",
+]
+
 OVERLOAD_WAIT_S = 3600.0  # seconds a storm may last before the run stops ([limits] default)
 OVERLOAD_BASE_S = 2.0  # seconds: the first wait's ceiling, doubled per refusal ...
 OVERLOAD_CAP_S = 64.0  # ... up to this (Google's cookbook: 2 s doubling to 64 s)

@@ -60,6 +60,14 @@ from pipeline.limits.backoff import Backoff
 from pipeline.limits.overload import OVERLOAD_BASE_S, OVERLOAD_CAP_S, OVERLOAD_WAIT_S
 from pipeline.limits.probe import ProbeSettings
 
+__all__ = [
+    "GROUND",
+    "STRUCTURE",
+    "Decision",
+    "RetryPolicy",
+    "Strikes",
+]
+
 GROUND = "ground"  # call 1
 STRUCTURE = "structure"  # call 2
 DEFAULT_MAX_ATTEMPTS = 5  # tries of a step before a retryable failure gives up

@@ -25,6 +25,11 @@ from dataclasses import dataclass
 from pipeline.clock import utcnow
 from pipeline.limits.daily import WallClock
 
+__all__ = [
+    "DailyProbe",
+    "ProbeSettings",
+]
+
 DAILY_PROBE_429S = 5  # bare 429s on grounded calls, at least, before a day's pause ...
 DAILY_PROBE_S = 180.0  # seconds: ... spread over at least this long, no grounded answer between
 PROBE_BASE_S = 2.0  # seconds: the wait before the first probe, doubled after each bare 429 ...

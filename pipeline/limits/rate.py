@@ -13,6 +13,11 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
+__all__ = [
+    "RateLimiter",
+    "pacing_rate",
+]
+
 Clock = Callable[[], float]  # monotonic seconds
 Sleep = Callable[[float], Awaitable[None]]
 

@@ -16,6 +16,11 @@ import math
 import re
 from email.utils import parsedate_to_datetime
 
+__all__ = [
+    "retry_after_s",
+    "server_delay",
+]
+
 # Seconds: a server delay longer than this is taken as this (a week: past it a header is a
 # mistake, and the datetime arithmetic of a retry time must stay in range).
 MAX_SERVER_DELAY_S = 7 * 86_400.0

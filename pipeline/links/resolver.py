@@ -43,7 +43,9 @@ from pipeline.errors import ErrorClass, RetryableError
 from pipeline.gemini.session import SessionOwner
 from pipeline.job.sections import ResolverSection
 from pipeline.job.states import SourceState, Verdict
-from pipeline.limits import Backoff, RateLimiter, RetryPolicy
+from pipeline.limits.backoff import Backoff
+from pipeline.limits.policy import RetryPolicy
+from pipeline.limits.rate import RateLimiter
 from pipeline.links import rules as redirects
 from pipeline.links.rules import AllowList
 from pipeline.redaction import redact
@@ -51,6 +53,12 @@ from pipeline.run.commit_window import batches
 from pipeline.store import resolution
 from pipeline.store.database import Database
 from pipeline.store.resolution import Lookup, SourceUpdate
+
+__all__ = [
+    "Lookup",
+    "Resolver",
+    "pending_lookups",
+]
 
 log = logging.getLogger(__name__)
 

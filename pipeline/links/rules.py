@@ -30,6 +30,11 @@ from urllib.parse import SplitResult, urljoin, urlsplit
 from pipeline.grounding import hosts
 from pipeline.job.states import SourceState, Verdict
 
+__all__ = [
+    "AllowList",
+    "initial_verdict",
+]
+
 MAX_URL_CHARS = 4096  # a destination longer than this is rejected, not truncated
 DEFAULT_PORTS = {"http": 80, "https": 443}
 DIRECT_SCHEMES = frozenset({"http", "https", "gs"})

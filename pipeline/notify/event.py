@@ -22,6 +22,13 @@ from typing import Any
 from pipeline.exit_codes import ExitStatus
 from pipeline.run.outcome import RunOutcome
 
+__all__ = [
+    "budget_data",
+    "gate_data",
+    "is_budget_stop",
+    "run_event",
+]
+
 # How a stop by the budget begins (pipeline.limits.policy online, pipeline.batch.budget in
 # batch mode).
 BUDGET_STOPS = ("budget: ", "budget_usd ")

@@ -35,8 +35,14 @@ from pipeline.notify.event import run_event
 from pipeline.notify.webhook import Attempt, attempt, not_delivered, signer_from_env
 from pipeline.redaction import redact
 from pipeline.run.outcome import RunOutcome
-from pipeline.store import create_engine
 from pipeline.store import notify_deliveries as nd
+from pipeline.store.engine import create_engine
+
+__all__ = [
+    "Outbox",
+    "drain_bound_s",
+    "notifying",
+]
 
 log = logging.getLogger(__name__)
 

@@ -28,6 +28,12 @@ from standardwebhooks import Webhook
 from pipeline.clock import utcnow
 from pipeline.redaction import redact, remember
 
+__all__ = [
+    "attempt",
+    "signed_headers",
+    "signer_from_env",
+]
+
 log = logging.getLogger(__name__)
 
 _RETRIED = frozenset({408, 429})

@@ -34,11 +34,11 @@ from pipeline.gemini.wire import (
     GenerateContentResponse,
     visible_text,
 )
-from pipeline.grounding import GroundedAnswer, avoiding
+from pipeline.grounding.mapping import GroundedAnswer
+from pipeline.grounding.policy import avoiding
 from pipeline.job.calls import CallPlan, StructureCall
 from pipeline.job.states import QuestionState
-from pipeline.limits import RetryPolicy
-from pipeline.limits.policy import GROUND, STRUCTURE
+from pipeline.limits.policy import GROUND, STRUCTURE, RetryPolicy
 from pipeline.online.call import Metered, ModelCaller, ledger_row
 from pipeline.rows import AnswerRecord, CallRecord, ClaimedQuestion, StateChange, StructuredRecord
 from pipeline.run.verdicts import (
@@ -51,7 +51,7 @@ from pipeline.run.verdicts import (
     structured_outcome,
     structured_record,
 )
-from pipeline.structure import REPAIR_RETRIES
+from pipeline.structure.validate import REPAIR_RETRIES
 
 log = logging.getLogger(__name__)
 

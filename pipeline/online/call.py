@@ -54,8 +54,9 @@ from pipeline.gemini.api_errors import (
 )
 from pipeline.gemini.client import CallResult, GeminiClient
 from pipeline.gemini.endpoint import Endpoint
-from pipeline.limits import GroundingPause, JobLimits, estimate_tokens
-from pipeline.limits.daily import DAILY_RESET_MARGIN
+from pipeline.gemini.tokens import estimate_tokens
+from pipeline.limits.daily import DAILY_RESET_MARGIN, GroundingPause
+from pipeline.limits.job_limits import JobLimits
 from pipeline.limits.overload import Storms
 from pipeline.limits.probe import DailyProbe, ProbeSettings
 from pipeline.limits.retry_after import server_delay
@@ -63,6 +64,10 @@ from pipeline.online.fence import LeaseFence
 from pipeline.rows import CallRecord
 from pipeline.run.context import RunPrices
 from pipeline.store.database import DatabaseOutage
+
+__all__ = [
+    "MeteredCaller",
+]
 
 log = logging.getLogger(__name__)
 

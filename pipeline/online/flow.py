@@ -41,10 +41,10 @@ import anyio
 
 from pipeline.costs.cap import QuestionSpend
 from pipeline.errors import ErrorClass
-from pipeline.grounding import GroundedAnswer
+from pipeline.grounding.mapping import GroundedAnswer
 from pipeline.job.calls import CallPlan
 from pipeline.job.states import QuestionState
-from pipeline.limits import RetryPolicy
+from pipeline.limits.policy import RetryPolicy
 from pipeline.online.answering import Answerer, capped
 from pipeline.online.call import ModelCaller
 from pipeline.online.own import OwnAnswerer, stored_own_answer

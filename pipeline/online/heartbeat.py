@@ -16,7 +16,7 @@ from collections.abc import Set
 
 import anyio
 
-from pipeline.limits import JobLimits
+from pipeline.limits.job_limits import JobLimits
 from pipeline.online import leases
 from pipeline.online.fence import Instant, LeaseFence
 from pipeline.store.database import Database

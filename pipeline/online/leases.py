@@ -20,9 +20,13 @@ import time
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.limits import JobLimits
+from pipeline.limits.job_limits import JobLimits
 from pipeline.store import queue
 from pipeline.store import quota as shared_quota
+
+__all__ = [
+    "default_owner",
+]
 
 DEAD_OWNER_SWEEP_S = 15.0  # seconds between two sweeps for dead owners' leases and budget holds
 

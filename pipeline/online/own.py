@@ -34,13 +34,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.errors import CallError
 from pipeline.gemini.endpoint import Endpoint
-from pipeline.grounding import GroundedAnswer
+from pipeline.grounding.mapping import GroundedAnswer
 from pipeline.job.calls import OWN_STEP, OwnRetrievalCall
 from pipeline.job.states import QuestionState
-from pipeline.limits import RetryPolicy
+from pipeline.limits.policy import RetryPolicy
 from pipeline.online.call import ModelCaller, ledger_row
-from pipeline.retrieval import OwnRequest
-from pipeline.retrieval.answer import own_request
+from pipeline.retrieval.answer import OwnRequest, own_request
 from pipeline.retrieval.query_vectors import QueryEmbedder
 from pipeline.rows import ClaimedQuestion
 from pipeline.run.own_verdicts import (

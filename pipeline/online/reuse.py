@@ -24,7 +24,8 @@ import anyio
 
 from pipeline.clock import utcnow
 from pipeline.gemini.wire import decode_response
-from pipeline.grounding import avoiding, ground_answer
+from pipeline.grounding.mapping import ground_answer
+from pipeline.grounding.policy import avoiding
 from pipeline.job.states import QuestionState
 from pipeline.rows import AnswerRecord, ClaimedQuestion, StateChange
 from pipeline.run.verdicts import Outcome

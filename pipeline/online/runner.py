@@ -67,7 +67,8 @@ from pipeline.gemini.client import GeminiClient
 from pipeline.gemini.embed import EmbeddingClient
 from pipeline.job.calls import CallPlan
 from pipeline.job.states import QuestionState
-from pipeline.limits import JobLimits, Strikes
+from pipeline.limits.job_limits import JobLimits
+from pipeline.limits.policy import Strikes
 from pipeline.links.resolver import Lookup, Resolver, pending_lookups
 from pipeline.links.rules import AllowList, initial_verdict
 from pipeline.online import leases
@@ -87,6 +88,10 @@ from pipeline.store.database import DatabaseOutage
 
 if TYPE_CHECKING:
     from pipeline.watch.metrics import RunMetrics
+
+__all__ = [
+    "OnlineRunner",
+]
 
 log = logging.getLogger(__name__)
 

@@ -33,6 +33,11 @@ from pipeline.store.database import Database
 from pipeline.verify.parsing import read_verdicts
 from pipeline.verify.requests import VerificationCall
 
+__all__ = [
+    "CheckResult",
+    "Checker",
+]
+
 log = logging.getLogger(__name__)
 
 VERIFY_STEP = "verify"  # the ledger's step for verification calls

@@ -42,7 +42,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.clock import utcnow
-from pipeline.limits import JobLimits
+from pipeline.limits.job_limits import JobLimits
 from pipeline.links.resolver import Lookup
 from pipeline.rows import StateChange
 from pipeline.run.commit_window import batches

@@ -43,7 +43,8 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from pipeline.api import run_job, running_batches, running_batches_async
+from pipeline.api.batches import running_batches, running_batches_async
+from pipeline.api.jobs import run_job
 from pipeline.errors import GroundError
 from pipeline.exit_codes import ExitStatus
 from pipeline.run.outcome import RunOutcome

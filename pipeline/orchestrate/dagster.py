@@ -34,11 +34,11 @@ from typing import Any
 
 import dagster as dg
 
-from pipeline.api import run_job
+from pipeline.api.jobs import run_job
 from pipeline.errors import GroundError
 from pipeline.exit_codes import ExitStatus
 from pipeline.job.spec import load_jobspec
-from pipeline.results import as_override
+from pipeline.results.api import as_override
 from pipeline.run.outcome import RunOutcome
 
 Overrides = Sequence[str] | Mapping[str, Any]

@@ -3,7 +3,3 @@ the job file's keys (:mod:`pipeline.job.sections`), the commands and flags (the 
 the export's fields (what ``ground export --schema`` prints), the metrics
 (:mod:`pipeline.watch.metrics`) and the exit statuses (:mod:`pipeline.exit_codes`). Pure: each
 page is a function returning Markdown; ``mkdocs_hooks.py`` adds them to the site."""
-
-from pipeline.reference.pages import PAGES, render_pages
-
-__all__ = ["PAGES", "render_pages"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.reference.markdown import GENERATED_NOTE, code, table
-from pipeline.results.export import json_schema
+from pipeline.results.export.schema import json_schema
 
 
 def _type(schema: dict[str, Any]) -> str:

@@ -6,6 +6,11 @@ from collections.abc import Callable
 
 from pipeline.reference import commands, exit_status, exports, job_keys, metrics
 
+__all__ = [
+    "PAGES",
+    "render_pages",
+]
+
 PAGES: dict[str, Callable[[], str]] = {
     "reference/job-file.md": job_keys.page,
     "reference/commands.md": commands.page,

@@ -43,6 +43,7 @@ from pipeline.job.spec import JobSpec, load_jobspec
 from pipeline.job.states import QuestionState
 from pipeline.results import export
 from pipeline.results.export.arrow import ArrowBatches, pyarrow_modules
+from pipeline.results.export.structured import structured_shape
 from pipeline.results.precision import job_precision, verify_model
 from pipeline.store.engine import (
     DatabaseSchemaError,
@@ -289,7 +290,7 @@ class Job:
 
     def _structured(self) -> Any:
         schema = self._spec.schema
-        return None if schema is None else export.structured_shape(schema.validation_schema)
+        return None if schema is None else structured_shape(schema.validation_schema)
 
     def to_arrow(
         self,
@@ -361,7 +362,7 @@ class Job:
         """Where the job stands: ``ground status --json``'s document (counts per state,
         answers, grounded, calls, spend, latency, problems ...)."""
         from pipeline.results.status import job_status
-        from pipeline.structure import schema_hash
+        from pipeline.structure.fingerprint import schema_hash
 
         spec = self._spec
 

@@ -10,14 +10,17 @@ import orjson
 
 from pipeline.errors import GroundError
 from pipeline.gemini.wire import MalformedResponse, decode_error, decode_response
-from pipeline.grounding import (
-    GroundedAnswer,
-    ground_answer,
-    render_html_document,
-    render_markdown,
-    to_json_dict,
-)
+from pipeline.grounding.mapping import GroundedAnswer, ground_answer
+from pipeline.grounding.render import render_html_document, render_markdown, to_json_dict
 from pipeline.redaction import redact
+
+__all__ = [
+    "FORMATS",
+    "Uncitable",
+    "cite_body",
+    "details",
+    "render",
+]
 
 FORMATS = ("markdown", "html", "json")
 

@@ -24,6 +24,12 @@ from pipeline.job.states import TERMINAL_STATES
 from pipeline.results.status import JobStatus
 from pipeline.store.status import source_counts, state_counts
 
+__all__ = [
+    "JobCounts",
+    "job_counts",
+    "render_counts",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class JobCounts:

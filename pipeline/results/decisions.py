@@ -14,8 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import GroundError
-from pipeline.intake import file_records
+from pipeline.intake.files import file_records
 from pipeline.store import reviews
+
+__all__ = [
+    "Decision",
+    "DecisionsError",
+    "read_decisions",
+]
 
 MAX_NOTE = 4000  # characters, as the desk's form takes
 MAX_REVIEWER = 200

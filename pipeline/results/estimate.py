@@ -17,11 +17,19 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.costs.charges import WorstCase, expected_cost
 from pipeline.costs.prices import Price, PriceTable
-from pipeline.grounding import GroundedAnswer
+from pipeline.gemini.tokens import estimate_tokens
+from pipeline.grounding.mapping import GroundedAnswer
 from pipeline.job.calls import GroundedCall, StructureCall
-from pipeline.limits import estimate_tokens
 from pipeline.store.ledger import micro_to_usd, read_estimate_basis
-from pipeline.structure import REPAIR_RETRIES
+from pipeline.structure.validate import REPAIR_RETRIES
+
+__all__ = [
+    "Estimate",
+    "JobPrices",
+    "estimate_remaining",
+    "job_prices",
+    "unbudgeted_note",
+]
 
 # Assumed usage of one grounded call before any was observed (a short factual answer).
 ASSUMED_OUTPUT_TOKENS = 600

@@ -17,6 +17,14 @@ from typing import Any
 
 from pipeline.store.status import NO_CLASS, ClassRoutes, RouteStats
 
+__all__ = [
+    "MIN_FINISHED",
+    "fallback_candidates",
+    "render_routes",
+    "routes_dict",
+    "skipped_classes",
+]
+
 MIN_FINISHED = 20  # questions of a class finished before fallback_below judges it
 
 

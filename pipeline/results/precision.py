@@ -34,6 +34,13 @@ from pipeline.store import citation_verdicts
 from pipeline.store.citation_verdicts import VerdictRow
 from pipeline.verify.precision import READABLE, Checked, Tally, verified_fractions
 
+__all__ = [
+    "job_precision",
+    "precision_series",
+    "render_precision",
+    "verify_model",
+]
+
 # Every verdict a pair can have, in the order figures list them.
 VERDICTS = ("supported", "partly", "not_supported", "contradicted", "unreadable", "no_verdict")
 # What the report and the text output mark a verdict with.

@@ -16,10 +16,14 @@ from typing import Any
 
 import orjson
 
-from pipeline.grounding import DOCUMENT_CSS, render_html, render_markdown, safe_http_url
-from pipeline.results.export import destinations, grounded_answer, to_record
-from pipeline.results.export.records import version_fields
+from pipeline.grounding.render import DOCUMENT_CSS, render_html, render_markdown, safe_http_url
+from pipeline.results.export.records import destinations, grounded_answer, to_record, version_fields
 from pipeline.store.records import StoredQuestion
+
+__all__ = [
+    "render_show",
+    "render_show_versions",
+]
 
 FORMATS = ("markdown", "html", "json")
 

@@ -19,6 +19,16 @@ from pipeline.store import status as sums
 from pipeline.store.resolution import excluded_domain_sources, policy_counts
 from pipeline.store.status import ClassStats, RouteStats, source_problems, state_counts
 
+__all__ = [
+    "JobStatus",
+    "class_stats_dict",
+    "job_status",
+    "other_models",
+    "render_class_stats",
+    "render_other_models",
+    "render_status",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class Problem:

@@ -31,9 +31,17 @@ from decimal import Decimal
 
 from pipeline.costs.charges import WorstCase, expected_cost
 from pipeline.costs.prices import Price
-from pipeline.limits import estimate_tokens
+from pipeline.gemini.tokens import estimate_tokens
 from pipeline.store.ledger import micro_to_usd
-from pipeline.verify import URL_LIMIT, AnswerClaims, Claim, sample_size, verification_calls
+from pipeline.verify.claims import AnswerClaims, Claim
+from pipeline.verify.requests import URL_LIMIT, verification_calls
+from pipeline.verify.sampling import sample_size
+
+__all__ = [
+    "STORED_ANSWERS_READ",
+    "estimate_for_job",
+    "render_verification",
+]
 
 # An answer assumed before any is stored (a short factual answer with its citations).
 ASSUMED_CLAIMS = 4

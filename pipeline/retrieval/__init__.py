@@ -10,36 +10,3 @@ By module: ``markers`` (:func:`cite_passages`, :func:`parse_markers`, :class:`Pa
 and its :class:`~pipeline.grounding.GroundedAnswer`). The SQL is in
 :mod:`pipeline.store.documents`.
 """
-
-from pipeline.retrieval.answer import NOTHING_FOUND, OwnRequest, own_answer, own_request
-from pipeline.retrieval.chunking import chunk_spans
-from pipeline.retrieval.documents import DocumentError
-from pipeline.retrieval.fusion import reciprocal_rank_fusion
-from pipeline.retrieval.index import Embedding, embed_pending, embed_texts, load_index
-from pipeline.retrieval.markers import Passage, cite_passages, parse_markers
-from pipeline.retrieval.prompt import passages_block
-from pipeline.retrieval.query_vectors import QueryEmbedder, QueryVector
-from pipeline.retrieval.search import Retrieved, query_terms, search
-
-__all__ = [
-    "NOTHING_FOUND",
-    "DocumentError",
-    "Embedding",
-    "OwnRequest",
-    "Passage",
-    "QueryEmbedder",
-    "QueryVector",
-    "Retrieved",
-    "chunk_spans",
-    "cite_passages",
-    "embed_pending",
-    "embed_texts",
-    "load_index",
-    "own_answer",
-    "own_request",
-    "parse_markers",
-    "passages_block",
-    "query_terms",
-    "reciprocal_rank_fusion",
-    "search",
-]

@@ -12,6 +12,10 @@ from collections.abc import Sequence
 
 from pipeline.retrieval.markers import Passage
 
+__all__ = [
+    "passages_block",
+]
+
 MAX_PASSAGE_CHARS = 4_000  # characters of one passage put in the prompt (chunks are smaller)
 PASSAGES_HEADING = "Passages:"
 

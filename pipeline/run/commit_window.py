@@ -9,6 +9,10 @@ from typing import TypeVar
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+__all__ = [
+    "batches",
+]
+
 T = TypeVar("T")
 
 

@@ -31,7 +31,8 @@ from pipeline.costs.prices import Price, PriceTable, UnconfirmedPriceWarning, lo
 from pipeline.job import sections
 from pipeline.job.calls import worst_case
 from pipeline.job.spec import JobSpec
-from pipeline.limits import Backoff, RetryPolicy
+from pipeline.limits.backoff import Backoff
+from pipeline.limits.policy import RetryPolicy
 from pipeline.limits.probe import ProbeSettings
 from pipeline.redaction import redact
 from pipeline.run.spill import SpillFile, spill_path, spill_prefix, state_directory
@@ -39,6 +40,13 @@ from pipeline.run.summary import RunSummary
 from pipeline.store import notify_deliveries
 from pipeline.store.database import Database, FileIdentity
 from pipeline.store.engine import display_url, sqlite_file
+
+__all__ = [
+    "RunContext",
+    "RunPrices",
+    "job_spill_prefix",
+    "run_context",
+]
 
 log = logging.getLogger(__name__)
 

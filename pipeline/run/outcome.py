@@ -22,6 +22,10 @@ from typing import Any
 
 from pipeline.exit_codes import ExitStatus
 
+__all__ = [
+    "RunOutcome",
+]
+
 # The word for each exit status in the summary JSON and the webhook's event.
 _OUTCOMES = {
     ExitStatus.OK: "ok",

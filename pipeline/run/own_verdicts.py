@@ -16,15 +16,25 @@ from dataclasses import dataclass, replace
 from pipeline.errors import ErrorClass
 from pipeline.gemini.api_errors import TransientError
 from pipeline.gemini.wire import GenerateContentResponse, decode_response, visible_text
-from pipeline.grounding import GroundedAnswer
+from pipeline.grounding.mapping import GroundedAnswer
 from pipeline.job.states import QuestionState
-from pipeline.limits import RetryPolicy
-from pipeline.retrieval import NOTHING_FOUND, OwnRequest, Passage, cite_passages, own_answer
+from pipeline.limits.policy import RetryPolicy
+from pipeline.retrieval.answer import NOTHING_FOUND, OwnRequest, own_answer
+from pipeline.retrieval.markers import Passage, cite_passages
 from pipeline.retrieval.query_vectors import QueryVector
 from pipeline.retrieval.search import query_terms
 from pipeline.rows import ROUTE_OWN, AnswerRecord, CallRecord, StateChange
 from pipeline.run.verdicts import Outcome, block_reason, blocked_outcome, failure_verdict
 from pipeline.store.answers import StoredOwnAnswer
+
+__all__ = [
+    "OwnReply",
+    "missed",
+    "nothing_found",
+    "own_outcome",
+    "rebuild_own_answer",
+    "with_dense_note",
+]
 
 # The warning an answer carries when dense retrieval was on but its question got no vector.
 DENSE_FAILED = "the question could not be embedded: its passages were found lexically only"

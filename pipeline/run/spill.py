@@ -32,6 +32,16 @@ from pipeline.errors import GroundError
 from pipeline.rows import AnswerRecord, CallRecord, StateChange, StructuredRecord
 from pipeline.run.verdicts import Outcome
 
+__all__ = [
+    "SpillError",
+    "SpillFile",
+    "Spilled",
+    "claim_spill_files",
+    "ensure_writable",
+    "read_spilled",
+    "same_file_system",
+]
+
 STATE_DIR_NAME = "ground"  # under $XDG_STATE_HOME (or ~/.local/state)
 SPILL_SUFFIX = ".spill.jsonl"
 

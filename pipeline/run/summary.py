@@ -24,6 +24,15 @@ from pipeline.job.states import TERMINAL_STATES
 from pipeline.rows import CallRecord
 from pipeline.run.batch_figures import BatchFigures
 
+__all__ = [
+    "STORE",
+    "SUBMIT",
+    "WAIT",
+    "RunSummary",
+    "finished_between",
+    "render_run_summary",
+]
+
 # Batch mode's phases, in the order they are said: sending the batches, waiting for Google to
 # run them, downloading and storing their results.
 SUBMIT, WAIT, STORE = "submit", "wait", "store"

@@ -21,13 +21,26 @@ from pipeline.clock import utcnow
 from pipeline.errors import CallError, ErrorClass
 from pipeline.gemini.api_errors import TransientError
 from pipeline.gemini.wire import Candidate, GenerateContentResponse, decode_response
-from pipeline.grounding import GroundedAnswer, ground_answer
+from pipeline.grounding.mapping import GroundedAnswer, ground_answer
 from pipeline.job.calls import StructureCall
 from pipeline.job.states import QuestionState
-from pipeline.limits import Decision, RetryPolicy
-from pipeline.limits.policy import GROUND, STRUCTURE
+from pipeline.limits.policy import GROUND, STRUCTURE, Decision, RetryPolicy
 from pipeline.rows import AnswerRecord, CallRecord, StateChange, StructuredRecord
-from pipeline.structure import parse_and_validate, provenance_to_json, trace_provenance
+from pipeline.structure.provenance import provenance_to_json, trace_provenance
+from pipeline.structure.validate import parse_and_validate
+
+__all__ = [
+    "Outcome",
+    "answer_of",
+    "block_reason",
+    "blocked_outcome",
+    "failure_verdict",
+    "grounded_verdict",
+    "stored_answer",
+    "structure_failure_verdict",
+    "structured_outcome",
+    "structured_record",
+]
 
 # Finish reasons that mean the answer was withheld, not given.
 BLOCKING_FINISH_REASONS = frozenset(

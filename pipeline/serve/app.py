@@ -16,6 +16,11 @@ from pipeline.serve import overview, views
 from pipeline.serve.context import CONTEXT, ENGINE, HERE, TEMPLATES, DeskContext, templates
 from pipeline.serve.security import TOKEN_PARAMETER, security_headers, session_gate
 
+__all__ = [
+    "build_app",
+    "serve_desk",
+]
+
 # The report's look (one renderer: its classes for answers, sources, verdicts) and the desk's.
 DESK_CSS = """\
 nav.desk-nav { margin-bottom: 1rem; }

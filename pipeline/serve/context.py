@@ -13,6 +13,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.serve.security import new_token
 
+__all__ = [
+    "DeskContext",
+]
+
 HERE = Path(__file__).parent
 
 

@@ -14,7 +14,10 @@ from aiohttp import web
 from markupsafe import Markup
 
 from pipeline.results.precision import job_precision
-from pipeline.results.report import class_figures, page, precision_section, spend_caveat
+from pipeline.results.report import page
+from pipeline.results.report.figures import class_figures
+from pipeline.results.report.header import spend_caveat
+from pipeline.results.report.verification import precision_section
 from pipeline.results.status import JobStatus, job_status
 from pipeline.serve.context import CONTEXT, ENGINE, render
 from pipeline.store import reviews

@@ -25,6 +25,11 @@ from aiohttp.typedefs import Middleware
 
 from pipeline.errors import GroundError
 
+__all__ = [
+    "MIN_TOKEN_LENGTH",
+    "new_token",
+]
+
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline';"
     " img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none';"

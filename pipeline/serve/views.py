@@ -16,10 +16,11 @@ from urllib.parse import quote, urlencode
 from aiohttp import web
 from markupsafe import Markup
 
-from pipeline.grounding import render_html, safe_http_url
+from pipeline.grounding.render import render_html, safe_http_url
 from pipeline.job.states import QuestionState
-from pipeline.results.export import destinations, grounded_answer, to_record
-from pipeline.results.report import answer_marks, render_legend
+from pipeline.results.export.records import destinations, grounded_answer, to_record
+from pipeline.results.report.header import render_legend
+from pipeline.results.report.verification import answer_marks
 from pipeline.serve.context import CONTEXT, ENGINE, render
 from pipeline.serve.diff import text_diff
 from pipeline.serve.security import CsrfRefused, check_csrf

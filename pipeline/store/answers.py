@@ -64,8 +64,8 @@ from typing import Any, Protocol, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.grounding import GroundedAnswer, Source
 from pipeline.grounding.hosts import without_userinfo
+from pipeline.grounding.mapping import GroundedAnswer, Source
 from pipeline.grounding.version_diff import SourceFacts, compare
 from pipeline.job.states import QuestionState, SourceState, Verdict
 from pipeline.rows import ROUTE_OWN, AnswerRecord, CallRecord, StateChange, StructuredRecord
@@ -75,6 +75,19 @@ from pipeline.store.queue import apply_state_changes
 from pipeline.store.resolution import Lookup
 from pipeline.store.tables import answers, questions, sources, structured, supports
 from pipeline.store.versions import clear_reask, latest_answers, requeued, supersede
+
+__all__ = [
+    "Reusable",
+    "StoredAnswers",
+    "StoredOwnAnswer",
+    "VerdictOf",
+    "own_passages",
+    "requeue_via_own",
+    "reusable_answer",
+    "reusable_answers",
+    "store_outcomes",
+    "unstored",
+]
 
 VerdictOf = Callable[[str | None], Verdict]
 

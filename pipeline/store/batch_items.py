@@ -56,6 +56,27 @@ from pipeline.store.database import Database
 from pipeline.store.tables import answers, batch_items, batches, questions, structured
 from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
 
+__all__ = [
+    "FOLLOWUP",
+    "OwnItem",
+    "QuestionText",
+    "StoredPassage",
+    "StructureQuestion",
+    "batch_texts",
+    "clear_requests",
+    "encode_request",
+    "handed_over_where",
+    "leased_for_structure",
+    "leased_own",
+    "leave_batch",
+    "not_routed",
+    "question_texts",
+    "routed_where",
+    "store_requests",
+    "structure_questions",
+    "twins",
+]
+
 FOLLOWUP = "followup"  # the display-name label of a follow-up batch
 
 

@@ -58,6 +58,41 @@ from pipeline.store.tables import (
 )
 from pipeline.store.versions import LATEST_ANSWER
 
+__all__ = [
+    "DONE",
+    "DOWNLOADING",
+    "ERRORS_SEPARATOR",
+    "GROUND",
+    "OWN",
+    "PREPARING",
+    "STRUCTURE",
+    "SUBMITTED",
+    "UPLOADED",
+    "BatchRow",
+    "LeasedRow",
+    "LinkAges",
+    "abandon",
+    "advance",
+    "batch_questions",
+    "budget_hold",
+    "claim_batch",
+    "drop_items",
+    "finish",
+    "get",
+    "job_batches",
+    "lease_owner",
+    "leased_attempts",
+    "leased_rows",
+    "leased_tries",
+    "left_in_bucket",
+    "link_ages",
+    "next_call_1_wakeup",
+    "set_cleaned",
+    "set_state",
+    "set_submitted",
+    "set_uploaded",
+]
+
 PREPARING = "preparing"
 UPLOADED = "uploaded"
 SUBMITTED = "submitted"

@@ -44,6 +44,22 @@ from pipeline.rows import CallRecord, Checked, PairVerdict, StoredSource, Stored
 from pipeline.store.engine import insert_ignoring_conflicts
 from pipeline.store.tables import answers, calls, citation_verdicts, questions, sources, supports
 
+__all__ = [
+    "VerdictRow",
+    "answer_counts",
+    "answer_parts",
+    "answers_to_check",
+    "as_checked",
+    "checked_answers",
+    "read_verdicts",
+    "spend_by_question",
+    "store_checked",
+    "store_failed_call",
+    "verdict_counts",
+    "verdicts_by_answer",
+    "verify_basis",
+]
+
 NO_CLASS = ""  # the class of questions that have none
 _IN_CHUNK = 500  # ids per IN (...) list
 

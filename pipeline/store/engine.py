@@ -60,6 +60,23 @@ from pipeline.store.tables import chunks, documents, jobs, questions
 if TYPE_CHECKING:
     from alembic.config import Config
 
+__all__ = [
+    "INDEXED_TABLES",
+    "LOADED_TABLES",
+    "DatabaseSchemaError",
+    "analyze",
+    "async_url",
+    "create_engine",
+    "database_problem",
+    "display_url",
+    "ensure_directory",
+    "head_revision",
+    "is_current",
+    "migrate",
+    "read_schema",
+    "sqlite_file",
+]
+
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent.parent / "migrations"
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000  # a second process waits this long for the write lock

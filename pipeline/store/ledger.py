@@ -56,6 +56,19 @@ from pipeline.store.tables import answers, calls, questions, structured
 if TYPE_CHECKING:
     pass
 
+__all__ = [
+    "LedgerTotals",
+    "grounded_calls_since",
+    "job_call_stored",
+    "job_spend",
+    "job_totals",
+    "micro_to_usd",
+    "other_models",
+    "persist_calls",
+    "question_spend",
+    "read_estimate_basis",
+]
+
 GROUND_STEP = "ground"  # the step whose requests count against the daily grounding bucket
 
 

@@ -22,6 +22,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.store.tables import notify_deliveries as nd
 
+__all__ = [
+    "PendingEvent",
+    "claim",
+    "mark_failed",
+    "mark_retry",
+    "mark_sent",
+    "pending_events",
+    "record_event",
+]
+
 PENDING = "pending"
 SENT = "sent"
 FAILED = "failed"

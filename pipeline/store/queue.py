@@ -49,6 +49,28 @@ from pipeline.store.engine import insert_ignoring_conflicts
 from pipeline.store.tables import CLAIMABLE_SQL, answers, jobs, questions, source_loads, structured
 from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED, requeued
 
+__all__ = [
+    "Fingerprint",
+    "NewQuestion",
+    "apply_state_changes",
+    "claim",
+    "delete_questions",
+    "ensure_job",
+    "extend_leases",
+    "find_job",
+    "ids_by_qid",
+    "insert_new_questions",
+    "next_wakeup",
+    "release",
+    "release_any",
+    "release_dead_owners",
+    "release_noting",
+    "requeue",
+    "save_fingerprint",
+    "stored_fingerprint",
+    "stored_questions",
+]
+
 
 async def ensure_job(connection: AsyncConnection, name: str) -> int:
     """The id of the job called ``name``, creating it on first use."""

@@ -33,6 +33,28 @@ from pipeline.store import ledger
 from pipeline.store.engine import insert_ignoring_conflicts
 from pipeline.store.tables import budget_holds, shared_limits
 
+__all__ = [
+    "BUDGET",
+    "GROUNDED_DAY",
+    "REQUESTS",
+    "TOKENS",
+    "budget_state",
+    "count_left",
+    "current_rate",
+    "drop_holds",
+    "ensure_limit",
+    "extend_hold",
+    "give_back",
+    "give_back_count",
+    "grant",
+    "grant_count",
+    "recount_budget",
+    "recover",
+    "reserve_budget",
+    "settle_budget",
+    "throttle",
+]
+
 REQUESTS = "requests"
 TOKENS = "tokens"
 GROUNDED_DAY = "grounded_day"

@@ -28,6 +28,17 @@ from pipeline.store.resolution import visible_children
 from pipeline.store.tables import answers, calls, jobs, questions, sources, structured, supports
 from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
 
+__all__ = [
+    "BATCH_QUESTIONS",
+    "Filters",
+    "Row",
+    "StoredQuestion",
+    "raw_response",
+    "read_batches",
+    "read_one",
+    "read_versions",
+]
+
 BATCH_QUESTIONS = 500  # questions per batch: bounds memory and the IN lists' length
 # The ledger steps of call 1: the grounded call, and own retrieval's (pipeline.job.calls).
 CALL_1_STEPS = ("ground", "own")

@@ -31,7 +31,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.grounding import (
+from pipeline.grounding.domains import from_excluded, normalised
+from pipeline.grounding.policy import (
     POLICY_DROPPED,
     POLICY_FLAGGED,
     POLICY_REASKED,
@@ -41,11 +42,23 @@ from pipeline.grounding import (
     kept_support,
     registrable_domain,
 )
-from pipeline.grounding.domains import from_excluded, normalised
 from pipeline.job.states import QuestionState, SourceState, Verdict
 from pipeline.store.database import Database
 from pipeline.store.tables import answers, questions, sources, supports
 from pipeline.store.versions import LATEST_ANSWER, note_destination_changes, requeued
+
+__all__ = [
+    "Lookup",
+    "PolicyPass",
+    "SourceUpdate",
+    "excluded_domain_sources",
+    "judge_again",
+    "judge_sources",
+    "pending_lookups",
+    "policy_counts",
+    "sources_to_judge_again",
+    "store_resolutions",
+]
 
 SWEEP_BATCH = 500  # pending sources read per sweep query
 

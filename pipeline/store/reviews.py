@@ -30,6 +30,23 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.store.tables import answers, citation_verdicts, questions, reviews, sources
 from pipeline.store.versions import LATEST_ANSWER
 
+__all__ = [
+    "PENDING",
+    "REVIEW_STATUSES",
+    "REVIEW_VERDICTS",
+    "DeskFilters",
+    "Review",
+    "has_reviews",
+    "list_page",
+    "neighbours",
+    "qids_with_status",
+    "question_id_of",
+    "question_ids",
+    "record_review",
+    "review_counts",
+    "review_history",
+]
+
 REVIEW_VERDICTS: tuple[str, ...] = ("approved", "rejected", "needs_edit")
 PENDING = "pending"  # no decision on the latest answer version
 REVIEW_STATUSES: tuple[str, ...] = (*REVIEW_VERDICTS, PENDING)

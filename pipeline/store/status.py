@@ -35,6 +35,31 @@ from pipeline.rows import ROUTE_MANAGED, ROUTE_OWN
 from pipeline.store.tables import answers, calls, questions, sources, structured
 from pipeline.store.versions import LATEST_ANSWER, LATEST_STRUCTURED
 
+__all__ = [
+    "NO_CLASS",
+    "ClassRoutes",
+    "ClassStats",
+    "ProblemRow",
+    "RouteStats",
+    "Scope",
+    "answer_totals",
+    "class_routes",
+    "class_stats",
+    "count_in_scope",
+    "coverage_mean",
+    "dead_letters",
+    "fallback_totals",
+    "ids_in_scope",
+    "latency_histogram",
+    "problem_rows",
+    "source_counts",
+    "source_problems",
+    "source_totals",
+    "state_counts",
+    "structured_totals",
+    "throttled_since",
+]
+
 NO_CLASS = "(no class)"  # how questions without a class are listed
 UNEXPLAINED = "(no reason recorded)"
 PROBLEM_SOURCE_STATUSES = (SourceState.REJECTED, SourceState.FAILED, SourceState.EXPIRED)

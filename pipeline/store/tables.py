@@ -34,6 +34,10 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
+__all__ = [
+    "UtcDateTime",
+]
+
 # Deterministic constraint names, so migrations can refer to them on every backend.
 metadata = MetaData(
     naming_convention={

@@ -27,6 +27,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.job.states import TERMINAL_STATES
 from pipeline.store.tables import questions
 
+__all__ = [
+    "MAX_SAMPLE",
+    "Trial",
+    "TrialScope",
+    "Waiting",
+    "first_unfinished",
+    "sample_key",
+    "select_trial",
+]
+
 MAX_SAMPLE = 10_000  # questions a --sample may name (its ids go into the claim as a list)
 SAMPLE_STREAM_ROWS = 5_000  # rows read a round trip while sampling
 

@@ -21,6 +21,12 @@ from pipeline.grounding.version_diff import DESTINATIONS, SourceFacts, destinati
 from pipeline.job.states import QuestionState, SourceState
 from pipeline.store.tables import answers, questions, sources, structured
 
+__all__ = [
+    "mark_refresh",
+    "mark_restructure",
+    "reask_edited",
+]
+
 LATEST_ANSWER = answers.c.superseded_at.is_(None)
 LATEST_STRUCTURED = structured.c.superseded_at.is_(None)
 

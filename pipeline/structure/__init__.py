@@ -13,30 +13,3 @@ module each:
 
 :func:`schema_hash` fingerprints a schema; it is stored with each structured object.
 """
-
-from pipeline.structure.fingerprint import schema_hash
-from pipeline.structure.prompt import build_structure_body
-from pipeline.structure.provenance import provenance_to_json, trace_provenance
-from pipeline.structure.schema import (
-    PreparedSchema,
-    SchemaError,
-    load_schema,
-    prepare_schema,
-    prepare_schema_file,
-)
-from pipeline.structure.validate import MAX_ERRORS, REPAIR_RETRIES, parse_and_validate
-
-__all__ = [
-    "MAX_ERRORS",
-    "REPAIR_RETRIES",
-    "PreparedSchema",
-    "SchemaError",
-    "build_structure_body",
-    "load_schema",
-    "parse_and_validate",
-    "prepare_schema",
-    "prepare_schema_file",
-    "provenance_to_json",
-    "schema_hash",
-    "trace_provenance",
-]

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 
 import orjson
 
-from pipeline.grounding import GroundedAnswer, marker_groups
+from pipeline.grounding.mapping import GroundedAnswer
+from pipeline.grounding.render import marker_groups
 from pipeline.structure.schema import PreparedSchema
 
 __all__ = ["build_structure_body"]

@@ -16,7 +16,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from pipeline.grounding import GroundedAnswer
+from pipeline.grounding.mapping import GroundedAnswer
 
 __all__ = ["LeafProvenance", "Provenance", "provenance_to_json", "trace_provenance"]
 

@@ -21,6 +21,12 @@ from urllib.parse import urlsplit
 
 from pipeline.rows import StoredSource, StoredSupport
 
+__all__ = [
+    "AnswerClaims",
+    "Claim",
+    "claims_of",
+]
+
 # The host of Google's grounding redirects: never sent to a model for reading.
 REDIRECT_HOST = "vertexaisearch.cloud.google.com"
 REDIRECT_PATH = "/grounding-api-redirect/"

@@ -23,6 +23,10 @@ from pipeline.gemini.wire import GenerateContentResponse, visible_text
 from pipeline.rows import Pair, PairVerdict
 from pipeline.verify.requests import VERDICTS, VerificationCall
 
+__all__ = [
+    "read_verdicts",
+]
+
 SUCCESS = "URL_RETRIEVAL_STATUS_SUCCESS"
 OWN_TEXT = "own_text"  # the retrieval status stored for a source checked against its text
 NO_VERDICT = "no_verdict"

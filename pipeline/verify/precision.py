@@ -26,6 +26,16 @@ from dataclasses import dataclass, field
 
 from pipeline.rows import Checked
 
+__all__ = [
+    "READABLE",
+    "Checked",
+    "Precision",
+    "Tally",
+    "failing_classes",
+    "measure",
+    "verified_fractions",
+]
+
 Z95 = 1.959963984540054  # the standard normal's 97.5th percentile
 READABLE = frozenset({"supported", "partly", "not_supported", "contradicted"})
 

@@ -33,6 +33,12 @@ import orjson
 from pipeline.rows import Pair
 from pipeline.verify.claims import AnswerClaims, Claim
 
+__all__ = [
+    "URL_LIMIT",
+    "VerificationCall",
+    "verification_calls",
+]
+
 URL_LIMIT = 20  # url_context reads at most 20 URLs per request (ai.google.dev url-context)
 TEXT_LIMIT = 20  # own-text sources per call, for calls of a bounded size
 VERDICTS = ("supported", "partly", "not_supported", "contradicted", "unreadable")

@@ -18,6 +18,13 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+__all__ = [
+    "Candidate",
+    "choose",
+    "parse_sample",
+    "sample_size",
+]
+
 ALL = "all"
 
 

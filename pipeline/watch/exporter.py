@@ -43,6 +43,12 @@ if TYPE_CHECKING:
     from pipeline.watch.progress import WatchOptions
     from pipeline.watch.settings import RunSettings
 
+__all__ = [
+    "OutputUnavailable",
+    "RunExporter",
+    "exporting",
+]
+
 log = logging.getLogger(__name__)
 
 # The answers-by-class query grows with the job (1.8 s at 1,000,000 answers on SQLite, 2

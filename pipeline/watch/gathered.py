@@ -24,6 +24,10 @@ from prometheus_client.registry import Collector
 
 from pipeline.watch.metrics import Exposition
 
+__all__ = [
+    "GatheredMetrics",
+]
+
 log = logging.getLogger(__name__)
 
 WORKER_LABEL = "worker"

@@ -19,6 +19,12 @@ import orjson
 
 from pipeline.redaction import redact
 
+__all__ = [
+    "LOG_FORMATS",
+    "KeyValueFormatter",
+    "configure_logging",
+]
+
 LogFormat = Literal["text", "json"]
 LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
 CHATTY_LOGGERS = ("alembic", "aiosqlite", "asyncio", "google", "urllib3", "aiohttp")

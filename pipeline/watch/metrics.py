@@ -72,6 +72,12 @@ from pipeline.job.states import WAITING_STATES, QuestionState, SourceState
 from pipeline.rows import CallRecord
 from pipeline.watch.settings import RunSettings
 
+__all__ = [
+    "RunMetrics",
+    "listen_problem",
+    "write_precision_textfile",
+]
+
 # Grounded calls take seconds; structure calls less; a timeout is up to 120 s.
 CALL_LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0)  # seconds
 # Redirects are resolved within seconds of the answer being stored; a backlog shows as minutes.

@@ -14,6 +14,12 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+__all__ = [
+    "first_problem",
+    "output_problem",
+    "write_atomically",
+]
+
 STDOUT = "-"  # the path that means standard output (export): nothing to check
 
 

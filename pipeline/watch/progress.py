@@ -34,6 +34,14 @@ from pipeline.watch.terminal import hung_up, let_go, printable
 if TYPE_CHECKING:
     from rich.progress import Progress
 
+__all__ = [
+    "TTY_REFRESH_S",
+    "ProgressBar",
+    "Snapshot",
+    "WatchOptions",
+    "watch",
+]
+
 log = logging.getLogger(__name__)
 
 DEFAULT_PROGRESS_INTERVAL_S = 60.0  # between progress records off a terminal

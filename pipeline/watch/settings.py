@@ -10,6 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
+__all__ = [
+    "RunSettings",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class RunSettings:

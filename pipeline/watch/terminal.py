@@ -19,6 +19,12 @@ import os
 import re
 from typing import TextIO
 
+__all__ = [
+    "hung_up",
+    "let_go",
+    "printable",
+]
+
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 

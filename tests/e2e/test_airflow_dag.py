@@ -17,7 +17,8 @@ import pytest
 
 pytest.importorskip("airflow.sdk", reason="needs ground[airflow]")
 
-from pipeline.emulator import EmulatorConfig, running_emulator
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.testing import running_emulator
 from tests.support.jobs import make_job
 from tests.support.keys import TEST_API_KEY
 from tests.support.paths import REPO

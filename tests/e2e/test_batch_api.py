@@ -7,7 +7,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from pipeline.emulator import EmulatorConfig, FakeClock, running_emulator
+from pipeline.emulator.clock import FakeClock
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.testing import running_emulator
 from pipeline.gemini import batch as gb
 from pipeline.gemini import batch_wire as gw
 from pipeline.gemini.api_errors import PermanentError, TransientError

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from pipeline.commands import run_command
+from pipeline.commands.run import run_command
 from pipeline.costs.charges import call_cost
 from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
-from pipeline.emulator import EmulatorConfig, running_emulator
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.testing import running_emulator
 from pipeline.gemini.wire import decode_response
 from pipeline.store.engine import create_engine
 from pipeline.store.tables import answers, calls, questions, sources, supports

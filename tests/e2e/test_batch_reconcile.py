@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from pipeline.commands import run_command
-from pipeline.emulator import EmulatorConfig, running_emulator
-from pipeline.limits import Backoff
+from pipeline.commands.run import run_command
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.testing import running_emulator
+from pipeline.limits.backoff import Backoff
 from pipeline.store.tables import batches, calls, questions
 from tests.support.batch_kill import kill_held_at
 from tests.support.credentials import service_account_info

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from pipeline.commands import run_command
-from pipeline.emulator import EmulatorConfig, running_emulator
+from pipeline.commands.run import run_command
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.testing import running_emulator
 from pipeline.job.spec import JobSpec
-from pipeline.limits import Backoff
+from pipeline.limits.backoff import Backoff
 from pipeline.store.tables import answers, batches, calls, jobs, questions
 from tests.support.batch_kill import kill_held_at
 from tests.support.databases import fetch_rows, postgres_database

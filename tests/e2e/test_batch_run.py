@@ -14,13 +14,17 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
-from pipeline.commands import estimate_command, run_command, status_command
 from pipeline.commands.batch import batch_cancel_command
+from pipeline.commands.maintain import estimate_command
+from pipeline.commands.results import status_command
+from pipeline.commands.run import run_command
 from pipeline.costs.charges import call_cost
 from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
-from pipeline.emulator import EmulatorConfig, FakeClock, running_emulator
+from pipeline.emulator.clock import FakeClock
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.testing import running_emulator
 from pipeline.gemini.wire import decode_response
-from pipeline.limits import Backoff
+from pipeline.limits.backoff import Backoff
 from pipeline.store.engine import create_engine
 from pipeline.store.tables import answers, batches, calls, questions, sources
 from tests.support.jobs import make_job

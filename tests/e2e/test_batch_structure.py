@@ -12,12 +12,14 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
-from pipeline.commands import run_command, status_command
+from pipeline.commands.results import status_command
+from pipeline.commands.run import run_command
 from pipeline.costs.charges import worst_case_cost
 from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
-from pipeline.emulator import EmulatorConfig, running_emulator
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.testing import running_emulator
+from pipeline.gemini.tokens import estimate_tokens
 from pipeline.job.calls import request_builder
-from pipeline.limits import estimate_tokens
 from pipeline.store.tables import batches, calls, questions, structured
 from tests.e2e.test_batch_run import _rows
 from tests.support.jobs import make_job

@@ -12,8 +12,9 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
-from pipeline.commands import run_command
-from pipeline.emulator import EmulatorConfig, running_emulator
+from pipeline.commands.run import run_command
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.testing import running_emulator
 from pipeline.job.spec import JobSpec
 from pipeline.store.tables import batches, questions
 from pipeline.store.trial import Trial, sample_key

@@ -12,11 +12,12 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
-from pipeline.commands import run_command
+from pipeline.commands.run import run_command
 from pipeline.commands.verify import verify_command
-from pipeline.emulator import EmulatorConfig, running_emulator
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.testing import running_emulator
 from pipeline.store.tables import calls, citation_verdicts
-from pipeline.watch import WatchOptions
+from pipeline.watch.progress import WatchOptions
 from tests.support.databases import fetch_rows, postgres_database
 from tests.support.jobs import make_job
 

@@ -24,11 +24,11 @@ import pytest
 import sqlalchemy as sa
 
 from pipeline.clock import utcnow
-from pipeline.commands import run_command
+from pipeline.commands.run import run_command
 from pipeline.emulator.clock import FakeClock
 from pipeline.emulator.config import EmulatorConfig, ModelQuota
 from pipeline.emulator.testing import RunningEmulator, running_emulator
-from pipeline.limits import Backoff
+from pipeline.limits.backoff import Backoff
 from pipeline.limits.probe import ProbeSettings
 from pipeline.store.tables import calls, questions
 from tests.support.databases import fetch_rows, postgres_database

@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pipeline.commands import load_job, opened
+from pipeline.commands.common import load_job, opened
 from pipeline.commands.run import online_runner
 from pipeline.job.calls import plan_calls
 from pipeline.job.states import QuestionState

@@ -26,7 +26,7 @@ from pipeline.emulator.testing import running_emulator
 from pipeline.gemini.endpoint import endpoint_for
 from pipeline.job.sections import RetrievalSection
 from pipeline.job.states import QuestionState
-from pipeline.limits import JobLimits
+from pipeline.limits.job_limits import JobLimits
 from pipeline.links.rules import AllowList, initial_verdict
 from pipeline.online.writer import GroupCommitWriter
 from pipeline.retrieval.index import Embedding, embed_pending, load_index

@@ -13,8 +13,9 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
-from pipeline.commands import ExportOptions, export_command, run_command
 from pipeline.commands.index import index_command
+from pipeline.commands.results import ExportOptions, export_command
+from pipeline.commands.run import run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.job.spec import JobSpec

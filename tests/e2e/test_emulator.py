@@ -19,16 +19,10 @@ import jsonschema
 import orjson
 import pytest
 
-from pipeline.emulator import (
-    EmulatorConfig,
-    FakeClock,
-    ModelQuota,
-    load_config,
-    running_emulator,
-)
-from pipeline.emulator.config import ConfigError
+from pipeline.emulator.clock import FakeClock
+from pipeline.emulator.config import ConfigError, EmulatorConfig, ModelQuota, load_config
 from pipeline.emulator.error_bodies import format_retry_delay
-from pipeline.emulator.testing import RunningEmulator
+from pipeline.emulator.testing import RunningEmulator, running_emulator
 from tests.support.credentials import service_account_info
 from tests.support.paths import REPO
 from tests.support.shapes import offset_bytes

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.emulator import EmulatorConfig, running_emulator
-from pipeline.emulator.testing import RunningEmulator
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.testing import RunningEmulator, running_emulator
 from tests.support.credentials import service_account_info
 
 genai = pytest.importorskip("google.genai")  # a dev dependency; skips only if not installed
@@ -98,7 +98,7 @@ def test_schema_with_search_is_a_client_error_on_2x(emu: RunningEmulator) -> Non
 
 
 def test_sdk_sees_quota_error_with_retry_info() -> None:
-    from pipeline.emulator import ModelQuota
+    from pipeline.emulator.config import ModelQuota
 
     cfg = EmulatorConfig(quotas={"*": ModelQuota(rpm=1)})
     with running_emulator(cfg) as e:

@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from pipeline.emulator import EmulatorConfig, running_emulator
 from pipeline.emulator.clock import FakeClock
-from pipeline.emulator.testing import RunningEmulator
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.testing import RunningEmulator, running_emulator
 
 genai = pytest.importorskip("google.genai")  # a dev dependency; skips only if not installed
 from google.genai import errors, types  # noqa: E402

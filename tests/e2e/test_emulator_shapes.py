@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.emulator import EmulatorConfig, running_emulator
-from pipeline.emulator.testing import RunningEmulator
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.testing import RunningEmulator, running_emulator
 from pipeline.gemini.wire import decode_response
-from pipeline.grounding import GroundedAnswer, ground_answer
+from pipeline.grounding.mapping import GroundedAnswer, ground_answer
 
 SEARCH = {"googleSearch": {}}
 QUESTIONS = [f"Who designed landmark number {i}?" for i in range(12)]

@@ -19,10 +19,12 @@ import sqlalchemy as sa
 from pipeline.cli import main
 from pipeline.clock import utcnow
 from pipeline.gemini.wire import decode_response
-from pipeline.grounding import ground_answer, to_json_dict
+from pipeline.grounding.mapping import ground_answer
+from pipeline.grounding.render import to_json_dict
 from pipeline.job.spec import JobSpec
-from pipeline.results.export import FIELDS, ParquetUnavailable, ParquetWriter
-from pipeline.results.export.records import CITATION_FIELDS, SOURCE_FIELDS
+from pipeline.results.export.arrow import ParquetUnavailable
+from pipeline.results.export.parquet import ParquetWriter
+from pipeline.results.export.records import CITATION_FIELDS, FIELDS, SOURCE_FIELDS
 from pipeline.store.tables import answers, questions
 from tests.support.databases import fetch_rows
 from tests.support.exports import as_json, without_none

@@ -28,13 +28,14 @@ import pytest
 import sqlalchemy as sa
 
 from pipeline.cli import main
-from pipeline.commands import refresh_command
+from pipeline.commands.run import refresh_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.job.spec import JobSpec, load_jobspec
 from pipeline.results import export
 from pipeline.store import queue
 from pipeline.store.engine import async_url, create_engine
+from pipeline.store.records import Filters
 from pipeline.store.tables import answers, questions
 from pipeline.store.versions import LATEST_ANSWER
 from tests.support.databases import POSTGRES_URL, fetch_rows, postgres_job_database
@@ -69,7 +70,7 @@ async def read_records(spec: JobSpec, *, all_versions: bool = False) -> list[dic
         async with engine.connect() as connection:
             job_id = await queue.find_job(connection, spec.name)
         assert job_id is not None
-        filters = export.Filters(all_versions=all_versions)
+        filters = Filters(all_versions=all_versions)
         return [r async for batch in export.record_batches(engine, job_id, filters) for r in batch]
     finally:
         await engine.dispose()

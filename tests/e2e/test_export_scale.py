@@ -19,9 +19,9 @@ import pytest
 import sqlalchemy as sa
 
 from pipeline.clock import utcnow
-from pipeline.commands import ExportOptions, export_command
+from pipeline.commands.results import ExportOptions, export_command
 from pipeline.gemini.wire import decode_response
-from pipeline.grounding import ground_answer
+from pipeline.grounding.mapping import ground_answer
 from pipeline.intake.loader import load_questions
 from pipeline.job.spec import JobSpec, load_jobspec
 from pipeline.job.states import Verdict

@@ -16,15 +16,10 @@ import pytest
 import sqlalchemy as sa
 
 from pipeline.clock import utcnow
-from pipeline.commands import (
-    ExportOptions,
-    export_command,
-    retry_command,
-    run_command,
-    show_command,
-    status_command,
-)
 from pipeline.commands.index import index_command
+from pipeline.commands.maintain import retry_command
+from pipeline.commands.results import ExportOptions, export_command, show_command, status_command
+from pipeline.commands.run import run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.job.spec import JobSpec

@@ -19,11 +19,11 @@ from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.grounding.mapping import Citation, coverage
 from pipeline.job.spec import JobSpec
-from pipeline.results.export import grounded_answer
+from pipeline.results.export.records import grounded_answer
 from pipeline.store import queue
 from pipeline.store.engine import create_engine
 from pipeline.store.records import StoredQuestion, read_one
-from pipeline.structure import trace_provenance
+from pipeline.structure.provenance import trace_provenance
 from tests.support.fallback import AIRPORTS, corpus, fallback_job
 from tests.support.paths import DEMO_SCHEMA
 

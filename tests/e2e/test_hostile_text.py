@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from markdown_it import MarkdownIt
 
 from pipeline.cli import main
-from pipeline.commands import run_command
+from pipeline.commands.run import run_command
 from pipeline.emulator.testing import running_emulator
 from pipeline.job.spec import JobSpec, load_jobspec
 from pipeline.results.export.writers import FORMULA_LEADS

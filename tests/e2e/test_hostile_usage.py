@@ -22,11 +22,12 @@ import anyio
 import pytest
 import sqlalchemy as sa
 
-from pipeline.commands import run_command, status_command
+from pipeline.commands.results import status_command
+from pipeline.commands.run import run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.errors import ErrorClass
-from pipeline.limits import Backoff
+from pipeline.limits.backoff import Backoff
 from pipeline.store.tables import calls, shared_limits
 from tests.support.databases import fetch_rows, postgres_database
 from tests.support.jobs import generate_calls, make_job

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from pipeline.commands import load_command, run_command
+from pipeline.commands.maintain import load_command
+from pipeline.commands.run import run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.job.sections import DEFAULT_MAX_QUESTION_CHARS

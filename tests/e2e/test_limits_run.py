@@ -16,13 +16,14 @@ import pytest
 import sqlalchemy as sa
 
 from pipeline.clock import utcnow
-from pipeline.commands import load_job, opened, run_command, status_command
-from pipeline.commands.run import online_runner
+from pipeline.commands.common import load_job, opened
+from pipeline.commands.results import status_command
+from pipeline.commands.run import online_runner, run_command
 from pipeline.emulator.config import EmulatorConfig, ModelQuota
 from pipeline.emulator.testing import running_emulator
 from pipeline.job.calls import plan_calls
 from pipeline.job.spec import JobSpec
-from pipeline.limits import Backoff
+from pipeline.limits.backoff import Backoff
 from pipeline.limits.probe import ProbeSettings
 from pipeline.online.runner import OnlineRunner
 from pipeline.run.context import run_context

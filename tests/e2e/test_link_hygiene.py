@@ -13,7 +13,7 @@ import anyio
 import pytest
 import sqlalchemy as sa
 
-from pipeline.commands import run_command
+from pipeline.commands.run import run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.corpus import SOURCES
 from pipeline.emulator.redirects import PATH_PREFIX

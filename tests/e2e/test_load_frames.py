@@ -17,7 +17,7 @@ import pytest
 
 import pipeline
 from pipeline.cli import main
-from pipeline.intake import LoadError
+from pipeline.intake.loader import LoadError
 from tests.support.jobs import make_job
 
 ROWS = [

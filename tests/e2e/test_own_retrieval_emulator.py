@@ -18,7 +18,7 @@ from pipeline.gemini.request import (
     grounding_tool,
 )
 from pipeline.gemini.wire import decode_response
-from pipeline.grounding import ground_answer
+from pipeline.grounding.mapping import ground_answer
 from pipeline.retrieval.answer import OwnRequest, own_answer
 from pipeline.retrieval.markers import Passage
 from pipeline.retrieval.prompt import passages_block

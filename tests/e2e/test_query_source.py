@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from pipeline.commands import load_command
+from pipeline.commands.maintain import load_command
 from pipeline.intake.loader import CHUNK_ROWS
 from pipeline.job.spec import JobSpecError, load_jobspec
 from pipeline.store.tables import questions

@@ -11,13 +11,15 @@ import pytest
 import sqlalchemy as sa
 from aiohttp import web
 
-from pipeline.commands import resolve_command, run_command, status_command
+from pipeline.commands.maintain import resolve_command
+from pipeline.commands.results import status_command
+from pipeline.commands.run import run_command
 from pipeline.emulator.clock import FakeClock, ProcessTimeClock
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.job.sections import ResolverSection
 from pipeline.job.states import SourceState
-from pipeline.limits import Backoff
+from pipeline.limits.backoff import Backoff
 from pipeline.links import rules as redirects
 from pipeline.links.resolver import RedirectClient, resolver_policy
 from pipeline.links.rules import AllowList, check_destination, initial_verdict

@@ -10,7 +10,8 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
-from pipeline.commands import ExportOptions, export_command, run_command
+from pipeline.commands.results import ExportOptions, export_command
+from pipeline.commands.run import run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.exit_codes import ExitStatus

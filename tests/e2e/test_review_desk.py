@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from pipeline import cli
 from pipeline.clock import utcnow
-from pipeline.commands import ExportOptions, export_command
+from pipeline.commands.results import ExportOptions, export_command
 from pipeline.job.spec import load_jobspec
 from pipeline.job.states import Verdict
 from pipeline.serve.security import CSP

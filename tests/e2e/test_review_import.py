@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipeline.commands import status_command
+from pipeline.commands.results import status_command
 from pipeline.commands.review import review_import_command
 from pipeline.exit_codes import EXIT_OK, EXIT_USAGE
 from pipeline.store.reviews import qids_with_status

@@ -9,7 +9,8 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
-from pipeline.commands import run_command, status_command
+from pipeline.commands.results import status_command
+from pipeline.commands.run import run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.gemini.wire import decode_response

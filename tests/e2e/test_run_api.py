@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 
 import pipeline
-from pipeline.api import RunRefused
+from pipeline.api.jobs import RunRefused
 from pipeline.cli import main
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import RunningEmulator, running_emulator
-from pipeline.intake import LoadError
+from pipeline.intake.loader import LoadError
 from pipeline.notify import outbox
 from tests.support.jobs import make_job
 from tests.support.keys import TEST_API_KEY

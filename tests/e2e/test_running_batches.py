@@ -11,8 +11,10 @@ import pytest
 import sqlalchemy as sa
 
 import pipeline
-from pipeline.api import running_batches, running_batches_async
-from pipeline.emulator import EmulatorConfig, FakeClock, running_emulator
+from pipeline.api.batches import running_batches, running_batches_async
+from pipeline.emulator.clock import FakeClock
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.testing import running_emulator
 from pipeline.store.engine import create_engine
 from pipeline.store.tables import batches
 from tests.support.jobs import make_job

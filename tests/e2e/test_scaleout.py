@@ -26,7 +26,7 @@ import anyio
 import pytest
 import sqlalchemy as sa
 
-from pipeline.commands import run_command
+from pipeline.commands.run import run_command
 from pipeline.emulator.config import EmulatorConfig, ModelQuota
 from pipeline.emulator.testing import running_emulator
 from pipeline.job.spec import JobSpec

@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from pipeline import cli
-from pipeline.commands import run_command
+from pipeline.commands.run import run_command
 from pipeline.emulator.testing import running_emulator
 from pipeline.intake.loader import MAX_CLASS_LENGTH
 from pipeline.job.spec import load_jobspec

@@ -24,12 +24,12 @@ import anyio
 import pytest
 import sqlalchemy as sa
 
-from pipeline.commands import load_job, opened
+from pipeline.commands.common import load_job, opened
 from pipeline.commands.run import online_runner
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import RunningEmulator, running_emulator
 from pipeline.job.calls import plan_calls
-from pipeline.limits import Backoff
+from pipeline.limits.backoff import Backoff
 from pipeline.run.context import run_context
 from pipeline.store.tables import calls, questions
 from tests.support.databases import fetch_rows

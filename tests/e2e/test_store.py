@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.clock import utcnow
 from pipeline.gemini.wire import decode_response
-from pipeline.grounding import ground_answer
+from pipeline.grounding.mapping import ground_answer
 from pipeline.job.states import QuestionState
 from pipeline.links.rules import AllowList, initial_verdict
 from pipeline.rows import AnswerRecord, StateChange

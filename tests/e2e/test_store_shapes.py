@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.clock import utcnow
 from pipeline.gemini.wire import decode_response
-from pipeline.grounding import ground_answer
+from pipeline.grounding.mapping import ground_answer
 from pipeline.job.states import QuestionState
 from pipeline.links.rules import AllowList, initial_verdict
 from pipeline.results.status import job_status, render_status

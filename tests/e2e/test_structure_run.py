@@ -9,7 +9,8 @@ import pytest
 import sqlalchemy as sa
 
 from pipeline.cli import main
-from pipeline.commands import retry_command, run_command
+from pipeline.commands.maintain import retry_command
+from pipeline.commands.run import run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.store.tables import answers, calls, questions, structured

@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from pipeline.cli import main
-from pipeline.commands import run_command
+from pipeline.commands.run import run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.job.spec import load_jobspec

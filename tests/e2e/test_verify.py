@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from pipeline.cli import main
-from pipeline.commands import run_command
+from pipeline.commands.run import run_command
 from pipeline.commands.verify import verify_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.corpus import SOURCES

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from pipeline.commands import estimate_command, run_command
+from pipeline.commands.maintain import estimate_command
+from pipeline.commands.run import run_command
 from pipeline.commands.verify import verify_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator

@@ -14,19 +14,17 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
-from pipeline.commands import (
-    opened,
-    refresh_command,
-    restructure_command,
-    retry_command,
-    run_command,
-    status_command,
-)
+from pipeline.commands.common import opened
+from pipeline.commands.maintain import retry_command
+from pipeline.commands.results import status_command
+from pipeline.commands.run import refresh_command, restructure_command, run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.job.spec import JobSpec
-from pipeline.results.export import Filters, JsonlWriter, export_job
+from pipeline.results.export import export_job
+from pipeline.results.export.writers import JsonlWriter
 from pipeline.store import queue
+from pipeline.store.records import Filters
 from pipeline.store.tables import answers, calls, questions, structured
 from tests.support.databases import fetch_rows
 from tests.support.jobs import make_job

@@ -11,7 +11,9 @@ import anyio
 import orjson
 import pytest
 
-from pipeline.emulator import EmulatorConfig, FakeClock, running_emulator
+from pipeline.emulator.clock import FakeClock
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.testing import running_emulator
 from pipeline.gemini import batch_wire as gw
 from pipeline.gemini import vertex_batch_wire as vw
 from pipeline.gemini.api_errors import PermanentError, TransientError

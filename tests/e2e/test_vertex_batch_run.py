@@ -17,17 +17,22 @@ import pytest
 import sqlalchemy as sa
 
 from pipeline.cli.dispatch import main as ground
-from pipeline.commands import estimate_command, run_command, status_command
 from pipeline.commands.batch import batch_cancel_command
+from pipeline.commands.maintain import estimate_command
+from pipeline.commands.results import status_command
+from pipeline.commands.run import run_command
 from pipeline.costs.charges import call_cost, worst_case_cost
 from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
-from pipeline.emulator import EmulatorConfig, FakeClock, running_emulator
+from pipeline.emulator.clock import FakeClock
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.testing import running_emulator
 from pipeline.gemini.storage import StorageClient
+from pipeline.gemini.tokens import estimate_tokens
 from pipeline.gemini.vertex_batch_wire import parse_gs_uri
 from pipeline.gemini.wire import decode_response
 from pipeline.job.calls import request_builder
 from pipeline.job.spec import JobSpecError
-from pipeline.limits import Backoff, estimate_tokens
+from pipeline.limits.backoff import Backoff
 from pipeline.store.tables import (
     answers,
     batches,

@@ -16,11 +16,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.clock import utcnow
 from pipeline.gemini.wire import decode_response
-from pipeline.grounding import ground_answer
+from pipeline.grounding.mapping import ground_answer
 from pipeline.job.spec import JobSpec, load_jobspec
 from pipeline.job.states import Verdict
 from pipeline.rows import AnswerRecord
-from pipeline.serve import DeskContext, build_app
+from pipeline.serve.app import build_app
+from pipeline.serve.context import DeskContext
 from pipeline.store import queue
 from pipeline.store.answers import persist_answers
 from pipeline.store.tables import answers, citation_verdicts, questions, sources

@@ -1,130 +1,146 @@
-"""Each package's surface is its ``__all__``: code outside a package imports only what the
-package lists there, and everything it lists is there.
+"""Each module states its own surface in its ``__all__``: code outside a package imports from
+a module of it only what that module lists there, and everything a module lists is there.
 
 Read with :mod:`ast` over every module of ``pipeline`` (lazy imports inside functions and
-``TYPE_CHECKING`` imports count): an import ``from pipeline.X.sub import name`` or ``from
-pipeline.X import name`` by a module outside ``pipeline.X`` needs ``name`` in
-``pipeline.X.__all__``, where ``pipeline.X`` is the innermost package holding the module imported
-from. A submodule imported as such (``from pipeline.store import queue``, ``import
-pipeline.store.queue``) is a name of its package like any other: it needs listing too, so a
-package says which of its modules it offers as namespaces. The modules directly under
-``pipeline`` (``pipeline.errors`` ...) are not checked: every module is inside ``pipeline``.
+``TYPE_CHECKING`` imports count): an import ``from pipeline.X.mod import name`` by a module
+outside ``pipeline.X`` (the package holding ``mod``) needs ``name`` in
+``pipeline.X.mod.__all__``. A package's ``__init__`` holds its docstring and any real code of
+its own, never a second copy of its modules' names, so ``from pipeline.X import name`` is
+either a submodule (``from pipeline.store import queue``: the module as a namespace) or a name
+the ``__init__`` defines and lists. A module used as a namespace is held to the same rule:
+``queue.claim`` from outside needs ``claim`` in ``queue.__all__``. The modules directly under
+``pipeline`` (``pipeline.errors`` ...) are not checked: every module is inside ``pipeline``;
+``pipeline/__init__.py`` is the product's surface and has its own test.
 """
 
 from __future__ import annotations
 
 import ast
-import functools
 import importlib
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
-from tests.support.import_graph import all_imports, declared_all, modules, packages
+from tests.support.import_graph import declared_all, modules, packages
 from tests.support.paths import REPO
 
 ROOT = "pipeline"
-# Packages whose surface is not held to this, with the reason.
+# Packages whose modules are not held to this, with the reason.
 EXEMPT = {
-    "pipeline.emulator": "a tool of its own (tests, demo, benchmarks) with its own surface; the"
-    " CLI borrows its argument parser",
+    "pipeline.emulator": "a tool of its own (tests, demo, benchmarks): the CLI borrows its"
+    " argument parser, and tests reach into it",
     "pipeline.orchestrate": "one module per orchestrator, each imported by its own path"
-    " (pipeline.orchestrate.dagster) because each needs its extra: no shared surface",
+    " (pipeline.orchestrate.dagster) because each needs its extra",
 }
 
 
-def _owner(target: str, name: str | None, found: Mapping[str, Path]) -> tuple[str, str] | None:
-    """(package, name) an import takes from a package's surface, or None when it takes a whole
-    package (``import pipeline.store``)."""
-    if name is None:
-        if target in packages(found):
-            return None
-        package, _, submodule = target.rpartition(".")
-        return package, submodule
-    if target != ROOT and target in found and target.rpartition(".")[2] == name:
-        return target.rpartition(".")[0], name  # a submodule: from package import sub
-    package = target if target in packages(found) else target.rpartition(".")[0]
-    return package, name
+def _package_of(module: str, found: Mapping[str, Path]) -> str:
+    return module if module in packages(found) else module.rpartition(".")[0]
+
+
+def _uses(found: Mapping[str, Path]) -> Iterator[tuple[str, int, str, str]]:
+    """(importer, line, module, name) for each name a module of ``found`` takes from another
+    module of it: ``from m import name``, and ``alias.name`` where ``alias`` is a module
+    imported as a namespace (``from pipeline.store import queue``; ``queue.claim``)."""
+    for importer, path in found.items():
+        is_package = path.name == "__init__.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        namespaces: dict[str, str] = {}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = importer.split(".") if is_package else importer.split(".")[:-1]
+            source = (
+                ".".join([*base[: len(base) - (node.level - 1)], *[node.module or ""]]).strip(".")
+                if node.level
+                else node.module or ""
+            )
+            for alias in node.names:
+                submodule = f"{source}.{alias.name}"
+                if submodule in found:
+                    namespaces[alias.asname or alias.name] = submodule
+                elif source in found:
+                    yield importer, node.lineno, source, alias.name
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in namespaces
+            ):
+                yield importer, node.lineno, namespaces[node.value.id], node.attr
 
 
 def unlisted_imports(
     root: Path, package: str = ROOT, exempt: Mapping[str, str] = EXEMPT
 ) -> list[str]:
-    """What modules of ``package`` import from another package without its ``__all__``
-    listing it (and the packages with no ``__all__``), one line each."""
+    """What modules of ``package`` take from a module of another package without that
+    module's ``__all__`` listing it, one line each."""
     found = modules(root, package)
-    surfaces = {p: declared_all(found[p]) for p in packages(found)}
-    problems = [
-        f"{p} has no __all__"
-        for p, listed in sorted(surfaces.items())
-        if listed is None and p not in exempt
-    ]
-    for each in all_imports(found):
-        if each.source != package and not each.source.startswith(package + "."):
+    listed = {name: declared_all(path) for name, path in found.items()}
+    problems = []
+    for importer, line, source, name in _uses(found):
+        owner = _package_of(source, found)
+        if source == package or owner == package or owner in exempt:
             continue
-        owned = _owner(each.target, each.name, found)
-        if owned is None:
+        if importer == owner or importer.startswith(owner + "."):
+            continue  # inside the package: anything goes
+        if any(owner == e or owner.startswith(e + ".") for e in exempt):
             continue
-        owner, name = owned
-        inside = each.importer == owner or each.importer.startswith(owner + ".")
-        if owner == package or inside or owner in exempt:
-            continue
-        if name not in (surfaces.get(owner) or []):
+        if name not in (listed.get(source) or []):
             problems.append(
-                f"{each.importer}:{each.line} imports {name} from {each.source}:"
-                f" not in {owner}.__all__"
+                f"{importer}:{line} imports {name} from {source}: not in {source}.__all__"
             )
-    return problems
+    return sorted(set(problems))
 
 
-def absent_names(package_names: list[str]) -> list[str]:
-    """The names an ``__all__`` lists that its package does not have (imported to look)."""
+def absent_names(module_names: list[str]) -> list[str]:
+    """The names an ``__all__`` lists that its module does not have (imported to look)."""
     missing = []
-    for name in package_names:
-        package = importlib.import_module(name)
-        missing += [f"{name}.{n}" for n in package.__all__ if not hasattr(package, n)]
+    for name in module_names:
+        module = importlib.import_module(name)
+        missing += [f"{name}.{n}" for n in getattr(module, "__all__", []) if not hasattr(module, n)]
     return missing
 
 
-def _type_checking_imports(path: Path) -> list[tuple[str, str]]:
-    """(module, name) of each ``from module import name`` under ``if TYPE_CHECKING:``."""
-    found = []
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
-            for statement in node.body:
-                if isinstance(statement, ast.ImportFrom) and statement.module:
-                    found += [(statement.module, alias.name) for alias in statement.names]
-    return found
+def _checked_modules() -> list[str]:
+    found = modules(REPO, ROOT)
+    return sorted(
+        name
+        for name, path in found.items()
+        if name != ROOT
+        and declared_all(path) is not None
+        and not any(name == e or name.startswith(e + ".") for e in EXEMPT)
+        and not name.endswith("__main__")
+    )
 
 
-@functools.cache
-def _surfaces() -> list[str]:
-    return sorted(p for p in packages(modules(REPO, ROOT)) if p not in EXEMPT)
-
-
-def test_code_imports_only_what_a_package_lists() -> None:
+def test_code_imports_only_what_a_module_lists() -> None:
     problems = unlisted_imports(REPO)
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("package", _surfaces())
-def test_every_listed_name_is_there(package: str) -> None:
-    assert not absent_names([package])
+@pytest.mark.parametrize("module", _checked_modules())
+def test_every_listed_name_is_there(module: str) -> None:
+    assert not absent_names([module])
 
 
-@pytest.mark.parametrize("package", _surfaces())
-def test_a_lazy_name_is_what_its_type_checking_import_says(package: str) -> None:
-    """The ``TYPE_CHECKING`` block (what the type checker sees) and the lazy ``__getattr__``
-    (what Python does) name the same objects."""
-    module = importlib.import_module(package)
-    path = Path(module.__file__ or "")
-    for source, name in _type_checking_imports(path):
-        expected = getattr(importlib.import_module(source), name, None)
-        if expected is None:  # a submodule: from package import sub
-            expected = importlib.import_module(f"{source}.{name}")
-        assert getattr(module, name) is expected, f"{package}.{name} is not {source}.{name}"
+def test_a_package_init_holds_no_copy_of_its_modules_names() -> None:
+    """No ``__init__`` under ``pipeline`` (the product surfaces ``pipeline`` and
+    ``pipeline.api`` aside) imports a name from its own modules to offer it again: each name
+    has one import path, its module's."""
+    found = modules(REPO, ROOT)
+    copies = []
+    for package in sorted(packages(found) - {ROOT, "pipeline.api"}):
+        tree = ast.parse(found[package].read_text(encoding="utf-8"))
+        listed = set(declared_all(found[package]) or [])
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(package + "."):
+                copies += [
+                    f"{package}: {a.name}" for a in node.names if (a.asname or a.name) in listed
+                ]
+    assert not copies, "\n".join(copies)
 
 
 # -- the checker itself, on a tree of its own --------------------------------------------------
@@ -132,16 +148,15 @@ def test_a_lazy_name_is_what_its_type_checking_import_says(package: str) -> None
 
 def _toy(root: Path, listed: list[str]) -> None:
     files = {
-        "toy/__init__.py": "__all__ = []\n",
-        "toy/a/__init__.py": (
-            f"from toy.a.impl import helper\nfrom toy.a import impl\n\n__all__ = {listed!r}\n"
-        ),
-        "toy/a/impl.py": "def helper() -> int:\n    return 1\n",
+        "toy/__init__.py": "",
+        "toy/a/__init__.py": '"""Package a."""\n',
+        "toy/a/impl.py": f"__all__ = {listed!r}\n\n\ndef helper() -> int:\n    return 1\n",
         "toy/a/inner.py": "from toy.a.impl import helper\n",  # inside toy.a: not checked
-        "toy/b/__init__.py": "__all__ = []\n",
+        "toy/b/__init__.py": "",
         "toy/b/use.py": (
             "from toy.a.impl import helper\n\n\n"
-            "def later() -> None:\n    from toy.a import impl  # a lazy import counts\n"
+            "def later() -> None:\n    from toy.a import impl  # a lazy import counts\n\n"
+            "    impl.other()\n"
         ),
     }
     for name, text in files.items():
@@ -149,36 +164,30 @@ def _toy(root: Path, listed: list[str]) -> None:
         (root / name).write_text(text, encoding="utf-8")
 
 
-def test_the_checker_passes_a_tree_that_lists_what_it_offers(tmp_path: Path) -> None:
-    _toy(tmp_path, ["helper", "impl"])
+def test_the_checker_passes_a_tree_whose_modules_list_what_they_offer(tmp_path: Path) -> None:
+    _toy(tmp_path, ["helper", "other"])
     assert unlisted_imports(tmp_path, "toy", {}) == []
 
 
 def test_the_checker_fails_when_a_used_name_leaves_all(tmp_path: Path) -> None:
-    _toy(tmp_path, ["impl"])
+    _toy(tmp_path, ["other"])
     assert unlisted_imports(tmp_path, "toy", {}) == [
-        "toy.b.use:1 imports helper from toy.a.impl: not in toy.a.__all__"
+        "toy.b.use:1 imports helper from toy.a.impl: not in toy.a.impl.__all__"
     ]
     _toy(tmp_path, ["helper"])
     assert unlisted_imports(tmp_path, "toy", {}) == [
-        "toy.b.use:5 imports impl from toy.a: not in toy.a.__all__"
+        "toy.b.use:7 imports other from toy.a.impl: not in toy.a.impl.__all__"
     ]
     assert unlisted_imports(tmp_path, "toy", {"toy.a": "its own"}) == []
-
-
-def test_the_checker_fails_a_package_without_all(tmp_path: Path) -> None:
-    _toy(tmp_path, ["helper", "impl"])
-    (tmp_path / "toy" / "b" / "__init__.py").write_text('"""No surface."""\n', "utf-8")
-    assert unlisted_imports(tmp_path, "toy", {}) == ["toy.b has no __all__"]
 
 
 def test_the_checker_fails_a_listed_name_that_is_not_there(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _toy(tmp_path, ["helper", "impl", "ghost"])
+    _toy(tmp_path, ["helper", "ghost"])
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
-        assert absent_names(["toy.a", "toy.b"]) == ["toy.a.ghost"]
+        assert absent_names(["toy.a.impl", "toy.b.use"]) == ["toy.a.impl.ghost"]
     finally:
         for name in [m for m in sys.modules if m == "toy" or m.startswith("toy.")]:
             del sys.modules[name]

@@ -26,60 +26,17 @@ from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipeline.results.export.arrow import (
-    ArrowBatches,
-    ParquetUnavailable,
-    arrow_schema,
-    pyarrow_modules,
-)
-from pipeline.results.export.parquet import ParquetWriter
-from pipeline.results.export.records import (
-    FIELDS,
-    RECORD,
-    VERSION_FIELDS,
-    VERSION_RECORD,
-    destinations,
-    grounded_answer,
-    to_record,
-    version_fields,
-)
-from pipeline.results.export.schema import csv_schema, json_schema
-from pipeline.results.export.structured import structured_shape
-from pipeline.results.export.table import TableWriter, TargetError, results_table
-from pipeline.results.export.writers import LONG_KINDS, CsvWriter, JsonlWriter
+from pipeline.results.export.records import to_record
 from pipeline.store.citation_verdicts import VerdictRow, verdicts_by_answer
 from pipeline.store.records import BATCH_QUESTIONS, Filters, StoredQuestion, read_batches
 
 FORMATS = ("jsonl", "csv", "parquet")
 
 __all__ = [
-    "FIELDS",
     "FORMATS",
-    "LONG_KINDS",
-    "RECORD",
-    "VERSION_FIELDS",
-    "VERSION_RECORD",
-    "ArrowBatches",
-    "CsvWriter",
-    "Filters",
-    "JsonlWriter",
-    "ParquetUnavailable",
-    "ParquetWriter",
-    "TableWriter",
-    "TargetError",
     "Verification",
-    "arrow_schema",
-    "csv_schema",
-    "destinations",
     "export_job",
-    "grounded_answer",
-    "json_schema",
-    "pyarrow_modules",
     "record_batches",
-    "results_table",
-    "structured_shape",
-    "to_record",
-    "version_fields",
 ]
 
 

@@ -44,6 +44,13 @@ from pipeline.results.export.structured import fits
 if TYPE_CHECKING:
     import pyarrow as pa
 
+__all__ = [
+    "ArrowBatches",
+    "ParquetUnavailable",
+    "arrow_schema",
+    "pyarrow_modules",
+]
+
 MISSING = "Parquet and Arrow need pyarrow: pip install 'ground[parquet]'"
 JSON_SUFFIX = "_json"  # the name of a field holding JSON text instead of a typed value
 LIST_ITEM = "element"  # a list's item field

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipeline.gemini.wire import MalformedResponse, decode_response
-from pipeline.grounding import Citation, GroundedAnswer, Source, safe_http_url
+from pipeline.grounding.mapping import Citation, GroundedAnswer, Source
+from pipeline.grounding.render import safe_http_url
 from pipeline.job.states import QuestionState, SourceState
 from pipeline.results.export.fields import Field as Field
 from pipeline.results.export.fields import FieldType as FieldType
@@ -31,6 +32,17 @@ from pipeline.results.export.fields import list_of as _list
 from pipeline.results.export.verdicts import VERIFY_RECORD
 from pipeline.results.precision import answer_fields
 from pipeline.store.records import Row, StoredQuestion
+
+__all__ = [
+    "FIELDS",
+    "RECORD",
+    "VERSION_FIELDS",
+    "VERSION_RECORD",
+    "destinations",
+    "grounded_answer",
+    "to_record",
+    "version_fields",
+]
 
 SOURCE_KINDS = ("web", "retrievedContext", "maps", "own", "other")
 SOURCE = Struct(

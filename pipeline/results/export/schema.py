@@ -27,6 +27,11 @@ from pipeline.results.export.records import (
 )
 from pipeline.results.export.writers import FORMULA_LEADS, LONG_KINDS
 
+__all__ = [
+    "csv_schema",
+    "json_schema",
+]
+
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 JOB_SCHEMA_ID = "urn:ground:job-schema"  # the embedded job schema's $id, unless it has one
 CSVW_CONTEXT = "http://www.w3.org/ns/csvw"

@@ -23,6 +23,10 @@ from typing import Any
 
 from pipeline.results.export.records import Field, FieldType, Kind, ListOf, Struct
 
+__all__ = [
+    "structured_shape",
+]
+
 _SCALARS: dict[str, Kind] = {
     "string": Kind.STRING,
     "integer": Kind.INT64,

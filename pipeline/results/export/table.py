@@ -38,6 +38,12 @@ from pipeline.errors import GroundError
 from pipeline.results.export.records import RECORD, Field, Kind
 from pipeline.store.tables import UtcDateTime
 
+__all__ = [
+    "TableWriter",
+    "TargetError",
+    "results_table",
+]
+
 JOB_COLUMN = "job"
 KEY = (JOB_COLUMN, "id")
 MAX_NAME = 63  # characters in a table name (PostgreSQL's identifier limit)

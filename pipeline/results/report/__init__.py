@@ -22,15 +22,10 @@ from pipeline.job.states import QuestionState
 from pipeline.results.precision import job_precision
 from pipeline.results.report import page
 from pipeline.results.report.figures import class_figures
-from pipeline.results.report.header import (
-    ReportContext,
-    render_header,
-    render_legend,
-    spend_caveat,
-)
+from pipeline.results.report.header import ReportContext, render_header, render_legend
 from pipeline.results.report.problems import ProblemTally, render_problems
-from pipeline.results.report.selection import DEFAULT_LIMIT, Sampler, TableFill, TableSelection
-from pipeline.results.report.verification import answer_marks, precision_section
+from pipeline.results.report.selection import Sampler, TableFill, TableSelection
+from pipeline.results.report.verification import precision_section
 from pipeline.results.status import job_status
 from pipeline.store.citation_verdicts import VerdictRow, verdicts_by_answer
 from pipeline.store.records import Filters, StoredQuestion, read_batches
@@ -45,15 +40,6 @@ from pipeline.store.status import (
 
 # The report's pieces the review desk (pipeline.serve) draws with too: one look, one renderer.
 __all__ = [
-    "DEFAULT_LIMIT",
-    "ReportContext",
-    "TableSelection",
-    "answer_marks",
-    "class_figures",
-    "page",
-    "precision_section",
-    "render_legend",
-    "spend_caveat",
     "write_report",
 ]
 

@@ -13,6 +13,10 @@ from dataclasses import dataclass
 
 from pipeline.store.status import ClassRoutes
 
+__all__ = [
+    "class_figures",
+]
+
 NO_FIGURE = "–"  # a rate with nothing to divide by
 
 

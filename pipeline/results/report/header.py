@@ -13,6 +13,13 @@ from urllib.parse import urlsplit
 
 from pipeline.grounding.hosts import is_local_url
 
+__all__ = [
+    "ReportContext",
+    "render_header",
+    "render_legend",
+    "spend_caveat",
+]
+
 BACKEND_NAMES = {"developer": "Gemini Developer API", "vertex": "Vertex AI"}
 
 

@@ -18,8 +18,8 @@ from urllib.parse import quote
 
 import orjson
 
-from pipeline.grounding import render_html
-from pipeline.results.export import destinations, grounded_answer, to_record
+from pipeline.grounding.render import render_html
+from pipeline.results.export.records import destinations, grounded_answer, to_record
 from pipeline.results.report.figures import ClassFigures, chart_groups, percent
 from pipeline.results.report.svg import bar_chart, paired_bar_chart
 from pipeline.results.report.verification import CSS as VERIFICATION_CSS
@@ -27,6 +27,11 @@ from pipeline.results.report.verification import answer_marks
 from pipeline.results.status import JobStatus
 from pipeline.store.citation_verdicts import VerdictRow
 from pipeline.store.records import StoredQuestion
+
+__all__ = [
+    "CSS",
+    "routes",
+]
 
 esc = html.escape
 

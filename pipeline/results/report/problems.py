@@ -18,6 +18,11 @@ from pipeline.job.states import QuestionState
 from pipeline.results.report.page import anchor_id
 from pipeline.store.status import ProblemRow
 
+__all__ = [
+    "ProblemTally",
+    "render_problems",
+]
+
 UNRESOLVED_LINKS = "unresolved_links"
 # (kind, what it means); a question state, or UNRESOLVED_LINKS.
 KINDS: tuple[tuple[str, str], ...] = (

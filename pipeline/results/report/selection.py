@@ -19,6 +19,13 @@ from dataclasses import dataclass
 from pipeline.store.status import Scope
 from pipeline.store.trial import sample_key
 
+__all__ = [
+    "DEFAULT_LIMIT",
+    "Sampler",
+    "TableFill",
+    "TableSelection",
+]
+
 DEFAULT_LIMIT = 2_000  # questions in the report's table
 
 

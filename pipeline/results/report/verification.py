@@ -12,9 +12,14 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pipeline.grounding import safe_http_url
+from pipeline.grounding.render import safe_http_url
 from pipeline.results.precision import MARKS, Figures, JobPrecision
 from pipeline.results.report.figures import percent
+
+__all__ = [
+    "answer_marks",
+    "precision_section",
+]
 
 esc = html.escape
 QUOTE_CHARS = 300  # a quote longer than this is cut in the table (the export has it whole)

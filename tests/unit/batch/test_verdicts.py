@@ -18,7 +18,7 @@ from pipeline.gemini.api_errors import TransientError
 from pipeline.gemini.batch_wire import ResultLine
 from pipeline.gemini.wire import decode_response
 from pipeline.job.states import QuestionState
-from pipeline.limits import RetryPolicy
+from pipeline.limits.policy import RetryPolicy
 
 TEXT = "Paris is the capital."
 ANSWER = {

@@ -17,7 +17,7 @@ from pipeline.gemini.api_errors import (
     parse_duration,
 )
 from pipeline.gemini.wire import MalformedResponse, decode_error, decode_response, visible_text
-from pipeline.grounding import ground_answer
+from pipeline.grounding.mapping import ground_answer
 
 
 def _bodies(root: Path) -> list[tuple[str, bytes]]:

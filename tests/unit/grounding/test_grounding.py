@@ -17,10 +17,8 @@ from pipeline.gemini.wire import (
     decode_response,
     visible_text,
 )
-from pipeline.grounding import (
-    Citation,
-    GroundedAnswer,
-    ground_answer,
+from pipeline.grounding.mapping import Citation, GroundedAnswer, ground_answer
+from pipeline.grounding.render import (
     marker_groups,
     render_html,
     render_html_document,

@@ -12,15 +12,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pipeline.gemini.wire import Candidate, decode_response
-from pipeline.grounding import (
-    GroundedAnswer,
-    ground_answer,
+from pipeline.grounding.mapping import GroundedAnswer, ground_answer
+from pipeline.grounding.render import (
+    _continues_cluster,
     markdown_text,
     marker_groups,
     render_html,
     render_markdown,
 )
-from pipeline.grounding.render import _continues_cluster
 
 SETTINGS = settings(
     max_examples=120,

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from pipeline.gemini.wire import decode_response
-from pipeline.grounding import GroundedAnswer, ground_answer, markdown_text, render_markdown
+from pipeline.grounding.mapping import GroundedAnswer, ground_answer
+from pipeline.grounding.render import markdown_text, render_markdown
 
 # What the renderer may make of Markdown the model wrote (emphasis, lists, headings, code) and
 # of ours (paragraphs, the markers' links). Nothing that loads, runs or embeds.

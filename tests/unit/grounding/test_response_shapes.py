@@ -16,7 +16,7 @@ import msgspec
 import pytest
 
 from pipeline.gemini.wire import Candidate, decode_response, tool_part_count, visible_text
-from pipeline.grounding import GroundedAnswer, ground_answer
+from pipeline.grounding.mapping import GroundedAnswer, ground_answer
 from tests.support.paths import SHAPES
 
 ALL = sorted(p.name for p in SHAPES.glob("*.json"))

@@ -9,7 +9,8 @@ import orjson
 
 from pipeline.job.calls import own_retrieval_call
 from pipeline.job.spec import load_jobspec
-from pipeline.retrieval import Passage, passages_block
+from pipeline.retrieval.markers import Passage
+from pipeline.retrieval.prompt import passages_block
 
 BASE = """
 [job]

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from pipeline.errors import Overloaded, Throttled
 from pipeline.gemini.api_errors import classify_http_error
-from pipeline.limits import Backoff, RetryPolicy
+from pipeline.limits.backoff import Backoff
 from pipeline.limits.overload import OVERLOAD_CAP_S, OVERLOAD_WAIT_S, Storms
+from pipeline.limits.policy import RetryPolicy
 from pipeline.limits.probe import DailyProbe, ProbeSettings
 from pipeline.limits.retry_after import MAX_SERVER_DELAY_S, retry_after_s, server_delay
 

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from pipeline.costs.charges import WorstCase, call_cost
 from pipeline.costs.prices import GroundingFee, Price
 from pipeline.errors import NotSent
+from pipeline.gemini.tokens import estimate_tokens
 from pipeline.gemini.wire import GroundingMetadata, UsageMetadata
-from pipeline.limits import JobLimits, estimate_tokens
-from pipeline.limits.job_limits import RateGrants
+from pipeline.limits.job_limits import JobLimits, RateGrants
 from pipeline.store import queue, quota
 from pipeline.store.database import Database
 from tests.support.databases import sqlite_engine

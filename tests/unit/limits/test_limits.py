@@ -20,16 +20,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.limits import (
-    GroundingPause,
-    RateLimiter,
-    estimate_tokens,
-    next_daily_reset,
-    pacing_rate,
-    retry_delay,
-)
-from pipeline.limits.daily import DAILY_RESET_MARGIN
-from pipeline.limits.rate import LATE_TOLERANCE_S
+from pipeline.gemini.tokens import estimate_tokens
+from pipeline.limits.backoff import retry_delay
+from pipeline.limits.daily import DAILY_RESET_MARGIN, GroundingPause, next_daily_reset
+from pipeline.limits.rate import LATE_TOLERANCE_S, RateLimiter, pacing_rate
 
 pytestmark = pytest.mark.anyio
 
@@ -378,7 +372,8 @@ def test_retry_delay_spreads_waiters_told_the_same_delay() -> None:
 
 def test_policy_backs_off_then_gives_up_with_the_error_class() -> None:
     from pipeline.gemini.api_errors import PermanentError, TransientError
-    from pipeline.limits import Backoff, RetryPolicy
+    from pipeline.limits.backoff import Backoff
+    from pipeline.limits.policy import RetryPolicy
 
     policy = RetryPolicy(
         max_attempts=3, backoff=Backoff(base_s=1.0, cap_s=60.0, rng=random.Random(1))
@@ -399,7 +394,7 @@ def test_policy_backs_off_then_gives_up_with_the_error_class() -> None:
 def test_policy_waits_without_spending_an_attempt_and_strikes_stop_the_run() -> None:
     from pipeline.errors import BudgetExhausted, GroundingPaused
     from pipeline.gemini.api_errors import FatalError, Unreachable
-    from pipeline.limits import RetryPolicy, Strikes
+    from pipeline.limits.policy import RetryPolicy, Strikes
 
     policy = RetryPolicy()
     until = dt.datetime.now(UTC) + dt.timedelta(hours=3)
@@ -425,7 +420,7 @@ def test_policy_waits_without_spending_an_attempt_and_strikes_stop_the_run() -> 
 
 def test_a_credentials_failure_stops_the_run_at_once_and_spends_nothing() -> None:
     from pipeline.errors import CredentialsUnavailable
-    from pipeline.limits import RetryPolicy, Strikes
+    from pipeline.limits.policy import RetryPolicy, Strikes
 
     error = CredentialsUnavailable("Google credentials: the token endpoint did not answer")
     for step in ("ground", "structure"):

@@ -36,7 +36,7 @@ from pipeline.gemini.endpoint import Endpoint
 from pipeline.gemini.wire import decode_response
 from pipeline.job.calls import CallPlan, plan_calls
 from pipeline.job.spec import JobSpec
-from pipeline.limits import RetryPolicy, Strikes
+from pipeline.limits.policy import RetryPolicy, Strikes
 from pipeline.links.rules import AllowList, initial_verdict
 from pipeline.online.call import Metered
 from pipeline.online.flow import QuestionFlow

@@ -12,7 +12,7 @@ pytest.importorskip("airflow.sdk", reason="needs ground[airflow]")
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from pipeline.api import DatabaseFailed, RunRefused
+from pipeline.api.jobs import DatabaseFailed, RunRefused
 from pipeline.exit_codes import ExitStatus
 from pipeline.job.spec import JobSpecError
 from pipeline.orchestrate.airflow import (

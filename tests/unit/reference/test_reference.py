@@ -16,7 +16,8 @@ import pytest
 from pipeline.cli.parser import build_parser
 from pipeline.exit_codes import EPILOG, ExitStatus
 from pipeline.job import sections
-from pipeline.reference import commands, exit_status, exports, job_keys, metrics, render_pages
+from pipeline.reference import commands, exit_status, exports, job_keys, metrics
+from pipeline.reference.pages import render_pages
 from pipeline.results.export.records import record_fields
 from pipeline.watch import metrics as run_metrics
 

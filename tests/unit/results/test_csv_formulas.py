@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from pipeline.results.export import FIELDS, CsvWriter
-from pipeline.results.export.records import CITATION_FIELDS, SOURCE_FIELDS
-from pipeline.results.export.writers import FORMULA_LEADS, csv_cell
+from pipeline.results.export.records import CITATION_FIELDS, FIELDS, SOURCE_FIELDS
+from pipeline.results.export.writers import FORMULA_LEADS, CsvWriter, csv_cell
 
 HOSTILE = ["=1+1", "+SUM(A1)", "-2+3", "@SUM(A1)", "\t=x", "\r=x", "=cmd|' /C calc'!A0"]
 

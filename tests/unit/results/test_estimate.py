@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.commands import estimate_command
-from pipeline.commands.maintain import prices_for
+from pipeline.commands.maintain import estimate_command, prices_for
 from pipeline.costs.prices import UnconfirmedPriceWarning, load_prices
 from pipeline.results.estimate import JobPrices
 from tests.support.jobs import make_job

@@ -13,29 +13,24 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.schema import CreateTable
 
-from pipeline.grounding import Source
-from pipeline.results.export import (
-    FIELDS,
-    RECORD,
-    VERSION_FIELDS,
-    ArrowBatches,
-    arrow_schema,
-    csv_schema,
-    json_schema,
-    results_table,
-    structured_shape,
-)
+from pipeline.grounding.mapping import Source
+from pipeline.results.export.arrow import ArrowBatches, arrow_schema
 from pipeline.results.export.parquet import dictionary_columns
 from pipeline.results.export.records import (
     CITATION_FIELDS,
+    FIELDS,
+    RECORD,
     SOURCE,
     SOURCE_FIELDS,
+    VERSION_FIELDS,
     Kind,
     ListOf,
     Struct,
     record_fields,
 )
-from pipeline.results.export.structured import fits
+from pipeline.results.export.schema import csv_schema, json_schema
+from pipeline.results.export.structured import fits, structured_shape
+from pipeline.results.export.table import results_table
 from pipeline.results.export.writers import csv_columns
 from tests.support.exports import NOW, record
 from tests.support.paths import DEMO_SCHEMA

@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipeline.results.export import TableWriter, TargetError, results_table
+from pipeline.results.export.table import TableWriter, TargetError, results_table
 from pipeline.store.engine import create_engine
 from tests.support.exports import NOW, record
 

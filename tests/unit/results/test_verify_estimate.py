@@ -10,9 +10,9 @@ from decimal import Decimal
 
 import pytest
 
-from pipeline.costs import Price, UnconfirmedPriceWarning, load_prices
 from pipeline.costs.charges import WorstCase
-from pipeline.limits import estimate_tokens
+from pipeline.costs.prices import Price, UnconfirmedPriceWarning, load_prices
+from pipeline.gemini.tokens import estimate_tokens
 from pipeline.results.verify_estimate import (
     ASSUMED_PAGE_TOKENS,
     ASSUMED_VERDICT_TOKENS,
@@ -23,7 +23,8 @@ from pipeline.results.verify_estimate import (
     render_verification,
     shapes_of,
 )
-from pipeline.verify import AnswerClaims, Claim, verification_calls
+from pipeline.verify.claims import AnswerClaims, Claim
+from pipeline.verify.requests import verification_calls
 
 MODEL = "gemini-2.5-flash"
 WORST = WorstCase(max_output_tokens=8_192, max_search_queries=4, max_tool_use_tokens=10_000)

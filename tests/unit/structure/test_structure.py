@@ -12,19 +12,17 @@ import orjson
 import pytest
 
 from pipeline.gemini.wire import decode_response, visible_text
-from pipeline.grounding import GroundedAnswer, ground_answer
-from pipeline.structure import (
-    MAX_ERRORS,
+from pipeline.grounding.mapping import GroundedAnswer, ground_answer
+from pipeline.structure.prompt import build_structure_body
+from pipeline.structure.provenance import provenance_to_json, trace_provenance
+from pipeline.structure.schema import (
     PreparedSchema,
     SchemaError,
-    build_structure_body,
     load_schema,
-    parse_and_validate,
     prepare_schema,
     prepare_schema_file,
-    provenance_to_json,
-    trace_provenance,
 )
+from pipeline.structure.validate import MAX_ERRORS, parse_and_validate
 from tests.support.paths import DEMO_SCHEMA
 
 # --------------------------------------------------------------------------------------------

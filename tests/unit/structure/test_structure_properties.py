@@ -10,12 +10,10 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.structure import (
-    build_structure_body,
-    parse_and_validate,
-    prepare_schema,
-    trace_provenance,
-)
+from pipeline.structure.prompt import build_structure_body
+from pipeline.structure.provenance import trace_provenance
+from pipeline.structure.schema import prepare_schema
+from pipeline.structure.validate import parse_and_validate
 from tests.unit.structure.test_structure import grounded
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

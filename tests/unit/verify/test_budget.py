@@ -14,8 +14,9 @@ from pipeline.costs.charges import INPUT_TOKEN_LIMIT, WorstCase, call_cost
 from pipeline.errors import BudgetExhausted
 from pipeline.gemini.client import CallResult, GeminiClient
 from pipeline.gemini.endpoint import Endpoint, endpoint_for
+from pipeline.gemini.tokens import estimate_tokens
 from pipeline.gemini.wire import decode_response
-from pipeline.limits import JobLimits, estimate_tokens
+from pipeline.limits.job_limits import JobLimits
 from pipeline.online.call import MeteredCaller
 from pipeline.run.context import RunPrices
 from pipeline.store import queue, quota
