@@ -167,6 +167,10 @@ async def test_a_fallback_class_and_missed_answers_end_answered_by_own_retrieval
         assert not managed["grounded"] or not managed["sources"]
         assert fallback["route"] == "own" and fallback["answer_latest"]
         assert fallback["answer_version"] == managed["answer_version"] + 1
+        # Each version's own calls and cost: the miss its managed call, the fallback its own.
+        assert managed["calls"] >= 1 and fallback["calls"] >= 1
+        assert managed["cost_usd"] > 0 and fallback["cost_usd"] > 0
+        assert managed["calls"] + fallback["calls"] == record["calls"]
         # ... and the missed answer is the one the managed path gave without the fallback.
         assert _managed(managed) == managed_before[record["id"]]
     # Managed answers of the other class are unchanged.
