@@ -16,8 +16,9 @@ add up to the question's:
 * a call 1 (``step = 'ground'``, or own retrieval's ``'own'``) belongs to the first version
   stored at or after it started: the answer it produced, or the one that the attempts before
   it (failed, retried, ungrounded and asked again) led to. So after a managed miss, the own
-  retrieval call that answered pays for the fallback's version, and the miss for its own. Calls started after the latest version was stored (a refresh whose
-  attempts all failed) belong to the latest version: the spend of keeping it current;
+  retrieval call that answered pays for the fallback's version, and the miss for its own.
+  Calls started after the latest version was stored (a refresh whose attempts all failed)
+  belong to the latest version: the spend of keeping it current;
 * any other call (call 2, ``step = 'structure'``, and its repair retry) belongs to the
   version that was the latest when it started: call 2 reshapes the stored answer, so it starts
   after that answer's ``created_at`` and before a newer version is stored. One that started
