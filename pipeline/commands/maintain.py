@@ -9,7 +9,15 @@ from collections.abc import Sequence
 import anyio
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from pipeline.commands.common import complain, display_url, find_job_id, load_job, opened, say
+from pipeline.commands.common import (
+    NotLoaded,
+    complain,
+    display_url,
+    find_job_id,
+    load_job,
+    opened,
+    say,
+)
 from pipeline.commands.policy import apply_source_policy
 from pipeline.commands.verify_estimate import verification_lines
 from pipeline.costs.prices import PriceTable, UnconfirmedPriceWarning, load_prices
@@ -52,7 +60,7 @@ async def migrate_command(spec: JobSpec) -> int:
 async def load_command(spec: JobSpec) -> int:
     async with opened(spec) as engine:
         job_id = await load_job(engine, spec)
-    return EXIT_OK if job_id is not None else EXIT_FAILED
+    return job_id.status if isinstance(job_id, NotLoaded) else EXIT_OK
 
 
 async def resolve_command(spec: JobSpec, *, again: Sequence[str] = ()) -> int:
@@ -145,8 +153,8 @@ async def estimate_command(spec: JobSpec) -> int:
     """Print the expected (and worst-case) cost of the questions not yet finished."""
     async with opened(spec) as engine:
         job_id = await load_job(engine, spec)
-        if job_id is None:
-            return EXIT_FAILED
+        if isinstance(job_id, NotLoaded):
+            return job_id.status
         async with engine.connect() as connection:
             estimate = await job_estimate(connection, spec, job_id)
             spent = await ledger.job_spend(connection, job_id)

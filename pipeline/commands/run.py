@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pipeline.clock import utcnow
 from pipeline.commands import fallback
 from pipeline.commands.common import (
+    NotLoaded,
     complain,
     display_url,
     find_job_id,
@@ -198,8 +199,8 @@ async def _run(
         return early_outcome(spec, EXIT_FAILED, unkeepable, started)
     async with opened(spec) as engine:
         job_id = await load_job(engine, spec)
-        if job_id is None:
-            return early_outcome(spec, EXIT_FAILED, "the questions could not be loaded", started)
+        if isinstance(job_id, NotLoaded):
+            return early_outcome(spec, job_id.status, "the questions could not be loaded", started)
         outbox.attach(job_id)
         if not await store_spilled(engine, spec, job_id):  # paid before: stored first
             return early_outcome(spec, EXIT_FAILED, "the spill file could not be stored", started)
@@ -341,8 +342,8 @@ async def _dry_run(spec: JobSpec, trial: Trial | None) -> int:
     nothing sent."""
     async with opened(spec) as engine:
         job_id = await load_job(engine, spec)
-        if job_id is None:
-            return EXIT_FAILED
+        if isinstance(job_id, NotLoaded):
+            return job_id.status
         scope = None if trial is None else await trial_scope(engine, job_id, trial)
         return await dry_run(engine, spec, job_id, scope)
 

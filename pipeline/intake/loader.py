@@ -52,6 +52,7 @@ from pipeline.store.queue import Fingerprint, save_fingerprint, stored_fingerpri
 __all__ = [
     "LoadError",
     "LoadResult",
+    "SourceUnavailable",
     "load_records",
     "load_source",
     "read_rows",
@@ -66,7 +67,13 @@ MAX_CLASS_LENGTH = 200
 
 
 class LoadError(GroundError, ValueError):
-    """A question file that cannot be loaded; the message names ``file:line``."""
+    """Questions that cannot be loaded; the message names ``file:line``. Only an edit of the
+    input (or of the job file) cures it: ``ground`` exits 2."""
+
+
+class SourceUnavailable(LoadError):
+    """The ``[source] query``'s database could not be connected to or the query failed: a
+    retry may cure it (``ground`` exits 1)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +241,7 @@ async def read_query_rows(source: SourceSection) -> AsyncIterator[Row]:
         section="source",
         required=(source.id_field, source.text_field),
         error=LoadError,
+        unavailable=SourceUnavailable,
     )
     async for number, record in records:
         try:
