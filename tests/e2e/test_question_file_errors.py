@@ -20,7 +20,7 @@ BIG = b"x" * 101
 
 CASES = [
     ("questions.jsonl", GOOD + b'{"id": "b", "question": \n', 2, "not valid JSON"),
-    ("questions.jsonl", GOOD + b'{"id": "a", "question": "Other?"}\n', 2, "already appears on line 1"),
+    ("questions.jsonl", GOOD + b'{"id": "a", "question": "Other?"}\n', 2, "appears on line 1"),
     ("questions.csv", b"id,question\na,One?\nb,Two?,extra\n", 3, "more fields than the header"),
     ("questions.jsonl", GOOD + b'{"id": "b", "question": "x\\u0000y"}\n', 2, "a NUL character"),
     ("questions.jsonl", GOOD + b'{"id": "b", "question": "' + BIG + b'"}\n', 2, "over [limits]"),
@@ -68,9 +68,7 @@ def test_a_data_error_exits_2_naming_file_and_line(
     assert orjson.loads(capsys.readouterr().out)["total"] == 0  # nothing was loaded
 
 
-def test_an_empty_question_file_exits_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_an_empty_question_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = _job(tmp_path, "questions.jsonl", b"\n")
     assert cli.main(["load", *argv]) == 2
     assert _one_line(capsys.readouterr().err) == (
