@@ -16,7 +16,7 @@ from pipeline.job.spec import JobSpec
 from pipeline.results.fallback import fallback_candidates, skipped_classes
 from pipeline.retrieval.documents import DocumentError
 from pipeline.retrieval.index import embed_pending, load_index
-from pipeline.store import documents
+from pipeline.store import answers, documents
 from pipeline.store.database import Database
 from pipeline.store.status import class_routes
 from pipeline.watch.terminal import printable
@@ -32,15 +32,27 @@ def fallback_auto_refused(spec: JobSpec) -> str | None:
     return None
 
 
+async def routes_own(engine: AsyncEngine, job_id: int, plan: CallPlan) -> bool:
+    """Whether this run may ask questions through own retrieval: classes routed to it, a
+    miss handed over, or questions already bound for it (``ground retry --via
+    own_retrieval``, a hand-over a stopped run left)."""
+    own = plan.own
+    if own is None:
+        return False
+    if own.classes or own.when_ungrounded:
+        return True
+    async with engine.connect() as connection:
+        return await answers.handed_over(connection, job_id)
+
+
 async def ensure_index(
     engine: AsyncEngine, spec: JobSpec, job_id: int, plan: CallPlan
 ) -> str | None:
-    """Load ``[retrieval]``'s documents (lexically: no embedding) when questions are routed to
-    own retrieval and the job's index holds none, so that they do not all end "nothing
-    relevant found"; why the run cannot go on (one line), or None. ``ground index`` is still
-    how a changed corpus is loaded again, and how chunks are embedded."""
-    own = plan.own
-    if own is None or not (own.classes or own.when_ungrounded):
+    """Load ``[retrieval]``'s documents (lexically: no embedding) when questions may go to
+    own retrieval (:func:`routes_own`) and the job's index holds none, so that they do not
+    all end "nothing relevant found"; why the run cannot go on (one line), or None. ``ground
+    index`` is still how a changed corpus is loaded again, and how chunks are embedded."""
+    if not await routes_own(engine, job_id, plan):
         return None
     async with engine.connect() as connection:
         counts = await documents.index_counts(connection, job_id)
@@ -73,7 +85,7 @@ async def prepare_dense(
         embedding = embedding_for(spec)
     except ConfigurationError as exc:
         return plan, f"retrieval.dense: {exc}"
-    if own.classes or own.when_ungrounded:
+    if await routes_own(engine, job_id, plan):
         db = Database(engine, outage_s=spec.job.database_outage_s)
         result = await embed_pending(db, job_id, embedding)
         if result.calls:

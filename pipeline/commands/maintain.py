@@ -41,6 +41,7 @@ from pipeline.results.estimate import (
 from pipeline.store import ledger, queue, resolution
 from pipeline.store.answers import requeue_via_own
 from pipeline.store.database import Database
+from pipeline.watch.plural import counted
 
 __all__ = [
     "estimate_command",
@@ -130,7 +131,8 @@ async def retry_command(
             count = await queue.requeue(connection, job_id, states, error_class)
     which = "/".join(states) + (f" with error class {error_class}" if error_class else "")
     how = " through own retrieval" if via is not None else ""
-    say(f"requeued {count} questions ({which}); `ground run` will ask them again{how}")
+    them = "it" if count == 1 else "them"
+    say(f"requeued {counted(count, 'question')} ({which}); `ground run` will ask {them} again{how}")
     return EXIT_OK
 
 

@@ -81,6 +81,7 @@ __all__ = [
     "StoredAnswers",
     "StoredOwnAnswer",
     "VerdictOf",
+    "handed_over",
     "own_passages",
     "requeue_via_own",
     "reusable_answer",
@@ -517,6 +518,17 @@ async def requeue_via_own(
         .values(requeued(next_route=ROUTE_OWN, reask=False, last_error=None))
     )
     return result.rowcount
+
+
+async def handed_over(connection: AsyncConnection, job_id: int) -> bool:
+    """Whether any of the job's questions is to be asked through own retrieval next
+    (``next_route = "own"``: handed over after a miss, or requeued by ``ground retry --via
+    own_retrieval``), whatever the job's routing."""
+    q = questions.c
+    found = await connection.execute(
+        sa.select(q.id).where(q.job_id == job_id, q.next_route == ROUTE_OWN).limit(1)
+    )
+    return found.first() is not None
 
 
 @dataclass(frozen=True, slots=True)
