@@ -500,7 +500,22 @@ async def _run_with_signals(
 ) -> None:
     """First SIGINT/SIGTERM/SIGHUP (:data:`STOP_SIGNALS`): stop claiming and finish what is
     in flight; second: abort. Only in the main thread, where signals arrive (a run of
-    :func:`pipeline.run_job` in another thread leaves them to its program)."""
+    :func:`pipeline.run_job` in another thread leaves them to its program). An abort cuts
+    the runner short before it times itself: the summary's time is then measured here."""
+    started = time.perf_counter()
+    try:
+        await _signalled_run(runner, before, watch, tick)
+    finally:
+        if not runner.summary.elapsed_s:
+            runner.summary.elapsed_s = time.perf_counter() - started
+
+
+async def _signalled_run(
+    runner: OnlineRunner,
+    before: JobStatus,
+    watch: WatchOptions,
+    tick: Callable[[], Awaitable[None]],
+) -> None:
     ctx = runner.ctx
     async with anyio.create_task_group() as group:
 
