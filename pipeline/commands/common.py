@@ -27,6 +27,7 @@ from pipeline.intake.loader import (
     load_source,
 )
 from pipeline.job.spec import JobSpec
+from pipeline.plural import counted
 from pipeline.store import queue
 from pipeline.store.database import DatabaseOutage, retrying, storage_fault, trouble_of
 from pipeline.store.engine import (
@@ -40,7 +41,6 @@ from pipeline.store.engine import (
     sqlite_file,
 )
 from pipeline.store.engine import display_url as engine_display_url
-from pipeline.watch.plural import counted
 from pipeline.watch.terminal import hung_up, let_go, printable
 
 __all__ = [
@@ -272,7 +272,7 @@ async def load_questions_into(
         result = await load_records(engine, job_id, records, spec.source, max_chars=max_chars)
     else:
         result = await load_source(
-            engine, job_id, spec.source, spec.source_path, max_chars=max_chars
+            engine, job_id, spec.source, spec.source_path, max_chars=max_chars, progress=say
         )
     if result.added or result.edited:  # the planner sees what was loaded (store.statistics)
         async with engine.begin() as connection:

@@ -13,6 +13,7 @@ from pipeline.commands.index import embedding_for
 from pipeline.gemini.endpoint import ConfigurationError
 from pipeline.job.calls import CallPlan
 from pipeline.job.spec import JobSpec
+from pipeline.plural import counted
 from pipeline.results.fallback import fallback_candidates, skipped_classes
 from pipeline.retrieval.documents import DocumentError
 from pipeline.retrieval.index import embed_pending, load_index
@@ -64,8 +65,8 @@ async def ensure_index(
     except DocumentError as exc:
         return f"{exc} (the job's own index is empty; nothing after that row was read)"
     say(
-        f"the job's own index was empty: indexed {result.documents} documents"
-        f" ({result.chunks} chunks) first (`ground index` loads it again after a change)"
+        f"the job's own index was empty: indexed {counted(result.documents, 'document')}"
+        f" ({counted(result.chunks, 'chunk')}) first (`ground index` loads it again after a change)"
     )
     return None
 

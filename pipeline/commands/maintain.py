@@ -31,6 +31,7 @@ from pipeline.job.spec import JobSpec
 from pipeline.job.states import QuestionState
 from pipeline.links.resolver import Lookup, Resolver, pending_lookups
 from pipeline.links.rules import AllowList, initial_verdict
+from pipeline.plural import counted
 from pipeline.results.estimate import (
     Estimate,
     JobPrices,
@@ -41,7 +42,6 @@ from pipeline.results.estimate import (
 from pipeline.store import ledger, queue, resolution
 from pipeline.store.answers import requeue_via_own
 from pipeline.store.database import Database
-from pipeline.watch.plural import counted
 
 __all__ = [
     "estimate_command",
@@ -161,7 +161,7 @@ async def estimate_command(spec: JobSpec) -> int:
             estimate = await job_estimate(connection, spec, job_id)
             spent = await ledger.job_spend(connection, job_id)
             verification = await verification_lines(connection, spec, job_id)
-    say(f"{estimate.remaining} questions left; spent so far ${spent:.4f}")
+    say(f"{counted(estimate.remaining, 'question')} left; spent so far ${spent:.4f}")
     each = f"${estimate.per_question:.6f} a question, from {estimate.basis}"
     say(f"expected: ${estimate.total:.4f} ({each})")
     if (note := unbudgeted_note(spec.budget, estimate.total)) is not None:

@@ -60,6 +60,7 @@ from pipeline.notify.event import budget_data, is_budget_stop
 from pipeline.notify.outbox import Outbox, notifying
 from pipeline.online.leases import default_owner
 from pipeline.online.runner import OnlineRunner
+from pipeline.plural import counted
 from pipeline.results.closing import JobCounts, job_counts, render_counts
 from pipeline.results.status import (
     JobStatus,
@@ -407,10 +408,10 @@ async def _nothing_to_do(
 ) -> RunOutcome:
     """Every question (of the trial's ``scope``) is finished: no call is made; redirects an
     earlier run left pending are resolved, and the job's status closes the run."""
-    if scope is not None:
-        say(f"nothing to do: the trial's {scope.selected} questions are finished; 0 calls made")
-    else:
-        say(f"nothing to do: all {before.total} questions are finished; 0 calls made")
+    n = scope.selected if scope is not None else before.total
+    which = "the trial's" if scope is not None else "all"
+    done = "is finished" if n == 1 else "are finished"
+    say(f"nothing to do: {which} {counted(n, 'question')} {done}; 0 calls made")
     if spec.resolver.enabled and before.sources.get(SourceState.PENDING):
         await resolve_pending(engine, spec, job_id)  # what an earlier run left
         before = await _read_status(engine, spec, job_id)
@@ -460,7 +461,8 @@ async def _queue_stored_work(engine: AsyncEngine, spec: JobSpec, job_id: int) ->
             else 0
         )
     if refreshed:
-        say(f"refresh: asking {refreshed} answers older than {spec.refresh.max_age} again")
+        older = f"older than {spec.refresh.max_age}"
+        say(f"refresh: asking {counted(refreshed, 'answer')} {older} again")
     if structuring:
         say(f"structure: {structuring} stored answers to structure (call 2 only)")
 
@@ -569,7 +571,9 @@ async def refresh_command(
             count = await versions.mark_refresh(
                 connection, job_id, utcnow() - older_than, qclass=qclass, qids=ids
             )
-    say(f"refresh: asking {count} done questions again (answers older than {older_than})")
+    say(
+        f"refresh: asking {counted(count, 'done question')} again (answers older than {older_than})"
+    )
     return await run_command(spec, watch)
 
 

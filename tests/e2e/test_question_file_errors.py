@@ -74,3 +74,40 @@ def test_an_empty_question_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFi
     assert _one_line(capsys.readouterr().err) == (
         f"ground: {tmp_path / 'questions.jsonl'}: the file has no questions (nothing was loaded)"
     )
+
+
+def test_a_large_question_file_says_where_its_load_stands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No long silence while a large file loads: a line when it starts, one when every row
+    is checked, one every PROGRESS_ROWS rows stored (thresholds lowered to keep it quick)."""
+    from pipeline.intake import loader
+
+    monkeypatch.setattr(loader, "LOUD_BYTES", 10_000)
+    monkeypatch.setattr(loader, "PROGRESS_ROWS", 1_000)
+    rows = b"".join(b'{"id": "q%d", "question": "Question %d?"}\n' % (i, i) for i in range(2_500))
+    argv = _job(tmp_path, "questions.jsonl", rows)
+    assert cli.main(["load", *argv]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[0].startswith("loading questions.jsonl (0.1 MB): every row is checked first")
+    assert said[1:] == [
+        "loading questions.jsonl: 2,500 rows checked; storing them",
+        "loading questions.jsonl: 1,000 of 2,500 rows stored",
+        "loading questions.jsonl: 2,000 of 2,500 rows stored",
+        "loaded 2500 new questions (0 already there)",
+    ]
+    # A small file, or one already loaded, says nothing of it.
+    assert cli.main(["load", *argv]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "no new questions: all 2500 in questions.jsonl already loaded"
+    ]
+
+
+def test_one_question_is_said_in_the_singular(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = _job(tmp_path, "questions.jsonl", GOOD)
+    assert cli.main(["load", *argv]) == 0
+    assert capsys.readouterr().out.splitlines() == ["loaded 1 new question (0 already there)"]
+    assert cli.main(["status", argv[0]]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "job test: 1 question, 0 finished"
