@@ -143,8 +143,9 @@ async def decisions_on(
         )
         for question, *decision in rows:
             review = Review(*decision)
-            if (question, review.answer_version) in wanted:
-                found[(question, review.answer_version)] = review  # the newest wins
+            version = review.answer_version
+            if version is not None and (question, version) in wanted:
+                found[(question, version)] = review  # the newest wins
     return found
 
 

@@ -36,7 +36,9 @@ CASES: dict[str, list[tuple[int, str]]] = {
 
 
 async def _one(connection: AsyncConnection, statement: sa.Insert) -> int:
-    return int((await connection.execute(statement)).inserted_primary_key[0])
+    key = (await connection.execute(statement)).inserted_primary_key
+    assert key is not None
+    return int(key[0])
 
 
 async def _answer(connection: AsyncConnection, job: int, name: str) -> tuple[int, int]:
