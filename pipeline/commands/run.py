@@ -502,23 +502,8 @@ async def _run_with_signals(
 ) -> None:
     """First SIGINT/SIGTERM/SIGHUP (:data:`STOP_SIGNALS`): stop claiming and finish what is
     in flight; second: abort. Only in the main thread, where signals arrive (a run of
-    :func:`pipeline.run_job` in another thread leaves them to its program). An abort cuts
-    the runner short before it times itself: the summary's time is then measured here."""
-    started = time.perf_counter()
-    try:
-        await _signalled_run(runner, before, watch, tick)
-    finally:
-        if not runner.summary.elapsed_s:
-            runner.summary.elapsed_s = time.perf_counter() - started
-
-
-async def _signalled_run(
-    runner: OnlineRunner,
-    before: JobStatus,
-    watch: WatchOptions,
-    tick: Callable[[], Awaitable[None]],
-) -> None:
-    ctx = runner.ctx
+    :func:`pipeline.run_job` in another thread leaves them to its program)."""
+    ctx, started = runner.ctx, time.perf_counter()
     async with anyio.create_task_group() as group:
 
         async def watch_signals() -> None:
@@ -545,6 +530,8 @@ async def _signalled_run(
         )
         await runner.run()
         group.cancel_scope.cancel()
+    if not runner.summary.elapsed_s:  # an abort cut the runner short before it timed itself
+        runner.summary.elapsed_s = time.perf_counter() - started
 
 
 async def refresh_command(
@@ -571,9 +558,7 @@ async def refresh_command(
             count = await versions.mark_refresh(
                 connection, job_id, utcnow() - older_than, qclass=qclass, qids=ids
             )
-    say(
-        f"refresh: asking {counted(count, 'done question')} again (answers older than {older_than})"
-    )
+    say(f"refresh: asking {counted(count, 'done question')} again (older than {older_than})")
     return await run_command(spec, watch)
 
 
