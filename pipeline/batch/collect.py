@@ -450,9 +450,10 @@ class Collector:
         if row.step != store.GROUND or not declared or self._warned_ungrounded:
             return
         if row.grounded == 0 and row.ungrounded > 0 and again >= row.ungrounded:
-            log.info(
+            log.warning(
                 "batch %s: all %d answers came back without grounding, as %s had before"
-                " (asked again, still not grounded: the model did not search %s)",
+                " (asked again, still not grounded: the model did not search %s;"
+                " `ground status` counts them)",
                 row.name,
                 row.ungrounded,
                 "it" if row.ungrounded == 1 else "each of them",
