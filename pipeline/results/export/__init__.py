@@ -69,6 +69,7 @@ async def record_batches(
                 versions=versions,
                 verdicts=checked.get(stored.row["a_id"]),
                 review=decided.get((stored.row["id"], stored.row["a_version"])),
+                reviews_read=True,
             )
             for stored in batch
         ]

@@ -447,15 +447,18 @@ def to_record(
     versions: bool = False,
     verdicts: Sequence[Row] | None = None,
     review: Review | None = None,
+    reviews_read: bool = False,
 ) -> dict[str, Any]:
     """The export record of one question (see the module docstring); ``versions``: with the
     :data:`VERSION_RECORD` fields too (and the ledger columns of that version alone, as
     :mod:`pipeline.store.records` reads them). ``verdicts``: the answer's stored citation
     verdicts (:mod:`pipeline.store.citation_verdicts`; None: never checked). ``review``:
-    the newest review decision on the record's answer version (None: pending)."""
+    the newest review decision on the record's answer version (None: pending), where
+    ``reviews_read`` (the exports read them; without, the review fields are null)."""
     record = _record(stored)
     record.update(answer_fields(verdicts))  # then VERIFY_RECORD and REVIEW_RECORD
-    record.update(review_fields(review, answered=stored.row["a_id"] is not None))
+    answered = reviews_read and stored.row["a_id"] is not None
+    record.update(review_fields(review, answered=answered))
     if versions:
         record.update(version_fields(stored))
     return record
