@@ -491,7 +491,7 @@ def _add_export_selection(export: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_answer_format(parser: Parser) -> None:
+def _add_answer_format(parser: argparse.ArgumentParser) -> None:
     h = "how the answer is printed"
     parser.add_argument("--format", dest="fmt", choices=CITE_FORMATS, default="markdown", help=h)
 
