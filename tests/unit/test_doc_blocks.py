@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.doc_blocks import DOC_BLOCKS_TEST, RUNNABLE, blocks, pages, parse_blocks
-from tests.support.doc_checks import problems
+from tests.support.doc_checks import ground_lines, problems
 from tests.support.doc_reference import reference
 from tests.support.paths import REPO
 
@@ -88,3 +88,16 @@ def test_markers_are_read_from_just_above_the_fence() -> None:
         ("sh", "run-by", "doc-blocks", "ground status j.toml\n"),
         ("sh", "", "", "ground load j.toml\n"),
     ]
+
+
+def test_getting_started_lists_every_command() -> None:
+    """ "Every command at a glance" names each command the parser has (a group, such as
+    ``ground batch``, by its own commands)."""
+    page = "docs/getting-started.md"
+    text = (REPO / page).read_text(encoding="utf-8")
+    section = text.split("## Every command at a glance", 1)[1].split("\n## ", 1)[0]
+    [listed] = [b.body for b in parse_blocks(section, page) if b.lang == "sh"]
+    named = {" ".join(words[:n]) for _, words in ground_lines(listed) for n in (2, 3)}
+    commands = set(reference().commands) - {"ground"}
+    groups = {line.rsplit(" ", 1)[0] for line in commands if line.count(" ") == 2}
+    assert sorted(commands - groups - named) == []
