@@ -101,3 +101,10 @@ def test_getting_started_lists_every_command() -> None:
     commands = set(reference().commands) - {"ground"}
     groups = {line.rsplit(" ", 1)[0] for line in commands if line.count(" ") == 2}
     assert sorted(commands - groups - named) == []
+
+
+def test_the_readme_links_every_guide() -> None:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    documentation = text.split("\n## Documentation\n", 1)[1]
+    guides = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "docs" / "guides").glob("*.md"))
+    assert [g for g in guides if f"]({g})" not in documentation] == []
