@@ -6,8 +6,9 @@ temporary directory: ``jobs/demo.toml`` (its first questions, pointed at the emu
 run, and the ``job.toml`` the guides name (the same questions, ``[verify]`` on) already run. A
 shell block's ``ground`` lines run through ``ground``'s own entry point, each expected to exit
 0, with only the base URL, the resolver's allowed host and the pace pointed at the emulator
-(``--set``); ``export NAME=VALUE`` sets a variable (a ``...`` value is left to the test's own
-key); any other line fails the test, since it would not be run. A Python block runs in its
+(``--set``, after the line's own); ``export NAME=VALUE`` sets a variable (a ``...`` value is
+left to the test's own key); a ``ground emulator`` line is stood in for by the test's
+emulator; any other line fails the test, since it would not be run. A Python block runs in its
 page's namespace, shared by the page's blocks in order, like a notebook's cells. Where the
 page shows what a command prints, the output is checked against it."""
 
@@ -29,7 +30,7 @@ from pipeline.cli import main
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import RunningEmulator, running_emulator
 from pipeline.notify.webhook import signed_headers
-from tests.support.doc_blocks import DOC_BLOCKS_TEST, Block, blocks, parse_blocks
+from tests.support.doc_blocks import DOC_BLOCKS_TEST, Block, blocks, parse_blocks, shell_lines
 from tests.support.doc_reference import reference, sample_event_body
 from tests.support.keys import TEST_API_KEY
 from tests.support.paths import JOBS, REPO
@@ -133,7 +134,8 @@ def _at_emulator(words: list[str], emu: RunningEmulator) -> list[str]:
 
 
 def _run_shell(block: Block, emu: RunningEmulator, monkeypatch: pytest.MonkeyPatch) -> None:
-    for number, line in enumerate(block.body.splitlines(), start=block.line + 1):
+    for offset, line in shell_lines(block.body):
+        number = block.line + 1 + offset
         words = shlex.split(line, comments=True)
         if not words:
             continue
@@ -144,6 +146,8 @@ def _run_shell(block: Block, emu: RunningEmulator, monkeypatch: pytest.MonkeyPat
                     monkeypatch.setenv(name, value)
             continue
         assert words[0] == "ground", f"{block.page}:{number}: only ground and export lines run"
+        if words[1:2] == ["emulator"]:  # the test's own emulator stands in for it
+            continue
         try:
             status = main(_at_emulator(words, emu)[1:])
         except SystemExit as exc:  # argparse refused the line

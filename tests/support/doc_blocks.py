@@ -12,6 +12,7 @@ Every ``sh`` and ``python`` block carries one (``tests/unit/test_doc_blocks.py``
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +25,7 @@ __all__ = [
     "blocks",
     "pages",
     "parse_blocks",
+    "shell_lines",
 ]
 
 RUNNABLE = frozenset({"sh", "python"})  # the languages every block of which is run or marked
@@ -93,3 +95,18 @@ def blocks() -> list[Block]:
         page = path.relative_to(REPO).as_posix()
         found += parse_blocks(path.read_text(encoding="utf-8"), page)
     return found
+
+
+def shell_lines(shell: str) -> Iterator[tuple[int, str]]:
+    """``(offset of its first line, text)`` of each line, continuation lines joined."""
+    pending, first = "", 0
+    for offset, line in enumerate(shell.splitlines()):
+        if not pending:
+            first = offset
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        yield first, pending + line
+        pending = ""
+    if pending:
+        yield first, pending

@@ -11,7 +11,7 @@ import shlex
 import tomllib
 from collections.abc import Iterator
 
-from tests.support.doc_blocks import parse_blocks
+from tests.support.doc_blocks import parse_blocks, shell_lines
 from tests.support.doc_reference import Reference
 
 __all__ = [
@@ -34,25 +34,10 @@ def _line_of(text: str, pos: int) -> int:
     return text.count("\n", 0, pos) + 1
 
 
-def _logical_lines(shell: str) -> Iterator[tuple[int, str]]:
-    """``(offset of its first line, text)`` of each line, continuation lines joined."""
-    pending, first = "", 0
-    for offset, line in enumerate(shell.splitlines()):
-        if not pending:
-            first = offset
-        if line.endswith("\\"):
-            pending += line[:-1] + " "
-            continue
-        yield first, pending + line
-        pending = ""
-    if pending:
-        yield first, pending
-
-
 def ground_lines(shell: str) -> Iterator[tuple[int, list[str]]]:
     """``(line offset, words)`` of each ``ground`` command in a shell block: continuation
     lines joined, comments dropped, ``a && b`` split, optional ``[...]`` brackets removed."""
-    for offset, line in _logical_lines(shell):
+    for offset, line in shell_lines(shell):
         for part in _SHELL_SPLIT.split(line):
             if not part.lstrip().startswith("ground"):
                 continue
