@@ -73,7 +73,7 @@ class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 class JobSection(_Section):
     # The job's name: its questions, answers and spend are kept under it, so several jobs can
-    # share one database (and reuse each other's answers).
+    # share one database.
     name: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
     # SQLAlchemy-style URL; "sqlite:///relative/path.sqlite" is relative to the job file.
     database: str = "sqlite:///ground.sqlite"
@@ -130,7 +130,7 @@ class ModelSection(_Section):
     name: Annotated[str, msgspec.Meta(min_length=1, max_length=100)] = "gemini-2.5-flash"
     # Empty = Google's endpoint for the backend; set it to point at the emulator.
     base_url: str = ""
-    # Call 1's generationConfig.temperature (Google recommends 1.0 with grounding on Gemini 3).
+    # Call 1's generationConfig.temperature.
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 1.0
     # Sent as call 1's systemInstruction; "" = none.
     system_instruction: str = ""
@@ -283,8 +283,9 @@ class LimitsSection(_Section):
     # Calls on the wire at once in one process (the claimer keeps twice as many questions
     # leased); raise it when answers are slow and the rate is not reached.
     concurrency: Annotated[int, msgspec.Meta(ge=1, le=MAX_CONCURRENCY)] = 8
-    # Attempts of a question whose call fails with an error worth retrying (a timeout, a
-    # 500, a 429 past the backoff); then it ends `failed`. Capacity refusals spend none.
+    # Attempts a question gets when its call fails with an error worth retrying (a timeout, a
+    # server error); then it ends `failed`. Capacity refusals (503, 429) spend none: see
+    # overload_wait_s.
     max_attempts: Annotated[int, msgspec.Meta(ge=1, le=MAX_ATTEMPTS)] = 5
     # Seconds a model may refuse for capacity (503 overloaded, 429 throttled) with no answer
     # between before the run stops (exit 1, the questions left waiting for the next run).
@@ -328,7 +329,7 @@ class StructureSection(_Section):
     schema: str = ""
     # "" = the same model as call 1.
     model: Annotated[str, msgspec.Meta(max_length=100)] = ""
-    # Added to call 2's prompt after the house rules; "" = none.
+    # Call 2's instructions for this job, after its own rules in systemInstruction; "" = none.
     instructions: str = ""
     # Call 2's generationConfig.temperature.
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 0.0
@@ -390,15 +391,15 @@ class ResolverSection(_Section):
     # Lookups per second; 0 = automatic: enough to keep up with the answers
     # (limits.requests_per_minute / 60 x pipeline.job.capacity.RESOLVES_PER_ANSWER), at least 20.
     requests_per_second: Annotated[float, msgspec.Meta(ge=0, le=MAX_LOOKUPS_PER_SECOND)] = 0.0
-    # Seconds one redirect lookup may take before it is tried again later.
+    # Seconds one redirect lookup may take (a timeout is retried with backoff, then `failed`).
     timeout_s: Seconds = 10.0
 
 
 class VerifySection(_Section):
     """``[verify]``: citations checked against what they cite (``ground verify JOB``)."""
 
-    # true: `ground verify` checks the sample's citations (and a batch run does after collect);
-    # false: `ground verify` refuses, exit 2.
+    # true: `ground verify` checks the sample's citations, `ground estimate` counts those calls,
+    # and a batch run verifies after collect; false: `ground verify` refuses, exit 2.
     enabled: bool = False
     # "all", a share of each class (0 < x < 1) or a count of answers (an integer >= 1).
     sample: int | float | str = "all"
