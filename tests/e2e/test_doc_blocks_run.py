@@ -31,6 +31,7 @@ from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import RunningEmulator, running_emulator
 from pipeline.notify.webhook import signed_headers
 from tests.support.doc_blocks import DOC_BLOCKS_TEST, Block, blocks, parse_blocks, shell_lines
+from tests.support.doc_checks import ground_lines
 from tests.support.doc_reference import reference, sample_event_body
 from tests.support.keys import TEST_API_KEY
 from tests.support.paths import JOBS, REPO
@@ -41,6 +42,29 @@ SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # a made-up signing secr
 REVIEW_PAGE = "docs/guides/review-desk.md"
 
 pytestmark = pytest.mark.timeout(180)
+
+# What a block's comments say its commands print or write, as the output shows it: (page, a
+# line of the block, what its output holds, the files it leaves).
+SHOWN = [
+    (
+        "docs/getting-started.md",
+        "ground init first-job",
+        [  # "first-job/job.toml, questions.jsonl, schema.json"; the dry run "sends nothing"
+            "wrote first-job/job.toml",
+            "wrote first-job/questions.jsonl",
+            "wrote first-job/schema.json",
+            "dry run: nothing is sent",
+        ],
+        ["first-job/job.toml", "first-job/questions.jsonl", "first-job/schema.json"],
+    ),
+    (
+        "docs/guides/verified-answers.md",
+        "ground verify job.toml",
+        # "what the verification calls are expected to cost", "print the precision"
+        ["verification expected: $", "citation precision", "verified answers: "],
+        ["verified.jsonl"],
+    ),
+]
 
 
 def _runnable() -> list[Block]:
@@ -175,6 +199,17 @@ def _shown_status_line() -> re.Pattern[str]:
     return re.compile(re.sub(r"\d+", r"\\d+", re.escape(shown.strip())))
 
 
+def _check_init_says_the_next_commands(block: Block, out: str) -> None:
+    """The page's next two commands are the ones ``ground init`` prints ("next:", "then:")."""
+    said = [
+        shlex.split(line.split(":", 1)[1], comments=True)
+        for line in out.splitlines()
+        if line.startswith(("next:", "then:"))
+    ]
+    shown = [words for _, words in ground_lines(block.body)][1:]
+    assert said == shown
+
+
 @pytest.fixture(scope="module")
 def namespaces() -> dict[str, dict[str, object]]:
     return {}
@@ -196,6 +231,13 @@ def test_the_block_runs_as_written(
     else:
         code = compile(block.body, f"{REPO / block.page}:{block.line}", "exec")
         exec(code, _namespace(block.page, namespaces))
+    out = capsys.readouterr().out
+    for page, line, printed, written in SHOWN:
+        if page == block.page and line in block.body:
+            assert [text for text in printed if text not in out] == [], out
+            assert [name for name in written if not (root / name).stat().st_size] == []
+    if block.page == "docs/getting-started.md" and "ground init" in block.body:
+        _check_init_says_the_next_commands(block, out)
     if block.page == REVIEW_PAGE:  # the decisions are in: status shows them as the page does
         capsys.readouterr()
         assert main(["status", "job.toml"]) == 0
