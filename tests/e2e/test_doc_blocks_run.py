@@ -40,6 +40,7 @@ N = 12  # the demo's first questions: enough for each class, quick at the emulat
 PACE = "limits.requests_per_minute=6000"
 SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # a made-up signing secret
 REVIEW_PAGE = "docs/guides/review-desk.md"
+GETTING_STARTED = "docs/getting-started.md"
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -47,7 +48,7 @@ pytestmark = pytest.mark.timeout(180)
 # line of the block, what its output holds, the files it leaves).
 SHOWN = [
     (
-        "docs/getting-started.md",
+        GETTING_STARTED,
         "ground init first-job",
         [  # "first-job/job.toml, questions.jsonl, schema.json"; the dry run "sends nothing"
             "wrote first-job/job.toml",
@@ -236,7 +237,7 @@ def test_the_block_runs_as_written(
         if page == block.page and line in block.body:
             assert [text for text in printed if text not in out] == [], out
             assert [name for name in written if not (root / name).stat().st_size] == []
-    if block.page == "docs/getting-started.md" and "ground init" in block.body:
+    if block.page == GETTING_STARTED and "ground init" in block.body:
         _check_init_says_the_next_commands(block, out)
     if block.page == REVIEW_PAGE:  # the decisions are in: status shows them as the page does
         capsys.readouterr()
