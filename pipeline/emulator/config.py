@@ -108,6 +108,9 @@ class EmulatorConfig:
     # Per request (seed + sequence number, so a retry can be sound): every usageMetadata
     # count negative and large, online and in batch results (a body that would refund).
     negative_usage_share: float = 0.0
+    # Billing (pipeline.emulator.billing): a grounded Google Search answer bills this many
+    # search queries while listing at most one (0 = bill what it lists).
+    billed_query_fanout: int = 0
 
     # Redirect links /grounding-api-redirect/<token>.
     redirect_ttl_s: float = 3600.0  # after this many seconds since issue: 404
