@@ -319,6 +319,10 @@ def _queue_or_results_action(args: argparse.Namespace) -> JobAction:
             return migrate_command
         case "estimate":
             return estimate_command
+        case "reconcile":
+            from pipeline.commands.reconcile import reconcile_command
+
+            return lambda spec: reconcile_command(spec, args.billing, as_json=args.json)
         case "resolve":
             return lambda spec: resolve_command(spec, again=args.again or ())
         case "retry":

@@ -298,6 +298,18 @@ def _add_queue_commands(commands: Commands, job: Parser) -> None:
     commands.add_parser(
         "estimate", parents=[job], help="the expected cost of the questions not yet finished"
     )
+    reconcile = commands.add_parser(
+        "reconcile",
+        parents=[job],
+        help="set the job's ledger against Google's Cloud Billing export; learn what it bills",
+    )
+    reconcile.add_argument(
+        "--billing",
+        required=True,
+        metavar="FILE",
+        help="the usage cost export: a JSON lines, CSV or Parquet file of its rows",
+    )
+    reconcile.add_argument("--json", action="store_true", help="print the result as JSON")
     retry = commands.add_parser("retry", parents=[job], help="requeue dead letters")
     retry.add_argument(
         "--state",

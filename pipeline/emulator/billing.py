@@ -179,5 +179,5 @@ class BillingService:
 
 def _sku_id(description: str) -> str:
     """A stable SKU id of the form Google uses (``XXXX-XXXX-XXXX``)."""
-    text = hashlib.sha1(description.encode()).hexdigest().upper()
+    text = hashlib.sha256(description.encode()).hexdigest().upper()
     return f"{text[:4]}-{text[4:8]}-{text[8:12]}"
