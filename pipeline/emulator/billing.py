@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import warnings
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from pipeline.costs.prices import Price, PriceTable, load_prices
+from pipeline.costs.prices import Price, PriceTable, UnconfirmedPriceWarning, load_prices
 
 __all__ = ["BillingService", "listed_queries"]
 
@@ -72,16 +73,22 @@ def listed_queries(body: dict[str, Any], fanout: int) -> int:
 class BillingService:
     """The served usage, by export row; :meth:`export` writes them out."""
 
-    def __init__(self, fanout: int, prices: PriceTable | None = None) -> None:
+    def __init__(self, fanout: int, prices_file: str = "") -> None:
         self.fanout = fanout
-        self._prices = prices
+        self._prices_file = prices_file
+        self._prices: PriceTable | None = None
         self._usage: dict[_Key, Decimal] = defaultdict(Decimal)
         self._cost: dict[_Key, Decimal] = defaultdict(Decimal)
 
     def _price(self, model: str, vertex: bool) -> Price | None:
         if self._prices is None:
-            self._prices = load_prices()
-        return self._prices.for_model(model, "vertex" if vertex else "developer")
+            with warnings.catch_warnings():  # the run says which rows are placeholders
+                warnings.simplefilter("ignore", UnconfirmedPriceWarning)
+                self._prices = load_prices(self._prices_file or None)
+        table = self._prices
+        if vertex:
+            return table.for_model(model, "vertex") or table.for_model(model, "developer")
+        return table.for_model(model, "developer")
 
     def served(
         self,

@@ -111,6 +111,9 @@ class EmulatorConfig:
     # Billing (pipeline.emulator.billing): a grounded Google Search answer bills this many
     # search queries while listing at most one (0 = bill what it lists).
     billed_query_fanout: int = 0
+    # The price table the export's costs are at ("" = the bundled one; a row of the Developer
+    # API stands in for a model with no Vertex row).
+    billing_prices_file: str = ""
 
     # Redirect links /grounding-api-redirect/<token>.
     redirect_ttl_s: float = 3600.0  # after this many seconds since issue: 404

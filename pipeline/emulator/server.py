@@ -97,7 +97,7 @@ class Emulator:
         self.seq = 0
         self.batch = BatchService(config, clock, self.seed_key, self.redirect_key, self._take_seq)
         self.storage = StorageService(config, clock, self.seed_key)
-        self.billing = BillingService(config.billed_query_fanout)
+        self.billing = BillingService(config.billed_query_fanout, config.billing_prices_file)
         self.prediction = PredictionService(
             config, clock, self.seed_key, self.redirect_key, self._take_seq, self.storage
         )

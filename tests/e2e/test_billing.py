@@ -1,0 +1,146 @@
+"""The money as Google bills it, end to end against the emulator: labels on Vertex bodies,
+the emulator's billing export with hidden billed queries, ``ground reconcile`` and the
+budget that learns from it, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from decimal import Decimal
+from pathlib import Path
+
+import orjson
+import pytest
+import sqlalchemy as sa
+
+from pipeline.commands.reconcile import reconcile_command
+from pipeline.commands.run import run_command
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.testing import running_emulator
+from pipeline.store.tables import billing_factors, calls
+from pipeline.store.trial import Trial
+from tests.support.databases import fetch_rows, postgres_job_database
+from tests.support.jobs import make_job
+from tests.support.vertex import VERTEX, service_account_file
+
+pytestmark = pytest.mark.anyio
+
+MODEL = "gemini-3.5-flash"
+PRICES = """
+[[price]]
+match = "gemini-3.5-flash"
+backend = "any"
+input_per_1m = 1.50
+output_per_1m = 9.00
+as_of = 2026-10-07
+source = "the Developer API's row, for the tests"
+[price.grounding.google_search]
+kind = "per_query"
+usd_per_1k = 14
+source = "the Developer API's row, for the tests"
+"""
+
+
+def _export(base_url: str) -> bytes:
+    with urllib.request.urlopen(f"{base_url}/emulator/billing-export") as resp:
+        return resp.read()
+
+
+def _rows(data: bytes) -> list[dict]:
+    return [orjson.loads(line) for line in data.splitlines() if line.strip()]
+
+
+def _total(rows: list[dict], job: str = "test") -> Decimal:
+    return sum(
+        (
+            Decimal(str(r["cost"]))
+            for r in rows
+            if {"key": "ground_job", "value": job} in r["labels"]
+        ),
+        Decimal(0),
+    )
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request: pytest.FixtureRequest):
+    if request.param == "sqlite":
+        yield None
+    else:
+        with postgres_job_database() as url:
+            yield url
+
+
+def _job(directory: Path, base_url: str, database: str | None, extra: list[str]):
+    prices = directory.parent / "prices.toml"
+    return make_job(
+        directory,
+        base_url=base_url,
+        n_questions=40,
+        database=database,
+        overrides=[
+            *VERTEX,
+            f'model.name="{MODEL}"',
+            f'limits.prices_file="{prices}"',
+            'job.labels={team = "data-eng"}',
+            *extra,
+        ],
+    )
+
+
+async def test_reconcile_learns_the_hidden_queries_and_the_budget_stops_before_the_bill(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    database: str | None,
+) -> None:
+    prices = tmp_path / "prices.toml"
+    prices.write_text(PRICES, encoding="utf-8")
+    config = EmulatorConfig(
+        seed=51, ungrounded_share=0.0, billed_query_fanout=3, billing_prices_file=str(prices)
+    )
+    with running_emulator(config) as emu:
+        key = service_account_file(tmp_path, f"{emu.base_url}/token")
+        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+        first = _job(tmp_path / "job", emu.base_url, database, ["limits.max_attempts=3"])
+        assert await run_command(first, trial=Trial(limit=20)) == 0
+        export = tmp_path / "billing.jsonl"
+        export.write_bytes(_export(emu.base_url))
+        rows = _rows(export.read_bytes())
+        assert rows and all({"key": "team", "value": "data-eng"} in r["labels"] for r in rows), (
+            "every row carries the job's own label"
+        )
+        steps = {p["value"] for r in rows for p in r["labels"] if p["key"] == "ground_step"}
+        assert steps == {"ground"}
+        billed = _total(rows)
+        spent = await fetch_rows(first.database_url, sa.select(sa.func.sum(calls.c.cost_micro_usd)))
+        ledger = Decimal(spent[0][0]) / 1_000_000
+        assert ledger < billed * Decimal("0.97"), "the responses hid billed queries"
+
+        capsys.readouterr()
+        assert await reconcile_command(first, str(export), as_json=True) == 0
+        document = json.loads(capsys.readouterr().out)
+        reconciled = Decimal(document["billed_usd"])
+        assert abs(reconciled - billed) <= billed * Decimal("0.03")
+        assert document["matched_by"] == "labels"
+        assert document["billed_queries_per_grounded_request"] == pytest.approx(3.0)
+        factors = await fetch_rows(
+            first.database_url,
+            sa.select(billing_factors.c.model, billing_factors.c.queries_per_request),
+        )
+        assert [(m, round(f, 3)) for m, f in factors] == [(MODEL, 3.0)]
+
+        # A budget between what the ledger would say and what Google bills for the rest.
+        per_question = billed / 20
+        budget = billed + per_question * 10
+        second = _job(
+            tmp_path / "job",
+            emu.base_url,
+            database,
+            [f"limits.budget_usd={budget:.6f}"],
+        )
+        assert await run_command(second) == 1  # the budget stops it early
+        after = _total(_rows(_export(emu.base_url)))
+        assert after <= budget, (after, budget)
+        assert after > billed  # it did spend some of it
+        print(f"ledger {ledger:.6f} bill {billed:.6f} reconciled {reconciled:.6f}")
+        print(f"budget {budget:.6f} bill after the second run {after:.6f}")
