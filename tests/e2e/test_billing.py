@@ -5,6 +5,7 @@ budget that learns from it, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 from decimal import Decimal
 from pathlib import Path
@@ -17,7 +18,7 @@ from pipeline.commands.reconcile import reconcile_command
 from pipeline.commands.run import run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
-from pipeline.store.tables import billing_factors, calls
+from pipeline.store.tables import answers, billing_factors, calls
 from pipeline.store.trial import Trial
 from tests.support.databases import fetch_rows, postgres_job_database
 from tests.support.jobs import make_job
@@ -111,6 +112,8 @@ async def test_reconcile_learns_the_hidden_queries_and_the_budget_stops_before_t
         )
         steps = {p["value"] for r in rows for p in r["labels"] if p["key"] == "ground_step"}
         assert steps == {"ground"}
+        listed = await fetch_rows(first.database_url, sa.select(answers.c.web_search_queries))
+        assert len(listed) == 20 and all(len(q) <= 1 for (q,) in listed)
         billed = _total(rows)
         spent = await fetch_rows(first.database_url, sa.select(sa.func.sum(calls.c.cost_micro_usd)))
         ledger = Decimal(spent[0][0]) / 1_000_000
@@ -144,3 +147,26 @@ async def test_reconcile_learns_the_hidden_queries_and_the_budget_stops_before_t
         assert after > billed  # it did spend some of it
         print(f"ledger {ledger:.6f} bill {billed:.6f} reconciled {reconciled:.6f}")
         print(f"budget {budget:.6f} bill after the second run {after:.6f}")
+
+
+async def test_the_developer_api_refuses_labels_and_its_export_rows_carry_none(
+    tmp_path: Path, emulator_key: str
+) -> None:
+    with running_emulator(EmulatorConfig(seed=52, ungrounded_share=0.0)) as emu:
+        body = orjson.dumps(
+            {"contents": [{"parts": [{"text": "q"}]}], "labels": {"ground_job": "x"}}
+        )
+        request = urllib.request.Request(
+            f"{emu.base_url}/v1beta/models/{MODEL}:generateContent",
+            data=body,
+            headers={"x-goog-api-key": emu.api_key, "content-type": "application/json"},
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request)
+        assert refused.value.code == 400
+        assert b'Unknown name \\"labels\\"' in refused.value.read()
+        job = make_job(tmp_path / "dev", base_url=emu.base_url, n_questions=3)
+        assert await run_command(job) == 0
+        rows = _rows(_export(emu.base_url))
+    assert rows and all(r["labels"] == [] for r in rows)
+    assert {r["service"]["description"] for r in rows} == {"Gemini API"}
