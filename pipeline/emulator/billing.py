@@ -11,8 +11,8 @@ columns of the standard usage cost export (``service``, ``sku``, ``usage_start_t
 ``credits``).
 
 ``billed_query_fanout`` K (``--billed-query-fanout``): a grounded Google Search response
-bills K search queries while listing at most one in ``webSearchQueries`` (the reports of
-responses that hide billed queries; ``docs/guides/costs.md``).
+bills K search queries while listing one in ``webSearchQueries``, and none in every other
+response (the reports of responses that hide billed queries; ``docs/guides/costs.md``).
 """
 
 from __future__ import annotations
@@ -57,16 +57,17 @@ class _Key:
     vertex: bool
 
 
-def listed_queries(body: dict[str, Any], fanout: int) -> int:
-    """With a fanout, cut a grounded answer's ``webSearchQueries`` to at most one (in place);
-    the distinct non-empty queries it lists afterwards."""
+def listed_queries(body: dict[str, Any], fanout: int, seq: int) -> int:
+    """With a fanout, cut a grounded answer's ``webSearchQueries`` (in place) to one query,
+    or to none for every other response (odd ``seq``); the distinct non-empty queries it
+    lists afterwards."""
     for candidate in body.get("candidates") or ():
         md = candidate.get("groundingMetadata")
         if isinstance(md, dict) and "webSearchQueries" in md:
             queries = [q for q in md["webSearchQueries"] if isinstance(q, str) and q.strip()]
             if fanout > 0:
-                md["webSearchQueries"] = queries[:1]
-            return len(set(md["webSearchQueries"]))
+                md["webSearchQueries"] = [] if seq % 2 else queries[:1]
+            return len({q for q in md["webSearchQueries"] if q.strip()})
     return 0
 
 
@@ -100,6 +101,7 @@ class BillingService:
         labels: Mapping[str, str],
         grounding_tool: str | None,
         now: float,
+        seq: int = 0,
     ) -> None:
         """Bill one answer (``body``: its response, before it is encoded)."""
         price = self._price(model, vertex)
@@ -123,7 +125,7 @@ class BillingService:
         tool = TOOL_FEES.get(grounding_tool or "")
         if not grounded or tool is None:
             return
-        listed = listed_queries(body, self.fanout if tool == "google_search" else 0)
+        listed = listed_queries(body, self.fanout if tool == "google_search" else 0, seq)
         fee = price.fee(tool) if price else None
         if fee is None or fee.kind == "none":
             return

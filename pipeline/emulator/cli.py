@@ -63,7 +63,7 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
         "--billed-query-fanout",
         "billed_query_fanout",
         int,
-        "grounded searches bill K queries while listing at most one (0 = as listed)",
+        "grounded searches bill K queries, listing one or none (0 = bill what is listed)",
     ),
 )
 

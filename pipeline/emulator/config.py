@@ -109,7 +109,8 @@ class EmulatorConfig:
     # count negative and large, online and in batch results (a body that would refund).
     negative_usage_share: float = 0.0
     # Billing (pipeline.emulator.billing): a grounded Google Search answer bills this many
-    # search queries while listing at most one (0 = bill what it lists).
+    # search queries while listing one, or none in every other answer (0 = bill what it
+    # lists).
     billed_query_fanout: int = 0
     # The price table the export's costs are at ("" = the bundled one; a row of the Developer
     # API stands in for a model with no Vertex row).

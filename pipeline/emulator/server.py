@@ -319,6 +319,7 @@ class Emulator:
             labels=dict(req.labels),
             grounding_tool=req.grounding_tool,
             now=self.clock.time(),
+            seq=seq,
         )
         st.responses[built.outcome] += 1
         if built.truth:

@@ -15,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from pipeline.commands.reconcile import reconcile_command
+from pipeline.commands.results import status_command
 from pipeline.commands.run import run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
@@ -114,6 +115,11 @@ async def test_reconcile_learns_the_hidden_queries_and_the_budget_stops_before_t
         assert steps == {"ground"}
         listed = await fetch_rows(first.database_url, sa.select(answers.c.web_search_queries))
         assert len(listed) == 20 and all(len(q) <= 1 for (q,) in listed)
+        assert any(len(q) == 0 for (q,) in listed) and any(len(q) == 1 for (q,) in listed)
+        capsys.readouterr()
+        assert await status_command(first, as_json=False) == 0
+        said = capsys.readouterr().out
+        assert "grounded responses listing no search query:" in said and "ledger may be low" in said
         billed = _total(rows)
         spent = await fetch_rows(first.database_url, sa.select(sa.func.sum(calls.c.cost_micro_usd)))
         ledger = Decimal(spent[0][0]) / 1_000_000
@@ -131,6 +137,11 @@ async def test_reconcile_learns_the_hidden_queries_and_the_budget_stops_before_t
             sa.select(billing_factors.c.model, billing_factors.c.queries_per_request),
         )
         assert [(m, round(f, 3)) for m, f in factors] == [(MODEL, 3.0)]
+
+        assert await status_command(first, as_json=True) == 0
+        shown = json.loads(capsys.readouterr().out)["billing"]
+        assert Decimal(shown["reconciled_usd"]) == reconciled.quantize(Decimal("0.000001"))
+        assert shown["reconciled_at"] and shown["billed_queries_per_grounded_request"] == 3.0
 
         # A budget between what the ledger would say and what Google bills for the rest.
         per_question = billed / 20
