@@ -14,6 +14,7 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
+from pipeline.commands.maintain import estimate_command
 from pipeline.commands.reconcile import reconcile_command
 from pipeline.commands.results import status_command
 from pipeline.commands.run import run_command
@@ -142,6 +143,9 @@ async def test_reconcile_learns_the_hidden_queries_and_the_budget_stops_before_t
         shown = json.loads(capsys.readouterr().out)["billing"]
         assert Decimal(shown["reconciled_usd"]) == reconciled.quantize(Decimal("0.000001"))
         assert shown["reconciled_at"] and shown["billed_queries_per_grounded_request"] == 3.0
+
+        assert await estimate_command(first) == 0
+        assert "the reconciled bill showed beyond the ledger" in capsys.readouterr().out
 
         # A budget between what the ledger would say and what Google bills for the rest.
         per_question = billed / 20
