@@ -75,6 +75,8 @@ def database(request: pytest.FixtureRequest):
 
 def _job(directory: Path, base_url: str, database: str | None, extra: list[str]):
     prices = directory.parent / "prices.toml"
+    if not prices.exists():
+        prices.write_text(PRICES, encoding="utf-8")
     return make_job(
         directory,
         base_url=base_url,
@@ -185,3 +187,23 @@ async def test_the_developer_api_refuses_labels_and_its_export_rows_carry_none(
         rows = _rows(_export(emu.base_url))
     assert rows and all(r["labels"] == [] for r in rows)
     assert {r["service"]["description"] for r in rows} == {"Gemini API"}
+
+
+async def test_a_vertex_dry_run_shows_the_labels_each_request_carries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with running_emulator(EmulatorConfig(seed=53)) as emu:
+        key = service_account_file(tmp_path, f"{emu.base_url}/token")
+        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
+        job = _job(tmp_path / "job", emu.base_url, None, [])
+        capsys.readouterr()
+        assert await run_command(job, dry_run=True) == 0
+        assert emu.stats()["requests"]["total"] == 0
+    out = capsys.readouterr().out
+    first = out.split("request 1: question q00000\n", 1)[1].split("\nrequest 2:", 1)[0]
+    assert orjson.loads(first)["labels"] == {
+        "team": "data-eng",
+        "ground_job": "test",
+        "ground_run": "dry-run",
+        "ground_step": "ground",
+    }
