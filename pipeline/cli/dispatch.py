@@ -318,6 +318,12 @@ def _queue_or_results_action(args: argparse.Namespace) -> JobAction:
         case "migrate":
             return migrate_command
         case "estimate":
+            if args.pilot is not None:
+                from pipeline.commands.forecast import pilot_forecast_command
+
+                return lambda spec: pilot_forecast_command(
+                    spec, args.pilot, seed=args.seed, as_json=args.json
+                )
             return estimate_command
         case "reconcile":
             from pipeline.commands.reconcile import reconcile_command

@@ -295,8 +295,19 @@ def _add_queue_commands(commands: Commands, job: Parser) -> None:
         help="first judge these sources again under the job's current [resolver] settings"
         " (after fixing allow_hosts, say); repeatable",
     )
-    commands.add_parser(
+    estimate = commands.add_parser(
         "estimate", parents=[job], help="the expected cost of the questions not yet finished"
+    )
+    estimate.add_argument(
+        "--pilot",
+        type=_sample_size,
+        metavar="N",
+        help="first ask a seeded, class-stratified pilot of N questions (real calls, kept),"
+        " then forecast the whole job's cost and duration at P10, P50 and P90",
+    )
+    estimate.add_argument("--seed", type=int, default=0, help="the pilot's sample seed (default 0)")
+    estimate.add_argument(
+        "--json", action="store_true", help="with --pilot: print the forecast as JSON"
     )
     reconcile = commands.add_parser(
         "reconcile",
