@@ -14,13 +14,14 @@ import orjson
 import pytest
 import sqlalchemy as sa
 
+from pipeline.commands.forecast import pilot_forecast_command
 from pipeline.commands.maintain import estimate_command
 from pipeline.commands.reconcile import reconcile_command
 from pipeline.commands.results import status_command
 from pipeline.commands.run import run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
-from pipeline.store.tables import answers, billing_factors, calls
+from pipeline.store.tables import answers, billing_factors, calls, questions
 from pipeline.store.trial import Trial
 from tests.support.databases import fetch_rows, postgres_job_database
 from tests.support.jobs import make_job
@@ -207,3 +208,44 @@ async def test_a_vertex_dry_run_shows_the_labels_each_request_carries(
         "ground_run": "dry-run",
         "ground_step": "ground",
     }
+
+
+async def test_a_pilot_asks_a_stratified_sample_for_real_and_forecasts_the_job(
+    tmp_path: Path,
+    emulator_key: str,
+    capsys: pytest.CaptureFixture[str],
+    database: str | None,
+) -> None:
+    directory = tmp_path / "pilot"
+    directory.mkdir()
+    with running_emulator(EmulatorConfig(seed=54, ungrounded_share=0.0)) as emu:
+        job = make_job(
+            directory,
+            base_url=emu.base_url,
+            n_questions=40,
+            database=database,
+            overrides=['source.class_field="kind"', f'model.name="{MODEL}"'],
+        )
+        rows = [orjson.loads(line) for line in job.source_path.read_bytes().splitlines()]
+        with job.source_path.open("wb") as handle:
+            for i, row in enumerate(rows):
+                handle.write(orjson.dumps({**row, "kind": "ab"[i % 4 == 0]}) + b"\n")
+        capsys.readouterr()
+        assert await pilot_forecast_command(job, 8, seed=5, as_json=True) == 0
+        document = json.loads(capsys.readouterr().out)
+        asked = emu.stats()["requests"]["total"]
+        # Asked again with the same seed: the same pilot, already answered, asks nothing.
+        assert await pilot_forecast_command(job, 8, seed=5, as_json=True) == 0
+        assert emu.stats()["requests"]["total"] == asked
+    assert document["pilot_questions"] == 8 and document["remaining_questions"] == 32
+    cost = document["cost_usd"]
+    assert 0 < cost["p10"] <= cost["p50"] <= cost["p90"]
+    duration = document["duration_s"]
+    assert 0 <= duration["p10"] <= duration["p50"] <= duration["p90"]
+    finished = await fetch_rows(
+        job.database_url,
+        sa.select(questions.c.qclass, sa.func.count())
+        .where(questions.c.state == "done")
+        .group_by(questions.c.qclass),
+    )
+    assert dict(finished) == {"a": 6, "b": 2}  # 30 and 10 questions: 3 to 1
