@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
+from pipeline.cli.cost_commands import add_cost_commands
 from pipeline.exit_codes import EPILOG, EXIT_USAGE
 from pipeline.job.sections import MAX_SECONDS
 from pipeline.job.states import QuestionState
@@ -295,32 +296,7 @@ def _add_queue_commands(commands: Commands, job: Parser) -> None:
         help="first judge these sources again under the job's current [resolver] settings"
         " (after fixing allow_hosts, say); repeatable",
     )
-    estimate = commands.add_parser(
-        "estimate", parents=[job], help="the expected cost of the questions not yet finished"
-    )
-    estimate.add_argument(
-        "--pilot",
-        type=_sample_size,
-        metavar="N",
-        help="first ask a seeded, class-stratified pilot of N questions (real calls, kept),"
-        " then forecast the whole job's cost and duration at P10, P50 and P90",
-    )
-    estimate.add_argument("--seed", type=int, default=0, help="the pilot's sample seed (default 0)")
-    estimate.add_argument(
-        "--json", action="store_true", help="with --pilot: print the forecast as JSON"
-    )
-    reconcile = commands.add_parser(
-        "reconcile",
-        parents=[job],
-        help="set the job's ledger against Google's Cloud Billing export; learn what it bills",
-    )
-    reconcile.add_argument(
-        "--billing",
-        required=True,
-        metavar="FILE",
-        help="the usage cost export: a JSON lines, CSV or Parquet file of its rows",
-    )
-    reconcile.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_cost_commands(commands, job, _sample_size)
     retry = commands.add_parser("retry", parents=[job], help="requeue dead letters")
     retry.add_argument(
         "--state",

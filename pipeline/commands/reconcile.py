@@ -58,13 +58,11 @@ async def reconcile_command(spec: JobSpec, billing: str, *, as_json: bool = Fals
             )
             for u in usage
         ]
-        firsts = [u.first_call for u in usage if u.first_call is not None]
-        lasts = [u.last_call for u in usage if u.last_call is not None]
         result = reconcile(
             export.rows,
             job_label=label_value(spec.name),
             project=spec.model.project,
-            window=(min(firsts), max(lasts)) if firsts and lasts else None,
+            window=_window(usage),
             ledger=models,
             tool=spec.grounding.tools[0] if spec.grounding.tools else "",
             ground_model=spec.model.name,
@@ -91,6 +89,13 @@ async def reconcile_command(spec: JobSpec, billing: str, *, as_json: bool = Fals
     else:
         _print(result, document)
     return EXIT_OK
+
+
+def _window(usage: list[ledger.ModelUsage]) -> tuple[dt.datetime, dt.datetime] | None:
+    """The first and the last call's start, over every model."""
+    firsts = [u.first_call for u in usage if u.first_call is not None]
+    lasts = [u.last_call for u in usage if u.last_call is not None]
+    return (min(firsts), max(lasts)) if firsts and lasts else None
 
 
 def _stored(result: Reconciliation, billing: str, now: dt.datetime) -> ledger.Reconciled:

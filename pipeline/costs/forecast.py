@@ -133,22 +133,15 @@ def forecast(
     totals: list[float] = []
     durations: list[float] = []
     for _ in range(draws):
-        per_date = [0.0] * len(dates)
-        variance = 0.0
-        calls_left = 0.0
-        latency_left = 0.0
+        # [cost on each price date..., variance on the first, calls, latency] of the rest
+        sums = [0.0] * (len(dates) + 3)
         for qclass, left in remaining.items():
-            if left <= 0:
-                continue
-            members = by_class.get(qclass) or everyone
-            picked = [members[rng.randrange(len(members))] for _ in members]
-            for k in range(len(dates)):
-                per_date[k] += left * sum(costs[i][k] for i in picked) / len(picked)
-            first = [costs[i][0] for i in picked]
-            mean = sum(first) / len(first)
-            variance += left * sum((c - mean) ** 2 for c in first) / max(len(first) - 1, 1)
-            calls_left += left * sum(n_calls[i] for i in picked) / len(picked)
-            latency_left += left * sum(latency[i] for i in picked) / len(picked)
+            if left > 0 and pilot:
+                members = by_class.get(qclass) or everyone
+                for k, value in enumerate(_draw(rng, members, left, costs, n_calls, latency)):
+                    sums[k] += value
+        per_date, variance = sums[: len(dates)], sums[len(dates)]
+        calls_left, latency_left = sums[len(dates) + 1], sums[len(dates) + 2]
         duration = max(calls_left / requests_per_minute * 60.0, latency_left / concurrency)
         rest = _over_dates(per_date, dates, start, duration)
         rest += math.sqrt(variance) * rng.gauss(0.0, 1.0)
@@ -162,6 +155,33 @@ def forecast(
         spent_usd=spent_usd,
         price_dates=tuple(dates),
     )
+
+
+def _draw(
+    rng: random.Random,
+    members: Sequence[int],
+    left: int,
+    costs: Sequence[Sequence[float]],
+    n_calls: Sequence[int],
+    latency: Sequence[float],
+) -> list[float]:
+    """One class's draw: ``left`` questions' cost on each price date (the resample's mean,
+    its spread around the sample's widened by sqrt(n/(n-1)): a plain bootstrap of n values
+    understates the mean's variance by (n-1)/n), their variance, calls and latency."""
+    picked = [members[rng.randrange(len(members))] for _ in members]
+    n = len(members)
+    widen = math.sqrt(n / (n - 1)) if n > 1 else 1.0
+    out: list[float] = []
+    for k in range(len(costs[members[0]])):
+        centre = sum(costs[i][k] for i in members) / n
+        drawn = sum(costs[i][k] for i in picked) / n
+        out.append(left * (centre + (drawn - centre) * widen))
+    first = [costs[i][0] for i in picked]
+    mean = sum(first) / n
+    out.append(left * sum((c - mean) ** 2 for c in first) / max(n - 1, 1))
+    out.append(left * sum(n_calls[i] for i in picked) / n)
+    out.append(left * sum(latency[i] for i in picked) / n)
+    return out
 
 
 def _over_dates(
