@@ -4,6 +4,7 @@ budget that learns from it, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import csv
 import json
 import urllib.error
 import urllib.request
@@ -45,6 +46,21 @@ source = "the Developer API's row, for the tests"
 """
 
 
+CSV_COLUMNS = [
+    "service.description",
+    "sku.description",
+    "usage_start_time",
+    "usage_end_time",
+    "project.id",
+    "labels",
+    "cost",
+    "currency",
+    "usage.amount",
+    "usage.unit",
+    "credits",
+]
+
+
 def _export(base_url: str) -> bytes:
     with urllib.request.urlopen(f"{base_url}/emulator/billing-export") as resp:
         return resp.read()
@@ -63,6 +79,39 @@ def _total(rows: list[dict], job: str = "test") -> Decimal:
         ),
         Decimal(0),
     )
+
+
+def _as_csv(rows: list[dict], path: Path) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(CSV_COLUMNS)
+        for r in rows:
+            writer.writerow(
+                [
+                    r["service"]["description"],
+                    r["sku"]["description"],
+                    r["usage_start_time"],
+                    r["usage_end_time"],
+                    r["project"]["id"],
+                    json.dumps(r["labels"]),
+                    repr(r["cost"]),
+                    r["currency"],
+                    repr(r["usage"]["amount"]),
+                    r["usage"]["unit"],
+                    json.dumps(r["credits"]),
+                ]
+            )
+    return path
+
+
+def _as_parquet(rows: list[dict], directory: Path) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = directory / "billing.parquet"
+    flat = [{**r, "credits": None, "labels": r["labels"] or None} for r in rows]
+    pq.write_table(pa.Table.from_pylist(flat), path)
+    return path
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -147,6 +196,10 @@ async def test_reconcile_learns_the_hidden_queries_and_the_budget_stops_before_t
         assert Decimal(shown["reconciled_usd"]) == reconciled.quantize(Decimal("0.000001"))
         assert shown["reconciled_at"] and shown["billed_queries_per_grounded_request"] == 3.0
 
+        # The same export as CSV (BigQuery's download: flattened, lists as JSON) and Parquet.
+        for other in (_as_csv(rows, tmp_path / "billing.csv"), _as_parquet(rows, tmp_path)):
+            assert await reconcile_command(first, str(other), as_json=True) == 0
+            assert json.loads(capsys.readouterr().out)["billed_usd"] == document["billed_usd"]
         assert await estimate_command(first) == 0
         assert "the reconciled bill showed beyond the ledger" in capsys.readouterr().out
 
