@@ -1,6 +1,7 @@
 """The money as Google bills it, end to end against the emulator: labels on Vertex bodies,
 the emulator's billing export with hidden billed queries, ``ground reconcile`` and the
-budget that learns from it, on SQLite and PostgreSQL."""
+budget that learns from it, on SQLite and PostgreSQL (what docs/guides/costs.md shows: its
+``ground reconcile`` block runs here as ``reconcile_command``, on JSONL, CSV and Parquet)."""
 
 from __future__ import annotations
 
