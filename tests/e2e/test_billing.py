@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from pipeline.commands.forecast import pilot_forecast_command
 from pipeline.commands.maintain import estimate_command
 from pipeline.commands.reconcile import reconcile_command
-from pipeline.commands.results import status_command
+from pipeline.commands.results import report_command, status_command
 from pipeline.commands.run import run_command
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
@@ -201,6 +201,11 @@ async def test_reconcile_learns_the_hidden_queries_and_the_budget_stops_before_t
         for other in (_as_csv(rows, tmp_path / "billing.csv"), _as_parquet(rows, tmp_path)):
             assert await reconcile_command(first, str(other), as_json=True) == 0
             assert json.loads(capsys.readouterr().out)["billed_usd"] == document["billed_usd"]
+        page = tmp_path / "report.html"
+        assert await report_command(first, str(page)) == 0
+        html = page.read_text(encoding="utf-8")
+        assert "The ledger and the bill" in html and "reconciled bill (USD)" in html
+        assert f"${reconciled:.4f}" in html
         assert await estimate_command(first) == 0
         assert "the reconciled bill showed beyond the ledger" in capsys.readouterr().out
 
