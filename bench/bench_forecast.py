@@ -16,10 +16,15 @@ import asyncio
 import contextlib
 import io
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.emulated import REPO
+from bench.sections import splice
 from pipeline.commands.forecast import pilot_forecast_command
 from pipeline.commands.run import run_command
 from pipeline.emulator.config import EmulatorConfig
@@ -115,22 +120,43 @@ async def main(argv: list[str]) -> int:
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--questions", type=int, default=200)
     parser.add_argument("--pilot", type=int, default=20)
+    parser.add_argument("--out", default=str(REPO / "BENCHMARKS.md"), help="'-': print only")
     args = parser.parse_args(argv)
-    import os
-
     os.environ.setdefault("GEMINI_API_KEY", "emulator-key")
     held = 0
-    print(f"{'seed':>4} {'P10':>10} {'P50':>10} {'P90':>10} {'spend':>10} {'spend/P50':>9}  in")
+    lines = [
+        f"{'seed':>4} {'P10':>10} {'P50':>10} {'P90':>10} {'spend':>10} {'spend/P50':>9}  in",
+    ]
+    print(lines[0], flush=True)
     for seed in range(args.seeds):
         p10, p50, p90, spend = await _one(seed, args.questions, args.pilot)
         inside = p10 <= spend <= p90
         held += inside
-        print(
+        lines.append(
             f"{seed:>4} {p10:>10.5f} {p50:>10.5f} {p90:>10.5f} {spend:>10.5f}"
-            f" {spend / p50:>9.3f}  {'yes' if inside else 'NO'}",
-            flush=True,
+            f" {spend / p50:>9.3f}  {'yes' if inside else 'NO'}"
         )
-    print(f"coverage of P10-P90: {held}/{args.seeds} ({held / args.seeds:.0%}; nominal 80%)")
+        print(lines[-1], flush=True)
+    closing = f"coverage of P10-P90: {held}/{args.seeds} ({held / args.seeds:.0%}; nominal 80%)"
+    print(closing)
+    if args.out != "-":
+        text = "\n".join(
+            [
+                "## The pilot forecast's coverage (bench/bench_forecast.py)",
+                "",
+                f"`ground estimate --pilot {args.pilot}` on a {args.questions}-question job of"
+                " four classes (gemini-3.5-flash, Google Search per query), then the whole run;"
+                " emulator settings vary with the seed (ungrounded share 0 / 0.1 / 0.25,"
+                " thinking 0 / 0.5, billed-query fanout 0 / 3). The forecast's P10, P50 and P90"
+                " beside the ledger's spend after the run:",
+                "",
+                "```",
+                *lines,
+                closing,
+                "```",
+            ]
+        )
+        splice(Path(args.out), "forecast", text)
     return 0
 
 
