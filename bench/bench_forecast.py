@@ -116,7 +116,7 @@ async def _one(seed: int, n: int, pilot: int) -> tuple[float, float, float, floa
 
 
 async def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--questions", type=int, default=200)
     parser.add_argument("--pilot", type=int, default=20)
