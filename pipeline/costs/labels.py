@@ -3,7 +3,7 @@
 Vertex AI's ``generateContent`` takes ``labels`` ("used for billing and reporting"), and
 they land in the Cloud Billing export's ``labels`` column. Every Vertex request ``ground``
 sends carries ``ground_job`` (the job's name, made a valid value), ``ground_step`` (which
-call: ground, structure, verify, canary, own) and ``ground_run`` (the run that sent it),
+call: ground, structure, verify, own: the ledger's step) and ``ground_run`` (the run that sent it),
 plus the job's own ``[job] labels``. The Developer API takes no labels: there, separate
 jobs by project or key (one a job) to tell their bills apart.
 
