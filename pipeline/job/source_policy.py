@@ -47,7 +47,8 @@ def with_denied_excluded(job: RawJob) -> GroundingSection:
     deny = job.sources.deny_domains
     if not deny or job.model.backend != "vertex" or not set(g.tools) & set(SEARCH_TOOLS):
         return g
-    merged = tuple(dict.fromkeys((*g.exclude_domains, *(name for d in deny if (name := policy_name(d))))))
+    named = (name for d in deny if (name := policy_name(d)))
+    merged = tuple(dict.fromkeys((*g.exclude_domains, *named)))
     if len(merged) > MAX_EXCLUDE_DOMAINS:
         raise KeyRefused(
             "sources.deny_domains",
