@@ -1,4 +1,4 @@
-"""The review desk under hostile and careless input (issues 47.3-47.6, 48.3, 48.8): cursors
+"""The review desk under hostile and careless input: cursors
 past the id range, NUL and over-long text, ``next`` leading off the desk, oversized request
 lines and cookies in the log, a source's domain from its destination, the PostgreSQL search
 index on a huge question, and ``ground serve`` on a job never run. SQLite and PostgreSQL."""

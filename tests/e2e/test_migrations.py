@@ -191,7 +191,7 @@ async def test_answers_become_version_1_and_the_view_reads_the_latest(
 async def test_a_migration_stopped_part_way_leaves_nothing_and_is_done_again(
     backend: str, tmp_path: Path
 ) -> None:
-    """Issue 48.10: a fresh database whose migration stops part-way (here, at migration
+    """A fresh database whose migration stops part-way (here, at migration
     0019's ``reviews`` table) is left as it was, never with tables and no
     ``alembic_version``; the next ``migrate`` makes the whole schema."""
     async with _engine(backend, tmp_path) as engine:

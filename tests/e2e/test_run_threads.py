@@ -1,4 +1,4 @@
-"""``pipeline.run_job`` from several threads of one process (issue 48.10): orchestrators run
+"""``pipeline.run_job`` from several threads of one process: orchestrators run
 tasks in threads. Four jobs, each its own database (SQLite files, and PostgreSQL databases),
 run at once: every one finishes, none refused by another's half-made schema, and a state
 directory shared by them keeps each thread's files apart."""

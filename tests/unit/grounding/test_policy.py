@@ -115,7 +115,7 @@ def test_a_reask_names_the_deny_list_and_the_domains_found() -> None:
 
 
 # Every spelling of one host, as a destination and as an entry: each action must read them as
-# the one name (issue 48.6: drop and reask let some through that flag caught).
+# the one name (drop and reask once let through some that flag caught).
 SPELLINGS = [
     # (entry, destination, broken?)
     ("spam.co.uk", "https://news.spam.co.uk/a", True),  # a multi-label public suffix

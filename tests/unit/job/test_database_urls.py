@@ -1,6 +1,6 @@
 """A ``[job] database`` URL whose host or port cannot be read is the job file's error: one
 line naming the key, exit 2 from the CLI, :class:`GroundError` from the Python API, and the
-adapters' no-retry failure (issue 48.7). The password is never repeated."""
+adapters' no-retry failure. The password is never repeated."""
 
 from __future__ import annotations
 
