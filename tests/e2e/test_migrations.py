@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from alembic import command
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pipeline.store.engine import (
@@ -200,10 +201,10 @@ async def test_a_migration_stopped_part_way_leaves_nothing_and_is_done_again(
             if "CREATE TABLE reviews" in statement:
                 raise RuntimeError("stopped part-way")
 
-        sa.event.listen(engine.sync_engine, "before_cursor_execute", stop_at_reviews)
+        event.listen(engine.sync_engine, "before_cursor_execute", stop_at_reviews)
         with pytest.raises(RuntimeError, match="stopped part-way"):
             await migrate(engine)
-        sa.event.remove(engine.sync_engine, "before_cursor_execute", stop_at_reviews)
+        event.remove(engine.sync_engine, "before_cursor_execute", stop_at_reviews)
         async with engine.connect() as connection:
             state = await read_schema(connection)
         assert state.revisions == () and not state.versioned and not state.has_tables
