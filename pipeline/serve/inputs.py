@@ -22,11 +22,13 @@ from pipeline.errors import GroundError
 __all__ = [
     "MAX_CURSOR",
     "NOTE_CHARS",
+    "QID_CHARS",
     "REVIEWER_CHARS",
     "SEARCH_CHARS",
     "InputRefused",
     "cursor",
     "desk_path",
+    "question_path_id",
     "text_input",
 ]
 
@@ -34,6 +36,7 @@ MAX_CURSOR = 2**63 - 1  # the largest id a BIGINT holds (PostgreSQL; SQLite's ro
 NOTE_CHARS = 4_000  # a review's note (the form's maxlength)
 REVIEWER_CHARS = 200  # the reviewer's name (the column's length, the form's maxlength)
 SEARCH_CHARS = 500  # the search box and the other free-text filters
+QID_CHARS = 512  # a question's input id in a page's path (the column's length)
 _CURSOR_DIGITS = 19  # digits of MAX_CURSOR: longer text is refused before int() reads it
 
 
@@ -84,4 +87,14 @@ def desk_path(value: object) -> str | None:
         parts = urlsplit(text)
         if parts.scheme or parts.netloc:
             return None
+    return value
+
+
+def question_path_id(value: str) -> str:
+    """A question's input id as a page's path gives it: refused when it holds a NUL or is
+    longer than any stored id (such an id is no question of the job)."""
+    if "\x00" in value:
+        raise InputRefused("the question id holds a NUL character")
+    if len(value) > QID_CHARS:
+        raise InputRefused(f"the question id has over {QID_CHARS} characters")
     return value

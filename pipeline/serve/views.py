@@ -30,6 +30,7 @@ from pipeline.serve.inputs import (
     InputRefused,
     cursor,
     desk_path,
+    question_path_id,
     text_input,
 )
 from pipeline.serve.security import CsrfRefused, check_csrf
@@ -127,7 +128,10 @@ async def answer_page(request: web.Request) -> web.Response:
     """``/answers/{qid}``: the answer, its sources, verdicts, versions and reviews."""
     context = request.app[CONTEXT]
     engine = request.app[ENGINE]
-    qid = request.match_info["qid"]
+    try:
+        qid = question_path_id(request.match_info["qid"])
+    except InputRefused as exc:
+        raise refused(request, exc) from None
     versions = await read_versions(engine, context.job_id, qid, all_versions=True)
     if not versions:
         raise web.HTTPNotFound(text="no such question in this job")
@@ -198,8 +202,8 @@ async def review_post(request: web.Request) -> web.StreamResponse:
     except CsrfRefused as exc:
         raise web.HTTPForbidden(text=str(exc)) from None
     verdict = form.get("verdict")
-    qid = request.match_info["qid"]
     try:
+        qid = question_path_id(request.match_info["qid"])
         reviewer = text_input(form.get("reviewer") or context.reviewer, "reviewer", REVIEWER_CHARS)
         note = text_input(form.get("note"), "note", NOTE_CHARS)
         target = _next_path(form.get("next"), qid)

@@ -68,6 +68,10 @@ async def test_nul_and_over_long_text_are_refused_and_nothing_is_stored(
                 assert said in await response.text()
             for query in ("q=a%00b", "domain=x%00", "class=" + "c" * 501):
                 assert (await client.get("/answers?" + query)).status == 400, query
+            for path in ("/answers/a%00b", "/answers/" + "x" * 513):
+                assert (await client.get(path)).status == 400, path
+                posted = await client.post(path + "/review", data=base, allow_redirects=False)
+                assert posted.status == 400, path
             async with engine.connect() as connection:
                 assert await connection.scalar(sa.select(sa.func.count()).select_from(reviews)) == 0
             whole = "n" * 4_000  # the limit itself is kept whole, not cut
