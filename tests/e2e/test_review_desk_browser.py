@@ -211,7 +211,7 @@ def other_origin() -> Iterator[tuple[int, list[str]]]:
             self.send_response(200)
             self.end_headers()
 
-        def log_message(self, *_args: object) -> None:
+        def log_message(self, format: str, *args: object) -> None:
             return
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
