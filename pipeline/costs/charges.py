@@ -143,7 +143,8 @@ def _grounding_units(fee: GroundingFee, tool: str, grounding: GroundingMetadata)
         return 1
     if tool == "vertex_ai_search":
         return max(1, _non_empty(grounding.retrieval_queries))
-    return billed_queries(grounding.web_search_queries)
+    # An Interactions answer also says how many searches ran: the larger count is billed.
+    return max(billed_queries(grounding.web_search_queries), grounding.grounding_tool_count or 0)
 
 
 def _tool_used(tool: str, grounding: GroundingMetadata) -> bool:
