@@ -9,7 +9,8 @@ from typing import Any
 import orjson
 
 from pipeline.errors import GroundError
-from pipeline.gemini.wire import MalformedResponse, decode_error, decode_response
+from pipeline.gemini.interactions_map import decode_any_response
+from pipeline.gemini.wire import MalformedResponse, decode_error
 from pipeline.grounding.mapping import GroundedAnswer, ground_answer
 from pipeline.grounding.render import render_html_document, render_markdown, to_json_dict
 from pipeline.redaction import redact
@@ -50,7 +51,7 @@ def cite_body(body: bytes, min_confidence: float | None) -> Cited:
         status = f" {api_error.status}" if api_error.status else ""
         raise Uncitable(redact(f"API error {api_error.code}{status}: {api_error.message}"))
     try:
-        response = decode_response(body)
+        response = decode_any_response(body)
     except MalformedResponse as exc:
         raise Uncitable(f"not a generateContent response ({exc})") from None
 
