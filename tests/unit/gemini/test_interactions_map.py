@@ -4,6 +4,7 @@ mapped onto the generateContent value and placed by the unchanged citation mappi
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -235,3 +236,45 @@ def test_an_interactions_error_body_keeps_its_class_and_retry_delay() -> None:
     )
     assert not_found.error_class == "not_found"
     assert interaction_error_body(b"<html>", 502) == b"<html>"
+
+
+RECORDED = "vercel-ai/interactions/google-search.json"  # a real Interactions response
+
+
+def check_recorded(path: Path) -> None:
+    """The real recording: each url_citation lands exactly on its byte slice, sources are the
+    distinct (url, title) pairs, the queries and usage come through, the SDK parses it."""
+    body = path.read_bytes()
+    sdk = SdkInteraction.model_validate_json(body)
+    assert sdk.steps and not any(getattr(s, "is_unknown", False) for s in sdk.steps)
+    data = json.loads(body)
+    output = next(s for s in data["steps"] if s["type"] == "model_output")
+    text = output["content"][0]["text"]
+    notes = output["content"][0]["annotations"]
+    response = decode_interaction(body)
+    answer = ground_answer(response.candidates[0])
+    assert answer.grounded and not answer.warnings
+    assert answer.text == text
+    spans = sorted({(n["start_index"], n["end_index"]) for n in notes})
+    assert len(answer.citations) == len(spans) == 18
+    data_bytes = text.encode()
+    for citation, (start, end) in zip(answer.citations, spans, strict=True):
+        assert citation.text == data_bytes[start:end].decode()
+        assert text[citation.start : citation.end] == citation.text
+    pairs = list(dict.fromkeys((n["url"], n["title"]) for n in notes))
+    assert [(s.uri, s.title) for s in answer.sources] == pairs
+    assert answer.web_search_queries == (
+        "notable AI developments May 8-15 2026",
+        "AI news this week May 2026",
+    )
+    assert answer.search_entry_point_html and answer.search_entry_point_html.startswith("<style>")
+    usage = response.usage_metadata
+    assert (usage.prompt_token_count, usage.candidates_token_count) == (22, 973)
+    assert (usage.tool_use_prompt_token_count, usage.thoughts_token_count) == (129, 249)
+    assert usage.total_token_count == 1373
+    assert response.candidates[0].finish_reason == "STOP"
+    assert response.model_version == "gemini-2.5-flash"
+
+
+def test_the_real_recording_maps_exactly(real_fixtures: Path) -> None:
+    check_recorded(real_fixtures / RECORDED)
