@@ -1,5 +1,6 @@
 """A saved generateContent or Interactions API response read back as a cited answer, and
-rendered (``ground cite``). An Interaction is mapped first (:mod:`pipeline.gemini.interactions_map`)."""
+rendered (``ground cite``). An Interaction is mapped first
+(:mod:`pipeline.gemini.interactions_map`)."""
 
 from __future__ import annotations
 
