@@ -9,9 +9,11 @@ behaviour): the request is translated to a ``generateContent`` body (:func:`tran
 built answer back to an Interaction (:func:`interaction_of`). So a seed gives the same answers,
 the same sources and the same spans over both APIs; only the shape differs:
 
-* steps: ``thought`` (when thoughts were asked for), ``google_search_call`` (its queries) and
-  ``google_search_result`` (the search suggestions), ``url_context_call``/``url_context_result``,
-  then one ``model_output`` with one ``text`` content: the visible answer;
+* steps, in the order of the real recording (vercel/ai ``interactions/google-search.json``:
+  thought, model_output, google_search_call, google_search_result): ``thought`` (when thoughts
+  were asked for), one ``model_output`` with one ``text`` content (the visible answer), then
+  ``google_search_call`` (its queries) and ``google_search_result`` (the search suggestions),
+  ``url_context_call``/``url_context_result``;
 * annotations: one ``url_citation`` per (support, chunk), ``url`` and ``title`` from the chunk,
   ``start_index``/``end_index`` UTF-8 byte offsets into that text, placed exactly (where the
   ``generateContent`` segment's offsets are off, as URL context's one byte high, its
@@ -262,7 +264,6 @@ def interaction_of(built: dict[str, Any], *, model: str, seq: int, now: float) -
     thoughts = [p["text"] for p in parts if p.get("thought") and isinstance(p.get("text"), str)]
     if thoughts:
         steps.append({"type": "thought", "summary": [{"type": "text", "text": "".join(thoughts)}]})
-    steps.extend(_tool_steps(seq, candidate))
     text = "".join(
         p["text"] for p in parts if isinstance(p.get("text"), str) and not p.get("thought")
     )
@@ -273,10 +274,14 @@ def interaction_of(built: dict[str, Any], *, model: str, seq: int, now: float) -
         content["annotations"] = notes
     if candidate:
         steps.append({"type": "model_output", "content": [content]})
+    # After the answer, as in the real recording (vercel/ai interactions/google-search.json).
+    steps.extend(_tool_steps(seq, candidate))
     finish = candidate.get("finishReason", "STOP") if candidate else "BLOCKED"
     searches = len((gm or {}).get("webSearchQueries") or []) if isinstance(gm, dict) else 0
     return {
         "id": f"emu-interaction-{seq}",
+        "object": "interaction",
+        "service_tier": "standard",
         "status": _STATUS.get(finish, "failed"),
         "model": model,
         "created": stamp,

@@ -81,8 +81,9 @@ def test_search_answers_parse_and_cite_inside_their_text(emu: RunningEmulator) -
     text = check_parsed(r)
     assert "Skłodowska" in text
     kinds = [s.type for s in r.steps]
-    assert kinds[:2] == ["google_search_call", "google_search_result"]
-    assert r.steps[0].arguments.queries
+    # the real recording's order: the answer, then the search that grounded it
+    assert kinds[-3:] == ["model_output", "google_search_call", "google_search_result"]
+    assert r.steps[-2].arguments.queries
     assert r.usage.total_input_tokens and r.usage.total_output_tokens
     assert r.usage.grounding_tool_count[0].type == "google_search"
     notes = [
