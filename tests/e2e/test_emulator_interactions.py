@@ -12,21 +12,20 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-from pipeline.emulator.config import EmulatorConfig, ModelQuota
-from pipeline.emulator.testing import RunningEmulator, running_emulator
-from pipeline.gemini.interactions_map import decode_interaction
-from pipeline.grounding.mapping import ground_answer
-
-genai = pytest.importorskip("google.genai")
-from google.genai import types  # noqa: E402
-from google.genai._gaos.errors.createinteraction import CreateInteractionClientError  # noqa: E402
-from google.genai._interactions_errors import (  # noqa: E402
+from google import genai
+from google.genai import types
+from google.genai._gaos.errors.createinteraction import CreateInteractionClientError
+from google.genai._interactions_errors import (
     APIStatusError,
     BadRequestError,
     NotFoundError,
     RateLimitError,
 )
+
+from pipeline.emulator.config import EmulatorConfig, ModelQuota
+from pipeline.emulator.testing import RunningEmulator, running_emulator
+from pipeline.gemini.interactions_map import decode_interaction
+from pipeline.grounding.mapping import ground_answer
 
 MODEL = "gemini-2.5-flash"
 
