@@ -1,6 +1,7 @@
 """The demo job with ``[model] api = "interactions"`` ends like its generateContent run on the
 same emulator seed: the same question states, the same sources per answer, the same supports
-placed exactly (character spans and the sources they cite), on SQLite and PostgreSQL."""
+placed exactly (character spans and the sources they cite), on SQLite and PostgreSQL. This is
+the run docs/guides/how-answers-are-made.md shows under "Which API"."""
 
 from __future__ import annotations
 
