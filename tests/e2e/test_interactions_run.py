@@ -142,3 +142,43 @@ def _two_postgres() -> Iterator[dict[str, str]]:
 def test_interactions_ends_like_generate_content_on_postgres(tmp_path: Path) -> None:
     with _two_postgres() as urls:
         _compare(tmp_path, urls.__getitem__)
+
+
+def test_a_generate_content_job_reuses_an_interactions_answer(tmp_path: Path) -> None:
+    """A stored Interactions body is read back by reuse as a generateContent one is: the
+    second job, on the other API, copies each answer with its sources instead of asking."""
+    database = f"sqlite:///{tmp_path / 'shared.sqlite'}"
+    with running_emulator(EmulatorConfig(seed=SEED)) as emu, pytest.MonkeyPatch.context() as env:
+        env.setenv("GEMINI_API_KEY", emu.api_key)
+        env.delenv("GOOGLE_API_KEY", raising=False)
+        for name, api in (("first", "interactions"), ("second", "generate_content")):
+            directory = tmp_path / name
+            directory.mkdir()
+            sets = demo_overrides(directory, emu.base_url, 6, name=name)
+            sets += [f'model.api="{api}"', f'job.database="{database}"']
+            sets.append('job.reuse_answers_within="1d"')
+            status = anyio.run(run_command, load_jobspec(DEMO_JOB, sets))
+            assert status in (ExitStatus.OK, ExitStatus.SOME_FAILED)
+        stats = emu.stats()
+    url = database.replace("sqlite:///", "sqlite+aiosqlite:///")
+    rows = anyio.run(
+        fetch_rows,
+        url,
+        sa.select(answers.c.id, answers.c.text, answers.c.reused_from).where(
+            answers.c.route == "managed"
+        ),
+    )
+    copies = [r for r in rows if r.reused_from is not None]
+    assert copies, rows
+    originals = {r.id: r.text for r in rows}
+    for copy in copies:
+        assert copy.text == originals[copy.reused_from]
+    source_rows = anyio.run(fetch_rows, url, sa.select(sources.c.answer_id, sources.c.title))
+    per_answer: dict[int, list[str | None]] = {}
+    for row in source_rows:
+        per_answer.setdefault(row.answer_id, []).append(row.title)
+    for copy in copies:
+        assert sorted(map(repr, per_answer.get(copy.id, []))) == sorted(
+            map(repr, per_answer.get(copy.reused_from, []))
+        )
+    assert stats["requests"]["by_kind"].get("interactions", 0) > 0
