@@ -131,6 +131,7 @@ async def job_estimate(connection: AsyncConnection, spec: JobSpec, job_id: int) 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnconfirmedPriceWarning)
         table = load_prices(spec.limits.prices_file or None)
+    taught = await ledger.learned_factors(connection, spec.model.backend)
     return await estimate_remaining(
         connection,
         job_id,
@@ -138,6 +139,9 @@ async def job_estimate(connection: AsyncConnection, spec: JobSpec, job_id: int) 
         structure=structure_call(spec),
         worst_case=worst_case(spec),
         prices=prices_for(spec, table),
+        billed_queries=next(
+            (f.queries_per_request for f in taught if f.model == spec.model.name), 0.0
+        ),
     )
 
 

@@ -17,6 +17,7 @@ from pipeline.exit_codes import (
     EXIT_OK,
 )
 from pipeline.job.spec import JobSpec
+from pipeline.results.billing import billing_status, render_billing
 from pipeline.results.fallback import (
     MIN_FINISHED,
     fallback_candidates,
@@ -117,8 +118,11 @@ async def _job_status(
     )
     batch_rows = await batch_status(connection, job_id)
     precision = await job_precision(connection, job_id, verify_model(spec))
+    billing = await billing_status(
+        connection, job_id, model=spec.model.name, backend=spec.model.backend
+    )
     if as_json:
-        document = status.to_dict()
+        document = {**status.to_dict(), "billing": billing.to_dict()}
         if drift:
             document["other_models"] = drift.to_dict()
         if precision is not None:
@@ -126,6 +130,7 @@ async def _job_status(
         write_json({**document, "batches": batch_rows} if batch_rows else document)
         return
     say(render_status(status))
+    say(render_billing(billing))
     if precision is not None:
         say(render_precision(precision))
     if drift:

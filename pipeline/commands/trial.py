@@ -20,14 +20,17 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pipeline.commands.common import say
 from pipeline.commands.maintain import job_estimate
 from pipeline.commands.verify_estimate import verification_lines
+from pipeline.costs.labels import request_labels, with_labels
 from pipeline.exit_codes import EXIT_OK, ExitStatus
 from pipeline.gemini.endpoint import ConfigurationError
-from pipeline.job.calls import grounded_call, own_retrieval_call, plan_calls
+from pipeline.job.calls import OWN_STEP, grounded_call, own_retrieval_call, plan_calls
 from pipeline.job.spec import JobSpec
 from pipeline.results.estimate import unbudgeted_note
 from pipeline.store.trial import Trial, TrialScope, Waiting, first_unfinished, select_trial
 
 DRY_RUN_BODIES = 3  # request bodies a dry run prints
+DRY_RUN_LABEL = "dry-run"  # ground_run in the bodies a dry run prints (a run's own is its owner)
+GROUND_STEP = "ground"
 REDACTED = "***"
 # Body fields that carry a credential (a tool's own key), at any depth, lower-cased.
 SECRET_FIELDS = frozenset(
@@ -104,6 +107,9 @@ def _request_bodies(spec: JobSpec, waiting: list[Waiting]) -> None:
             body = own.builder.body(question.text, OWN_PASSAGES)
         else:
             body = ground.body(question.text, question.meta, single=ground.single is not None)
+        if spec.model.backend == "vertex":  # the billing labels a run sends (costs.labels)
+            labels = request_labels(spec.name, DRY_RUN_LABEL, spec.job.labels)
+            body = with_labels(body, labels, OWN_STEP if routed else GROUND_STEP)
         how = " (own retrieval)" if routed else ""
         say(f"request {n}: question {question.qid}{how}")
         say(orjson.dumps(redacted(orjson.loads(body)), option=orjson.OPT_INDENT_2).decode())

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pipeline.commands.common import complain, label_local_spend, opened, say
 from pipeline.commands.verify_metrics import write_precision_metrics
 from pipeline.costs.cap import CAP_KEY, QuestionSpend, cap_micro
+from pipeline.costs.labels import request_labels
 from pipeline.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ExitStatus
 from pipeline.gemini.client import GeminiClient
 from pipeline.gemini.endpoint import ConfigurationError, endpoint_for
@@ -222,6 +223,7 @@ async def _make_calls(
                 worst_case=worst_case(spec),
                 adaptive=limits.adaptive,
                 backend=m.backend,
+                labels=request_labels(spec.name, job_limits.owner, spec.job.labels),
             )
             checker = Checker(db, caller, endpoint, model, job_id, limits.max_attempts, spends)
             return await checker.run(calls, limits.concurrency)

@@ -95,6 +95,10 @@ class JobSection(_Section):
     # Reuse a stored answer to the same question text under the same model, tools and prompt
     # settings (in this job or another of the database) younger than this ("7d"); "" = off.
     reuse_answers_within: str = ""
+    # Billing labels sent on every Vertex request beside ground_job, ground_step and
+    # ground_run, as key = "value" (Google's rules: lower-case letters, digits, '_' and '-',
+    # at most 63 characters, a key starting with a letter); the Developer API takes none.
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class SourceSection(_Section):
