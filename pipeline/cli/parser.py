@@ -219,7 +219,7 @@ def _add_worker_command(commands: Commands, job: Parser) -> None:
     worker = commands.add_parser(
         "worker", parents=[job], help="run the job in N processes under one supervisor"
     )
-    worker.add_argument("--processes", type=int, default=1, metavar="N", help="(default 1)")
+    worker.add_argument("--processes", type=_positive, default=1, metavar="N", help="(default 1)")
     _add_watch_arguments(worker)  # the children's metrics, gathered by the supervisor
 
 

@@ -50,6 +50,7 @@ from pipeline.commands.common import (
     schema_hash_of,
     write_json,
 )
+from pipeline.plural import counted
 
 __all__ = [
     "ExportOptions",
@@ -259,7 +260,7 @@ async def export_command(spec: JobSpec, options: ExportOptions) -> int:
             complain(f"--out {options.out}: cannot write: {exc.strerror or exc}")
             return EXIT_FAILED
     if options.out != "-":
-        print(printable(f"exported {count} questions to {options.out}"), file=sys.stderr)
+        print(printable(f"exported {counted(count, 'question')} to {options.out}"), file=sys.stderr)
     return EXIT_OK
 
 
@@ -365,7 +366,7 @@ async def _export_to_table(
         return EXIT_FAILED
     finally:
         await target.dispose()
-    say(f"upserted {count} questions of job {job!r} into table {table.name!r}")
+    say(f"upserted {counted(count, 'question')} of job {job!r} into table {table.name!r}")
     return EXIT_OK
 
 
@@ -433,5 +434,5 @@ async def report_command(
         except OSError as exc:
             complain(f"--out {out}: cannot write: {exc.strerror or exc}")
             return EXIT_FAILED
-    say(f"report written: {out} ({rows} answers in its table)")
+    say(f"report written: {out} ({counted(rows, 'answer')} in its table)")
     return EXIT_OK

@@ -72,7 +72,7 @@ async def dry_run(
         estimate = await job_estimate(connection, spec, job_id)
         verification = await verification_lines(connection, spec, job_id)
     if spec.model.mode == "batch":
-        _batch_lines(spec, waiting)
+        await _batch_lines(spec, waiting)
     else:
         _request_bodies(spec, waiting)
     if not waiting:
@@ -115,9 +115,10 @@ def _request_bodies(spec: JobSpec, waiting: list[Waiting]) -> None:
         say(orjson.dumps(redacted(orjson.loads(body)), option=orjson.OPT_INDENT_2).decode())
 
 
-def _batch_lines(spec: JobSpec, waiting: list[Waiting]) -> None:
+async def _batch_lines(spec: JobSpec, waiting: list[Waiting]) -> None:
     """Batch mode: the first lines of the first batch file, one JSON line each, as the
-    Batch API gets them (keyed by the question's row key)."""
+    Batch API gets them (keyed by the question's row key). The client only encodes; its
+    session is closed all the same (else asyncio logs "Unclosed client session")."""
     from pipeline.commands.batch import batch_client  # batch mode's client, only here
 
     ground = grounded_call(spec)
@@ -126,7 +127,9 @@ def _batch_lines(spec: JobSpec, waiting: list[Waiting]) -> None:
     except ConfigurationError as exc:
         say(f"batch file: (not configured: {exc})")
         return
-    say(f"batch file ({spec.model.backend} Batch API): its first {len(waiting)} lines")
-    for question in waiting:
-        line = client.encode_line(str(question.row_id), ground.body(question.text, question.meta))
-        say(orjson.dumps(redacted(orjson.loads(line))).decode())
+    async with client:
+        say(f"batch file ({spec.model.backend} Batch API): its first {len(waiting)} lines")
+        for question in waiting:
+            body = ground.body(question.text, question.meta)
+            line = client.encode_line(str(question.row_id), body)
+            say(orjson.dumps(redacted(orjson.loads(line))).decode())

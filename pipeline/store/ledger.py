@@ -14,10 +14,12 @@ answer versions record when they were stored (``answers.created_at``). The two t
 joined per question, and the join partitions the question's calls, so the versions' totals
 add up to the question's:
 
-* a call 1 (``step = 'ground'``) belongs to the first version stored at or after it started:
-  the answer it produced, or the one that the attempts before it (failed, retried, ungrounded
-  and asked again) led to. Calls started after the latest version was stored (a refresh whose
-  attempts all failed) belong to the latest version: the spend of keeping it current;
+* a call 1 (``step = 'ground'``, or own retrieval's ``'own'``) belongs to the first version
+  stored at or after it started: the answer it produced, or the one that the attempts before
+  it (failed, retried, ungrounded and asked again) led to. So after a managed miss, the own
+  retrieval call that answered pays for the fallback's version, and the miss for its own.
+  Calls started after the latest version was stored (a refresh whose attempts all failed)
+  belong to the latest version: the spend of keeping it current;
 * any other call (call 2, ``step = 'structure'``, and its repair retry) belongs to the
   version that was the latest when it started: call 2 reshapes the stored answer, so it starts
   after that answer's ``created_at`` and before a newer version is stored. One that started
@@ -88,6 +90,9 @@ __all__ = [
 ]
 
 GROUND_STEP = "ground"  # the step whose requests count against the daily grounding bucket
+# The steps whose calls make an answer version (call 1: managed, or own retrieval's
+# pipeline.job.calls.OWN_STEP): each pays for the next version stored.
+ANSWER_STEPS = frozenset({GROUND_STEP, "own"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +249,7 @@ def version_of(call: LedgerCall, stored_at: Sequence[dt.datetime]) -> int:
     """The position in ``stored_at`` (the versions' ``created_at``, oldest first, not empty)
     of the version ``call`` paid for (see the module docstring)."""
     last = len(stored_at) - 1
-    if call.step == GROUND_STEP:
+    if call.step in ANSWER_STEPS:
         return min(bisect_left(stored_at, call.started_at), last)
     return max(bisect_right(stored_at, call.started_at) - 1, 0)
 
@@ -254,7 +259,7 @@ def totals(found: Sequence[LedgerCall]) -> dict[str, Any]:
     them) over ``found``; all None when there is no call, as for a question never asked."""
     if not found:
         return dict.fromkeys(LEDGER_COLUMNS)
-    ground_models = [c.model for c in found if c.step == GROUND_STEP]
+    ground_models = [c.model for c in found if c.step in ANSWER_STEPS]
     return {
         "l_calls": len(found),
         "l_input_tokens": sum(c.input_tokens for c in found),
