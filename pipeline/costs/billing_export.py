@@ -26,12 +26,14 @@ from typing import Any
 
 import orjson
 
+from pipeline.errors import GroundError
+
 __all__ = ["GEMINI_SERVICES", "BillingExportError", "BillingRow", "read_billing_export"]
 
 GEMINI_SERVICES = frozenset({"vertex ai", "gemini api", "generative language api"})
 
 
-class BillingExportError(ValueError):
+class BillingExportError(GroundError, ValueError):
     """The export cannot be read; the message names the file and the row."""
 
 

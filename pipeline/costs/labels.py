@@ -20,6 +20,8 @@ from collections.abc import Mapping
 
 import orjson
 
+from pipeline.errors import GroundError
+
 __all__ = [
     "GROUND_KEYS",
     "LabelError",
@@ -37,7 +39,7 @@ _VALUE = re.compile(r"[a-z0-9_-]{0,63}")
 _NOT_VALUE = re.compile(r"[^a-z0-9_-]+")
 
 
-class LabelError(ValueError):
+class LabelError(GroundError, ValueError):
     """A label Google would refuse; the message names it."""
 
 
