@@ -26,6 +26,8 @@ from __future__ import annotations
 import signal
 from enum import IntEnum
 
+from pipeline.errors import MODEL_GONE_STOP
+
 
 class ExitStatus(IntEnum):
     OK = 0
@@ -103,7 +105,8 @@ def failures(
 def run_status(*, stopped: str | None, failed: dict[str, int]) -> ExitStatus:
     """The exit status of a ``ground run``: stopped early beats some failed beats ok."""
     if stopped is not None:
-        return ExitStatus.FAILED
+        # The model itself is gone (404): only an edit of [model] name cures it.
+        return ExitStatus.USAGE if stopped.startswith(MODEL_GONE_STOP) else ExitStatus.FAILED
     return ExitStatus.SOME_FAILED if failed else ExitStatus.OK
 
 

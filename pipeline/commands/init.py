@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.exit_codes import EXIT_OK, EXIT_USAGE, ExitStatus
+from pipeline.job.sections import DEFAULT_MODEL
 from pipeline.watch.terminal import printable
 
 __all__ = [
@@ -98,6 +99,7 @@ def job_file(name: str, *, vertex: bool, structure: bool) -> str:
         "",
         "[model]",
         _key(*_BACKENDS["vertex" if vertex else "developer"]),
+        _key(f'name = "{DEFAULT_MODEL}"', "a GA model; `ground models` lists the current ones"),
         "",
         "[limits]",
         _key("budget_usd = 1.0", "no call starts that could spend past it"),

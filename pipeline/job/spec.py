@@ -43,6 +43,7 @@ from pipeline.job.capacity import check_concurrency, sized
 from pipeline.job.decode_errors import describe
 from pipeline.job.durations import check_durations, parse_duration
 from pipeline.job.grounded_request import check_token_limit
+from pipeline.job.model_rules import model_warnings
 from pipeline.job.notify_rules import check_notify
 from pipeline.job.paths import (
     checked_prices,
@@ -244,7 +245,7 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
         budget=Decimal(str(budget)) if budget else None,
         refresh=parsed.refresh,
         batch=parsed.batch,
-        warnings=(*ignored, *search_warnings(parsed.grounding)),
+        warnings=(*ignored, *search_warnings(parsed.grounding), *model_warnings(parsed)),
         retrieval=resolved_retrieval(parsed.retrieval, base),
         verify=parsed.verify,
         sources=parsed.sources,

@@ -131,13 +131,13 @@ async def test_a_failed_call_2_resumes_at_call_2_and_never_repeats_call_1(
             tmp_path,
             base_url=emu.base_url,
             n_questions=25,
-            overrides=[*STRUCTURE_ON, 'structure.model="gemini-2.5-flash-lite"'],
+            overrides=[*STRUCTURE_ON, 'structure.model="gemini-3.5-flash-lite"'],
         )
         assert await run_command(fixed) == 0
         second = emu.stats()["requests"]["by_model"]
-    assert first["gemini-2.5-flash"] == 25
-    assert second["gemini-2.5-flash"] == 25  # no second call 1
-    assert second["gemini-2.5-flash-lite"] == 25
+    assert first["gemini-3.8-flash"] == 25
+    assert second["gemini-3.8-flash"] == 25  # no second call 1
+    assert second["gemini-3.5-flash-lite"] == 25
     rows = await fetch_rows(fixed.database_url, sa.select(structured.c.valid))
     assert len(rows) == 25 and all(v for (v,) in rows)
     assert len(await fetch_rows(fixed.database_url, sa.select(answers.c.id))) == 25
