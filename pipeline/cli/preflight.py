@@ -4,8 +4,8 @@ A job whose question file is missing, whose CSV header or first JSONL record lac
 text field, or whose backend's credentials are not in the environment would fail the same way
 on every retry: it is refused here in one line naming the file, the column or the variable,
 with exit status 2 (:mod:`pipeline.exit_codes`), and no database file is made. So is a model
-that Google has shut down (:mod:`pipeline.job.model_rules`), for a command that calls it. What a retry
-may cure (an outage, a refusal, a quota) is left to the run, which exits 1.
+that Google has shut down (:mod:`pipeline.job.model_rules`), for a command that calls it.
+What a retry may cure (an outage, a refusal, a quota) is left to the run, which exits 1.
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def shut_down(model: str, shutdowns: frozenset[str], now: float) -> bool:
     day = dt.datetime.fromtimestamp(now, dt.UTC).date().isoformat()
     for entry in shutdowns:
         prefix, _, when = entry.partition("@")
-        if model.startswith(prefix) and model[len(prefix) : len(prefix) + 1] in ("", "-", "@"):
-            if when <= day:
-                return True
+        at_boundary = model[len(prefix) : len(prefix) + 1] in ("", "-", "@")
+        if model.startswith(prefix) and at_boundary and when <= day:
+            return True
     return False

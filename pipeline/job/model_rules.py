@@ -78,10 +78,13 @@ def called_models(job: CallsModels) -> tuple[tuple[str, str], ...]:
     return tuple(found)
 
 
-def replacement_of(row: ModelRow | None) -> str:
-    """The replacement to name: the table's, else the default (a current GA model)."""
+def replacement_of(row: ModelRow | None, model: str = "") -> str:
+    """The replacement to name: the table's, else the default (a current GA model) unless
+    ``model`` is the default itself."""
     if row is not None and row.replacement:
         return f"its replacement is {row.replacement}"
+    if model == DEFAULT_MODEL:
+        return "no replacement is announced (`ground models` lists the current ones)"
     return f"no replacement is announced; {DEFAULT_MODEL} is current (`ground models`)"
 
 
@@ -97,7 +100,7 @@ def model_gone_line(model: str, backend: str, stopped: str) -> str:
     said = stopped.removeprefix(MODEL_GONE_STOP).lstrip(": ")
     row = model_table().lookup(model, backend)
     return (
-        f"run stopped: model {model} is not available ({said}); {replacement_of(row)};"
+        f"run stopped: model {model} is not available ({said}); {replacement_of(row, model)};"
         " the questions not answered are left pending (edit model.name and run again)"
     )
 

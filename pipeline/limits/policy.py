@@ -46,12 +46,12 @@ from dataclasses import dataclass
 
 from pipeline.clock import utcnow
 from pipeline.errors import (
+    MODEL_GONE_STOP,
     BudgetExhausted,
     CallError,
     CapacityRefused,
     CredentialsUnavailable,
     ErrorClass,
-    MODEL_GONE_STOP,
     GroundingPaused,
     ModelGone,
     NotSent,
