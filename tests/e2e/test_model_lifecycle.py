@@ -28,7 +28,7 @@ def _post(emu: RunningEmulator, model: str, body: dict) -> tuple[int, dict]:
         headers={"Content-Type": "application/json", "x-goog-api-key": emu.api_key},
     )
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - loopback
+        with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
@@ -82,7 +82,7 @@ def test_a_404_for_the_model_stops_the_run_at_once_with_the_rest_pending(
     assert "left pending" in line
     assert cli.main(["status", str(spec.path), "--json"]) == 0
     document = orjson.loads(capsys.readouterr().out)
-    states = document["states"] if "states" in document else document
+    states = document.get("states", document)
     assert states.get("pending") == 40, document
 
 

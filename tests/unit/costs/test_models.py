@@ -84,6 +84,9 @@ def test_a_bad_table_names_the_file() -> None:
             b'as_of = 2026-01-01\nsource = "s"\n',
             "m.toml",
         )
-    row = b'[[model]]\nmatch = "x"\nbackend = "any"\nstatus = "ga"\nas_of = 2026-01-01\nsource = "s"\n'
+    row = (
+        b'[[model]]\nmatch = "x"\nbackend = "any"\nstatus = "ga"\n'
+        b'as_of = 2026-01-01\nsource = "s"\n'
+    )
     with pytest.raises(ModelTableError, match="two rows for x"):
         parse_models(row + row, "m.toml")
