@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import re
 from typing import Any, Protocol
 
 from pipeline.clock import utcnow
@@ -39,6 +40,8 @@ __all__ = [
     "thinking_config",
 ]
 
+# The model a 404 names: "models/X is not found ...", "Publisher Model `.../models/X` ...".
+_NAMED_MODEL = re.compile(r"\bmodels/([^\s`/]+) is|/models/([^\s`/]+)`")
 SHUTDOWN_WARN_DAYS = 60  # a deprecated model this close to its shutdown warns at load
 # [model] thinking on Gemini 2.5, as a thinkingBudget in tokens (ground's mapping: Google
 # states the budget's range, 0 to 24576 on Flash, 128 to 32768 on Pro, not a level's budget).
@@ -98,10 +101,12 @@ def model_gone_line(model: str, backend: str, stopped: str) -> str:
     """The one line for a run that the API's 404 for its model stopped: the model, what the
     API said, and the replacement the model table names."""
     said = stopped.removeprefix(MODEL_GONE_STOP).lstrip(": ")
+    named = _NAMED_MODEL.search(said)  # the model the 404 is for (call 2's may differ)
+    model = named.group(1) or named.group(2) if named else model
     row = model_table().lookup(model, backend)
     return (
         f"run stopped: model {model} is not available ({said}); {replacement_of(row, model)};"
-        " the questions not answered are left pending (edit model.name and run again)"
+        " the questions not answered are left pending (edit the model in the job file and run again)"
     )
 
 
