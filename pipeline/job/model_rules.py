@@ -106,7 +106,7 @@ def model_gone_line(model: str, backend: str, stopped: str) -> str:
     row = model_table().lookup(model, backend)
     return (
         f"run stopped: model {model} is not available ({said}); {replacement_of(row, model)};"
-        " the questions not answered are left pending (edit the model in the job file and run again)"
+        " the questions not answered are left pending (edit the job's model, run again)"
     )
 
 
