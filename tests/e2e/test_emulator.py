@@ -789,7 +789,7 @@ async def test_vertex_service_account_flow(emu: RunningEmulator, tmp_path: Path)
 
 def test_config_file_and_errors(tmp_path: Path) -> None:
     cfg = load_config(REPO / "jobs" / "emulator.toml")
-    assert cfg.seed == 7 and cfg.quota_for("gemini-2.5-flash").rpm == 1000
+    assert cfg.seed == 7 and cfg.quota_for("gemini-3.8-flash").rpm == 1000
     bad = tmp_path / "bad.toml"
     bad.write_text("seeed = 1\n")
     with pytest.raises(ConfigError, match=r"bad\.toml: unknown key 'seeed'"):
