@@ -114,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_results_commands(commands, job)
     _add_serve_command(commands, job)
+    models = commands.add_parser("models", help="the model table: status, shutdown, prices")
+    models.add_argument("--json", action="store_true", help="machine-readable output")
 
     _add_cite_arguments(
         commands.add_parser("cite", help="render a saved generateContent response's citations")

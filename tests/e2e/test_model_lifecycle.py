@@ -113,3 +113,25 @@ def test_the_emulator_refuses_thinking_level_and_budget_together() -> None:
         assert "thinking_level and thinking_budget" in body["error"]["message"]
         one = {**ASK, "generationConfig": {"thinkingConfig": {"thinkingLevel": "low"}}}
         assert _post(emu, DEFAULT_MODEL, one)[0] == 200
+
+
+def test_ground_models_lists_the_named_models_with_status_and_source(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.main(["models", "--json"]) == 0
+    document = orjson.loads(capsys.readouterr().out)
+    rows = {(m["match"], m["backend"]): m for m in document["models"]}
+    for model in ("gemini-3.5-flash", "gemini-3.1-flash-lite", "gemini-3.6-flash"):
+        assert rows[(model, "any")]["status"] == "ga" and rows[(model, "any")]["source"]
+    assert rows[("gemini-3.5-flash-lite", "any")]["status"] == "ga"
+    assert rows[("gemini-3.1-pro", "any")]["status"] == "preview"
+    default = rows[(DEFAULT_MODEL, "any")]
+    assert default["status"] == "ga" and default["prices"]["developer"]["input_per_1m"]
+    assert default["prices"]["vertex"]["google_search_fee"].startswith("$")
+    gone = rows[("gemini-2.5-flash", "any")]
+    assert gone["status"] == "shut_down" and gone["replacement"] == "gemini-3.5-flash"
+    assert rows[("gemini-2.0-flash", "developer")]["shutdown"] == "2026-06-01"
+    assert cli.main(["models"]) == 0
+    text = capsys.readouterr().out
+    assert f"{DEFAULT_MODEL} [any]: ga" in text
+    assert "gemini-2.5-flash [any]: shut down, shutdown 2026-10-16, replacement" in text

@@ -11,7 +11,7 @@ from pipeline.costs.prices import load_prices
 from pipeline.job.sections import DEFAULT_MODEL
 
 TODAY = dt.date(2026, 12, 6)
-# The models issue 50 names: each must have a row, with its status and its source.
+# The models of the current line and the ones switched off: each has a row, a status, a source.
 NAMED = {
     "gemini-2.0-flash": "shut_down",
     "gemini-2.0-flash-lite": "shut_down",
