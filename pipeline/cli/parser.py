@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
+from pipeline.cli.model_parsers import add_model_commands
 from pipeline.exit_codes import EPILOG, EXIT_USAGE
 from pipeline.job.sections import MAX_SECONDS
 from pipeline.job.states import QuestionState
@@ -114,8 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_results_commands(commands, job)
     _add_serve_command(commands, job)
-    models = commands.add_parser("models", help="the model table: status, shutdown, prices")
-    models.add_argument("--json", action="store_true", help="machine-readable output")
+    add_model_commands(commands, job)
 
     _add_cite_arguments(
         commands.add_parser("cite", help="render a saved generateContent response's citations")

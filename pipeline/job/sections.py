@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "MAX_SECONDS",
     "BatchSection",
+    "CanarySection",
     "NotifySection",
     "RawJob",
     "ResolverSection",
@@ -438,6 +439,21 @@ class NotifySection(_Section):
         return bool(self.url) and event in self.events
 
 
+class CanarySection(_Section):
+    """``[canary]``: ``ground canary JOB --model NEW`` asks a sample of the job's answered
+    questions on a new model, beside the job's answers, and compares the two."""
+
+    # Answered questions asked again on the new model (stratified by class), and the seed
+    # that picks them (the same questions on a rerun).
+    sample: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 20
+    seed: int = 0
+    # The gate (exit 3 when it fails; 0 = off): the new model's grounded rate over the old
+    # one's must reach min_grounded_rate_ratio; its cost per answer over the old one's must
+    # stay at or below max_cost_ratio.
+    min_grounded_rate_ratio: Annotated[float, msgspec.Meta(ge=0, le=10)] = 0.0
+    max_cost_ratio: Annotated[float, msgspec.Meta(ge=0, le=1000)] = 0.0
+
+
 class RawJob(_Section):
     job: JobSection
     source: SourceSection
@@ -452,3 +468,4 @@ class RawJob(_Section):
     verify: VerifySection = VerifySection()
     sources: SourcesSection = SourcesSection()
     notify: NotifySection = NotifySection()
+    canary: CanarySection = CanarySection()

@@ -57,6 +57,7 @@ from pipeline.job.sections import (
     FAIL_ON_SOURCES,
     FAIL_ON_STATES,
     BatchSection,
+    CanarySection,
     GroundingSection,
     JobSection,
     LimitsSection,
@@ -114,6 +115,7 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     # already in grounding.exclude_domains on Vertex (pipeline.job.source_policy)
     sources: SourcesSection = SourcesSection()
     notify: NotifySection = NotifySection()  # [notify] (pipeline.notify)
+    canary: CanarySection = CanarySection()  # [canary] (ground canary)
 
     @property
     def name(self) -> str:
@@ -250,6 +252,7 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
         verify=parsed.verify,
         sources=parsed.sources,
         notify=parsed.notify,
+        canary=parsed.canary,
     )
 
 
