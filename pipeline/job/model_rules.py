@@ -30,6 +30,7 @@ __all__ = [
     "THINKING_BUDGETS",
     "CallsModels",
     "called_models",
+    "days_to_shutdown",
     "generation_settings",
     "model_gone_line",
     "model_refusal",
@@ -95,6 +96,13 @@ def shutdown_line(model: str, row: ModelRow) -> str:
     """``gemini-2.5-flash was shut down on 2026-10-16; its replacement is gemini-3.5-flash``."""
     when = f" on {row.shutdown.isoformat()}" if row.shutdown is not None else ""
     return f"{model} was shut down{when}; {replacement_of(row)}"
+
+
+def days_to_shutdown(model: str, backend: str, *, today: dt.date | None = None) -> int | None:
+    """Days until ``model``'s announced shutdown (0 or less: past); None when the table
+    announces none (or does not know the model)."""
+    row = model_table().lookup(model, backend)
+    return None if row is None else row.days_to_shutdown(today or _today())
 
 
 def model_gone_line(model: str, backend: str, stopped: str) -> str:
