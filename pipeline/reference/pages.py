@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pipeline.reference import commands, exit_status, exports, job_keys, metrics
+from pipeline.reference import commands, exit_status, exports, job_keys, metrics, models
 
 __all__ = [
     "PAGES",
@@ -17,6 +17,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "reference/export-fields.md": exports.page,
     "reference/metrics.md": metrics.page,
     "reference/exit-status.md": exit_status.page,
+    "reference/models.md": models.page,
 }
 
 
