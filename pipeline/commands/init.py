@@ -89,6 +89,7 @@ def job_file(name: str, *, vertex: bool, structure: bool) -> str:
     """A minimal job file, valid as it is; every key it leaves out has its default."""
     lines = [
         f"# A ground job: the questions in {QUESTIONS_FILE}, grounded with Google Search.",
+        f"# The model: [model] name, left out = {DEFAULT_MODEL}, a GA model (`ground models`).",
         '# Every key with its default: the docs site\'s "Job file keys" page.',
         "",
         "[job]",
@@ -99,7 +100,6 @@ def job_file(name: str, *, vertex: bool, structure: bool) -> str:
         "",
         "[model]",
         _key(*_BACKENDS["vertex" if vertex else "developer"]),
-        _key(f'name = "{DEFAULT_MODEL}"', "a GA model; `ground models` lists the current ones"),
         "",
         "[limits]",
         _key("budget_usd = 1.0", "no call starts that could spend past it"),
