@@ -9,7 +9,8 @@
 ``2``   needs an edit: bad usage, a job file that does not validate, or a mistake only an
         edit of the job file, the question file or the environment cures
         (:data:`NEEDS_AN_EDIT`), refused before the database is opened (no database file
-        is made): fix it, retrying will not help
+        is made): fix it, retrying will not help; also a run the API's 404 for its model
+        stopped (the model is gone: the questions not answered stay pending)
 ``3``   finished, but some questions ended in a state listed in ``[job] fail_on``
         (default ``failed`` and ``invalid``), or more than ``fail_on_sources_lost`` of the
         links were lost (``sources_expired``, ``sources_rejected`` in ``fail_on``): alert,
@@ -47,6 +48,8 @@ NEEDS_AN_EDIT = (
     "no project for Vertex AI (`GOOGLE_CLOUD_PROJECT` unset, no `[model] project`)",
     "a `GOOGLE_APPLICATION_CREDENTIALS` file that cannot be read (Vertex AI)",
     "the variable `[grounding] elasticsearch_api_key_env` names, unset",
+    "a model the model table says Google has shut down (`[model] name`, `[structure] model`,"
+    " `[verify] model`; `ground models` names its replacement)",
 )
 
 # The signals that stop a run early (exit 1): a Ctrl-C, a scheduler's stop, a closing
