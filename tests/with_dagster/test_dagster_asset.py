@@ -82,7 +82,7 @@ def test_some_failed_materializes_and_fails_the_check_of_that_state(
 ) -> None:
     # Call 2 answers no JSON, twice, for every question: all invalid, exit status 3. (An
     # unknown model is no longer a failure of each question: its 404 stops the run, exit 2.)
-    structure = {"structure.enabled": "true", "structure.schema": f'"{DEMO_SCHEMA}"'}
+    structure = {"structure.enabled": True, "structure.schema": str(DEMO_SCHEMA)}
     with running_emulator(EmulatorConfig(seed=5, structured_garbage_share=1.0)) as emulator:
         make_job(tmp_path, base_url=emulator.base_url, n_questions=N)
         asset = ground_asset(tmp_path / "job.toml", overrides=structure)
