@@ -11,7 +11,8 @@ call):
   job, whatever the load order.
 
 The run then claims only inside the trial's :class:`TrialScope` (an SQL condition the claim
-adds to its own).
+adds to its own). A forecast's pilot (``ground estimate --pilot N``) is a trial per class:
+:func:`class_counts` sizes it, :func:`finished_calls` reads back what its questions cost.
 """
 
 from __future__ import annotations
@@ -30,11 +31,14 @@ from pipeline.store.tables import answers, calls, jobs, questions, sources
 __all__ = [
     "MAX_SAMPLE",
     "AnswerFigures",
+    "PilotCall",
     "Trial",
     "TrialScope",
     "Waiting",
     "answer_figures",
     "answered_sample",
+    "class_counts",
+    "finished_calls",
     "first_unfinished",
     "sample_key",
     "select_trial",
@@ -259,3 +263,48 @@ async def answer_figures(
         texts={r.qid: r.text for r in rows},
         destinations={k: frozenset(v) for k, v in destinations.items()},
     )
+
+
+async def class_counts(connection: AsyncConnection, job_id: int) -> dict[str | None, list[int]]:
+    """Each class's ``[questions, finished]`` (None: questions of no class)."""
+    q = questions.c
+    finished = sa.func.count().filter(q.state.in_(sorted(TERMINAL_STATES)))
+    rows = await connection.execute(
+        sa.select(q.qclass, sa.func.count(), finished).where(q.job_id == job_id).group_by(q.qclass)
+    )
+    return {qclass: [int(n), int(done)] for qclass, n, done in rows}
+
+
+@dataclass(frozen=True, slots=True)
+class PilotCall:
+    """One call of a finished question, as the forecast reprices it."""
+
+    question_id: int
+    qclass: str | None
+    model: str
+    input_tokens: int
+    output_tokens: int
+    grounding_units: int
+    latency_ms: float
+    cost_micro: int
+
+
+async def finished_calls(connection: AsyncConnection, job_id: int) -> list[PilotCall]:
+    """The calls of the job's finished questions, by question."""
+    q, c = questions.c, calls.c
+    rows = await connection.execute(
+        sa.select(
+            c.question_id,
+            q.qclass,
+            c.model,
+            c.input_tokens,
+            c.output_tokens,
+            c.grounding_units,
+            c.latency_ms,
+            c.cost_micro_usd,
+        )
+        .join(questions, q.id == c.question_id)
+        .where(q.job_id == job_id, q.state.in_(sorted(TERMINAL_STATES)))
+        .order_by(c.question_id, c.id)
+    )
+    return [PilotCall(*row) for row in rows]
