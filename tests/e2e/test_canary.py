@@ -1,5 +1,6 @@
-"""``ground canary``: a sample of the job's answered questions asked on a new model beside the
-job's answers (never replacing them), compared side by side, with the ``[canary]`` gate."""
+"""``ground canary`` (docs/guides/changing-models.md): a sample of the job's answered
+questions asked on a new model beside the job's answers (never replacing them), compared
+side by side, with the ``[canary]`` gate."""
 
 from __future__ import annotations
 
