@@ -17,7 +17,7 @@ import sys
 import warnings
 from decimal import Decimal
 
-from pipeline.commands.common import load_job, opened, say, write_json
+from pipeline.commands.common import NotLoaded, load_job, opened, say, write_json
 from pipeline.commands.run import run_command
 from pipeline.costs.forecast import Forecast, PilotQuestion, Usage, allocate, forecast, price_dates
 from pipeline.costs.prices import PriceTable, UnconfirmedPriceWarning, load_prices
@@ -63,8 +63,8 @@ async def _ask_pilot(spec: JobSpec, pilot: int, seed: int) -> int:
     """The pilot's trial runs, one a class (one in all when some questions have no class)."""
     async with opened(spec) as engine:
         job_id = await load_job(engine, spec)
-        if job_id is None:
-            return EXIT_FAILED
+        if isinstance(job_id, NotLoaded):
+            return job_id.status
         async with engine.connect() as connection:
             counts = await trial.class_counts(connection, job_id)
     if None in counts or len(counts) <= 1:

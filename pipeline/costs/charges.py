@@ -149,7 +149,10 @@ def _grounding_units(
         return 1
     if tool == "vertex_ai_search":
         return max(1, _non_empty(grounding.retrieval_queries))
-    return max(billed_queries(grounding.web_search_queries), math.ceil(billed_floor))
+    # An Interactions answer also says how many searches ran (usage.grounding_tool_count):
+    # the largest of the distinct queries, that count and the learned floor is billed.
+    listed = max(billed_queries(grounding.web_search_queries), grounding.grounding_tool_count or 0)
+    return max(listed, math.ceil(billed_floor))
 
 
 def _tool_used(tool: str, grounding: GroundingMetadata) -> bool:

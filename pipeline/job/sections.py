@@ -167,6 +167,10 @@ class ModelSection(_Section):
     # batch prediction through Cloud Storage ([batch] gcs_input, gcs_output): half the token
     # price, results within 24 h; see [batch] and pipeline.batch.runner.
     mode: Literal["online", "batch"] = "online"
+    # Which Gemini API answers: "generate_content" (models/MODEL:generateContent) or
+    # "interactions" (POST /v1beta/interactions, store = false, each question alone). Answers,
+    # sources, supports and costs are stored alike; Developer API and online mode only.
+    api: Literal["generate_content", "interactions"] = "generate_content"
 
 
 ToolName = Literal[

@@ -66,6 +66,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.grounding.hosts import without_userinfo
 from pipeline.grounding.mapping import GroundedAnswer, Source
+from pipeline.grounding.policy import registrable_domain
 from pipeline.grounding.version_diff import SourceFacts, compare
 from pipeline.job.states import QuestionState, SourceState, Verdict
 from pipeline.rows import ROUTE_OWN, AnswerRecord, CallRecord, StateChange, StructuredRecord
@@ -276,6 +277,7 @@ def _source_row(answer_id: int, s: Source, verdict: Verdict) -> dict[str, Any]:
         "answer_id": answer_id,
         **row,
         "destination": verdict.destination,
+        "destination_domain": registrable_domain(verdict.destination),
         "resolve_status": verdict.status,
         "resolve_error": verdict.reason,
         "resolve_attempts": 0,

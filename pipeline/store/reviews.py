@@ -27,10 +27,12 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from pipeline.grounding.policy import registrable_domain
 from pipeline.store.tables import answers, citation_verdicts, questions, reviews, sources
 from pipeline.store.versions import LATEST_ANSWER
 
 __all__ = [
+    "DESK_INDEX_CHARS",
     "PENDING",
     "REVIEW_STATUSES",
     "REVIEW_VERDICTS",
@@ -215,6 +217,9 @@ _ID_CHUNK = 500  # input ids per look-up: well inside SQLite's bound-parameter l
 
 
 SNIPPET_CHARS = 240  # of the answer, shown in the list
+# PostgreSQL's search index holds this many characters of a question's text and as many of its
+# answer's (migration 0024's ``desk_tsv_of``): a tsvector is at most 1 MB.
+DESK_INDEX_CHARS = 100_000
 # A search is planned for its own words. asyncpg prepares each statement, and after five runs
 # PostgreSQL may keep a generic plan, which cannot see how rare the words are: it walks the
 # primary key in id order, hoping for early matches, and a rare word reads the whole job
@@ -272,7 +277,13 @@ def _conditions(
         found.append(a.route == f.route)
     if f.domain:
         s = sources.c
-        found.append(sa.exists().where(s.answer_id == a.id, s.domain == f.domain))
+        # The API's domain, or (the Developer API sends none) the destination's registrable
+        # domain, read as the source policy reads it.
+        site = registrable_domain(f.domain)
+        named = s.domain == f.domain
+        if site is not None:
+            named = sa.or_(named, s.destination_domain == site)
+        found.append(sa.exists().where(s.answer_id == a.id, named))
     if f.verdict:
         v = citation_verdicts.c
         found.append(sa.exists().where(v.answer_id == a.id, v.verdict == f.verdict))

@@ -204,6 +204,8 @@ sources = Table(
     Column("first_page", Integer),  # RAG Engine ragChunk.pageSpan, 1-indexed, inclusive
     Column("last_page", Integer),
     Column("destination", Text),
+    # 0024: the destination's registrable domain (the desk's domain where ``domain`` is empty)
+    Column("destination_domain", Text),
     # job.states.SourceState: pending resolved direct expired forbidden failed rejected no_uri
     Column("resolve_status", String(20), nullable=False),
     Column("resolve_http_status", Integer),

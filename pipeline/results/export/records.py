@@ -19,7 +19,8 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from pipeline.gemini.wire import MalformedResponse, decode_response
+from pipeline.gemini.interactions_map import decode_any_response
+from pipeline.gemini.wire import MalformedResponse
 from pipeline.grounding.mapping import Citation, GroundedAnswer, Source
 from pipeline.grounding.render import safe_http_url
 from pipeline.job.states import QuestionState, SourceState
@@ -411,7 +412,7 @@ def tool_part_kinds(raw_response: str | None) -> list[str]:
     if not raw_response:
         return []
     try:
-        response = decode_response(raw_response.encode())
+        response = decode_any_response(raw_response.encode())
     except MalformedResponse:  # it decoded when it was stored; never fail an export on it
         return []
     if not response.candidates:
