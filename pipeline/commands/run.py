@@ -41,7 +41,6 @@ from pipeline.commands.outcome import early_outcome, job_failures, outcome_of
 from pipeline.commands.policy import apply_source_policy
 from pipeline.commands.spilled import check_state_dir, store_spilled
 from pipeline.commands.trial import dry_run, trial_scope
-from pipeline.errors import MODEL_GONE_STOP
 from pipeline.exit_codes import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -475,10 +474,8 @@ def _closing_status(spec: JobSpec, stopped: str | None, job: JobCounts | None) -
     database could not be read at the end, so no state counts as failed)."""
     failed = job_failures(spec, job) if job is not None else {}
     status = run_status(stopped=stopped, failed=failed)
-    if stopped is not None and stopped.startswith(MODEL_GONE_STOP):
-        complain(model_gone_line(spec.model.name, spec.model.backend, stopped))
-    elif stopped is not None:
-        complain(f"run stopped early: {stopped}")
+    if stopped is not None:
+        complain(model_gone_line(spec.model, stopped) or f"run stopped early: {stopped}")
     if failed:
         lost = f"; job.fail_on_sources_lost = {spec.job.fail_on_sources_lost:g}"
         complain(

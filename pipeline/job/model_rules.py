@@ -105,9 +105,12 @@ def days_to_shutdown(model: str, backend: str, *, today: dt.date | None = None) 
     return None if row is None else row.days_to_shutdown(today or _today())
 
 
-def model_gone_line(model: str, backend: str, stopped: str) -> str:
+def model_gone_line(section: ModelSection, stopped: str) -> str | None:
     """The one line for a run that the API's 404 for its model stopped: the model, what the
-    API said, and the replacement the model table names."""
+    API said, and the replacement the model table names; None for any other stop."""
+    if not stopped.startswith(MODEL_GONE_STOP):
+        return None
+    model, backend = section.name, section.backend
     said = stopped.removeprefix(MODEL_GONE_STOP).lstrip(": ")
     named = _NAMED_MODEL.search(said)  # the model the 404 is for (call 2's may differ)
     model = named.group(1) or named.group(2) if named else model
