@@ -16,7 +16,9 @@ that stops while the call waits for any of these sends nothing:
 :class:`~pipeline.errors.NotSent`, with the reservation, the tokens and the day's prompt given
 back (:mod:`pipeline.limits.interrupt`); nor does a call whose question's lease is no longer
 this process's, checked against the clock as the call starts and again just before the
-request leaves (:class:`~pipeline.errors.LeaseLost`, :mod:`pipeline.online.fence`). After it:
+request leaves (:class:`~pipeline.errors.LeaseLost`, :mod:`pipeline.online.fence`), then in
+the database by the call's wire mark, which keeps the question this process's until the call
+can no longer be answered (:mod:`pipeline.online.wire`). After it:
 the token estimate is corrected from ``usageMetadata``, the cost computed from the price
 table, and a :class:`~pipeline.rows.CallRecord` made for the ledger (failed calls
 too, at cost 0; an answer whose usage cannot be priced,
@@ -61,6 +63,7 @@ from pipeline.limits.overload import Storms
 from pipeline.limits.probe import DailyProbe, ProbeSettings
 from pipeline.limits.retry_after import server_delay
 from pipeline.online.fence import LeaseFence
+from pipeline.online.wire import WireMark
 from pipeline.rows import CallRecord
 from pipeline.run.context import RunPrices
 from pipeline.store.database import DatabaseOutage
@@ -138,6 +141,7 @@ class MeteredCaller:
     ``worst_case``: the bounds a call's budget reservation is computed under; ``adaptive``:
     whether 429s lower (and successes raise) the job's shared rate; ``backend``: what a 429's
     body is read as; ``fence``: the leases this process holds (None: calls are not fenced);
+    ``wire``: marks each call's question as on the wire in the database before it is sent;
     ``daily_probe``: how long bare 429s on grounded calls must persist before grounding pauses
     for the day.
     """
@@ -152,10 +156,12 @@ class MeteredCaller:
         adaptive: bool,
         backend: str,
         fence: LeaseFence | None = None,
+        wire: WireMark | None = None,
         daily_probe: ProbeSettings | None = None,
     ) -> None:
         self.client = client
         self.fence = fence
+        self.wire = wire
         self.limits = limits
         self.prices = prices
         self.pause = GroundingPause()
@@ -233,6 +239,8 @@ class MeteredCaller:
             limits.interrupt.check()  # the run stopped while this call waited: it is not sent
             if self.fence is not None:  # ... or the process slept past the question's lease
                 self.fence.check(question_id)
+            if self.wire is not None:  # on the wire from here: nobody asks it again meanwhile
+                await self.wire.mark(question_id)
         except BaseException:  # not sent: the reservation, tokens and prompt go back at once
             self.probe.abandoned(held.probe)
             if held.taken and limits.tokens is not None:
@@ -281,6 +289,8 @@ class MeteredCaller:
             raise
         finally:
             self.on_wire -= 1
+            if self.wire is not None:
+                self.wire.answered(head.question_id)
             self.probe.abandoned(held.probe)  # no verdict on the day (a 503, say): the next probes
 
     async def _answered(self, result: CallResult, head: _Head, held: _Held) -> Metered:

@@ -35,7 +35,7 @@ unchanged and is not read again.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,17 +236,23 @@ def _waiting_state() -> sa.Case[str]:
 async def extend_leases(
     connection: AsyncConnection, owner: str, ids: Iterable[int], lease: dt.timedelta
 ) -> list[int]:
-    """Heartbeat: push the lease of ``owner``'s running questions forward; the ids extended
+    """Heartbeat, or a call's wire mark (:mod:`pipeline.online.wire`): push the lease of
+    ``owner``'s running questions to ``lease`` from now, never back (a heartbeat leaves a
+    question whose call is on the wire leased as long as its mark says); the ids extended
     (one not among them is no longer ``owner``'s: finished, or taken over by another run)."""
     ids = list(ids)
     if not ids:
         return []
-    now = utcnow()
+    until = utcnow() + lease
     q = questions.c
     result = await connection.execute(
         questions.update()
         .where(q.id.in_(ids), q.lease_owner == owner, q.state == QuestionState.RUNNING)
-        .values(lease_expires_at=now + lease)
+        .values(
+            lease_expires_at=sa.case(
+                (q.lease_expires_at > until, q.lease_expires_at), else_=sa.literal(until)
+            )
+        )
         .returning(q.id)
     )
     return list(result.scalars())
@@ -328,20 +334,28 @@ async def release_dead_owners(
 
 
 async def apply_state_changes(
-    connection: AsyncConnection, changes: Sequence[StateChange], owner: str | None = None
+    connection: AsyncConnection,
+    changes: Sequence[StateChange],
+    owner: str | None = None,
+    finishing: Collection[int] = (),
 ) -> None:
     """Write many state changes in one statement (executemany).
 
     A question already terminal is never moved back (a late duplicate outcome is a no-op).
     With ``owner`` (a run's writer), a change is written only while the question is still
     leased to ``owner``: an outcome that arrives after another run took the question over
-    leaves its state to that run (its answer and ledger rows are stored all the same).
+    leaves its state to that run (its ledger rows are stored all the same). Except for the
+    questions in ``finishing``: a paid answer, arrived after its lease lapsed, that the same
+    transaction stored as the question's answer (no other was stored before it): it is
+    final, and the question finishes whoever holds its lease (a run that holds it and has
+    not sent its call finds it finished, and sends nothing).
     """
     if not changes:
         return
     q = questions.c
     now = utcnow()
-    fenced = () if owner is None else (q.lease_owner == owner,)
+    finish = sa.bindparam("b_finishing", type_=sa.Boolean)
+    fenced = () if owner is None else (sa.or_(q.lease_owner == owner, finish),)
     statement = (
         questions.update()
         # Spelled out rather than NOT IN (...): an expanding IN cannot go into executemany.
@@ -379,6 +393,9 @@ async def apply_state_changes(
         }
         for c in changes
     ]
+    if owner is not None:
+        for c, row in zip(changes, params, strict=True):
+            row["b_finishing"] = c.question_id in finishing and not c.keep_lease
     await connection.execute(statement, params)
 
 
