@@ -13,9 +13,9 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import IO, Any, TypeVar
 
 import anyio
 import pytest
@@ -26,6 +26,7 @@ from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import RunningEmulator, running_emulator
 from pipeline.job.spec import JobSpec
 from pipeline.store.tables import calls, questions
+from tests.support import starved
 from tests.support.databases import fetch_rows, postgres_database
 from tests.support.jobs import generate_calls, make_job
 from tests.support.ledger import assert_paid_once
@@ -56,7 +57,7 @@ async def database(request: pytest.FixtureRequest) -> AsyncIterator[str | None]:
 
 
 async def _until(
-    check: Callable[[], Awaitable[T]], what: str, abort: Callable[[], str | None]
+    check: Callable[[], Coroutine[Any, Any, T]], what: str, abort: Callable[[], str | None]
 ) -> T:
     """``check()``'s first truthy value, polled (it reads the database or the emulator)."""
     return await anyio.to_thread.run_sync(
@@ -160,13 +161,43 @@ def _job(tmp_path: Path, emu: RunningEmulator, database: str | None) -> tuple[Jo
     return spec, command + [arg for override in overrides for arg in ("--set", override)]
 
 
+# How a run is halted (stopped, or its event loop starved): run, job, emulator.
+Halt = Callable[[subprocess.Popen[bytes], JobSpec, RunningEmulator], Awaitable[None]]
+
+
+class Starve:
+    """The run's event loop starved (:mod:`tests.support.starved`): it runs, and its loop
+    does not; ``directory``: where the test and the run leave their files."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def command(self, command: list[str]) -> list[str]:
+        """``command`` (``python -m pipeline.cli ...``) with a loop the test can starve."""
+        return [command[0], "-m", "tests.support.starved", str(self.directory), *command[3:]]
+
+    async def __call__(
+        self, run: subprocess.Popen[bytes], spec: JobSpec, emu: RunningEmulator
+    ) -> None:
+        (self.directory / starved.STARVE).touch()
+
+        async def starving() -> bool:
+            return (self.directory / starved.STARVING).exists()
+
+        await _until(starving, "the run's event loop starving", process_exited(run))
+
+    def go_on(self) -> None:
+        (self.directory / starved.GO).touch()
+
+
 async def _paused_past_its_leases(
-    run: subprocess.Popen[bytes], spec: JobSpec, emu: RunningEmulator
+    run: subprocess.Popen[bytes], spec: JobSpec, emu: RunningEmulator, halt: Halt = _pause
 ) -> tuple[set[int], set[int], dt.datetime]:
-    """Pause ``run`` mid-way, every caller in a call the emulator holds and more questions
-    claimed behind them (claimed, not sent), until the leases of those not sent have run out
-    (those on the wire are leased for the request timeout: their wire marks). The calls on the
-    wire at the pause, those it had claimed and not sent, and when it was paused."""
+    """Pause ``run`` mid-way (``halt``: a SIGSTOP, or its loop starved), every caller in a call
+    the emulator holds and more questions claimed behind them (claimed, not sent), until the
+    leases of those not sent have run out (those on the wire are leased for the request
+    timeout: their wire marks). The calls on the wire at the pause, those it had claimed and
+    not sent, and when it was paused."""
     abort = process_exited(run)
 
     async def under_way() -> bool:
@@ -180,7 +211,7 @@ async def _paused_past_its_leases(
         return _on_wire(emu) == CONCURRENCY and held > CONCURRENCY
 
     await _until(all_callers_on_the_wire, "every caller in a held call", abort)
-    await _pause(run, spec, emu)
+    await halt(run, spec, emu)
     paused_at = utcnow()
     on_wire = _on_wire(emu)
     rows = await fetch_rows(
@@ -204,15 +235,34 @@ async def _paused_past_its_leases(
 async def test_a_run_paused_past_its_leases_sends_nothing_it_had_not_sent(
     tmp_path: Path, database: str | None
 ) -> None:
+    await _taken_over_while_halted(tmp_path, database, None)
+
+
+async def test_a_run_whose_loop_starves_past_its_leases_pays_each_call_once(
+    tmp_path: Path, database: str | None
+) -> None:
+    """The stress run's case, on purpose: no signal, the run's event loop starved (a machine
+    at a load of 25) while its calls are on the wire; its heartbeat does not run, its leases
+    lapse, and a second run takes over what it had not sent, and nothing it had."""
+    await _taken_over_while_halted(tmp_path, database, Starve(tmp_path))
+
+
+async def _taken_over_while_halted(
+    tmp_path: Path, database: str | None, starve: Starve | None
+) -> None:
+    """A first run halted past its leases (stopped with SIGSTOP, or its loop starved) while
+    a second takes over what it had claimed and not sent; then both finish."""
     config = EmulatorConfig(seed=53, ungrounded_share=0.0, latency_p50_ms=20, latency_p99_ms=60)
     with running_emulator(config) as emu:
         spec, command = _job(tmp_path, emu, database)
         env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
         with (tmp_path / "a.log").open("wb") as a_log, (tmp_path / "b.log").open("wb") as b_log:
-            first = _start(command, env, a_log)
+            first = _start(command if starve is None else starve.command(command), env, a_log)
             second: subprocess.Popen[bytes] | None = None
             try:
-                on_wire, held, paused_at = await _paused_past_its_leases(first, spec, emu)
+                on_wire, held, paused_at = await _paused_past_its_leases(
+                    first, spec, emu, _pause if starve is None else starve
+                )
                 second = _start(command, env, b_log)
 
                 async def taken_over() -> bool:
@@ -225,7 +275,10 @@ async def test_a_run_paused_past_its_leases_sends_nothing_it_had_not_sent(
                 await _until(
                     taken_over, "the second run taking the questions over", process_exited(second)
                 )
-                first.send_signal(signal.SIGCONT)
+                if starve is None:
+                    first.send_signal(signal.SIGCONT)
+                else:
+                    starve.go_on()
                 emu.release()
                 results = [
                     await anyio.to_thread.run_sync(lambda p=p: p.wait(timeout=PROCESS_TIMEOUT_S))
@@ -233,6 +286,8 @@ async def test_a_run_paused_past_its_leases_sends_nothing_it_had_not_sent(
                 ]
             finally:
                 emu.release()
+                if starve is not None:
+                    starve.go_on()
                 for process in (first, second):
                     if process is not None and process.poll() is None:
                         process.send_signal(signal.SIGCONT)
@@ -243,7 +298,14 @@ async def test_a_run_paused_past_its_leases_sends_nothing_it_had_not_sent(
     for status, log in zip(results, logs, strict=True):
         assert status in (0, 1), log
         assert "Traceback" not in log
+    await _paid_once(spec, stats, on_wire, held, paused_at)
 
+
+async def _paid_once(
+    spec: JobSpec, stats: dict, on_wire: set[int], held: set[int], paused_at: dt.datetime
+) -> None:
+    """Counted at the emulator against the ledger: every question paid once, its answer
+    stored once, and each call on the wire at the pause is the first run's only call."""
     sent = stats["requests"]["by_model"][GROUND_MODEL]
     ledger = await fetch_rows(
         spec.database_url,
