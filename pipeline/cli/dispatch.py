@@ -293,19 +293,30 @@ def _run_action(args: argparse.Namespace, watch: WatchOptions) -> tuple[JobActio
     ), True
 
 
+def _cost_action(args: argparse.Namespace) -> JobAction:
+    """``estimate`` (``--pilot``: the forecast) and ``reconcile``, their arguments bound."""
+    if args.command == "reconcile":
+        from pipeline.commands.reconcile import reconcile_command
+
+        return lambda spec: reconcile_command(spec, args.billing, as_json=args.json)
+    if args.pilot is not None:
+        from pipeline.commands.forecast import pilot_forecast_command
+
+        return lambda spec: pilot_forecast_command(
+            spec, args.pilot, seed=args.seed, as_json=args.json
+        )
+    from pipeline.commands.maintain import estimate_command
+
+    return estimate_command
+
+
 def _queue_or_results_action(args: argparse.Namespace) -> JobAction:
     """The command function, its arguments bound, of a job command that is not a run."""
     from pipeline.commands.maintain import (
-        estimate_command,
         load_command,
         migrate_command,
         resolve_command,
         retry_command,
-    )
-    from pipeline.commands.results import (
-        report_command,
-        show_command,
-        status_command,
     )
 
     match args.command:
@@ -317,8 +328,8 @@ def _queue_or_results_action(args: argparse.Namespace) -> JobAction:
             return index_command
         case "migrate":
             return migrate_command
-        case "estimate":
-            return estimate_command
+        case "estimate" | "reconcile":
+            return _cost_action(args)
         case "resolve":
             return lambda spec: resolve_command(spec, again=args.again or ())
         case "retry":
@@ -327,12 +338,6 @@ def _queue_or_results_action(args: argparse.Namespace) -> JobAction:
                 states=args.states or ["failed"],
                 error_class=args.error_class,
                 via=args.via,
-            )
-        case "status":
-            return lambda spec: status_command(spec, as_json=args.json, by=args.by)
-        case "show":
-            return lambda spec: show_command(
-                spec, args.id, args.fmt, all_versions=args.all_versions
             )
         case "serve":
             from pipeline.commands.serve import serve_command
@@ -344,6 +349,20 @@ def _queue_or_results_action(args: argparse.Namespace) -> JobAction:
             from pipeline.commands.review import review_import_command
 
             return lambda spec: review_import_command(spec, args.file, reviewer=args.reviewer)
+    return _results_action(args)
+
+
+def _results_action(args: argparse.Namespace) -> JobAction:
+    """The command function, its arguments bound, of a command that reads results back."""
+    from pipeline.commands.results import report_command, show_command, status_command
+
+    match args.command:
+        case "status":
+            return lambda spec: status_command(spec, as_json=args.json, by=args.by)
+        case "show":
+            return lambda spec: show_command(
+                spec, args.id, args.fmt, all_versions=args.all_versions
+            )
         case "report":
             return lambda spec: report_command(
                 spec,

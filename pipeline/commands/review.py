@@ -16,6 +16,7 @@ from pipeline.clock import utcnow
 from pipeline.commands.common import complain, find_job_id, opened, say
 from pipeline.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from pipeline.job.spec import JobSpec
+from pipeline.plural import counted
 from pipeline.results.decisions import DecisionsError, read_decisions
 from pipeline.store import reviews
 
@@ -59,5 +60,5 @@ async def review_import_command(spec: JobSpec, path: Path, *, reviewer: str | No
                 )
     counts = Counter(d.verdict for d in decisions)
     told = ", ".join(f"{counts[v]} {v.replace('_', ' ')}" for v in reviews.REVIEW_VERDICTS)
-    say(f"imported {len(decisions)} decisions from {path}: {told}")
+    say(f"imported {counted(len(decisions), 'decision')} from {path}: {told}")
     return EXIT_OK

@@ -51,6 +51,7 @@ from pipeline.commands.common import complain, label_local_spend, opened, say, s
 from pipeline.exit_codes import STOP_SIGNALS, ExitStatus
 from pipeline.job.spec import JobSpec
 from pipeline.job.states import TERMINAL_STATES
+from pipeline.plural import counted
 from pipeline.results.status import job_status, render_status
 from pipeline.run.summary import RunSummary, finished_between, render_run_summary
 from pipeline.store import ledger, queue
@@ -236,7 +237,7 @@ class Supervisor:
                 for slot in self.slots:
                     children.start_soon(self._keep_running, slot)
             group.cancel_scope.cancel()
-        return self._status()
+        return self.exit_status()
 
     async def _ticking(self) -> None:
         assert self._tick is not None
@@ -244,7 +245,8 @@ class Supervisor:
             await anyio.sleep(self._tick_s)
             await anyio.to_thread.run_sync(self._tick)
 
-    def _status(self) -> ExitStatus:
+    def exit_status(self) -> ExitStatus:
+        """The worst of the children's statuses, as :meth:`run` returns it."""
         return worst_status(
             [slot.status for slot in self.slots], stopping=self.stopping, gave_up=self.gave_up
         )
@@ -267,10 +269,7 @@ class Supervisor:
                 process.pid,
                 extra={"action": "worker_started", "worker": slot.index, "pid": process.pid},
             )
-            async with anyio.create_task_group() as reading:
-                if self._relay is not None and process.stderr is not None:
-                    reading.start_soon(_relay_lines, process.stderr, self._relay)
-                status = await process.wait()
+            status = await self._exited(process)
             slot.process = None
             if status in _FINAL or self.stopping:
                 slot.status = status
@@ -299,6 +298,14 @@ class Supervisor:
                 slot.status = status
                 return
             delay = min(delay * 2, RESTART_MAX_S)
+
+    async def _exited(self, process: Process) -> int:
+        """The child's exit status, its stderr relayed until then."""
+        async with anyio.create_task_group() as reading:
+            if self._relay is not None and process.stderr is not None:
+                reading.start_soon(_relay_lines, process.stderr, self._relay)
+            await process.wait()
+        return await process.wait()  # exited already: its status at once
 
     async def _forward_signals(self) -> None:
         with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
@@ -383,7 +390,7 @@ class _TerminalView:
 
     async def show(self, engine: AsyncEngine) -> None:
         """The progress line, redrawn until cancelled (the children's end cancels it)."""
-        label = f"grounding ({self.processes} processes)"
+        label = f"grounding ({counted(self.processes, 'process', 'processes')})"
         total = sum(self._before.values())
         finished = sum(n for state, n in self._before.items() if state in TERMINAL_STATES)
         with ProgressBar(total, finished, label) as bar:
@@ -405,7 +412,7 @@ class _TerminalView:
             elapsed_s=anyio.current_time() - self._started,
             outcomes=finished_between(self._before, states),
         )
-        label = f"worker, {self.processes} processes"
+        label = f"worker, {counted(self.processes, 'process', 'processes')}"
         if restarts:
             label += f" ({restarts} restarts)"
         say(render_run_summary(summary, label))
@@ -487,8 +494,9 @@ async def _run_on_terminal(spec: JobSpec, supervisor: Supervisor, view: _Termina
         await view.begin(engine)
         async with anyio.create_task_group() as group:
             group.start_soon(view.show, engine)
-            status = await supervisor.run()
+            await supervisor.run()
             group.cancel_scope.cancel()
+        status = supervisor.exit_status()
         try:
             await view.close(engine, sum(slot.restarts for slot in supervisor.slots))
         except (DBAPIError, OSError):  # gone since (the children's stop lines say why)

@@ -54,6 +54,7 @@ from pipeline.emulator import (
     responses,
 )
 from pipeline.emulator.batch import BatchService
+from pipeline.emulator.billing import BillingService
 from pipeline.emulator.clock import SYSTEM_CLOCK, Clock
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.corpus import SOURCES
@@ -69,6 +70,7 @@ __all__ = [
 
 FAULT_429_NOMINAL_RPM = 1000  # the quotaValue an injected 429 names when no rpm is set
 _JSON = error_bodies.JSON_CONTENT_TYPE
+_JSONL = "application/x-ndjson"
 _HTML = error_bodies.HTML_CONTENT_TYPE
 
 
@@ -95,6 +97,7 @@ class Emulator:
         self.seq = 0
         self.batch = BatchService(config, clock, self.seed_key, self.redirect_key, self._take_seq)
         self.storage = StorageService(config, clock, self.seed_key)
+        self.billing = BillingService(config.billed_query_fanout, config.billing_prices_file)
         self.prediction = PredictionService(
             config, clock, self.seed_key, self.redirect_key, self._take_seq, self.storage
         )
@@ -308,6 +311,16 @@ class Emulator:
             location=location,
         )
         built = responses.build(ctx)
+        self.billing.served(
+            built.body,
+            model=model,
+            vertex=vertex,
+            project=project,
+            labels=dict(req.labels),
+            grounding_tool=req.grounding_tool,
+            now=self.clock.time(),
+            seq=seq,
+        )
         st.responses[built.outcome] += 1
         if built.truth:
             st.verification.update(built.truth)
@@ -437,8 +450,12 @@ class Emulator:
     async def stats_view(self, _request: web.Request) -> web.Response:
         return web.Response(body=orjson.dumps(self.snapshot()), headers={"Content-Type": _JSON})
 
+    async def billing_export(self, _request: web.Request) -> web.Response:
+        """What the Cloud Billing export would hold for what was served (JSON lines)."""
+        return web.Response(body=self.billing.export(), headers={"Content-Type": _JSONL})
+
     async def reset_view(self, _request: web.Request) -> web.Response:
-        self.reset()
+        self.reset()  # the bill is kept: Google forgets nothing it served
         return web.Response(body=b"{}", headers={"Content-Type": _JSON})
 
 
@@ -490,6 +507,7 @@ def build_app(
     r.add_post("/token", emu.token)
     r.add_get("/emulator/stats", emu.stats_view)
     r.add_post("/emulator/reset", emu.reset_view)
+    r.add_get("/emulator/billing-export", emu.billing_export)
     return app
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "REVIEW_VERDICTS",
     "DeskFilters",
     "Review",
+    "decisions_on",
     "has_reviews",
     "list_page",
     "neighbours",
@@ -122,6 +123,30 @@ async def review_history(connection: AsyncConnection, question_id: int) -> list[
         .order_by(r.id.desc())
     )
     return [Review(*row) for row in rows]
+
+
+async def decisions_on(
+    connection: AsyncConnection, keys: Collection[tuple[int, int]]
+) -> dict[tuple[int, int], Review]:
+    """The newest decision on each ``(question id, answer version)`` of ``keys`` (the
+    review status of that version, as :func:`review_status` reads it); a key with none is
+    absent (pending)."""
+    r = reviews.c
+    wanted = set(keys)
+    found: dict[tuple[int, int], Review] = {}
+    ids = sorted({question for question, _ in wanted})
+    for start in range(0, len(ids), _ID_CHUNK):
+        rows = await connection.execute(
+            sa.select(r.question_id, r.verdict, r.reviewer, r.note, r.answer_version, r.created_at)
+            .where(r.question_id.in_(ids[start : start + _ID_CHUNK]))
+            .order_by(r.id)
+        )
+        for question, *decision in rows:
+            review = Review(*decision)
+            version = review.answer_version
+            if version is not None and (question, version) in wanted:
+                found[(question, version)] = review  # the newest wins
+    return found
 
 
 async def review_counts(connection: AsyncConnection, job_id: int) -> dict[str, int]:

@@ -6,6 +6,7 @@ against the emulator's own counts and the ledger, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -111,6 +112,37 @@ async def test_a_second_job_of_the_same_questions_creates_no_batch_and_makes_no_
         .join(jobs, jobs.c.id == batches.c.job_id)
         .where(jobs.c.name == "second"),
     )
+
+
+async def test_a_second_job_asks_again_only_what_it_cannot_copy(
+    tmp_path: Path, emulator_key: str, database: str
+) -> None:
+    """With some answers ungrounded (the emulator's default share), a second job of the same
+    questions copies the grounded ones and asks the rest: docs/guides/batch-mode.md's
+    "Reuse"."""
+    with running_emulator(EmulatorConfig(seed=11, batch_delay_s=0.05)) as emu:
+        first = _job(tmp_path / "first", emu.base_url, database, "first")
+        assert await run_command(first) == 0
+        ungrounded = await fetch_rows(
+            first.database_url,
+            sa.select(sa.func.count())
+            .select_from(answers.join(questions, questions.c.id == answers.c.question_id))
+            .join(jobs, jobs.c.id == questions.c.job_id)
+            .where(jobs.c.name == "first", answers.c.grounded.is_(False)),
+        )
+        [(n_ungrounded,)] = ungrounded
+        assert 0 < n_ungrounded < N  # some to copy, some to ask again
+        second = _job(tmp_path / "second", emu.base_url, database, "second")
+        assert await run_command(second) == 0
+    assert await _by_job(second, calls, calls.c.question_id) == n_ungrounded
+    copies = await fetch_rows(
+        second.database_url,
+        sa.select(sa.func.count())
+        .select_from(answers.join(questions, questions.c.id == answers.c.question_id))
+        .join(jobs, jobs.c.id == questions.c.job_id)
+        .where(jobs.c.name == "second", answers.c.reused_from.is_not(None)),
+    )
+    assert copies == [(N - n_ungrounded,)]
 
 
 async def test_identical_questions_in_one_batch_are_asked_once(
@@ -262,3 +294,35 @@ async def test_a_kill_mid_batch_resumes_and_fills_the_identical_questions(
     assert len(stored) == 300 and {state for state, _ in stored} == {"done"}
     assert sum(origin is None for _, origin in stored) == 100
     assert await _by_job(spec, calls, calls.c.question_id) == 100
+
+
+async def test_reuse_batching_only_what_came_back_ungrounded_before_is_not_blamed_on_batch(
+    tmp_path: Path,
+    emulator_key: str,
+    database: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Every question grounded but the Eiffel tower's (#4, #9), which never are.
+    config = EmulatorConfig(
+        seed=11,
+        ungrounded_share=0.0,
+        batch_delay_s=0.05,
+        miss_words=frozenset({"eiffel"}),
+        miss_ungrounded_share=1.0,
+    )
+    with running_emulator(config) as emu:
+        first = _job(tmp_path / "first", emu.base_url, database, "first", n=10)
+        assert await run_command(first) == 0
+        second = _job(tmp_path / "second", emu.base_url, database, "second", n=10)
+        with caplog.at_level(logging.INFO):
+            assert await run_command(second) == 0
+        assert emu.stats()["batch"]["batch_requests"] >= 10 + 2
+    actions = [getattr(r, "action", None) for r in caplog.records]
+    # The second job batched only the two that came back ungrounded before: not a sign that
+    # Google Search did not run in batch mode, and said as what it is.
+    assert "batch_ungrounded" not in actions
+    assert not [r for r in caplog.records if "may not run in batch" in r.getMessage()]
+    (again,) = [r for r in caplog.records if getattr(r, "action", None) == "batch_ungrounded_again"]
+    assert "all 2 answers came back without grounding, as each of them had before" in (
+        again.getMessage()
+    )
