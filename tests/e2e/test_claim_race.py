@@ -55,7 +55,7 @@ async def test_a_question_given_back_by_a_claim_is_not_asked(tmp_path: Path) -> 
     spec = make_job(tmp_path, base_url=BASE_URL, n_questions=2)
     async with opened(spec) as engine:
         job_id = await load_job(engine, spec)
-        assert job_id is not None
+        assert isinstance(job_id, int)
         ctx = run_context(spec, engine, job_id)
         runner = online_runner(spec, ctx, plan_calls(spec, {"GEMINI_API_KEY": "k"}))
         owner = runner.owner
@@ -98,7 +98,7 @@ async def test_a_question_on_the_wire_brought_back_by_a_claim_stays_this_runs(
     spec = make_job(tmp_path, base_url=BASE_URL, n_questions=1)
     async with opened(spec) as engine:
         job_id = await load_job(engine, spec)
-        assert job_id is not None
+        assert isinstance(job_id, int)
         ctx = run_context(spec, engine, job_id)
         runner = online_runner(spec, ctx, plan_calls(spec, {"GEMINI_API_KEY": "k"}))
         owner, db = runner.owner, ctx.db
