@@ -1,0 +1,66 @@
+"""A hostile judge (the emulator's ``hostile_judge_share``): quotes with a NUL or a lone
+surrogate, a 60-character retrieval status, a 5,000-digit claim number, "supported" on the
+quote "e". ``ground verify`` finishes without a traceback, every paid verification call is in
+the ledger (as many as the emulator answered), and none of the spoilt verdicts counts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+import sqlalchemy as sa
+
+from pipeline.commands.run import run_command
+from pipeline.commands.verify import verify_command
+from pipeline.emulator.config import EmulatorConfig
+from pipeline.emulator.testing import running_emulator
+from pipeline.job.spec import load_jobspec
+from pipeline.store.tables import calls, citation_verdicts
+from tests.support.databases import fetch_rows, postgres_job_database
+from tests.support.jobs import make_job
+
+pytestmark = [pytest.mark.usefixtures("emulator_key"), pytest.mark.timeout(600)]
+
+
+async def _check(tmp_path: Path, database: str | None, capsys: pytest.CaptureFixture[str]) -> None:
+    config = EmulatorConfig(seed=5, ungrounded_share=0.0, hostile_judge_share=0.6)
+    with running_emulator(config) as emu:
+        make_job(tmp_path, base_url=emu.base_url, n_questions=40, database=database)
+        for model in ("gemini-2.5-flash", "gemini-3-flash-preview"):  # lines, then JSON
+            spec = load_jobspec(
+                tmp_path / "job.toml", ["verify.enabled=true", f'verify.model="{model}"']
+            )
+            if model == "gemini-2.5-flash":
+                assert await run_command(spec) == 0
+            capsys.readouterr()
+            assert await verify_command(spec) == 0
+            err = capsys.readouterr().err
+            assert "Traceback" not in err
+        stats = emu.stats()["verification"]
+    assert stats["hostile"] > 0
+    ledger = await fetch_rows(
+        spec.database_url,
+        sa.select(calls.c.id).where(calls.c.step == "verify", calls.c.http_status == 200),
+    )
+    assert len(ledger) == stats["requests"]
+    rows = await fetch_rows(spec.database_url, sa.select(citation_verdicts))
+    assert rows and all(r.call_id is not None for r in rows)
+    assert not any("\x00" in (r.quote or "") for r in rows)
+    spoilt = [r for r in rows if r.reason is not None]
+    assert spoilt
+    for r in rows:
+        if r.verdict == "supported" and r.url is None:  # a text source: the quote decided
+            assert r.reason is None and len(r.quote or "") >= 12
+
+
+@pytest.mark.anyio
+async def test_a_hostile_judge_on_sqlite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await _check(tmp_path, None, capsys)
+
+
+def test_a_hostile_judge_on_postgresql(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with postgres_job_database() as url:
+        anyio.run(_check, tmp_path, url, capsys)
