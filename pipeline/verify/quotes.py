@@ -121,12 +121,17 @@ def key_terms(claim: str) -> tuple[list[str], list[str]]:
 
 
 def _has(term: str, text: str) -> bool:
-    """``term`` in ``text`` as a whole word (or number)."""
-    return re.search(rf"(?<![\w.]){re.escape(term)}(?![\w]|\.\d)", text) is not None
+    """``term`` in ``text`` whole: a number not part of a longer one (``20`` is in ``20th``,
+    not in ``201`` or ``2.05``), a name not part of a longer word."""
+    if term[0].isdigit():
+        pattern = rf"(?<![\d.]){re.escape(term)}(?!\d|\.\d)"
+    else:
+        pattern = rf"(?<!\w){re.escape(term)}(?!\w)"
+    return re.search(pattern, text) is not None
 
 
 def _too_short(quote: str, claim: str) -> bool:
-    need = min(MIN_QUOTE_CHARS, max(1, len(normal(claim))))
+    need = min(MIN_QUOTE_CHARS, max(1, len(normal(claim).rstrip(".!?;:,"))))
     return len(quote) < need or (_WORD.search(quote) is None and not _NUMBER.search(quote))
 
 

@@ -13,10 +13,12 @@ import sqlalchemy as sa
 
 from pipeline.commands.run import run_command
 from pipeline.commands.verify import verify_command
+from pipeline.emulator import corpus, verification
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.testing import running_emulator
 from pipeline.job.spec import load_jobspec
 from pipeline.store.tables import calls, citation_verdicts
+from pipeline.verify.quotes import text_reason, url_reason
 from tests.support.databases import fetch_rows, postgres_job_database
 from tests.support.jobs import make_job
 
@@ -64,3 +66,23 @@ async def test_a_hostile_judge_on_sqlite(
 def test_a_hostile_judge_on_postgresql(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with postgres_job_database() as url:
         anyio.run(_check, tmp_path, url, capsys)
+
+
+def test_an_honest_judge_loses_nothing_to_the_quote_rules() -> None:
+    """Every (claim, cited passage) pair of the emulator's corpus, judged as its honest judge
+    does (supported; the claim quoted where the page holds it, else the page's first words):
+    no text pair becomes no_verdict, no URL pair is flagged."""
+    pairs = 0
+    for entry in (*corpus.WEB, *corpus.MAPS):
+        answer = entry.answer
+        for i, source in enumerate(answer.sources):
+            cited = [s.text for s in answer.sentences if i in s.cites]
+            passage = " ".join(cited) or source.page_title
+            page = verification.pages()[source.url]
+            for claim in cited:
+                pairs += 1
+                quote = claim if claim in passage else passage[: verification.QUOTE_CHARS]
+                assert text_reason("supported", quote, passage, claim) is None, claim
+                url_quote = claim if claim in page else page[: verification.QUOTE_CHARS]
+                assert url_reason("supported", url_quote, claim) is None, claim
+    assert pairs >= 50

@@ -5,6 +5,7 @@ first, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +61,10 @@ status = st.one_of(st.just(SUCCESS), st.text(max_size=80), st.just("X" * 60))
 def _as_text(items: list[dict[str, Any]], lines: bool) -> str:
     if lines:
         return "".join(
-            f"VERDICT {i['claim']} {i['source']} {i['verdict']} "
-            f"{orjson.dumps(i['quote']).decode()}\n"
+            f"VERDICT {i['claim']} {i['source']} {i['verdict']} {json.dumps(i['quote'])}\n"
             for i in items
         )
-    body = orjson.dumps(
-        {"verdicts": items}, default=str, option=orjson.OPT_PASSTHROUGH_DATACLASS
-    ).decode()
+    body = json.dumps({"verdicts": items}, ensure_ascii=False)  # big integers too
     return body.replace('"' + HUGE + '"', HUGE)  # the huge integer as a bare JSON number
 
 
