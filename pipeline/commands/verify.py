@@ -75,10 +75,18 @@ async def verify_command(spec: JobSpec, *, metrics_textfile: str | None = None) 
 
 
 async def _sampled(
-    db: Database, spec: JobSpec, job_id: int, sample: int | float | None
+    db: Database, spec: JobSpec, job_id: int, sample: int | float | None, model: str
 ) -> list[AnswerClaims]:
+    """The sampled answers' claims: the answers ``model`` checked before stay in the sample
+    (:func:`~pipeline.verify.sampling.choose`), so a grown job only adds to it."""
     refs = await db.read("reading the answers", lambda c: store.answers_to_check(c, job_id))
-    keys = set(choose([Candidate(r.qid, r.qclass) for r in refs], sample, spec.verify.seed))
+    ref_ids = [r.answer_id for r in refs]
+    checked = await db.read(
+        "reading the verdicts", lambda c: store.checked_answers(c, ref_ids, model)
+    )
+    kept = {r.qid for r in refs if r.answer_id in checked}
+    candidates = [Candidate(r.qid, r.qclass) for r in refs]
+    keys = set(choose(candidates, sample, spec.verify.seed, kept))
     chosen = [r for r in refs if r.qid in keys]
     ids = [r.answer_id for r in chosen]
     parts = await db.read("reading the citations", lambda c: store.answer_parts(c, ids))
@@ -103,7 +111,7 @@ async def check_sample(
     """Sample the job's answers and make the verification calls of those not yet checked by
     ``model``, online under the job's limits and budget. Raises
     :class:`~pipeline.gemini.endpoint.ConfigurationError` without credentials."""
-    answers = await _sampled(db, spec, job_id, sample)
+    answers = await _sampled(db, spec, job_id, sample, model)
     ids = [a.answer_id for a in answers]
     done = await db.read("reading the verdicts", lambda c: store.checked_answers(c, ids, model))
     limit = spec.limits.max_output_tokens
