@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -61,12 +61,24 @@ def jsonl_records(path: Path, *, error: type[Exception]) -> Iterator[tuple[int, 
             yield line_no, record
 
 
+def _decoded_lines(handle: BinaryIO, path: Path, error: type[Exception]) -> Iterator[str]:
+    """The file's lines as text, each decoded alone: bytes that are not UTF-8 are named
+    ``path:line``, not only by their offset."""
+    for line_no, raw in enumerate(handle, start=1):
+        if line_no == 1:
+            raw = raw.removeprefix(UTF8_BOM)
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise error(f"{path}:{line_no}: not UTF-8 text ({exc.reason})") from None
+
+
 def csv_records(
     path: Path, *, required: Sequence[str], error: type[Exception]
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, row)`` of each row of a CSV file with a header naming ``required``."""
-    with path.open(newline="", encoding="utf-8-sig") as handle:
-        reader = csv.DictReader(handle)
+    with path.open("rb") as handle:
+        reader = csv.DictReader(_decoded_lines(handle, path, error))
         if reader.fieldnames is None:
             return
         for field in required:

@@ -36,6 +36,8 @@ __all__ = [
     "REVIEW_VERDICTS",
     "DeskFilters",
     "Review",
+    "StagedDecision",
+    "first_unknown_decision",
     "has_reviews",
     "list_page",
     "neighbours",
@@ -45,6 +47,9 @@ __all__ = [
     "record_review",
     "review_counts",
     "review_history",
+    "stage_decisions",
+    "stage_decisions_begin",
+    "store_staged_decisions",
 ]
 
 REVIEW_VERDICTS: tuple[str, ...] = ("approved", "rejected", "needs_edit")
@@ -184,6 +189,87 @@ async def question_ids(
 
 
 _ID_CHUNK = 500  # input ids per look-up: well inside SQLite's bound-parameter limit
+
+
+# -- import --------------------------------------------------------------------------------
+# ``ground review import`` at scale: the file's decisions are staged in a temporary table
+# (PostgreSQL: COPY; SQLite: executemany), checked against the job's questions in one query,
+# and stored in one INSERT ... SELECT that joins each to its question's latest answer, in the
+# file's order. All in the caller's transaction: a bad file imports nothing.
+
+_STAGED = "ground_review_import"
+_STAGED_COLUMNS = ("line", "qid", "verdict", "reviewer", "note")
+StagedDecision = tuple[int, str, str, str, str | None]  # line, qid, verdict, reviewer, note
+
+
+async def stage_decisions_begin(connection: AsyncConnection) -> None:
+    """The empty staging table, for this connection only."""
+    await connection.execute(sa.text(f"DROP TABLE IF EXISTS {_STAGED}"))
+    await connection.execute(
+        sa.text(
+            f"CREATE TEMPORARY TABLE {_STAGED} (line BIGINT NOT NULL, qid TEXT NOT NULL,"
+            " verdict VARCHAR(20) NOT NULL, reviewer VARCHAR(200) NOT NULL, note TEXT)"
+        )
+    )
+
+
+async def stage_decisions(connection: AsyncConnection, rows: Sequence[StagedDecision]) -> None:
+    """One batch of checked decisions into the staging table."""
+    if not rows:
+        return
+    if connection.dialect.name == "postgresql":
+        raw = await connection.get_raw_connection()
+        driver: Any = raw.driver_connection
+        await driver.copy_records_to_table(_STAGED, records=rows, columns=_STAGED_COLUMNS)
+        return
+    names = ", ".join(_STAGED_COLUMNS)
+    await connection.exec_driver_sql(
+        f"INSERT INTO {_STAGED} ({names}) VALUES (?, ?, ?, ?, ?)", list(rows)
+    )
+
+
+async def first_unknown_decision(
+    connection: AsyncConnection, job_id: int
+) -> tuple[int, str] | None:
+    """The first staged decision (by line) whose id is no question of the job."""
+    row = (
+        await connection.execute(
+            sa.text(
+                f"SELECT d.line, d.qid FROM {_STAGED} d WHERE NOT EXISTS (SELECT 1 FROM"
+                " questions q WHERE q.job_id = :job AND q.qid = d.qid) ORDER BY d.line LIMIT 1"
+            ),
+            {"job": job_id},
+        )
+    ).first()
+    return (int(row[0]), str(row[1])) if row is not None else None
+
+
+async def store_staged_decisions(connection: AsyncConnection, job_id: int, now: dt.datetime) -> int:
+    """Every staged decision as a review of its question's latest answer version, in the
+    file's order; how many. The staging table is dropped."""
+    staged = sa.table(_STAGED, *(sa.column(c) for c in _STAGED_COLUMNS))
+    d, q, a = staged.c, questions.c, answers.c
+    source = (
+        sa.select(
+            q.id,
+            a.id,
+            a.version,
+            d.verdict,
+            d.reviewer,
+            d.note,
+            sa.literal(now, reviews.c.created_at.type),
+        )
+        .select_from(staged)
+        .join(questions, sa.and_(q.job_id == job_id, q.qid == d.qid))
+        .outerjoin(answers, sa.and_(a.question_id == q.id, LATEST_ANSWER))
+        .order_by(d.line)
+    )
+    columns = ["question_id", "answer_id", "answer_version", "verdict", "reviewer", "note"]
+    result = await connection.execute(
+        reviews.insert().from_select([*columns, "created_at"], source)
+    )
+    await connection.execute(sa.text(f"DROP TABLE IF EXISTS {_STAGED}"))
+    return int(result.rowcount or 0)
 
 
 # -- desk ----------------------------------------------------------------------------------
