@@ -122,29 +122,7 @@ class Collector:
                 )
             return row
         if job.state in WITH_RESULTS and job.responses_file:
-            self._stats_failed[row.id] = job.failed_count
-            if job.state != JOB_STATE_SUCCEEDED:
-                log.warning(
-                    "batch %s ended %s: storing the rows it completed; the rest go back to"
-                    " the queue",
-                    row.name,
-                    job.state,
-                    extra={"action": "batch_ended", "batch": row.name, "state": job.state},
-                )
-
-            async def downloading(connection: AsyncConnection) -> store.BatchRow:
-                await store.set_state(
-                    connection,
-                    row.id,
-                    job.state,
-                    phase=store.DOWNLOADING,
-                    responses_file=job.responses_file,
-                    finished_at=job.end_time or utcnow(),
-                    last_error=job.error,
-                )
-                return await store.get(connection, row.id)
-
-            return await db.transaction("recording a finished batch", downloading)
+            return await self._to_download(row, job)
         log.warning(
             "batch %s ended %s: its questions go back to the queue",
             row.name,
@@ -173,6 +151,31 @@ class Collector:
         done, changes = await db.transaction("giving back a batch's questions", ended)
         self._count(changes)
         return done
+
+    async def _to_download(self, row: store.BatchRow, job: BatchJob) -> store.BatchRow:
+        """A batch that ended with results: its file is what the next step downloads."""
+        self._stats_failed[row.id] = job.failed_count
+        if job.state != JOB_STATE_SUCCEEDED:
+            log.warning(
+                "batch %s ended %s: storing the rows it completed; the rest go back to the queue",
+                row.name,
+                job.state,
+                extra={"action": "batch_ended", "batch": row.name, "state": job.state},
+            )
+
+        async def downloading(connection: AsyncConnection) -> store.BatchRow:
+            await store.set_state(
+                connection,
+                row.id,
+                job.state,
+                phase=store.DOWNLOADING,
+                responses_file=job.responses_file,
+                finished_at=job.end_time or utcnow(),
+                last_error=job.error,
+            )
+            return await store.get(connection, row.id)
+
+        return await self.ctx.db.transaction("recording a finished batch", downloading)
 
     async def _give_back(
         self,

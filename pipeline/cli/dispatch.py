@@ -302,11 +302,6 @@ def _queue_or_results_action(args: argparse.Namespace) -> JobAction:
         resolve_command,
         retry_command,
     )
-    from pipeline.commands.results import (
-        report_command,
-        show_command,
-        status_command,
-    )
 
     match args.command:
         case "load":
@@ -328,12 +323,6 @@ def _queue_or_results_action(args: argparse.Namespace) -> JobAction:
                 error_class=args.error_class,
                 via=args.via,
             )
-        case "status":
-            return lambda spec: status_command(spec, as_json=args.json, by=args.by)
-        case "show":
-            return lambda spec: show_command(
-                spec, args.id, args.fmt, all_versions=args.all_versions
-            )
         case "serve":
             from pipeline.commands.serve import serve_command
 
@@ -344,6 +333,20 @@ def _queue_or_results_action(args: argparse.Namespace) -> JobAction:
             from pipeline.commands.review import review_import_command
 
             return lambda spec: review_import_command(spec, args.file, reviewer=args.reviewer)
+    return _results_action(args)
+
+
+def _results_action(args: argparse.Namespace) -> JobAction:
+    """The command function, its arguments bound, of a command that reads results back."""
+    from pipeline.commands.results import report_command, show_command, status_command
+
+    match args.command:
+        case "status":
+            return lambda spec: status_command(spec, as_json=args.json, by=args.by)
+        case "show":
+            return lambda spec: show_command(
+                spec, args.id, args.fmt, all_versions=args.all_versions
+            )
         case "report":
             return lambda spec: report_command(
                 spec,

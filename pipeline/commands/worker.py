@@ -236,7 +236,7 @@ class Supervisor:
                 for slot in self.slots:
                     children.start_soon(self._keep_running, slot)
             group.cancel_scope.cancel()
-        return self._status()
+        return self.exit_status()
 
     async def _ticking(self) -> None:
         assert self._tick is not None
@@ -244,7 +244,8 @@ class Supervisor:
             await anyio.sleep(self._tick_s)
             await anyio.to_thread.run_sync(self._tick)
 
-    def _status(self) -> ExitStatus:
+    def exit_status(self) -> ExitStatus:
+        """The worst of the children's statuses, as :meth:`run` returns it."""
         return worst_status(
             [slot.status for slot in self.slots], stopping=self.stopping, gave_up=self.gave_up
         )
@@ -267,10 +268,7 @@ class Supervisor:
                 process.pid,
                 extra={"action": "worker_started", "worker": slot.index, "pid": process.pid},
             )
-            async with anyio.create_task_group() as reading:
-                if self._relay is not None and process.stderr is not None:
-                    reading.start_soon(_relay_lines, process.stderr, self._relay)
-                status = await process.wait()
+            status = await self._exited(process)
             slot.process = None
             if status in _FINAL or self.stopping:
                 slot.status = status
@@ -299,6 +297,14 @@ class Supervisor:
                 slot.status = status
                 return
             delay = min(delay * 2, RESTART_MAX_S)
+
+    async def _exited(self, process: Process) -> int:
+        """The child's exit status, its stderr relayed until then."""
+        async with anyio.create_task_group() as reading:
+            if self._relay is not None and process.stderr is not None:
+                reading.start_soon(_relay_lines, process.stderr, self._relay)
+            await process.wait()
+        return await process.wait()  # exited already: its status at once
 
     async def _forward_signals(self) -> None:
         with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
@@ -487,8 +493,9 @@ async def _run_on_terminal(spec: JobSpec, supervisor: Supervisor, view: _Termina
         await view.begin(engine)
         async with anyio.create_task_group() as group:
             group.start_soon(view.show, engine)
-            status = await supervisor.run()
+            await supervisor.run()
             group.cancel_scope.cancel()
+        status = supervisor.exit_status()
         try:
             await view.close(engine, sum(slot.restarts for slot in supervisor.slots))
         except (DBAPIError, OSError):  # gone since (the children's stop lines say why)

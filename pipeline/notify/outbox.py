@@ -244,8 +244,9 @@ async def notifying(
     """An :class:`Outbox` whose deliverer runs while the block does; on leaving, it sends
     what is pending within :func:`drain_bound_s`, then stops."""
     failed: Exception | None = None
-    async with anyio.create_task_group() as tasks:
-        outbox = Outbox(notify, database_url, tasks, env)
+    tasks = anyio.create_task_group()
+    outbox = Outbox(notify, database_url, tasks, env)  # it starts tasks only once entered
+    async with tasks:
         tasks.start_soon(outbox.deliver_until_drained)
         try:
             yield outbox

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -109,7 +109,7 @@ class GroundRunOperator(BaseOperator):
     ``job``, ``overrides``, ``limit`` and ``sample`` are templated.
     """
 
-    template_fields: Sequence[str] = ("job", "overrides", "limit", "sample")
+    template_fields: Collection[str] = ("job", "overrides", "limit", "sample")
     ui_color = "#e8f4ea"
 
     def __init__(

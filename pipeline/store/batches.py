@@ -586,17 +586,9 @@ async def link_ages(connection: AsyncConnection, batch: BatchRow) -> LinkAges:
             s.resolve_status != SourceState.PENDING,
         )
     )
-    ages: list[float] = []
-    expired = resolved = 0
-    for status, resolved_at in rows:
-        resolved += 1
-        if status == SourceState.EXPIRED:
-            expired += 1
-        if resolved_at is not None and batch.submitted_at is not None:
-            ages.append((resolved_at - batch.submitted_at).total_seconds())
-    return LinkAges(
-        resolved,
-        expired,
-        sum(ages) / len(ages) if ages else None,
-        max(ages) if ages else None,
-    )
+    seen = rows.all()
+    submitted = batch.submitted_at
+    ages = [(at - submitted).total_seconds() for _, at in seen if at and submitted]
+    expired = sum(status == SourceState.EXPIRED for status, _ in seen)
+    mean_age = sum(ages) / len(ages) if ages else None
+    return LinkAges(len(seen), expired, mean_age, max(ages, default=None))
