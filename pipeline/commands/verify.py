@@ -148,6 +148,8 @@ async def _verify(
     checked = store.as_checked(stored, classes)
     precision = measure(checked, unresolved)
     say(_summary(len(answers), len(done), result))
+    if reasons := _reasons_line(stored):
+        say(reasons)
     if result.capped:
         say(_capped_line(spec, len(result.capped)))
     say(render_precision(precision))
@@ -180,6 +182,20 @@ async def _question_spends(
     ids = sorted(question_ids)
     spent = await db.read("reading the questions' spend", lambda c: store.spend_by_question(c, ids))
     return {q: QuestionSpend(cap, spent.get(q, 0)) for q in ids}
+
+
+def _reasons_line(stored: list[store.StoredVerdict]) -> str | None:
+    """How many verdicts the quote rules or the value checks did not take, and how many kept
+    ones are flagged (their reasons: citation_verdicts.reason, the export's ``reason``)."""
+    flagged = sum(1 for s in stored if s.reason and s.reason.startswith("flagged:"))
+    refused = sum(1 for s in stored if s.reason) - flagged
+    if not refused and not flagged:
+        return None
+    return (
+        f"verify: {refused} verdicts not taken (a quote that does not decide, or a value that"
+        f" cannot be stored: no_verdict) and {flagged} flagged (a trivially short quote on a"
+        " page); each reason is in the export's citation_verdicts.reason"
+    )
 
 
 def _capped_line(spec: JobSpec, questions: int) -> str:

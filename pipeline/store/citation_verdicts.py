@@ -46,6 +46,7 @@ from pipeline.store.engine import insert_ignoring_conflicts
 from pipeline.store.tables import answers, calls, citation_verdicts, questions, sources, supports
 
 __all__ = [
+    "StoredVerdict",
     "VerdictRow",
     "answer_counts",
     "answer_parts",
@@ -227,6 +228,7 @@ class StoredVerdict:
     retrieval_status: str | None
     model: str
     call_id: int | None
+    reason: str | None = None  # why the verdict was not taken, or the flag on it
 
 
 async def read_verdicts(
@@ -246,6 +248,7 @@ async def read_verdicts(
             v.retrieval_status,
             v.model,
             v.call_id,
+            v.reason,
         ).where(v.answer_id.in_(chunk))
         if model is not None:
             query = query.where(v.model == model)

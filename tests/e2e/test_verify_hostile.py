@@ -37,8 +37,9 @@ async def _check(tmp_path: Path, database: str | None, capsys: pytest.CaptureFix
                 assert await run_command(spec) == 0
             capsys.readouterr()
             assert await verify_command(spec) == 0
-            err = capsys.readouterr().err
-            assert "Traceback" not in err
+            said = capsys.readouterr()
+            assert "Traceback" not in said.err
+            assert " verdicts not taken (" in said.out
         stats = emu.stats()["verification"]
     assert stats["hostile"] > 0
     ledger = await fetch_rows(
