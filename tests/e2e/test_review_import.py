@@ -182,3 +182,15 @@ async def test_a_large_file_streams_with_progress_lines(
                 await connection.execute(sa.select(r.verdict).order_by(r.id.desc()).limit(1))
             ).scalar_one()
         assert count == 200_001 and last == "needs_edit"  # the file's last row: the newest
+        if backend == "postgresql":  # a bulk import checks its keys at once: they are back
+            async with engine.connect() as connection:
+                keys = await connection.scalars(
+                    sa.text(
+                        "SELECT conname FROM pg_constraint WHERE conrelid = 'reviews'::regclass"
+                        " AND contype = 'f' AND convalidated ORDER BY conname"
+                    )
+                )
+                assert list(keys) == [
+                    "fk_reviews_answer_id_answers",
+                    "fk_reviews_question_id_questions",
+                ]
