@@ -66,7 +66,8 @@ test-dagster: $(DAGSTER_STAMP)
 
 # The docs site (mkdocs.yml): `make docs` serves it on http://127.0.0.1:8000 as you edit;
 # `make docs-build` builds it into var/site, strict: a broken link or anchor fails, and the
-# reference pages are generated from the code as it builds (mkdocs_hooks.py). `make test`
+# reference pages are generated from the code as it builds (mkdocs_hooks.py), which fails too
+# on a job key with no comment above it or a command or flag with no help. `make test`
 # builds it first. Never --quiet: strict mode counts only the warnings it logs, so a quiet
 # build passes with broken links.
 docs: $(STAMP)

@@ -1,7 +1,8 @@
 """MkDocs hooks (``hooks:`` in mkdocs.yml). At build time they add to the site the reference
 pages generated from the code (:mod:`pipeline.reference`), so no generated page is ever
 committed, nor stale; the README as the home page; and ``BENCHMARKS.md``, both kept at the
-repository's root, with their links made relative to ``docs/``."""
+repository's root, with their links made relative to ``docs/``. A key, a command or a flag with
+no description (:func:`pipeline.reference.pages.undocumented`) fails the build."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
-from pipeline.reference.pages import render_pages
+from pipeline.reference.pages import render_pages, undocumented
 
 ROOT = Path(__file__).resolve().parent
 # Pages whose source lives outside docs/ (the README, the benchmarks, the scheduling examples'
@@ -42,6 +43,11 @@ def _from_root(text: str, page: str) -> str:
 
 
 def on_files(files: Files, config: MkDocsConfig, **_: Any) -> Files:
+    if missing := undocumented():
+        raise PluginError(
+            "the reference would show these without a description (a comment above the key,"
+            " help= on the command or flag):\n  " + "\n  ".join(missing)
+        )
     pages = {
         page: _from_root((ROOT / source).read_text(encoding="utf-8"), page)
         for page, source in FROM_ROOT.items()

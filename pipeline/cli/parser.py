@@ -29,8 +29,7 @@ __all__ = [
 SUGGESTION_CUTOFF = 0.6
 
 if TYPE_CHECKING:
-    # The sub-parsers of ``ground``, each a Parser: argparse makes them of the parent's class
-    # (argparse's own type for them; subscriptable only in stubs).
+    # ``ground``'s sub-parsers, each a Parser (argparse's type for them; generic in stubs only).
     Commands: TypeAlias = argparse._SubParsersAction["Parser"]
 
 
@@ -147,8 +146,7 @@ def _add_init_command(commands: Commands) -> None:
 
 
 def _add_run_commands(commands: Commands, job: Parser) -> None:
-    """``run`` and the commands that are runs (``worker``, ``refresh``, ``restructure``),
-    and ``batch``."""
+    """``run``, the commands that are runs (``worker``, ``refresh``, ``restructure``), ``batch``."""
     run = commands.add_parser(
         "run",
         parents=[job],
@@ -420,7 +418,8 @@ def _add_export_command(commands: Commands, job: Parser) -> None:
     export = commands.add_parser(
         "export", parents=[job], help="stream one record per question to a file or a table"
     )
-    export.add_argument("--format", dest="fmt", choices=("jsonl", "csv", "parquet"))
+    fmt_help = "unset: by --out's suffix (csv with --long), else jsonl"
+    export.add_argument("--format", dest="fmt", choices=("jsonl", "csv", "parquet"), help=fmt_help)
     export.add_argument("--out", default="-", metavar="PATH", help="output file ('-': stdout)")
     export.add_argument(
         "--state",
@@ -492,14 +491,17 @@ def _add_export_selection(export: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_answer_format(parser: argparse.ArgumentParser) -> None:
+    h = "how the answer is printed"
+    parser.add_argument("--format", dest="fmt", choices=CITE_FORMATS, default="markdown", help=h)
+
+
 def _add_show_and_report_commands(commands: Commands, job: Parser) -> None:
     show = commands.add_parser(
         "show", parents=[job], help="one question with its answer, citations and sources"
     )
     show.add_argument("id", help="the question's id (from the input)")
-    show.add_argument(
-        "--format", dest="fmt", choices=("markdown", "html", "json"), default="markdown"
-    )
+    _add_answer_format(show)
     show.add_argument(
         "--all-versions", action="store_true", help="every stored answer version, oldest first"
     )
@@ -577,7 +579,7 @@ def _add_cite_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--job", metavar="JOB", help="read the stored response from this job...")
     parser.add_argument("--id", metavar="ID", help="...of this question (with --job)")
-    parser.add_argument("--format", dest="fmt", choices=CITE_FORMATS, default="markdown")
+    _add_answer_format(parser)
     parser.add_argument(
         "--min-confidence",
         type=_confidence,

@@ -72,6 +72,8 @@ class _Section(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 
 class JobSection(_Section):
+    # The job's name: its questions, answers and spend are kept under it, so several jobs can
+    # share one database.
     name: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
     # SQLAlchemy-style URL; "sqlite:///relative/path.sqlite" is relative to the job file.
     database: str = "sqlite:///ground.sqlite"
@@ -102,9 +104,15 @@ class SourceSection(_Section):
     # to the job file); its columns are read like a file's fields.
     query: str = ""
     url: str = ""
+    # The question file's format: "auto" = CSV for a .csv file, JSONL for any other.
     format: Literal["auto", "jsonl", "csv"] = "auto"
+    # The field (JSONL) or column (CSV) that holds each question's own id: a question is keyed
+    # by it, never by its text.
     id_field: FieldName = "id"
+    # The field or column that holds the question's text.
     text_field: FieldName = "question"
+    # The field or column that holds the question's class (the figures per class, `--class`,
+    # fallback_classes); unset = no class.
     class_field: str | None = None
     # Extra input fields kept with each question (JSON object); empty = none.
     metadata_fields: tuple[str, ...] = ()
@@ -122,13 +130,18 @@ class ModelSection(_Section):
     name: Annotated[str, msgspec.Meta(min_length=1, max_length=100)] = "gemini-2.5-flash"
     # Empty = Google's endpoint for the backend; set it to point at the emulator.
     base_url: str = ""
+    # Call 1's generationConfig.temperature.
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 1.0
+    # Sent as call 1's systemInstruction; "" = none.
     system_instruction: str = ""
     # Must contain "{question}"; other placeholders are not expanded.
     prompt_template: str = "{question}"
+    # Seconds one call may take before it is abandoned (and retried, as a timeout); a stop
+    # drains the calls in flight for at most this long.
     request_timeout_s: Seconds = 120.0
     # Vertex only: defaults come from GOOGLE_CLOUD_PROJECT / GOOGLE_CLOUD_LOCATION (then global).
     project: str = ""
+    # Vertex only: the location ("us-central1", "global"); see project.
     location: str = ""
     # "online": one generateContent per question. "batch": the Gemini Batch API, or Vertex
     # batch prediction through Cloud Storage ([batch] gcs_input, gcs_output): half the token
@@ -161,6 +174,7 @@ class GroundingSection(_Section):
     # (.../collections/C/engines/ID); a location other than global is loaded with a warning
     datastore: str = ""
     engine: str = ""
+    # vertex_ai_search: a filter expression on the data store's documents; "" = none.
     filter: str = ""
     max_results: Annotated[int, msgspec.Meta(ge=0, le=10)] = 0  # 0 = the API's default (10)
     # google_search / enterprise_web_search on Vertex: domains left out of the search
@@ -181,16 +195,24 @@ class GroundingSection(_Section):
     # search template to run, hits per query (0 = the template's own), and the name of the
     # environment variable holding the API key (read when the call is made, never stored).
     elasticsearch_endpoint: str = ""
+    # elasticsearch: the index searched.
     elasticsearch_index: str = ""
+    # elasticsearch: the search template run on the index.
     elasticsearch_search_template: str = ""
+    # elasticsearch: hits per query; 0 = the template's own.
     elasticsearch_num_hits: Annotated[int, msgspec.Meta(ge=0, le=100)] = 0
+    # elasticsearch: the environment variable that holds the cluster's API key (read when
+    # the call is made, never stored nor printed).
     elasticsearch_api_key_env: str = ""
     # vertex_rag_store (Vertex RAG Engine, retrieval.vertexRagStore): the corpus
     # (projects/P/locations/L/ragCorpora/C), optionally some of its files, contexts to
     # retrieve (0 = the API's default) and a vector-distance cut-off (0 = none).
     rag_corpus: str = ""
+    # vertex_rag_store: only these files of the corpus; empty = all of them.
     rag_file_ids: tuple[str, ...] = ()
+    # vertex_rag_store: contexts retrieved per query; 0 = the API's default.
     rag_top_k: Annotated[int, msgspec.Meta(ge=0, le=100)] = 0
+    # vertex_rag_store: contexts farther than this vector distance are left out; 0 = none.
     rag_vector_distance_threshold: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     # Own retrieval ([retrieval]) where managed grounding fails: "own_retrieval" turns it on.
     # fallback_classes go straight to it; fallback_when = "ungrounded" asks an answer that is
@@ -217,8 +239,10 @@ class RetrievalSection(_Section):
     # The documents: a JSONL or CSV file (fields id, title, uri, text; any other field is kept
     # as the document's metadata), or a SELECT on the database at url with those columns.
     docs: str = ""
+    # A SELECT run on the database at url instead of docs; its columns are read like the file's.
     query: str = ""
     url: str = ""
+    # The documents file's format: "auto" = CSV for a .csv file, JSONL for any other.
     format: Literal["auto", "jsonl", "csv"] = "auto"
     # Chunks of at most chunk_chars characters, cut on paragraph and sentence boundaries,
     # repeating at most chunk_overlap characters of the chunk before.
@@ -227,11 +251,13 @@ class RetrievalSection(_Section):
     # Passages given to the model per question, and the lexical score (0..1, higher is
     # closer) below which a chunk does not count: none left is "nothing relevant found".
     top_k: Annotated[int, msgspec.Meta(ge=1, le=50)] = 5
+    # The lexical score (0..1) a chunk needs to count; see top_k.
     min_score: Annotated[float, msgspec.Meta(ge=0, lt=1)] = 0.0
     # Dense vectors (Gemini embeddings, billed in the ledger as step "embed") fused with the
     # lexical ranks (RRF): the chunks embedded by `ground index`, each own-routed question by
     # `ground run`; searched with sqlite-vec / pgvector, else by scanning the stored vectors.
     dense: bool = False
+    # The embedding model of dense retrieval (dense = true), for chunks and questions alike.
     embedding_model: str = "gemini-embedding-001"
     embedding_dimensions: Annotated[int, msgspec.Meta(ge=0, le=3072)] = 768  # 0 = model's own
 
@@ -241,6 +267,8 @@ class RetrievalSection(_Section):
 
 
 class LimitsSection(_Section):
+    # Model requests a minute, shared by every process of the job through its database: set
+    # it to your project's quota (the runs pace just under it).
     requests_per_minute: Annotated[int, msgspec.Meta(ge=1, le=MAX_REQUESTS_PER_MINUTE)] = 60
     # Input tokens per minute (estimated before a call, corrected after it); 0 = no limit.
     tokens_per_minute: Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKENS_PER_MINUTE)] = 0
@@ -252,7 +280,12 @@ class LimitsSection(_Section):
     # jitter and late wake-ups (at most 0.1 s a send) may use. Google counts a minute, so
     # 0.005 is 0.3 s of it. Raise it against a server that counts over a shorter window.
     pacing_headroom: Annotated[float, msgspec.Meta(ge=0, lt=0.5)] = 0.005
+    # Calls on the wire at once in one process (the claimer keeps twice as many questions
+    # leased); raise it when answers are slow and the rate is not reached.
     concurrency: Annotated[int, msgspec.Meta(ge=1, le=MAX_CONCURRENCY)] = 8
+    # Attempts a question gets when its call fails with an error worth retrying (a timeout, a
+    # server error); then it ends `failed`. Capacity refusals (503, 429) spend none: see
+    # overload_wait_s.
     max_attempts: Annotated[int, msgspec.Meta(ge=1, le=MAX_ATTEMPTS)] = 5
     # Seconds a model may refuse for capacity (503 overloaded, 429 throttled) with no answer
     # between before the run stops (exit 1, the questions left waiting for the next run).
@@ -290,12 +323,15 @@ class LimitsSection(_Section):
 class StructureSection(_Section):
     """Call 2: the grounded answer reshaped into the user's JSON schema (no tools)."""
 
+    # true: call 2 reshapes each grounded answer into [structure] schema's JSON.
     enabled: bool = False
     # A JSON Schema file (relative to the job file); checked at load, before any call.
     schema: str = ""
     # "" = the same model as call 1.
     model: Annotated[str, msgspec.Meta(max_length=100)] = ""
+    # Call 2's instructions for this job, after its own rules in systemInstruction; "" = none.
     instructions: str = ""
+    # Call 2's generationConfig.temperature.
     temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 0.0
     # responseJsonSchema (JSON Schema) or responseSchema (the OpenAPI subset).
     wire_field: Literal["responseJsonSchema", "responseSchema"] = "responseJsonSchema"
@@ -317,9 +353,11 @@ class BatchSection(_Section):
 
     # Requests per batch and bytes per JSONL file (one file per batch; the file limit is 2 GB).
     max_requests: Annotated[int, msgspec.Meta(ge=1, le=MAX_BATCH_REQUESTS)] = 50_000
+    # Bytes per batch file: a batch is cut at max_requests or at this, whichever comes first.
     max_bytes: Annotated[int, msgspec.Meta(ge=1024, le=2_000_000_000)] = 1_000_000_000
     # Polling a batch: first wait, doubled up to the cap (seconds).
     poll_initial_s: Seconds = 30.0
+    # The longest wait between two polls of a batch (seconds): see poll_initial_s.
     poll_max_s: Seconds = 600.0
     # false: `ground run` returns once the batch is submitted; a later run picks it up.
     wait: bool = True
@@ -335,24 +373,33 @@ class BatchSection(_Section):
     # Cloud Storage JSON API endpoint ("" = STORAGE_EMULATOR_HOST if set, else
     # https://storage.googleapis.com).
     gcs_input: str = ""
+    # Vertex batch prediction: where Vertex writes its output (gs://BUCKET/PREFIX).
     gcs_output: str = ""
+    # Vertex batch prediction: the Cloud Storage JSON API endpoint; "" = STORAGE_EMULATOR_HOST
+    # if set, else https://storage.googleapis.com.
     gcs_endpoint: str = ""
 
 
 class ResolverSection(_Section):
+    # false: the redirect links are stored but never resolved to their destinations.
     enabled: bool = True
+    # The hosts the resolver may request (host, or host:port); it never requests another, and
+    # refuses loopback and private addresses unless listed with their port (the emulator's).
     allow_hosts: tuple[str, ...] = DEFAULT_REDIRECT_HOSTS
     # Lookups in flight; 0 = automatic: requests_per_second / 4, within 16..256.
     concurrency: Annotated[int, msgspec.Meta(ge=0, le=MAX_CONCURRENCY)] = 0
     # Lookups per second; 0 = automatic: enough to keep up with the answers
     # (limits.requests_per_minute / 60 x pipeline.job.capacity.RESOLVES_PER_ANSWER), at least 20.
     requests_per_second: Annotated[float, msgspec.Meta(ge=0, le=MAX_LOOKUPS_PER_SECOND)] = 0.0
+    # Seconds one redirect lookup may take (a timeout is retried with backoff, then `failed`).
     timeout_s: Seconds = 10.0
 
 
 class VerifySection(_Section):
     """``[verify]``: citations checked against what they cite (``ground verify JOB``)."""
 
+    # true: `ground verify` checks the sample's citations, `ground estimate` counts those calls,
+    # and a batch run verifies after collect; false: `ground verify` refuses, exit 2.
     enabled: bool = False
     # "all", a share of each class (0 < x < 1) or a count of answers (an integer >= 1).
     sample: int | float | str = "all"

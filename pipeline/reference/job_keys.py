@@ -166,8 +166,8 @@ def keys() -> list[Key]:
         for field in msgspec.structs.fields(cls):
             comment = comments.get(field.name, "")
             lead = _feature(comment)
-            if lead:
-                feature = lead
+            if lead:  # "elasticsearch: ..." goes on "elasticsearch (Vertex, ...)"'s group
+                feature = feature if feature.startswith(lead) else lead
             elif comment:
                 feature = ""  # a key with a comment of its own starts a new group
             if comment:

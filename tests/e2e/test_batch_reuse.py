@@ -113,6 +113,37 @@ async def test_a_second_job_of_the_same_questions_creates_no_batch_and_makes_no_
     )
 
 
+async def test_a_second_job_asks_again_only_what_it_cannot_copy(
+    tmp_path: Path, emulator_key: str, database: str
+) -> None:
+    """With some answers ungrounded (the emulator's default share), a second job of the same
+    questions copies the grounded ones and asks the rest: docs/guides/batch-mode.md's
+    "Reuse"."""
+    with running_emulator(EmulatorConfig(seed=11, batch_delay_s=0.05)) as emu:
+        first = _job(tmp_path / "first", emu.base_url, database, "first")
+        assert await run_command(first) == 0
+        ungrounded = await fetch_rows(
+            first.database_url,
+            sa.select(sa.func.count())
+            .select_from(answers.join(questions, questions.c.id == answers.c.question_id))
+            .join(jobs, jobs.c.id == questions.c.job_id)
+            .where(jobs.c.name == "first", answers.c.grounded.is_(False)),
+        )
+        [(n_ungrounded,)] = ungrounded
+        assert 0 < n_ungrounded < N  # some to copy, some to ask again
+        second = _job(tmp_path / "second", emu.base_url, database, "second")
+        assert await run_command(second) == 0
+    assert await _by_job(second, calls, calls.c.question_id) == n_ungrounded
+    copies = await fetch_rows(
+        second.database_url,
+        sa.select(sa.func.count())
+        .select_from(answers.join(questions, questions.c.id == answers.c.question_id))
+        .join(jobs, jobs.c.id == questions.c.job_id)
+        .where(jobs.c.name == "second", answers.c.reused_from.is_not(None)),
+    )
+    assert copies == [(N - n_ungrounded,)]
+
+
 async def test_identical_questions_in_one_batch_are_asked_once(
     tmp_path: Path, emulator_key: str, database: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
