@@ -17,6 +17,9 @@ BENCHES = (
     # [verify]'s tokens and dollars per checked claim, and its wall-time overhead at the same
     # quota beside the run without it (about 1 minute); writes its own section.
     "bench_verify.py",
+    # The pilot forecast's P10-P90 against the whole run's spend over 20 seeds (about 3
+    # minutes); writes its own section.
+    "bench_forecast.py",
     "bench_grounding.py",
     "bench_limits.py",
     "bench_emulator.py",

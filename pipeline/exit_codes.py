@@ -9,7 +9,10 @@
 ``2``   needs an edit: bad usage, a job file that does not validate, or a mistake only an
         edit of the job file, the question file or the environment cures
         (:data:`NEEDS_AN_EDIT`), refused before the database is opened (no database file
-        is made): fix it, retrying will not help
+        is made); also a data error found while loading the question file (a malformed,
+        ragged or non-UTF-8 line, a NUL, an id twice with different texts, a question over
+        ``max_question_chars``, an empty file: named ``file:line``, nothing loaded): fix
+        it, retrying will not help
 ``3``   finished, but some questions ended in a state listed in ``[job] fail_on``
         (default ``failed`` and ``invalid``), or more than ``fail_on_sources_lost`` of the
         links were lost (``sources_expired``, ``sources_rejected`` in ``fail_on``): alert,
@@ -63,7 +66,7 @@ exit status:
        also a run stopped by SIGINT, SIGTERM or SIGHUP (a closed terminal)
   2    needs an edit: bad usage, a job file that does not validate, a missing
        question file or id column, no API key (checked before the database
-       is opened): fix it first
+       is opened), a data error in the question file (file:line): fix it first
   3    finished, but some questions ended in a [job] fail_on state
        (default: failed, invalid): alert; the stored data is good
   130  interrupted (Ctrl-C) before the run started\

@@ -29,6 +29,7 @@ came back ungrounded while the job declares a grounding tool is warned about, on
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 
@@ -63,7 +64,13 @@ from pipeline.run.summary import STORE
 from pipeline.run.verdicts import Outcome, failure_verdict, structure_failure_verdict
 from pipeline.store import batch_items, queue
 from pipeline.store import batches as store
-from pipeline.store.answers import StoredAnswers, VerdictOf, own_passages, store_outcomes
+from pipeline.store.answers import (
+    StoredAnswers,
+    VerdictOf,
+    keys_ungrounded_before,
+    own_passages,
+    store_outcomes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +108,8 @@ class Collector:
         allow = AllowList(allow_hosts)
         self._verdict_of = lambda uri: initial_verdict(uri, allow)
         self._warned_ungrounded = False
+        # batch id -> its ungrounded answers whose request had come back ungrounded before
+        self._ungrounded_again: dict[int, int] = {}
         self._stats_failed: dict[int, int | None] = {}  # batch id -> failed count when it ended
         # Reuse: answers stamped with their request key; identical questions filled at the end.
         self.copies = BatchCopies(ctx, plan, None, self._verdict_of)
@@ -343,10 +352,14 @@ class Collector:
             worst_micro=self.budget.line_worst(share, row.step, price),
         )
 
-        async def store_group(connection: AsyncConnection) -> tuple[list[Outcome], StoredAnswers]:
+        async def store_group(
+            connection: AsyncConnection,
+        ) -> tuple[list[Outcome], StoredAnswers, int]:
             outcomes = await self._judge_all(connection, row, results, ids, ctx)
+            again = 0
             if row.step == store.GROUND:
                 await self.copies.stamp(connection, outcomes)
+                again = await _ungrounded_again(connection, outcomes, row.created_at)
             calls = [c for o in outcomes for c in o.calls]
             spent = sum(c.cost_micro_usd for c in calls)
             await self.budget.settle(connection, row.id, released=share * len(chunk), spent=spent)
@@ -363,9 +376,13 @@ class Collector:
                 grounded=grounded,
                 ungrounded=len(answers) - grounded,
             )
-            return outcomes, stored
+            return outcomes, stored, again
 
-        outcomes, stored = await self.ctx.db.transaction("storing batch results", store_group)
+        outcomes, stored, again = await self.ctx.db.transaction(
+            "storing batch results", store_group
+        )
+        if again:
+            self._ungrounded_again[row.id] = self._ungrounded_again.get(row.id, 0) + again
         self._tally(outcomes, len(chunk))
         if self.feed is not None:
             for lookup in stored.lookups:
@@ -425,9 +442,24 @@ class Collector:
 
     def _check_grounding(self, row: store.BatchRow) -> None:
         """Warn (once a run) when a ground batch's answers all came back ungrounded although
-        the job declares a grounding tool: Google Search may not have run in batch."""
+        the job declares a grounding tool: Google Search may not have run in batch. Not when
+        each of them had come back ungrounded before (reuse left only those to batch): the
+        model chose not to search those questions, which says nothing of batch mode."""
         declared = ", ".join(self._tools)
+        again = self._ungrounded_again.pop(row.id, 0)
         if row.step != store.GROUND or not declared or self._warned_ungrounded:
+            return
+        if row.grounded == 0 and row.ungrounded > 0 and again >= row.ungrounded:
+            log.warning(
+                "batch %s: all %d answers came back without grounding, as %s had before"
+                " (asked again, still not grounded: the model did not search %s;"
+                " `ground status` counts them)",
+                row.name,
+                row.ungrounded,
+                "it" if row.ungrounded == 1 else "each of them",
+                "it" if row.ungrounded == 1 else "them",
+                extra={"action": "batch_ungrounded_again", "batch": row.name},
+            )
             return
         if row.grounded == 0 and row.ungrounded > 0:
             self._warned_ungrounded = True
@@ -450,6 +482,22 @@ async def _own_answer(
         return None
     stored = await own_passages(connection, question.id, question.answer_version)
     return None if stored is None else rebuild_own_answer(question.answer_raw, stored)
+
+
+async def _ungrounded_again(
+    connection: AsyncConnection, outcomes: Sequence[Outcome], before: dt.datetime
+) -> int:
+    """How many of the ungrounded answers among ``outcomes`` (stamped with their request
+    key) answer a request that had come back ungrounded before ``before`` (any job)."""
+    keys = [
+        o.answer.reuse_key
+        for o in outcomes
+        if o.answer is not None and not o.answer.answer.grounded and o.answer.reuse_key
+    ]
+    if not keys:
+        return 0
+    before_keys = await keys_ungrounded_before(connection, keys, before)
+    return sum(1 for key in keys if key in before_keys)
 
 
 def _skipped(result: ResultLine) -> None:

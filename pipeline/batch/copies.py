@@ -35,7 +35,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.clock import utcnow
-from pipeline.gemini.wire import decode_response
+from pipeline.gemini.interactions_map import decode_any_response
 from pipeline.grounding.mapping import ground_answer
 from pipeline.job.calls import CallPlan
 from pipeline.job.states import QuestionState
@@ -251,7 +251,7 @@ class BatchCopies:
 
     def _copied(self, question_id: int, attempts: int, key: str, origin: Reusable) -> Outcome:
         raw = origin.raw_response.encode()
-        response = decode_response(raw)
+        response = decode_any_response(raw)  # reused: either API
         candidate = response.candidates[0]
         record = AnswerRecord(
             question_id=question_id,

@@ -293,10 +293,26 @@ def _run_action(args: argparse.Namespace, watch: WatchOptions) -> tuple[JobActio
     ), True
 
 
+def _cost_action(args: argparse.Namespace) -> JobAction:
+    """``estimate`` (``--pilot``: the forecast) and ``reconcile``, their arguments bound."""
+    if args.command == "reconcile":
+        from pipeline.commands.reconcile import reconcile_command
+
+        return lambda spec: reconcile_command(spec, args.billing, as_json=args.json)
+    if args.pilot is not None:
+        from pipeline.commands.forecast import pilot_forecast_command
+
+        return lambda spec: pilot_forecast_command(
+            spec, args.pilot, seed=args.seed, as_json=args.json
+        )
+    from pipeline.commands.maintain import estimate_command
+
+    return estimate_command
+
+
 def _queue_or_results_action(args: argparse.Namespace) -> JobAction:
     """The command function, its arguments bound, of a job command that is not a run."""
     from pipeline.commands.maintain import (
-        estimate_command,
         load_command,
         migrate_command,
         resolve_command,
@@ -312,8 +328,8 @@ def _queue_or_results_action(args: argparse.Namespace) -> JobAction:
             return index_command
         case "migrate":
             return migrate_command
-        case "estimate":
-            return estimate_command
+        case "estimate" | "reconcile":
+            return _cost_action(args)
         case "resolve":
             return lambda spec: resolve_command(spec, again=args.again or ())
         case "retry":

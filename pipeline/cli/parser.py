@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
+from pipeline.cli.cost_commands import add_cost_commands
 from pipeline.exit_codes import EPILOG, EXIT_USAGE
 from pipeline.job.sections import MAX_SECONDS
 from pipeline.job.states import QuestionState
@@ -218,7 +219,7 @@ def _add_worker_command(commands: Commands, job: Parser) -> None:
     worker = commands.add_parser(
         "worker", parents=[job], help="run the job in N processes under one supervisor"
     )
-    worker.add_argument("--processes", type=int, default=1, metavar="N", help="(default 1)")
+    worker.add_argument("--processes", type=_positive, default=1, metavar="N", help="(default 1)")
     _add_watch_arguments(worker)  # the children's metrics, gathered by the supervisor
 
 
@@ -293,9 +294,7 @@ def _add_queue_commands(commands: Commands, job: Parser) -> None:
         help="first judge these sources again under the job's current [resolver] settings"
         " (after fixing allow_hosts, say); repeatable",
     )
-    commands.add_parser(
-        "estimate", parents=[job], help="the expected cost of the questions not yet finished"
-    )
+    add_cost_commands(commands, job, _sample_size)
     retry = commands.add_parser("retry", parents=[job], help="requeue dead letters")
     retry.add_argument(
         "--state",

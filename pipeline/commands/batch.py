@@ -33,6 +33,7 @@ from pipeline.gemini.vertex_batch import VertexBatchClient
 from pipeline.job.calls import CallPlan, plan_calls
 from pipeline.job.spec import JobSpec
 from pipeline.links.resolver import Resolver
+from pipeline.plural import counted
 from pipeline.run.context import RunContext
 from pipeline.run.summary import render_run_summary
 from pipeline.store import batches as store
@@ -211,7 +212,8 @@ async def batch_clean_command(spec: JobSpec) -> int:
         async with client:
             cleaned = await clean_batches(db, job_id, client)
     removed = sum(len(c.removed) for c in cleaned)
-    say(f"cleaned {len(cleaned)} batches: {removed} objects removed from Cloud Storage")
+    batches = counted(len(cleaned), "batch", "batches")
+    say(f"cleaned {batches}: {counted(removed, 'object')} removed from Cloud Storage")
     return EXIT_OK
 
 

@@ -6,6 +6,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NoReturn, TextIO
 
@@ -18,8 +19,15 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pipeline.errors import GroundError
 from pipeline.exit_codes import EXIT_FAILED, EXIT_USAGE, ExitStatus
 from pipeline.grounding.hosts import is_local_url
-from pipeline.intake.loader import LoadError, LoadResult, load_records, load_source
+from pipeline.intake.loader import (
+    LoadError,
+    LoadResult,
+    SourceUnavailable,
+    load_records,
+    load_source,
+)
 from pipeline.job.spec import JobSpec
+from pipeline.plural import counted
 from pipeline.store import queue
 from pipeline.store.database import DatabaseOutage, retrying, storage_fault, trouble_of
 from pipeline.store.engine import (
@@ -37,6 +45,7 @@ from pipeline.watch.terminal import hung_up, let_go, printable
 
 __all__ = [
     "DatabaseUnavailable",
+    "NotLoaded",
     "complain",
     "label_local_spend",
     "load_job",
@@ -195,16 +204,25 @@ async def find_job_id(engine: AsyncEngine, spec: JobSpec) -> int | None:
     return job_id
 
 
-async def load_job(engine: AsyncEngine, spec: JobSpec) -> int | None:
+@dataclass(frozen=True, slots=True)
+class NotLoaded:
+    """The questions could not be loaded (the message is out): the command's exit status,
+    2 when only an edit of the input cures it (a data error in the question file, which no
+    retry mends), 1 when a retry may (the database, the source query's database)."""
+
+    status: ExitStatus
+
+
+async def load_job(engine: AsyncEngine, spec: JobSpec) -> int | NotLoaded:
     """Load the job's question file or query (idempotent; :func:`load_questions_into`); the
-    job's id, or None when it failed. A class or metadata field the input does not have is
-    warned about first."""
+    job's id, or :class:`NotLoaded` when it failed. A class or metadata field the input does
+    not have is warned about first."""
     await warn_unknown_fields(spec)
     try:
         job_id, result = await load_questions_into(engine, spec)
     except LoadError as exc:
         complain(f"{exc} (nothing was loaded)")
-        return None
+        return NotLoaded(EXIT_FAILED if isinstance(exc, SourceUnavailable) else EXIT_USAGE)
     except DBAPIError as exc:
         fault = storage_fault(exc)
         if fault is None:
@@ -213,12 +231,15 @@ async def load_job(engine: AsyncEngine, spec: JobSpec) -> int | None:
             f"{fault}, while loading {_source_name(spec)}: the chunks committed before are"
             " kept; load again once the database can be written"
         )
-        return None
+        return NotLoaded(EXIT_FAILED)
     if result.total == 0:
+        if spec.source.query:  # a table that may fill later: retry
+            complain("[source] query: it returned no questions (nothing was loaded)")
+            return NotLoaded(EXIT_FAILED)
         complain(f"{spec.source_path}: the file has no questions (nothing was loaded)")
-        return None
+        return NotLoaded(EXIT_USAGE)
     if result.added:
-        say(f"loaded {result.added} new questions ({result.existing} already there)")
+        say(f"loaded {counted(result.added, 'new question')} ({result.existing} already there)")
     else:
         say(f"no new questions: all {result.existing} in {_source_name(spec)} already loaded")
     if result.edited:
@@ -228,7 +249,7 @@ async def load_job(engine: AsyncEngine, spec: JobSpec) -> int | None:
             else "their stored text and answers kept"
         )
         say(
-            f"edited: {result.edited} {'question' if result.edited == 1 else 'questions'}"
+            f"edited: {counted(result.edited, 'question')}"
             " already loaded with different text now;"
             f" {what} ([source] on_change = {result.on_change!r})"
         )
@@ -251,7 +272,7 @@ async def load_questions_into(
         result = await load_records(engine, job_id, records, spec.source, max_chars=max_chars)
     else:
         result = await load_source(
-            engine, job_id, spec.source, spec.source_path, max_chars=max_chars
+            engine, job_id, spec.source, spec.source_path, max_chars=max_chars, progress=say
         )
     if result.added or result.edited:  # the planner sees what was loaded (store.statistics)
         async with engine.begin() as connection:

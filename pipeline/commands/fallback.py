@@ -13,10 +13,11 @@ from pipeline.commands.index import embedding_for
 from pipeline.gemini.endpoint import ConfigurationError
 from pipeline.job.calls import CallPlan
 from pipeline.job.spec import JobSpec
+from pipeline.plural import counted
 from pipeline.results.fallback import fallback_candidates, skipped_classes
 from pipeline.retrieval.documents import DocumentError
 from pipeline.retrieval.index import embed_pending, load_index
-from pipeline.store import documents
+from pipeline.store import answers, documents
 from pipeline.store.database import Database
 from pipeline.store.status import class_routes
 from pipeline.watch.terminal import printable
@@ -32,15 +33,27 @@ def fallback_auto_refused(spec: JobSpec) -> str | None:
     return None
 
 
+async def routes_own(engine: AsyncEngine, job_id: int, plan: CallPlan) -> bool:
+    """Whether this run may ask questions through own retrieval: classes routed to it, a
+    miss handed over, or questions already bound for it (``ground retry --via
+    own_retrieval``, a hand-over a stopped run left)."""
+    own = plan.own
+    if own is None:
+        return False
+    if own.classes or own.when_ungrounded:
+        return True
+    async with engine.connect() as connection:
+        return await answers.handed_over(connection, job_id)
+
+
 async def ensure_index(
     engine: AsyncEngine, spec: JobSpec, job_id: int, plan: CallPlan
 ) -> str | None:
-    """Load ``[retrieval]``'s documents (lexically: no embedding) when questions are routed to
-    own retrieval and the job's index holds none, so that they do not all end "nothing
-    relevant found"; why the run cannot go on (one line), or None. ``ground index`` is still
-    how a changed corpus is loaded again, and how chunks are embedded."""
-    own = plan.own
-    if own is None or not (own.classes or own.when_ungrounded):
+    """Load ``[retrieval]``'s documents (lexically: no embedding) when questions may go to
+    own retrieval (:func:`routes_own`) and the job's index holds none, so that they do not
+    all end "nothing relevant found"; why the run cannot go on (one line), or None. ``ground
+    index`` is still how a changed corpus is loaded again, and how chunks are embedded."""
+    if not await routes_own(engine, job_id, plan):
         return None
     async with engine.connect() as connection:
         counts = await documents.index_counts(connection, job_id)
@@ -52,8 +65,8 @@ async def ensure_index(
     except DocumentError as exc:
         return f"{exc} (the job's own index is empty; nothing after that row was read)"
     say(
-        f"the job's own index was empty: indexed {result.documents} documents"
-        f" ({result.chunks} chunks) first (`ground index` loads it again after a change)"
+        f"the job's own index was empty: indexed {counted(result.documents, 'document')}"
+        f" ({counted(result.chunks, 'chunk')}) first (`ground index` loads it again after a change)"
     )
     return None
 
@@ -73,7 +86,7 @@ async def prepare_dense(
         embedding = embedding_for(spec)
     except ConfigurationError as exc:
         return plan, f"retrieval.dense: {exc}"
-    if own.classes or own.when_ungrounded:
+    if await routes_own(engine, job_id, plan):
         db = Database(engine, outage_s=spec.job.database_outage_s)
         result = await embed_pending(db, job_id, embedding)
         if result.calls:

@@ -9,7 +9,15 @@ from collections.abc import Sequence
 import anyio
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from pipeline.commands.common import complain, display_url, find_job_id, load_job, opened, say
+from pipeline.commands.common import (
+    NotLoaded,
+    complain,
+    display_url,
+    find_job_id,
+    load_job,
+    opened,
+    say,
+)
 from pipeline.commands.policy import apply_source_policy
 from pipeline.commands.verify_estimate import verification_lines
 from pipeline.costs.prices import PriceTable, UnconfirmedPriceWarning, load_prices
@@ -23,6 +31,7 @@ from pipeline.job.spec import JobSpec
 from pipeline.job.states import QuestionState
 from pipeline.links.resolver import Lookup, Resolver, pending_lookups
 from pipeline.links.rules import AllowList, initial_verdict
+from pipeline.plural import counted
 from pipeline.results.estimate import (
     Estimate,
     JobPrices,
@@ -52,7 +61,7 @@ async def migrate_command(spec: JobSpec) -> int:
 async def load_command(spec: JobSpec) -> int:
     async with opened(spec) as engine:
         job_id = await load_job(engine, spec)
-    return EXIT_OK if job_id is not None else EXIT_FAILED
+    return job_id.status if isinstance(job_id, NotLoaded) else EXIT_OK
 
 
 async def resolve_command(spec: JobSpec, *, again: Sequence[str] = ()) -> int:
@@ -122,7 +131,8 @@ async def retry_command(
             count = await queue.requeue(connection, job_id, states, error_class)
     which = "/".join(states) + (f" with error class {error_class}" if error_class else "")
     how = " through own retrieval" if via is not None else ""
-    say(f"requeued {count} questions ({which}); `ground run` will ask them again{how}")
+    them = "it" if count == 1 else "them"
+    say(f"requeued {counted(count, 'question')} ({which}); `ground run` will ask {them} again{how}")
     return EXIT_OK
 
 
@@ -131,6 +141,7 @@ async def job_estimate(connection: AsyncConnection, spec: JobSpec, job_id: int) 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnconfirmedPriceWarning)
         table = load_prices(spec.limits.prices_file or None)
+    taught = await ledger.learned_factors(connection, spec.model.backend)
     return await estimate_remaining(
         connection,
         job_id,
@@ -138,6 +149,9 @@ async def job_estimate(connection: AsyncConnection, spec: JobSpec, job_id: int) 
         structure=structure_call(spec),
         worst_case=worst_case(spec),
         prices=prices_for(spec, table),
+        billed_queries=next(
+            (f.queries_per_request for f in taught if f.model == spec.model.name), 0.0
+        ),
     )
 
 
@@ -145,13 +159,13 @@ async def estimate_command(spec: JobSpec) -> int:
     """Print the expected (and worst-case) cost of the questions not yet finished."""
     async with opened(spec) as engine:
         job_id = await load_job(engine, spec)
-        if job_id is None:
-            return EXIT_FAILED
+        if isinstance(job_id, NotLoaded):
+            return job_id.status
         async with engine.connect() as connection:
             estimate = await job_estimate(connection, spec, job_id)
             spent = await ledger.job_spend(connection, job_id)
             verification = await verification_lines(connection, spec, job_id)
-    say(f"{estimate.remaining} questions left; spent so far ${spent:.4f}")
+    say(f"{counted(estimate.remaining, 'question')} left; spent so far ${spent:.4f}")
     each = f"${estimate.per_question:.6f} a question, from {estimate.basis}"
     say(f"expected: ${estimate.total:.4f} ({each})")
     if (note := unbudgeted_note(spec.budget, estimate.total)) is not None:

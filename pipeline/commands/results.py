@@ -17,6 +17,7 @@ from pipeline.exit_codes import (
     EXIT_OK,
 )
 from pipeline.job.spec import JobSpec
+from pipeline.results.billing import billing_status, render_billing
 from pipeline.results.fallback import (
     MIN_FINISHED,
     fallback_candidates,
@@ -49,6 +50,7 @@ from pipeline.commands.common import (
     schema_hash_of,
     write_json,
 )
+from pipeline.plural import counted
 
 __all__ = [
     "ExportOptions",
@@ -117,8 +119,11 @@ async def _job_status(
     )
     batch_rows = await batch_status(connection, job_id)
     precision = await job_precision(connection, job_id, verify_model(spec))
+    billing = await billing_status(
+        connection, job_id, model=spec.model.name, backend=spec.model.backend
+    )
     if as_json:
-        document = status.to_dict()
+        document = {**status.to_dict(), "billing": billing.to_dict()}
         if drift:
             document["other_models"] = drift.to_dict()
         if precision is not None:
@@ -126,6 +131,7 @@ async def _job_status(
         write_json({**document, "batches": batch_rows} if batch_rows else document)
         return
     say(render_status(status))
+    say(render_billing(billing))
     if precision is not None:
         say(render_precision(precision))
     if drift:
@@ -254,7 +260,7 @@ async def export_command(spec: JobSpec, options: ExportOptions) -> int:
             complain(f"--out {options.out}: cannot write: {exc.strerror or exc}")
             return EXIT_FAILED
     if options.out != "-":
-        print(printable(f"exported {count} questions to {options.out}"), file=sys.stderr)
+        print(printable(f"exported {counted(count, 'question')} to {options.out}"), file=sys.stderr)
     return EXIT_OK
 
 
@@ -360,7 +366,7 @@ async def _export_to_table(
         return EXIT_FAILED
     finally:
         await target.dispose()
-    say(f"upserted {count} questions of job {job!r} into table {table.name!r}")
+    say(f"upserted {counted(count, 'question')} of job {job!r} into table {table.name!r}")
     return EXIT_OK
 
 
@@ -428,5 +434,5 @@ async def report_command(
         except OSError as exc:
             complain(f"--out {out}: cannot write: {exc.strerror or exc}")
             return EXIT_FAILED
-    say(f"report written: {out} ({rows} answers in its table)")
+    say(f"report written: {out} ({counted(rows, 'answer')} in its table)")
     return EXIT_OK

@@ -23,6 +23,7 @@ from pipeline.clock import utcnow
 from pipeline.commands.common import complain, find_job_id, opened, say
 from pipeline.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from pipeline.job.spec import JobSpec
+from pipeline.plural import counted
 from pipeline.results.decisions import DecisionsError, iter_decisions
 from pipeline.store import reviews
 
@@ -88,5 +89,5 @@ async def review_import_command(spec: JobSpec, path: Path, *, reviewer: str | No
             complain(str(exc))
             return EXIT_USAGE
     told = ", ".join(f"{counts[v]} {v.replace('_', ' ')}" for v in reviews.REVIEW_VERDICTS)
-    say(f"imported {counts.total()} decisions from {path}: {told}")
+    say(f"imported {counted(counts.total(), 'decision')} from {path}: {told}")
     return EXIT_OK

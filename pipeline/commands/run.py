@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pipeline.clock import utcnow
 from pipeline.commands import fallback
 from pipeline.commands.common import (
+    NotLoaded,
     complain,
     display_url,
     find_job_id,
@@ -59,6 +60,7 @@ from pipeline.notify.event import budget_data, is_budget_stop
 from pipeline.notify.outbox import Outbox, notifying
 from pipeline.online.leases import default_owner
 from pipeline.online.runner import OnlineRunner
+from pipeline.plural import counted
 from pipeline.results.closing import JobCounts, job_counts, render_counts
 from pipeline.results.status import (
     JobStatus,
@@ -198,8 +200,8 @@ async def _run(
         return early_outcome(spec, EXIT_FAILED, unkeepable, started)
     async with opened(spec) as engine:
         job_id = await load_job(engine, spec)
-        if job_id is None:
-            return early_outcome(spec, EXIT_FAILED, "the questions could not be loaded", started)
+        if isinstance(job_id, NotLoaded):
+            return early_outcome(spec, job_id.status, "the questions could not be loaded", started)
         outbox.attach(job_id)
         if not await store_spilled(engine, spec, job_id):  # paid before: stored first
             return early_outcome(spec, EXIT_FAILED, "the spill file could not be stored", started)
@@ -341,8 +343,8 @@ async def _dry_run(spec: JobSpec, trial: Trial | None) -> int:
     nothing sent."""
     async with opened(spec) as engine:
         job_id = await load_job(engine, spec)
-        if job_id is None:
-            return EXIT_FAILED
+        if isinstance(job_id, NotLoaded):
+            return job_id.status
         scope = None if trial is None else await trial_scope(engine, job_id, trial)
         return await dry_run(engine, spec, job_id, scope)
 
@@ -406,10 +408,10 @@ async def _nothing_to_do(
 ) -> RunOutcome:
     """Every question (of the trial's ``scope``) is finished: no call is made; redirects an
     earlier run left pending are resolved, and the job's status closes the run."""
-    if scope is not None:
-        say(f"nothing to do: the trial's {scope.selected} questions are finished; 0 calls made")
-    else:
-        say(f"nothing to do: all {before.total} questions are finished; 0 calls made")
+    n = scope.selected if scope is not None else before.total
+    which = "the trial's" if scope is not None else "all"
+    done = "is finished" if n == 1 else "are finished"
+    say(f"nothing to do: {which} {counted(n, 'question')} {done}; 0 calls made")
     if spec.resolver.enabled and before.sources.get(SourceState.PENDING):
         await resolve_pending(engine, spec, job_id)  # what an earlier run left
         before = await _read_status(engine, spec, job_id)
@@ -459,7 +461,8 @@ async def _queue_stored_work(engine: AsyncEngine, spec: JobSpec, job_id: int) ->
             else 0
         )
     if refreshed:
-        say(f"refresh: asking {refreshed} answers older than {spec.refresh.max_age} again")
+        older = f"older than {spec.refresh.max_age}"
+        say(f"refresh: asking {counted(refreshed, 'answer')} {older} again")
     if structuring:
         say(f"structure: {structuring} stored answers to structure (call 2 only)")
 
@@ -500,7 +503,7 @@ async def _run_with_signals(
     """First SIGINT/SIGTERM/SIGHUP (:data:`STOP_SIGNALS`): stop claiming and finish what is
     in flight; second: abort. Only in the main thread, where signals arrive (a run of
     :func:`pipeline.run_job` in another thread leaves them to its program)."""
-    ctx = runner.ctx
+    ctx, started = runner.ctx, time.perf_counter()
     async with anyio.create_task_group() as group:
 
         async def watch_signals() -> None:
@@ -527,6 +530,8 @@ async def _run_with_signals(
         )
         await runner.run()
         group.cancel_scope.cancel()
+    if not runner.summary.elapsed_s:  # an abort cut the runner short before it timed itself
+        runner.summary.elapsed_s = time.perf_counter() - started
 
 
 async def refresh_command(
@@ -553,7 +558,7 @@ async def refresh_command(
             count = await versions.mark_refresh(
                 connection, job_id, utcnow() - older_than, qclass=qclass, qids=ids
             )
-    say(f"refresh: asking {count} done questions again (answers older than {older_than})")
+    say(f"refresh: asking {counted(count, 'done question')} again (older than {older_than})")
     return await run_command(spec, watch)
 
 

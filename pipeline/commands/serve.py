@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+import anyio
+
 from pipeline.commands.common import complain, find_job_id, opened
 from pipeline.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from pipeline.grounding.hosts import is_loopback_host
@@ -19,6 +21,7 @@ from pipeline.results.precision import verify_model
 from pipeline.serve.app import serve_desk
 from pipeline.serve.context import DeskContext
 from pipeline.serve.security import MIN_TOKEN_LENGTH, new_token
+from pipeline.store.engine import sqlite_file
 
 __all__ = [
     "serve_command",
@@ -61,10 +64,17 @@ async def serve_command(
     if problem is not None:
         complain(problem)
         return EXIT_USAGE
+    path = sqlite_file(spec.database_url)
+    if path is not None and not await anyio.Path(path).exists():  # never made: the desk makes none
+        complain(
+            f"job {spec.name!r} has not been loaded or run yet (no database at {path});"
+            f" `ground load {spec.path}` or `ground run {spec.path}` first"
+        )
+        return EXIT_USAGE
     async with opened(spec) as engine:
         job_id = await find_job_id(engine, spec)
         if job_id is None:
-            return EXIT_FAILED
+            return EXIT_USAGE
         context = DeskContext(
             job_id=job_id,
             job_name=spec.name,

@@ -20,14 +20,17 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pipeline.commands.common import say
 from pipeline.commands.maintain import job_estimate
 from pipeline.commands.verify_estimate import verification_lines
+from pipeline.costs.labels import request_labels, with_labels
 from pipeline.exit_codes import EXIT_OK, ExitStatus
 from pipeline.gemini.endpoint import ConfigurationError
-from pipeline.job.calls import grounded_call, own_retrieval_call, plan_calls
+from pipeline.job.calls import OWN_STEP, grounded_call, own_retrieval_call, plan_calls
 from pipeline.job.spec import JobSpec
 from pipeline.results.estimate import unbudgeted_note
 from pipeline.store.trial import Trial, TrialScope, Waiting, first_unfinished, select_trial
 
 DRY_RUN_BODIES = 3  # request bodies a dry run prints
+DRY_RUN_LABEL = "dry-run"  # ground_run in the bodies a dry run prints (a run's own is its owner)
+GROUND_STEP = "ground"
 REDACTED = "***"
 # Body fields that carry a credential (a tool's own key), at any depth, lower-cased.
 SECRET_FIELDS = frozenset(
@@ -69,7 +72,7 @@ async def dry_run(
         estimate = await job_estimate(connection, spec, job_id)
         verification = await verification_lines(connection, spec, job_id)
     if spec.model.mode == "batch":
-        _batch_lines(spec, waiting)
+        await _batch_lines(spec, waiting)
     else:
         _request_bodies(spec, waiting)
     if not waiting:
@@ -104,14 +107,18 @@ def _request_bodies(spec: JobSpec, waiting: list[Waiting]) -> None:
             body = own.builder.body(question.text, OWN_PASSAGES)
         else:
             body = ground.body(question.text, question.meta, single=ground.single is not None)
+        if spec.model.backend == "vertex":  # the billing labels a run sends (costs.labels)
+            labels = request_labels(spec.name, DRY_RUN_LABEL, spec.job.labels)
+            body = with_labels(body, labels, OWN_STEP if routed else GROUND_STEP)
         how = " (own retrieval)" if routed else ""
         say(f"request {n}: question {question.qid}{how}")
         say(orjson.dumps(redacted(orjson.loads(body)), option=orjson.OPT_INDENT_2).decode())
 
 
-def _batch_lines(spec: JobSpec, waiting: list[Waiting]) -> None:
+async def _batch_lines(spec: JobSpec, waiting: list[Waiting]) -> None:
     """Batch mode: the first lines of the first batch file, one JSON line each, as the
-    Batch API gets them (keyed by the question's row key)."""
+    Batch API gets them (keyed by the question's row key). The client only encodes; its
+    session is closed all the same (else asyncio logs "Unclosed client session")."""
     from pipeline.commands.batch import batch_client  # batch mode's client, only here
 
     ground = grounded_call(spec)
@@ -120,7 +127,9 @@ def _batch_lines(spec: JobSpec, waiting: list[Waiting]) -> None:
     except ConfigurationError as exc:
         say(f"batch file: (not configured: {exc})")
         return
-    say(f"batch file ({spec.model.backend} Batch API): its first {len(waiting)} lines")
-    for question in waiting:
-        line = client.encode_line(str(question.row_id), ground.body(question.text, question.meta))
-        say(orjson.dumps(redacted(orjson.loads(line))).decode())
+    async with client:
+        say(f"batch file ({spec.model.backend} Batch API): its first {len(waiting)} lines")
+        for question in waiting:
+            body = ground.body(question.text, question.meta)
+            line = client.encode_line(str(question.row_id), body)
+            say(orjson.dumps(redacted(orjson.loads(line))).decode())

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pipeline.commands.common import complain, label_local_spend, opened, say
 from pipeline.commands.verify_metrics import write_precision_metrics
 from pipeline.costs.cap import CAP_KEY, QuestionSpend, cap_micro
+from pipeline.costs.labels import request_labels
 from pipeline.exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ExitStatus
 from pipeline.gemini.client import GeminiClient
 from pipeline.gemini.endpoint import ConfigurationError, endpoint_for
@@ -31,6 +32,7 @@ from pipeline.notify.outbox import Outbox, notifying
 from pipeline.online.call import MeteredCaller
 from pipeline.online.leases import default_owner
 from pipeline.online.verification import Checker, CheckResult
+from pipeline.results.precision import JobPrecision, job_precision
 from pipeline.run.context import RunPrices
 from pipeline.store import citation_verdicts as store
 from pipeline.store import queue
@@ -153,6 +155,8 @@ async def _verify(
     if result.capped:
         say(_capped_line(spec, len(result.capped)))
     say(render_precision(precision))
+    figures = await db.read("reading the figures", lambda c: job_precision(c, job_id, model))
+    say(render_verified(figures))
     say(render_fractions(verified_fractions(checked)))
     label_local_spend(spec)
     await _gate_event(spec, precision, outbox)
@@ -246,6 +250,7 @@ async def _make_calls(
                 worst_case=worst_case(spec),
                 adaptive=limits.adaptive,
                 backend=m.backend,
+                labels=request_labels(spec.name, job_limits.owner, spec.job.labels),
             )
             checker = Checker(db, caller, endpoint, model, job_id, limits.max_attempts, spends)
             return await checker.run(calls, limits.concurrency)
@@ -289,15 +294,28 @@ def render_precision(p: Precision) -> str:
     return "\n".join(lines)
 
 
+def render_verified(figures: JobPrecision | None) -> str:
+    """The job's verified answers, read as ``ground status`` reads them (one definition:
+    :func:`pipeline.verify.precision.answer_verified`)."""
+    if figures is None:
+        return "verified answers: none checked"
+    f = figures.job
+    return (
+        f"verified answers: {f.answers_verified} of {f.answers_checked} checked"
+        " (every readable cited pair supported; as status, the report and export --verified)"
+    )
+
+
 def render_fractions(fractions: dict[int, float | None]) -> str:
-    """How many answers hold in full, by their ``verified_fraction``."""
+    """How many sampled answers are *claim-backed* (``verified_fraction`` = 1), a looser
+    notion than verified (:mod:`pipeline.verify.precision`)."""
     judged = [f for f in fractions.values() if f is not None]
     if not judged:
-        return "verified answers: none with a readable citation checked"
+        return "claim-backed answers: none with a readable citation checked"
     full = sum(1 for f in judged if f == 1.0)
     return (
-        f"verified answers: {full} of {len(judged)} with every checked claim supported"
-        f" (mean verified_fraction {sum(judged) / len(judged):.3f})"
+        f"claim-backed answers: {full} of {len(judged)} sampled with a supported source for"
+        f" every claim (mean verified_fraction {sum(judged) / len(judged):.3f})"
     )
 
 

@@ -51,6 +51,7 @@ from pipeline.commands.common import complain, label_local_spend, opened, say, s
 from pipeline.exit_codes import STOP_SIGNALS, ExitStatus
 from pipeline.job.spec import JobSpec
 from pipeline.job.states import TERMINAL_STATES
+from pipeline.plural import counted
 from pipeline.results.status import job_status, render_status
 from pipeline.run.summary import RunSummary, finished_between, render_run_summary
 from pipeline.store import ledger, queue
@@ -389,7 +390,7 @@ class _TerminalView:
 
     async def show(self, engine: AsyncEngine) -> None:
         """The progress line, redrawn until cancelled (the children's end cancels it)."""
-        label = f"grounding ({self.processes} processes)"
+        label = f"grounding ({counted(self.processes, 'process', 'processes')})"
         total = sum(self._before.values())
         finished = sum(n for state, n in self._before.items() if state in TERMINAL_STATES)
         with ProgressBar(total, finished, label) as bar:
@@ -411,7 +412,7 @@ class _TerminalView:
             elapsed_s=anyio.current_time() - self._started,
             outcomes=finished_between(self._before, states),
         )
-        label = f"worker, {self.processes} processes"
+        label = f"worker, {counted(self.processes, 'process', 'processes')}"
         if restarts:
             label += f" ({restarts} restarts)"
         say(render_run_summary(summary, label))

@@ -135,15 +135,24 @@ def _tools(tool: ToolSpec) -> tuple[str, ...]:
     return (tool,) if isinstance(tool, str) else tuple(tool)
 
 
-def _grounding_units(fee: GroundingFee, tool: str, grounding: GroundingMetadata) -> int:
-    """Billable units of one tool in one grounded response (per prompt or per query)."""
+def _grounding_units(
+    fee: GroundingFee, tool: str, grounding: GroundingMetadata, billed_floor: float = 0.0
+) -> int:
+    """Billable units of one tool in one grounded response (per prompt or per query).
+
+    ``billed_floor``: the billed search queries per grounded response the invoice taught
+    (``ground reconcile``); a Google Search response then bills at least that many (rounded
+    up), however few it lists."""
     if fee.kind == "none":
         return 0
     if fee.kind == "per_prompt":
         return 1
     if tool == "vertex_ai_search":
         return max(1, _non_empty(grounding.retrieval_queries))
-    return billed_queries(grounding.web_search_queries)
+    # An Interactions answer also says how many searches ran (usage.grounding_tool_count):
+    # the largest of the distinct queries, that count and the learned floor is billed.
+    listed = max(billed_queries(grounding.web_search_queries), grounding.grounding_tool_count or 0)
+    return max(listed, math.ceil(billed_floor))
 
 
 def _tool_used(tool: str, grounding: GroundingMetadata) -> bool:
@@ -166,13 +175,15 @@ def call_cost(
     grounding: GroundingMetadata | None,
     *,
     tool: ToolSpec = "google_search",
+    billed_floor: float = 0.0,
 ) -> Cost:
     """The cost of one finished call from its ``usageMetadata`` and ``groundingMetadata``.
 
     ``tool`` is the grounding tool the request declared, or several (None for an ungrounded
     call, such as the structuring call). ``grounding`` None = the model did not ground: no
     grounding fee. With several tools, each tool the response shows it used adds its fee;
-    a used tool with no fee in the row makes the cost incomplete.
+    a used tool with no fee in the row makes the cost incomplete. ``billed_floor``: the
+    learned billed queries per grounded response (:func:`_grounding_units`).
     """
     prompt = usage.prompt_token_count
     tool_use = usage.tool_use_prompt_token_count
@@ -186,7 +197,7 @@ def call_cost(
     input_usd = ((input_tokens - cached) * in_rate + cached * cached_rate) / _MILLION
     output_tokens = usage.candidates_token_count + usage.thoughts_token_count
     output_usd = output_tokens * out_rate / _MILLION
-    charges, complete = _charges(price, grounding, _tools(tool))
+    charges, complete = _charges(price, grounding, _tools(tool), billed_floor)
     return Cost(
         input_usd,
         output_usd,
@@ -200,7 +211,10 @@ def call_cost(
 
 
 def _charges(
-    price: Price, grounding: GroundingMetadata | None, declared: tuple[str, ...]
+    price: Price,
+    grounding: GroundingMetadata | None,
+    declared: tuple[str, ...],
+    billed_floor: float = 0.0,
 ) -> tuple[tuple[ToolCharge, ...], bool]:
     """The fee line of each declared tool the response used, and whether every used tool had
     a known fee. Not grounded (``grounding`` None, or no candidates at all): no line."""
@@ -215,7 +229,7 @@ def _charges(
         if fee is None:
             complete = False
             continue
-        n = _grounding_units(fee, name, grounding)
+        n = _grounding_units(fee, name, grounding, billed_floor)
         lines.append(ToolCharge(name, fee.kind, n, n * fee.usd_per_1k / _THOUSAND))
     return tuple(lines), complete
 
@@ -323,15 +337,24 @@ class WorstCase:
     max_search_queries: int
     max_tool_use_tokens: int
 
-    def micro(self, price: Price, prompt_tokens_estimate: int, tool: ToolSpec) -> int:
+    def micro(
+        self,
+        price: Price,
+        prompt_tokens_estimate: int,
+        tool: ToolSpec,
+        *,
+        billed_floor: float = 0.0,
+    ) -> int:
         """The worst case of one request, in micro-dollars (rounded up like the stored cost).
 
-        ``tool``: the grounding tool(s) declared, None for a call without tools (call 2)."""
+        ``tool``: the grounding tool(s) declared, None for a call without tools (call 2);
+        ``billed_floor``: the billed queries per grounded response the invoice taught (the
+        worst case counts at least that many)."""
         return worst_case_cost(
             price,
             prompt_tokens_estimate=prompt_tokens_estimate,
             max_output_tokens=self.max_output_tokens,
-            max_search_queries=self.max_search_queries,
+            max_search_queries=max(self.max_search_queries, math.ceil(billed_floor)),
             max_tool_use_tokens=self.max_tool_use_tokens if tool is not None else 0,
             tool=tool,
         ).micro_usd()

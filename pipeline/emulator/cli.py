@@ -60,6 +60,12 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--bare-429-requests", "bare_429_requests", int, "first N grounded requests: bare 429"),
     ("--retry-after-s", "retry_after_s", float, "Retry-After on every 429, s (0 = none)"),
     ("--retry-after-form", "retry_after_form", str, "Retry-After as 'seconds' or 'date'"),
+    (
+        "--billed-query-fanout",
+        "billed_query_fanout",
+        int,
+        "grounded searches bill K queries, listing one or none (0 = bill what is listed)",
+    ),
 )
 
 

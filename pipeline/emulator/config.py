@@ -108,6 +108,13 @@ class EmulatorConfig:
     # Per request (seed + sequence number, so a retry can be sound): every usageMetadata
     # count negative and large, online and in batch results (a body that would refund).
     negative_usage_share: float = 0.0
+    # Billing (pipeline.emulator.billing): a grounded Google Search answer bills this many
+    # search queries while listing one, or none in every other answer (0 = bill what it
+    # lists).
+    billed_query_fanout: int = 0
+    # The price table the export's costs are at ("" = the bundled one; a row of the Developer
+    # API stands in for a model with no Vertex row).
+    billing_prices_file: str = ""
 
     # Redirect links /grounding-api-redirect/<token>.
     redirect_ttl_s: float = 3600.0  # after this many seconds since issue: 404

@@ -112,6 +112,7 @@ class GenerateRequest:
     exclude_domains: tuple[str, ...] = ()
     # retrieval's source: "vertexAiSearch" | "vertexRagStore" | "externalApi" (Elasticsearch)
     retrieval_source: str = ""
+    labels: tuple[tuple[str, str], ...] = ()  # Vertex's billing labels, as sent
 
 
 def parse(body: bytes, surface: str) -> GenerateRequest:
@@ -123,6 +124,12 @@ def parse(body: bytes, surface: str) -> GenerateRequest:
     if not isinstance(data, dict):
         raise error_bodies.invalid_json("Root element must be a message.")
     prompt = _prompt(data)
+    labels = data.get("labels")
+    if labels is not None and surface != VERTEX:  # the Developer API has no such field
+        raise error_bodies.invalid_argument(
+            'Invalid JSON payload received. Unknown name "labels": Cannot find field.',
+            kind="unknown_field",
+        )
     t = _declared_tools(data, surface)
     mime, schema, json_schema, include_thoughts = _generation_config(data)
     tools = tuple(t.labels)
@@ -145,6 +152,9 @@ def parse(body: bytes, surface: str) -> GenerateRequest:
         maps_widget=t.maps_widget,
         exclude_domains=t.exclude_domains,
         retrieval_source=t.retrieval_source,
+        labels=tuple((str(k), str(v)) for k, v in labels.items())
+        if isinstance(labels, dict)
+        else (),
     )
 
 

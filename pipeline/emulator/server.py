@@ -8,6 +8,8 @@ Routes (``{tail}`` is ``MODEL:generateContent`` or ``MODEL:streamGenerateContent
 * ``POST /{v1|v1beta1}/projects/{p}/locations/{l}/publishers/{pub}/models/{tail}`` and the
   endpoint-less ``/{v1|v1beta1}/publishers/{pub}/models/{tail}``: Vertex. ``Authorization:
   Bearer``; otherwise 401 UNAUTHENTICATED.
+* ``POST /{v1beta|v1}/interactions``: the Interactions API, answered by the same checks and
+  builder as generateContent (:mod:`pipeline.emulator.interactions`); Developer API key.
 * ``POST /v1beta/models/{model}:embedContent`` / ``:batchEmbedContents``: Developer API
   embeddings, deterministic (:mod:`pipeline.emulator.embeddings`).
 * ``GET|HEAD /grounding-api-redirect/{token}``: 302 to the publisher page (or to one of
@@ -48,12 +50,14 @@ from pipeline.emulator import (
     embeddings,
     error_bodies,
     faults,
+    interactions,
     models,
     oauth,
     redirects,
     responses,
 )
 from pipeline.emulator.batch import BatchService
+from pipeline.emulator.billing import BillingService
 from pipeline.emulator.clock import SYSTEM_CLOCK, Clock
 from pipeline.emulator.config import EmulatorConfig
 from pipeline.emulator.corpus import SOURCES
@@ -69,6 +73,7 @@ __all__ = [
 
 FAULT_429_NOMINAL_RPM = 1000  # the quotaValue an injected 429 names when no rpm is set
 _JSON = error_bodies.JSON_CONTENT_TYPE
+_JSONL = "application/x-ndjson"
 _HTML = error_bodies.HTML_CONTENT_TYPE
 
 
@@ -95,6 +100,7 @@ class Emulator:
         self.seq = 0
         self.batch = BatchService(config, clock, self.seed_key, self.redirect_key, self._take_seq)
         self.storage = StorageService(config, clock, self.seed_key)
+        self.billing = BillingService(config.billed_query_fanout, config.billing_prices_file)
         self.prediction = PredictionService(
             config, clock, self.seed_key, self.redirect_key, self._take_seq, self.storage
         )
@@ -145,7 +151,25 @@ class Emulator:
         self.stats.request(kind, 200)
         return web.Response(body=body, status=200, headers={"Content-Type": content_type})
 
-    # --- generateContent --------------------------------------------------------------
+    # --- generateContent (and the Interactions API, through it) -------------------------
+
+    async def interaction(self, request: web.Request) -> web.Response:
+        """``POST /{version}/interactions``: translated, answered as generateContent, reshaped."""
+        kind = interactions.INTERACTIONS
+        key = request.headers.get("x-goog-api-key") or request.query.get("key")
+        try:
+            if not key:
+                raise error_bodies.api_key_missing()
+            if key not in self.config.api_keys:
+                raise error_bodies.api_key_invalid()
+            via = interactions.translate(await request.read())
+            version = request.path.split("/", 2)[1]
+            return await self._generate(request, DEVELOPER, version, "", "", via=via)
+        except error_bodies.ApiError as e:
+            response = self._error(kind, e)
+            if isinstance(response.body, bytes):
+                response.body = interactions.error_body(response.body)
+            return response
 
     async def developer(self, request: web.Request) -> web.Response:
         key = request.headers.get("x-goog-api-key") or request.query.get("key")
@@ -258,14 +282,26 @@ class Emulator:
             return self._error(VERTEX, e)
 
     async def _generate(
-        self, request: web.Request, surface: str, version: str, project: str, location: str
+        self,
+        request: web.Request,
+        surface: str,
+        version: str,
+        project: str,
+        location: str,
+        *,
+        via: interactions.Translated | None = None,
     ) -> web.Response:
-        model, _, method = request.match_info["tail"].partition(":")
+        """``via``: an Interactions request, translated (its answer is reshaped back)."""
+        if via is None:
+            model, _, method = request.match_info["tail"].partition(":")
+        else:
+            model, method = via.model, "generateContent"
+        kind = surface if via is None else interactions.INTERACTIONS
         vertex = surface == VERTEX
         traits = self._model_traits(request, model, method, vertex, version, project, location)
         seq = self.seq
         self.seq += 1
-        req = parse(await request.read(), surface)
+        req = parse(await request.read() if via is None else via.body, surface)
         st = self.stats
         st.by_model[model] += 1
         for t in req.tools or ("none",):
@@ -286,7 +322,7 @@ class Emulator:
             raise error_bodies.quota_exceeded("grounded_rpd", model, 0, None, kind="bare_429")
         fault = self.plan.fault(seq)
         if fault is not None:
-            faulted = await self._fault(fault, model, surface)
+            faulted = await self._fault(fault, model, kind)
             if faulted is not None:
                 return faulted
         self._admit(req, model, prompt_tokens, vertex)
@@ -308,16 +344,27 @@ class Emulator:
             location=location,
         )
         built = responses.build(ctx)
+        self.billing.served(
+            built.body,
+            model=model,
+            vertex=vertex,
+            project=project,
+            labels=dict(req.labels),
+            grounding_tool=req.grounding_tool,
+            now=self.clock.time(),
+            seq=seq,
+        )
         st.responses[built.outcome] += 1
         if built.truth:
             st.verification.update(built.truth)
         if built.body.get("usageMetadata", {}).get("promptTokenCount", 0) < 0:
             st.responses["negative_usage"] += 1
-        payload, content_type = _framed(orjson.dumps(built.body), method, request)
+        body = built.body if via is None else via.reshape(built.body, seq, ctx.now)
+        payload, content_type = _framed(orjson.dumps(body), method, request)
         if fault == "fault_truncate":
             st.responses["truncated"] += 1
             payload = payload[: self.plan.truncate_at(seq, len(payload))]
-        return self._ok(surface, payload, content_type)
+        return self._ok(kind, payload, content_type)
 
     def _model_traits(
         self,
@@ -437,8 +484,12 @@ class Emulator:
     async def stats_view(self, _request: web.Request) -> web.Response:
         return web.Response(body=orjson.dumps(self.snapshot()), headers={"Content-Type": _JSON})
 
+    async def billing_export(self, _request: web.Request) -> web.Response:
+        """What the Cloud Billing export would hold for what was served (JSON lines)."""
+        return web.Response(body=self.billing.export(), headers={"Content-Type": _JSONL})
+
     async def reset_view(self, _request: web.Request) -> web.Response:
-        self.reset()
+        self.reset()  # the bill is kept: Google forgets nothing it served
         return web.Response(body=b"{}", headers={"Content-Type": _JSON})
 
 
@@ -456,6 +507,7 @@ def build_app(
     r = app.router
     for version in ("v1beta", "v1"):
         r.add_post(f"/{version}/models/{{tail}}", emu.developer)
+        r.add_post(f"/{version}/interactions", emu.interaction)
     vertex_versions = "{version:v1|v1beta1}"
     r.add_post(
         f"/{vertex_versions}/projects/{{project}}/locations/{{location}}"
@@ -490,6 +542,7 @@ def build_app(
     r.add_post("/token", emu.token)
     r.add_get("/emulator/stats", emu.stats_view)
     r.add_post("/emulator/reset", emu.reset_view)
+    r.add_get("/emulator/billing-export", emu.billing_export)
     return app
 
 

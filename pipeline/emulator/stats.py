@@ -21,7 +21,9 @@ Shape (every leaf an int; keys of the ``by_*`` maps appear once counted)::
       "token_requests": 1
     }
 
-Path kinds: ``developer`` (``/v1beta/models/...``), ``vertex`` (``/v1*/projects/...``),
+Path kinds: ``developer`` (``/v1beta/models/...``), ``interactions`` (the Interactions API,
+``/v1beta/interactions``; its requests also count in ``by_model``/``by_tool``), ``vertex``
+(``/v1*/projects/...``),
 ``redirect``, ``token`` (``POST /token``), ``batch`` (Developer API Batch and Files API),
 ``prediction`` (Vertex ``batchPredictionJobs``), ``storage`` (Cloud Storage). The stats and
 reset endpoints are not counted. All counting happens on the server's event loop thread.

@@ -21,6 +21,8 @@ from pipeline.gemini.api_errors import (
     classify_http_error,
 )
 from pipeline.gemini.endpoint import Endpoint
+from pipeline.gemini.interactions_map import decode_interaction, interaction_error_body
+from pipeline.gemini.interactions_request import INTERACTIONS, interactions_body
 from pipeline.gemini.session import SessionOwner, TransportErrors
 from pipeline.gemini.wire import (
     GenerateContentResponse,
@@ -66,6 +68,9 @@ class GeminiClient(SessionOwner):
         them already (else fetched here)."""
         if headers is None:
             headers = await endpoint.auth.headers()
+        interactions = endpoint.api == INTERACTIONS
+        if interactions:  # the same request, in the Interactions API's shape
+            body = interactions_body(body, endpoint.model)
         started = time.perf_counter()
         with TransportErrors(_where(endpoint.url), self._timeout.total):
             async with self._session.post(endpoint.url, data=body, headers=headers) as resp:
@@ -75,9 +80,11 @@ class GeminiClient(SessionOwner):
         latency_ms = (time.perf_counter() - started) * 1000.0
         if not 200 <= status < 300:
             told = {"retry-after": retry_after} if retry_after is not None else None
+            if interactions:  # its error.code is a string: read as the same classes
+                raw = interaction_error_body(raw, status)
             raise classify_http_error(status, raw, told)
         try:
-            response = decode_response(raw)
+            response = decode_interaction(raw) if interactions else decode_response(raw)
         except MalformedUsage as exc:  # whole JSON, answered: paid, but not priceable
             raise InvalidUsage(exc.problem, http_status=status) from None
         except MalformedResponse as exc:

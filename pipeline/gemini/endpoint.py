@@ -163,8 +163,11 @@ def _refresh_failure(exc: BaseException, timeout_s: float) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    url: str  # the generateContent URL, without credentials
+    url: str  # the generateContent (or interactions) URL, without credentials
     auth: Auth
+    # "interactions": the Interactions API, whose body names the model ([model] api).
+    api: str = "generate_content"
+    model: str = ""
 
 
 def endpoint_for(
@@ -177,6 +180,7 @@ def endpoint_for(
     env: Mapping[str, str] | None = None,
     auth: Auth | None = None,
     token_timeout_s: float = TOKEN_TIMEOUT_S,
+    api: str = "generate_content",
 ) -> Endpoint:
     """The generateContent endpoint of ``model`` on ``backend`` (``developer`` or ``vertex``).
 
@@ -193,6 +197,8 @@ def endpoint_for(
                 "no API key: set GEMINI_API_KEY (or GOOGLE_API_KEY) for the Developer API"
             )
         base = (base_url or DEVELOPER_API_BASE).rstrip("/")
+        if api == "interactions":  # the model goes in the body (pipeline.gemini.client)
+            return Endpoint(f"{base}/v1beta/interactions", auth or ApiKeyAuth(key), api, model)
         return Endpoint(f"{base}/v1beta/models/{model}:generateContent", auth or ApiKeyAuth(key))
     project, location = vertex_place(project, location, env)
     base = (base_url or vertex_base_url(location)).rstrip("/")

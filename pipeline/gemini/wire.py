@@ -197,6 +197,10 @@ class GroundingMetadata(_Wire):
     retrieval_metadata: RetrievalMetadata | None = None
     # Google Maps with enableWidget: needed to render the Maps widget the terms ask for.
     google_maps_widget_context_token: str | None = None
+    # Not a generateContent field: the Interactions API's usage.grounding_tool_count for
+    # google_search (pipeline.gemini.interactions_map), kept beside the queries so the ledger
+    # bills the larger of it and the distinct queries. None on generateContent answers.
+    grounding_tool_count: int | None = None
 
 
 class UrlMetadata(_Wire):

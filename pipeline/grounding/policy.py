@@ -1,24 +1,38 @@
 """Source policies: whether a source's resolved destination breaks the job's ``[sources]``
 rules, by its registrable domain. Pure.
 
-A rule names domains (``deny_domains``, ``allow_domains``); a destination is judged by its
-*registrable domain*, the public suffix and one label more, read from the Public Suffix List
-bundled with the ``publicsuffixlist`` package (never fetched at run time): ``news.bbc.co.uk``
-is ``bbc.co.uk``, ``a.b.example.com`` is ``example.com``. An entry is normalised the same way,
-so ``deny_domains = ["www.BBC.co.uk."]`` denies every host under ``bbc.co.uk``. Hosts go
-through :func:`pipeline.grounding.hosts.canonical_host` first (case, trailing dots, fullwidth
-dots, IDN written as ``xn--`` Punycode), so ``bücher.de`` and ``xn--bcher-kva.de`` are one
-domain.
+**One canonical name.** A destination, a host or an entry is read by :func:`policy_name`
+alone: scheme, user, port, path and a leading ``www.`` dropped, then
+:func:`pipeline.grounding.hosts.canonical_host` (case, trailing dots, fullwidth and
+ideographic dots, IDN written as ``xn--`` Punycode). So ``https://News.SPAM.co.uk.:8443/x``,
+``news.spam.co.uk`` and ``NEWS．spam．co．uk`` are one name, and ``bücher.de`` and
+``xn--bcher-kva.de`` are one domain.
 
-* ``deny_domains``: a destination whose registrable domain is listed breaks the policy;
-* ``allow_domains`` (when not empty): a destination whose registrable domain is not listed
-  breaks it;
-* a destination with no registrable domain (an IP address, a bare public suffix, not http(s))
-  breaks an allow list and no deny list;
+**One registrable-domain rule.** A name's *registrable domain* is its public suffix and one
+label more, read from the Public Suffix List bundled with the ``publicsuffixlist`` package
+(never fetched at run time), its private entries included (``github.io``, ``blogspot.com``):
+``news.bbc.co.uk`` is ``bbc.co.uk``, ``alice.github.io`` is ``alice.github.io`` (a site of its
+own, as browsers treat it).
+
+**What an entry means.**
+
+* An entry with a registrable domain stands for it: ``deny_domains = ["www.BBC.co.uk."]``
+  denies every host whose registrable domain is ``bbc.co.uk``.
+* An entry that *is* a public suffix (``co.uk``, or a private one such as ``github.io`` or
+  ``blogspot.com``) stands for every host under it: ``deny_domains = ["blogspot.com"]``
+  denies ``evil.blogspot.com``, and ``allow_domains = ["github.io"]`` allows
+  ``alice.github.io``. To name one site under such a suffix, write the site
+  (``alice.github.io``).
+* An IP address stands for itself.
+
+* ``deny_domains``: a destination an entry stands for breaks the policy;
+* ``allow_domains`` (when not empty): a destination no entry stands for breaks it;
+* a destination with no host (not http(s)) breaks an allow list and no deny list;
 * a source with no resolved destination is never judged (its redirect link is not where it
   leads).
 
-One ``action`` per job applies to every broken source, whichever list it broke.
+One ``action`` per job (flag, drop or reask) applies to every broken source, whichever list
+it broke: every action asks :meth:`SourcePolicy.breaks`, so they never disagree.
 """
 
 from __future__ import annotations
@@ -31,7 +45,7 @@ from typing import Literal
 
 from publicsuffixlist import PublicSuffixList
 
-from pipeline.grounding.domains import host_of, normalised
+from pipeline.grounding.hosts import InvalidHost, canonical_host
 
 __all__ = [
     "POLICY_DROPPED",
@@ -43,6 +57,7 @@ __all__ = [
     "avoiding",
     "covered_share",
     "kept_support",
+    "policy_name",
     "registrable_domain",
 ]
 
@@ -63,19 +78,49 @@ def _suffix_list() -> PublicSuffixList:
     return PublicSuffixList()
 
 
-def registrable_domain(host: str) -> str | None:
-    """The registrable domain of ``host`` (any spelling :func:`normalised` reads, a URL
-    included): ``News.BBC.co.uk.`` -> ``bbc.co.uk``; None for an IP address, a public suffix
-    alone, or nothing."""
-    name = normalised(host)
-    if not name or name.startswith("[") or name.replace(".", "").isdigit():
+def policy_name(text: str | None) -> str | None:
+    """The one spelling of the host that ``text`` names (a URL, ``host:port``, a bare host,
+    an entry as written): see the module's note. None when it names no host, or a URL's
+    scheme is not http(s)."""
+    if not text:
+        return None
+    name = text.strip()
+    scheme, found, rest = name.partition("://")
+    if found:
+        if scheme.lower() not in ("http", "https"):
+            return None
+        name = rest
+    name = name.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    name = name.rpartition("@")[2]  # user:password@ is no part of the host
+    if name.startswith("["):  # [IPv6]:port
+        name = name[: name.find("]") + 1] if "]" in name else name
+    elif name.count(":") == 1:
+        name = name.split(":", 1)[0]
+    try:
+        host = canonical_host(name)
+    except InvalidHost:
+        return None
+    return host.removeprefix("www.") if host.count(".") > 1 else host
+
+
+def _is_address(name: str) -> bool:
+    return name.startswith("[") or name.replace(".", "").isdigit()
+
+
+def registrable_domain(text: str | None) -> str | None:
+    """The registrable domain of what ``text`` names (any spelling :func:`policy_name` reads):
+    ``https://News.BBC.co.uk.:443/`` -> ``bbc.co.uk``; None for an IP address, a public
+    suffix alone, or nothing."""
+    name = policy_name(text)
+    if not name or _is_address(name):
         return None
     return _suffix_list().privatesuffix(name)
 
 
 @dataclass(frozen=True, slots=True)
 class SourcePolicy:
-    """The job's ``[sources]`` rules, its domains as registrable domains."""
+    """The job's ``[sources]`` rules: each entry as the name it stands for (a registrable
+    domain, a public suffix, or an IP address)."""
 
     deny: frozenset[str] = frozenset()
     allow: frozenset[str] = frozenset()
@@ -85,8 +130,8 @@ class SourcePolicy:
     def of(
         cls, deny: Iterable[str], allow: Iterable[str], action: PolicyAction = "flag"
     ) -> SourcePolicy:
-        """Rules from the job file's entries, each read as its registrable domain (an entry
-        with none, such as ``co.uk``, is kept as written, so it still matches itself)."""
+        """Rules from the job file's entries, each read by :func:`policy_name`, then as its
+        registrable domain (an entry with none, a public suffix, is kept as itself)."""
         return cls(_entries(deny), _entries(allow), action)
 
     @property
@@ -98,11 +143,10 @@ class SourcePolicy:
         no destination: nothing is known of where it leads)."""
         if not destination or not self.active:
             return False
-        host = host_of(destination)
-        domain = registrable_domain(host) if host is not None else None
-        if self.allow and (domain is None or domain not in self.allow):
+        name = policy_name(destination)
+        if self.allow and not (name and _stands_for(self.allow, name)):
             return True
-        return domain is not None and domain in self.deny
+        return bool(name) and _stands_for(self.deny, name or "")
 
     def mark(self, destination: str | None, *, reasked_before: bool = False) -> str | None:
         """The ``policy`` mark of a source resolved to ``destination``: None while it has no
@@ -119,10 +163,26 @@ class SourcePolicy:
         return POLICY_FLAGGED
 
 
+def _stands_for(entries: frozenset[str], name: str) -> bool:
+    """Whether one of ``entries`` stands for the host ``name`` (canonical): its registrable
+    domain is an entry, or it is an entry or under one (public-suffix and address entries)."""
+    if not entries:
+        return False
+    site = registrable_domain(name)
+    if site is not None and site in entries:
+        return True
+    if name in entries:
+        return True
+    if _is_address(name):
+        return False
+    labels = name.split(".")
+    return any(".".join(labels[i:]) in entries for i in range(1, len(labels)))
+
+
 def _entries(domains: Iterable[str]) -> frozenset[str]:
     found = set()
     for entry in domains:
-        name = normalised(entry)
+        name = policy_name(entry)
         if name:
             found.add(registrable_domain(name) or name)
     return frozenset(found)

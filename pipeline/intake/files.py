@@ -2,8 +2,8 @@
 documents (``[retrieval] docs``) are read from a file.
 
 Each record comes with its line number, so a caller's message names ``path:line``. A line that
-is not a JSON object, a CSV row with more fields than its header, or a header without a
-required column raises the caller's ``error`` with one line naming the place. A UTF-8
+is not a JSON object, is not UTF-8, a CSV row with more fields than its header, or a header
+without a required column raises the caller's ``error`` with one line naming the place. A UTF-8
 byte-order mark before the first line is ignored, as editors on some systems write one.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import orjson
 
@@ -40,8 +40,24 @@ def file_records(
         raise error(f"{path}: no such {what}") from None
     except IsADirectoryError:
         raise error(f"{path}: is a directory, not a {what}") from None
-    except UnicodeDecodeError as exc:
-        raise error(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except UnicodeDecodeError:
+        raise error(f"{path}:{_undecodable(path)}") from None
+
+
+def _undecodable(path: Path) -> str:
+    """Where ``path`` is first not UTF-8, and why: ``line: not UTF-8 text (...)`` (read
+    again line by line, on the error's path only: a decoder's offset is within its block)."""
+    with path.open("rb") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return _not_utf8(line_no, exc)
+    return " not UTF-8 text"
+
+
+def _not_utf8(line_no: int, exc: UnicodeDecodeError) -> str:
+    return f"{line_no}: not UTF-8 text ({exc.reason} at byte {exc.start + 1} of the line)"
 
 
 def jsonl_records(path: Path, *, error: type[Exception]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -55,30 +71,28 @@ def jsonl_records(path: Path, *, error: type[Exception]) -> Iterator[tuple[int, 
             try:
                 record = orjson.loads(line)
             except orjson.JSONDecodeError as exc:
-                raise error(f"{path}:{line_no}: not valid JSON: {exc}") from None
+                raise error(f"{path}:{_json_problem(line_no, line, exc)}") from None
             if not isinstance(record, dict):
                 raise error(f"{path}:{line_no}: expected a JSON object per line")
             yield line_no, record
 
 
-def _decoded_lines(handle: BinaryIO, path: Path, error: type[Exception]) -> Iterator[str]:
-    """The file's lines as text, each decoded alone: bytes that are not UTF-8 are named
-    ``path:line``, not only by their offset."""
-    for line_no, raw in enumerate(handle, start=1):
-        if line_no == 1:
-            raw = raw.removeprefix(UTF8_BOM)
-        try:
-            yield raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise error(f"{path}:{line_no}: not UTF-8 text ({exc.reason})") from None
+def _json_problem(line_no: int, line: bytes, exc: orjson.JSONDecodeError) -> str:
+    """``line: why`` for a JSONL line that does not parse: not UTF-8, or not JSON, at the
+    character in the line (orjson's own "line 1 column ..." counts within the line)."""
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as undecodable:
+        return _not_utf8(line_no, undecodable)
+    return f"{line_no}: not valid JSON: {exc.msg} (at character {exc.pos + 1} of the line)"
 
 
 def csv_records(
     path: Path, *, required: Sequence[str], error: type[Exception]
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, row)`` of each row of a CSV file with a header naming ``required``."""
-    with path.open("rb") as handle:
-        reader = csv.DictReader(_decoded_lines(handle, path, error))
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        reader = csv.DictReader(handle)
         if reader.fieldnames is None:
             return
         for field in required:

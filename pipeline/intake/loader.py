@@ -32,7 +32,7 @@ import hashlib
 import os
 import stat as stat_module
 from array import array
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -52,12 +52,15 @@ from pipeline.store.queue import Fingerprint, save_fingerprint, stored_fingerpri
 __all__ = [
     "LoadError",
     "LoadResult",
+    "SourceUnavailable",
     "load_records",
     "load_source",
     "read_rows",
 ]
 
 CHUNK_ROWS = 1_000  # rows per insert; bounds memory and statement size
+LOUD_BYTES = 4_000_000  # a question file this large says where its load stands (~50,000 rows)
+PROGRESS_ROWS = 50_000  # ... every this many rows stored
 NAMED_EDITS = 5  # changed ids a refused load names (the count says how many more)
 # Characters, the class column's width (questions.qclass). A longer class is refused with its
 # row, on every backend: PostgreSQL would refuse it mid-load, SQLite would keep it whole, and
@@ -66,7 +69,13 @@ MAX_CLASS_LENGTH = 200
 
 
 class LoadError(GroundError, ValueError):
-    """A question file that cannot be loaded; the message names ``file:line``."""
+    """Questions that cannot be loaded; the message names ``file:line``. Only an edit of the
+    input (or of the job file) cures it: ``ground`` exits 2."""
+
+
+class SourceUnavailable(LoadError):
+    """The ``[source] query``'s database could not be connected to or the query failed: a
+    retry may cure it (``ground`` exits 1)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +146,11 @@ async def load_questions(
     source: SourceSection,
     *,
     max_chars: int | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> LoadResult:
     """Insert the file's new questions, committed per chunk, all or nothing for a bad row.
+    ``progress`` is told where a large file's load stands (:data:`LOUD_BYTES` and up): when
+    it starts, when every row is checked, and every :data:`PROGRESS_ROWS` rows stored.
 
     The job's row must be committed already (:func:`pipeline.store.queue.ensure_job` in its
     own transaction). How a bad row still leaves nothing loaded:
@@ -164,8 +176,16 @@ async def load_questions(
         current, stored = await _check_fingerprint(connection, job_id, path, settings)
     if current is None:
         return LoadResult(0, stored.rows if stored else 0, skipped=True)
-    await anyio.to_thread.run_sync(_validate_file, path, source, max_chars)
-    sink = _Committed(engine, job_id, path, source.on_change)
+    tell = progress if current.size >= LOUD_BYTES else None
+    if tell is not None:
+        tell(
+            f"loading {path.name} ({current.size / 1e6:.1f} MB): every row is checked first,"
+            " then stored"
+        )
+    count = await anyio.to_thread.run_sync(_validate_file, path, source, max_chars)
+    if tell is not None:
+        tell(f"loading {path.name}: {count:,} rows checked; storing them")
+    sink = _Committed(engine, job_id, path, source.on_change, tell=tell, rows=count)
     result = await sink.load(_async(read_rows(path, source)), max_chars)
     async with engine.begin() as connection:
         await save_fingerprint(connection, job_id, replace(current, rows=result.total))
@@ -173,12 +193,21 @@ async def load_questions(
 
 
 async def load_source(
-    engine: AsyncEngine, job_id: int, source: SourceSection, path: Path, *, max_chars: int
+    engine: AsyncEngine,
+    job_id: int,
+    source: SourceSection,
+    path: Path,
+    *,
+    max_chars: int,
+    progress: Callable[[str], None] | None = None,
 ) -> LoadResult:
     """Insert the job's new questions, from its file (``path``) or its query, committed per
-    chunk (see :func:`load_questions`); a query is read twice, once to validate every row."""
+    chunk (see :func:`load_questions`, and ``progress`` there); a query is read twice, once to
+    validate every row."""
     if not source.query:
-        return await load_questions(engine, job_id, path, source, max_chars=max_chars)
+        return await load_questions(
+            engine, job_id, path, source, max_chars=max_chars, progress=progress
+        )
     async for row in read_query_rows(source):
         _check_length(QUERY_LABEL, row, max_chars)
     sink = _Committed(engine, job_id, QUERY_LABEL, source.on_change)
@@ -234,6 +263,7 @@ async def read_query_rows(source: SourceSection) -> AsyncIterator[Row]:
         section="source",
         required=(source.id_field, source.text_field),
         error=LoadError,
+        unavailable=SourceUnavailable,
     )
     async for number, record in records:
         try:
@@ -321,6 +351,9 @@ class _Committed:
     inserted: array[int] = field(default_factory=lambda: array("q"))
     edited: int = 0
     named: list[Row] = field(default_factory=list)  # the first few edited rows
+    tell: Callable[[str], None] | None = None  # told every PROGRESS_ROWS rows stored
+    rows: int = 0  # the rows to store, as the check counted them
+    stored: int = 0
 
     async def insert(self, chunk: dict[str, Row]) -> tuple[int, int]:
         async with self.engine.begin() as connection:
@@ -331,6 +364,10 @@ class _Committed:
         self.inserted.extend(inserted.values())
         self.edited += len(edited)
         self.named.extend(edited[: NAMED_EDITS - len(self.named)])
+        before, self.stored = self.stored, self.stored + len(chunk)
+        if self.tell is not None and self.stored // PROGRESS_ROWS > before // PROGRESS_ROWS:
+            name = Path(self.path).name
+            self.tell(f"loading {name}: {self.stored:,} of {self.rows:,} rows stored")
         return len(inserted), len(chunk) - len(inserted)
 
     async def load(self, rows: AsyncIterator[Row], max_chars: int | None) -> LoadResult:

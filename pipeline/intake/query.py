@@ -32,10 +32,13 @@ async def query_records(
     section: str,
     required: Sequence[str],
     error: type[Exception],
+    unavailable: type[Exception] | None = None,
 ) -> AsyncIterator[tuple[int, dict[str, Any]]]:
     """``(row number, record)`` of ``query`` on ``url``, from 1, streamed. A failure raises
     ``error`` with one line naming ``[section]``; a result without a ``required`` column
-    names the columns it has."""
+    names the columns it has. A connection refused or a query the database failed raises
+    ``unavailable`` (default ``error``): a retry may cure those."""
+    failed = unavailable or error
     try:
         engine = create_async_engine(async_url(url))
     except (ArgumentError, NoSuchModuleError, ValueError) as exc:
@@ -60,8 +63,8 @@ async def query_records(
                         yield number, dict(record)
             except DBAPIError as exc:
                 reason = str(exc.orig or exc).strip().splitlines()[0]
-                raise error(f"[{section}] query failed: {reason}") from None
+                raise failed(f"[{section}] query failed: {reason}") from None
     except OSError as exc:
-        raise error(f"[{section}] url: cannot connect ({exc.strerror or exc})") from None
+        raise failed(f"[{section}] url: cannot connect ({exc.strerror or exc})") from None
     finally:
         await engine.dispose()

@@ -22,8 +22,36 @@ def check_calls(job: RawJob) -> None:
                     "required for Vertex batch prediction"
                     ' (model.backend = "vertex", model.mode = "batch"): gs://BUCKET/PREFIX',
                 )
+    if model.api == "interactions":
+        check_interactions(job)
     if model.base_url and not model.base_url.startswith(("http://", "https://")):
         raise KeyRefused("model.base_url", "must start with http:// or https://")
+
+
+# The grounding tools an Interactions request can declare here (its tool types google_search,
+# url_context); the others have no Interactions mapping in this pipeline yet.
+INTERACTIONS_TOOLS = ("google_search", "url_context")
+
+
+def check_interactions(job: RawJob) -> None:
+    """``[model] api = "interactions"``: only where Google offers it, and this pipeline maps it."""
+    model = job.model
+    if model.mode == "batch":
+        raise KeyRefused(
+            "model.api",
+            '"interactions" is not offered in batch mode (Google documents no Interactions'
+            ' batch); use model.mode = "online" or model.api = "generate_content"',
+        )
+    if model.backend != "developer":
+        raise KeyRefused(
+            "model.api", '"interactions" is sent to the Developer API only (model.backend)'
+        )
+    for tool in job.grounding.tools:
+        if tool not in INTERACTIONS_TOOLS:
+            raise KeyRefused(
+                "model.api",
+                f'"interactions" declares {", ".join(INTERACTIONS_TOOLS)} only, not {tool}',
+            )
 
 
 def check_gcs(batch: BatchSection) -> None:

@@ -217,6 +217,7 @@ def plan_calls(spec: JobSpec, env: Mapping[str, str] | None = None) -> CallPlan:
         "env": env,
         # A token refresh gets no longer than a model request would.
         "token_timeout_s": min(model.request_timeout_s, TOKEN_TIMEOUT_S),
+        "api": model.api,
     }
     ground_endpoint = endpoint_for(model.backend, ground.model, **where)
     structure_endpoint = endpoint_for(

@@ -85,6 +85,33 @@ def _sqlite_resolved(url: str, base: Path) -> str:
     return url
 
 
+MAX_PORT = 65_535
+
+
+def check_server_address(rest: str) -> None:
+    """The host and port of a server URL's ``rest`` (after ``scheme://``) can be read: an
+    IPv6 host's bracket closed, the port a number from 1 to 65535. The message never repeats
+    the URL (it may hold a password)."""
+    netloc = rest.split("/", 1)[0].split("?", 1)[0]
+    hostport = netloc.rpartition("@")[2]
+    if hostport.startswith("["):
+        _, closed, after = hostport[1:].partition("]")
+        if not closed:
+            raise KeyRefused("job.database", "the host's '[' is never closed (write [::1]:5432)")
+        if after and not after.startswith(":"):
+            raise KeyRefused("job.database", f"{after!r} after the host's ']' is not a :port")
+        port = after[1:]
+    else:
+        if "[" in hostport or "]" in hostport:
+            raise KeyRefused("job.database", "a '[' or ']' outside an IPv6 host in [brackets]")
+        port = hostport.partition(":")[2]
+        if "," in hostport:
+            raise KeyRefused("job.database", "one host only (several hosts are not supported)")
+    if port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= MAX_PORT):
+        # not repeated: with the '@' forgotten, the "port" is the password
+        raise KeyRefused("job.database", f"the port is not a number from 1 to {MAX_PORT}")
+
+
 def database_url(url: str, base: Path) -> str:
     """``[job] database`` with the async driver named and a relative SQLite file resolved."""
     scheme, sep, rest = url.partition("://")
@@ -103,5 +130,6 @@ def database_url(url: str, base: Path) -> str:
             return f"sqlite+aiosqlite:///{file}"
         raise KeyRefused("job.database", "write sqlite:///FILE")
     if dialect in ("postgresql", "postgres"):
+        check_server_address(rest)
         return f"postgresql+asyncpg://{rest}"
     raise KeyRefused("job.database", f"{dialect!r} is not supported (sqlite, postgresql)")

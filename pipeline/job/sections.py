@@ -95,6 +95,10 @@ class JobSection(_Section):
     # Reuse a stored answer to the same question text under the same model, tools and prompt
     # settings (in this job or another of the database) younger than this ("7d"); "" = off.
     reuse_answers_within: str = ""
+    # Billing labels sent on every Vertex request beside ground_job, ground_step and
+    # ground_run, as key = "value" (Google's rules: lower-case letters, digits, '_' and '-',
+    # at most 63 characters, a key starting with a letter); the Developer API takes none.
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class SourceSection(_Section):
@@ -147,6 +151,10 @@ class ModelSection(_Section):
     # batch prediction through Cloud Storage ([batch] gcs_input, gcs_output): half the token
     # price, results within 24 h; see [batch] and pipeline.batch.runner.
     mode: Literal["online", "batch"] = "online"
+    # Which Gemini API answers: "generate_content" (models/MODEL:generateContent) or
+    # "interactions" (POST /v1beta/interactions, store = false, each question alone). Answers,
+    # sources, supports and costs are stored alike; Developer API and online mode only.
+    api: Literal["generate_content", "interactions"] = "generate_content"
 
 
 ToolName = Literal[

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import msgspec
 
-from pipeline.grounding.domains import normalised
-from pipeline.grounding.policy import SourcePolicy
+from pipeline.grounding.policy import SourcePolicy, policy_name
 from pipeline.job.refusal import KeyRefused
 from pipeline.job.sections import GroundingSection, RawJob, SourcesSection
 
@@ -32,7 +31,7 @@ def check_sources(sources: SourcesSection) -> None:
         ("allow_domains", sources.allow_domains),
     ):
         for entry in entries:
-            if not normalised(entry):
+            if not policy_name(entry):
                 raise KeyRefused(f"sources.{key}", f"{entry!r} names no domain")
 
 
@@ -48,7 +47,8 @@ def with_denied_excluded(job: RawJob) -> GroundingSection:
     deny = job.sources.deny_domains
     if not deny or job.model.backend != "vertex" or not set(g.tools) & set(SEARCH_TOOLS):
         return g
-    merged = tuple(dict.fromkeys((*g.exclude_domains, *(normalised(d) for d in deny))))
+    named = (name for d in deny if (name := policy_name(d)))
+    merged = tuple(dict.fromkeys((*g.exclude_domains, *named)))
     if len(merged) > MAX_EXCLUDE_DOMAINS:
         raise KeyRefused(
             "sources.deny_domains",

@@ -36,6 +36,7 @@ from typing import Any
 
 import msgspec
 
+from pipeline.costs.labels import LabelError, check_labels
 from pipeline.errors import GroundError
 from pipeline.gemini.endpoint import backend_from_env
 from pipeline.job.call_rules import check_allow_hosts, check_calls, check_gcs
@@ -211,6 +212,7 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
     base = path.parent
     parsed, ignored = ignore_switched_off(parsed)
     _check_fail_on(parsed.job)
+    _check_labels(parsed.job)
     check_source(parsed.source)
     questions = source_path(parsed.source, base)
     check_calls(parsed)
@@ -260,6 +262,13 @@ def _check_fail_on(job: JobSection) -> None:
                 f"{state!r} is not a failure state"
                 f" (any of {', '.join((*FAIL_ON_STATES, *FAIL_ON_SOURCES))})",
             )
+
+
+def _check_labels(job: JobSection) -> None:
+    try:
+        check_labels(job.labels)
+    except LabelError as exc:
+        raise KeyRefused("job.labels", str(exc)) from None
 
 
 def _prepared_schema(structure: StructureSection, base: Path) -> PreparedSchema | None:

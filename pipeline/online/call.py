@@ -43,6 +43,7 @@ import anyio
 
 from pipeline.clock import utcnow
 from pipeline.costs.charges import WorstCase, call_cost
+from pipeline.costs.labels import with_labels
 from pipeline.costs.prices import Price
 from pipeline.errors import BudgetExhausted, CallError, GroundingPaused, Overloaded, Throttled
 from pipeline.gemini.api_errors import (
@@ -153,8 +154,15 @@ class MeteredCaller:
         backend: str,
         fence: LeaseFence | None = None,
         daily_probe: ProbeSettings | None = None,
+        labels: Mapping[str, str] | None = None,
+        billed_queries: Mapping[str, float] | None = None,
     ) -> None:
         self.client = client
+        # Vertex only: the run's billing labels, ground_step added per call (costs.labels).
+        self._labels = dict(labels) if labels is not None and backend == "vertex" else None
+        # Each model's billed search queries per grounded response, as the invoice taught
+        # (store.ledger.billing_factors): a grounded response costs at least that many.
+        self._billed_queries = dict(billed_queries or {})
         self.fence = fence
         self.limits = limits
         self.prices = prices
@@ -204,6 +212,8 @@ class MeteredCaller:
         limits.interrupt.check()
         if self.fence is not None:
             self.fence.check(question_id)
+        if self._labels is not None:
+            body = with_labels(body, self._labels, step)
         price = self.prices.online(model)
         # The whole body, not only the prompt: system instruction, schema and source list
         # are input too, and the JSON around them only makes the estimate err high.
@@ -301,7 +311,17 @@ class MeteredCaller:
         response = result.response
         grounding = response.candidates[0].grounding_metadata if response.candidates else None
         price = held.price
-        cost = call_cost(price, usage, grounding, tool=held.tool) if price is not None else None
+        cost = (
+            call_cost(
+                price,
+                usage,
+                grounding,
+                tool=held.tool,
+                billed_floor=self._billed_queries.get(head.model, 0.0),
+            )
+            if price is not None
+            else None
+        )
         record = CallRecord.answered(*head, result.latency_ms, usage, cost)
         return Metered(result, dataclasses.replace(record, reserved_micro=held.worst))
 
@@ -333,7 +353,9 @@ class MeteredCaller:
         if reads_pages:
             worst = self._worst_case.reading_micro(price, estimate)
         else:
-            worst = self._worst_micro(price, estimate, tool)
+            worst = self._worst_case.micro(
+                price, estimate, tool, billed_floor=self._billed_queries.get(model, 0.0)
+            )
         if not await self.limits.reserve(worst):
             raise BudgetExhausted(await self.limits.budget_message(worst))
         return worst

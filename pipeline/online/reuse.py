@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from pipeline.clock import utcnow
-from pipeline.gemini.wire import decode_response
+from pipeline.gemini.interactions_map import decode_any_response
 from pipeline.grounding.mapping import ground_answer
 from pipeline.grounding.policy import avoiding
 from pipeline.job.states import QuestionState
@@ -107,7 +107,7 @@ class AnswerReuse:
 
     def _copied(self, question: ClaimedQuestion, key: str, found: Reusable) -> Outcome:
         raw = found.raw_response.encode()
-        response = decode_response(raw)
+        response = decode_any_response(raw)
         candidate = response.candidates[0]
         record = AnswerRecord(
             question_id=question.id,

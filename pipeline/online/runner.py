@@ -62,6 +62,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from pipeline.clock import utcnow
 from pipeline.costs.charges import WorstCase
+from pipeline.costs.labels import label_value
 from pipeline.errors import ErrorClass
 from pipeline.gemini.client import GeminiClient
 from pipeline.gemini.embed import EmbeddingClient
@@ -83,7 +84,7 @@ from pipeline.rows import ClaimedQuestion, StateChange
 from pipeline.run.context import RunContext
 from pipeline.run.summary import RunSummary
 from pipeline.run.verdicts import Outcome
-from pipeline.store import queue
+from pipeline.store import ledger, queue
 from pipeline.store.database import DatabaseOutage
 
 if TYPE_CHECKING:
@@ -296,6 +297,10 @@ class OnlineRunner:
         client = GeminiClient(max_connections=self._concurrency, timeout_s=self._request_timeout_s)
         embedding = self._plan.own.embedding if self._plan.own is not None else None
         embedder = EmbeddingClient(timeout_s=embedding.timeout_s) if embedding else None
+        backend = self._plan.backend
+        taught = await self.ctx.db.transaction(
+            "reading what the bill taught", lambda c: ledger.learned_factors(c, backend)
+        )
         async with client, embedder or contextlib.nullcontext():
             self.caller = MeteredCaller(
                 client,
@@ -306,6 +311,8 @@ class OnlineRunner:
                 backend=self._plan.backend,
                 fence=self._fence,
                 daily_probe=self.ctx.policy.daily_probe,
+                labels={**self.ctx.labels, "ground_run": label_value(self.owner)},
+                billed_queries={f.model: f.queries_per_request for f in taught},
             )
             self._flow = QuestionFlow(
                 self.caller,

@@ -1,4 +1,6 @@
-"""A saved generateContent response read back as a cited answer, and rendered (``ground cite``)."""
+"""A saved generateContent or Interactions API response read back as a cited answer, and
+rendered (``ground cite``). An Interaction is mapped first
+(:mod:`pipeline.gemini.interactions_map`)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ from typing import Any
 import orjson
 
 from pipeline.errors import GroundError
-from pipeline.gemini.wire import MalformedResponse, decode_error, decode_response
+from pipeline.gemini.interactions_map import decode_any_response, interaction_error_body
+from pipeline.gemini.wire import MalformedResponse, decode_error
 from pipeline.grounding.mapping import GroundedAnswer, ground_answer
 from pipeline.grounding.render import render_html_document, render_markdown, to_json_dict
 from pipeline.redaction import redact
@@ -45,14 +48,16 @@ def cite_body(body: bytes, min_confidence: float | None) -> Cited:
         orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise Uncitable(f"not JSON ({exc})") from None
-    api_error = decode_error(body)
+    # An Interactions error body's code is a string: read it in the generateContent shape.
+    api_error = decode_error(body) or decode_error(interaction_error_body(body, 0))
     if api_error is not None:
+        code = f" {api_error.code}" if api_error.code else ""
         status = f" {api_error.status}" if api_error.status else ""
-        raise Uncitable(redact(f"API error {api_error.code}{status}: {api_error.message}"))
+        raise Uncitable(redact(f"API error{code}{status}: {api_error.message}"))
     try:
-        response = decode_response(body)
+        response = decode_any_response(body)
     except MalformedResponse as exc:
-        raise Uncitable(f"not a generateContent response ({exc})") from None
+        raise Uncitable(f"not a generateContent or Interactions response ({exc})") from None
 
     feedback = response.prompt_feedback
     if not response.candidates:

@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.job.states import TERMINAL_STATES
+from pipeline.plural import counted
 from pipeline.results.status import JobStatus
 from pipeline.store.status import source_counts, state_counts
 
@@ -90,7 +91,7 @@ def render_counts(counts: JobCounts) -> str:
     states = ", ".join(f"{s} {n}" for s, n in counts.states.items() if n or s == "done")
     return "\n".join(
         (
-            f"job {counts.job}: {counts.total} questions, {counts.terminal} finished",
+            f"job {counts.job}: {counted(counts.total, 'question')}, {counts.terminal} finished",
             f"  states: {states}",
             "  (answers, sources and the job's spend over every run: `ground status`)",
         )

@@ -20,7 +20,7 @@ from pipeline.costs.prices import Price, PriceTable
 from pipeline.gemini.tokens import estimate_tokens
 from pipeline.grounding.mapping import GroundedAnswer
 from pipeline.job.calls import GroundedCall, StructureCall
-from pipeline.store.ledger import micro_to_usd, read_estimate_basis
+from pipeline.store.ledger import micro_to_usd, read_estimate_basis, reconciled_gap_micro
 from pipeline.structure.validate import REPAIR_RETRIES
 
 __all__ = [
@@ -101,18 +101,30 @@ async def estimate_remaining(
     structure: StructureCall | None,
     worst_case: WorstCase,
     prices: JobPrices,
+    billed_queries: float = 0.0,
 ) -> Estimate:
-    """What the questions not yet finished are expected to cost, and at worst."""
+    """What the questions not yet finished are expected to cost, and at worst.
+
+    ``billed_queries``: the billed search queries per grounded request the invoice taught
+    (``ground reconcile``): the assumed usage and the worst case count at least that many,
+    and the mean cost of the finished questions includes the reconciled bill's gap."""
     stored = await read_estimate_basis(connection, job_id)
     remaining, finished, spent = stored.remaining, stored.finished, stored.spent
+    gap = micro_to_usd(await reconciled_gap_micro(connection, job_id))
     question_tokens = int(stored.mean_question_chars / 4) + 1
-    worst = _worst_per_question(ground, structure, worst_case, prices, question_tokens)
+    worst = _worst_per_question(
+        ground, structure, worst_case, prices, question_tokens, billed_queries
+    )
     worst_total = None if worst is None else worst * remaining
     if finished:
-        per_question = spent / finished
+        per_question = (spent + gap) / finished
         basis = f"the mean cost of the {finished} finished questions"
+        if gap:
+            basis += f", with the ${gap:.4f} the reconciled bill showed beyond the ledger"
     elif prices.grounding is not None:
-        per_question, basis = _assumed_per_question(ground, structure, prices, question_tokens)
+        per_question, basis = _assumed_per_question(
+            ground, structure, prices, question_tokens, billed_queries
+        )
     else:
         per_question = Decimal(0)
         basis = f"no price known for {ground.model}: add a row to the prices file"
@@ -120,21 +132,26 @@ async def estimate_remaining(
 
 
 def _assumed_per_question(
-    ground: GroundedCall, structure: StructureCall | None, prices: JobPrices, question_tokens: int
+    ground: GroundedCall,
+    structure: StructureCall | None,
+    prices: JobPrices,
+    question_tokens: int,
+    billed_queries: float = 0.0,
 ) -> tuple[Decimal, str]:
     """One question's cost from assumed usage, and the sentence that says so."""
     assert prices.grounding is not None
     prompt = estimate_tokens(ground.prompt_template) + question_tokens
+    searches = max(float(ASSUMED_SEARCH_QUERIES), billed_queries)
     per_question = expected_cost(
         prices.grounding,
         prompt_tokens=prompt,
         output_tokens=ASSUMED_OUTPUT_TOKENS,
         tool_use_tokens=ASSUMED_TOOL_USE_TOKENS,
-        search_queries=ASSUMED_SEARCH_QUERIES,
+        search_queries=searches,
         tool=ground.tool,
     ).total
     basis = (
-        f"assumed usage ({ASSUMED_OUTPUT_TOKENS} output tokens, {ASSUMED_SEARCH_QUERIES}"
+        f"assumed usage ({ASSUMED_OUTPUT_TOKENS} output tokens, {searches:g}"
         f" searches) at {prices.grounding.describe()}"
     )
     if prices.structures and prices.structure is not None:
@@ -162,6 +179,7 @@ def _worst_per_question(
     worst_case: WorstCase,
     prices: JobPrices,
     question_tokens: int,
+    billed_queries: float = 0.0,
 ) -> Decimal | None:
     """Every call of one question at its bound: call 1 and its ungrounded retries, then call 2
     and its repair. None when a call has no bound (no price, or a tool with no fee)."""
@@ -169,7 +187,9 @@ def _worst_per_question(
         return None
     prompt = estimate_tokens(ground.prompt_template) + question_tokens
     try:
-        call_1 = worst_case.micro(prices.grounding, prompt, ground.tool)
+        call_1 = worst_case.micro(
+            prices.grounding, prompt, ground.tool, billed_floor=billed_queries
+        )
     except ValueError:
         return None
     worst = call_1 * (1 + ground.ungrounded_retries)

@@ -9,11 +9,12 @@ exports, the Python API and the metrics. The figures are :mod:`pipeline.verify.p
   class and for the job, with its 95 % Wilson interval;
 * per answer, ``verified_fraction``: the share of its checked claims with a readable pair
   that have a ``supported`` one;
-* per answer, ``verified`` (what ``ground export --verified`` keeps): **true** when at
-  least one readable pair was checked and *every* readable pair is ``supported``; **false**
-  when it was checked otherwise (a readable pair not supported, or no pair readable);
-  **null** when it was never checked. An answer outside ``ground verify``'s sample is never
-  checked, so ``--verified`` leaves it out.
+* per answer, ``verified`` (what ``ground export --verified`` keeps, and what
+  ``answers_verified`` counts: :func:`pipeline.verify.precision.answer_verified`, the one
+  definition): **true** when at least one readable pair was checked and *every* readable
+  pair is ``supported``; **false** when it was checked otherwise (a readable pair not
+  supported, or no pair readable); **null** when it was never checked. An answer outside
+  ``ground verify``'s sample is never checked, so ``--verified`` leaves it out.
 
 Only the latest answers count, and only the verdicts of the job's verifying model
 (``[verify] model``, else ``[model] name``): the figures ``ground verify`` reports. Sources
@@ -32,9 +33,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.job.spec import JobSpec
 from pipeline.store import citation_verdicts
 from pipeline.store.citation_verdicts import VerdictRow
-from pipeline.verify.precision import READABLE, Checked, Tally, verified_fractions
+from pipeline.verify.precision import Checked, Tally, answer_verified, verified_fractions
 
 __all__ = [
+    "JobPrecision",
     "job_precision",
     "precision_series",
     "render_precision",
@@ -211,8 +213,7 @@ def holds(rows: Sequence[VerdictRow]) -> bool | None:
     """The answer's ``verified`` (see the module docstring): None when never checked."""
     if not rows:
         return None
-    readable = [r["verdict"] for r in rows if r["verdict"] in READABLE]
-    return bool(readable) and all(v == "supported" for v in readable)
+    return answer_verified(r["verdict"] for r in rows)
 
 
 def answer_fields(rows: Sequence[VerdictRow] | None) -> dict[str, Any]:

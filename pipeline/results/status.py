@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.job.states import TERMINAL_STATES
+from pipeline.plural import counted
 from pipeline.store import ledger, reviews
 from pipeline.store import status as sums
 from pipeline.store.resolution import excluded_domain_sources, policy_counts
@@ -228,7 +229,7 @@ def render_other_models(found: OtherModels) -> str:
 
 
 def render_status(status: JobStatus) -> str:
-    lines = [f"job {status.job}: {status.total} questions, {status.terminal} finished"]
+    lines = [f"job {status.job}: {counted(status.total, 'question')}, {status.terminal} finished"]
     lines.append(
         "  states: "
         + ", ".join(f"{state} {n}" for state, n in status.states.items() if n or state == "done")

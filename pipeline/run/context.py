@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.costs.cap import cap_micro
 from pipeline.costs.charges import WorstCase
+from pipeline.costs.labels import label_value
 from pipeline.costs.prices import Price, PriceTable, UnconfirmedPriceWarning, load_prices
 from pipeline.job import sections
 from pipeline.job.calls import worst_case
@@ -142,6 +143,9 @@ class RunContext:
         # [notify]: which events are written (pipeline.notify delivers them), of which job.
         self.notify = sections.NotifySection()
         self.job_name = ""
+        # Billing labels of every Vertex request: [job] labels and ground_job (ground_run and
+        # ground_step are added per process and per call; pipeline.costs.labels).
+        self.labels: dict[str, str] = {}
 
     @property
     def stopped(self) -> str | None:
@@ -207,6 +211,7 @@ def run_context(
     ctx.reuse_within = spec.reuse_within
     ctx.question_cap_micro = cap_micro(limits.max_cost_per_question_usd)
     ctx.notify, ctx.job_name = spec.notify, spec.name
+    ctx.labels = {**spec.job.labels, "ground_job": label_value(spec.name)}
     return ctx
 
 

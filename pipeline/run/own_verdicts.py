@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 
 from pipeline.errors import ErrorClass
 from pipeline.gemini.api_errors import TransientError
-from pipeline.gemini.wire import GenerateContentResponse, decode_response, visible_text
+from pipeline.gemini.interactions_map import decode_any_response
+from pipeline.gemini.wire import GenerateContentResponse, visible_text
 from pipeline.grounding.mapping import GroundedAnswer
 from pipeline.job.states import QuestionState
 from pipeline.limits.policy import RetryPolicy
@@ -122,7 +123,7 @@ def missed(answer: GroundedAnswer) -> bool:
 def rebuild_own_answer(answer_raw: bytes, stored: StoredOwnAnswer) -> GroundedAnswer:
     """An own answer's citations rebuilt from its stored response and passages, exactly as
     they were made when it was answered."""
-    response = decode_response(answer_raw)
+    response = decode_any_response(answer_raw)
     text = visible_text(response.candidates[0]) if response.candidates else ""
     passages = [Passage(p.doc_id, p.title, p.uri, p.text) for p in stored.passages]
     return cite_passages(text, passages, stored.query)

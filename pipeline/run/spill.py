@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,7 +147,7 @@ def ensure_writable(state_dir: Path) -> None:
     in one line when not."""
     try:
         state_dir.mkdir(parents=True, exist_ok=True)
-        probe = state_dir / f".probe-{os.getpid()}"
+        probe = state_dir / f".probe-{os.getpid()}-{threading.get_ident()}"  # threads apart
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:

@@ -21,6 +21,7 @@ from decimal import Decimal
 from typing import Any
 
 from pipeline.job.states import TERMINAL_STATES
+from pipeline.plural import counted
 from pipeline.rows import CallRecord
 from pipeline.run.batch_figures import BatchFigures
 
@@ -155,8 +156,9 @@ def render_run_summary(summary: RunSummary, label: str = "run") -> str:
     lines = [line]
     if summary.capped:
         lines.append(
-            f"{label}: {summary.capped} questions reached limits.max_cost_per_question_usd:"
-            " no further nudge, re-ask or call 2 (error_class cost_cap)"
+            f"{label}: {counted(summary.capped, 'question')} reached"
+            " limits.max_cost_per_question_usd: no further nudge, re-ask or call 2"
+            " (error_class cost_cap)"
         )
     if summary.batch_mode:
         lines.extend(_batch_lines(summary))

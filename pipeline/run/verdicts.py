@@ -20,7 +20,8 @@ import anyio
 from pipeline.clock import utcnow
 from pipeline.errors import CallError, ErrorClass
 from pipeline.gemini.api_errors import TransientError
-from pipeline.gemini.wire import Candidate, GenerateContentResponse, decode_response
+from pipeline.gemini.interactions_map import decode_any_response
+from pipeline.gemini.wire import Candidate, GenerateContentResponse
 from pipeline.grounding.mapping import GroundedAnswer, ground_answer
 from pipeline.job.calls import StructureCall
 from pipeline.job.states import QuestionState
@@ -73,7 +74,7 @@ class Outcome:
 
 def stored_answer(raw: bytes) -> GroundedAnswer:
     """The grounded answer of a stored call-1 response, mapped exactly as when it was stored."""
-    return ground_answer(decode_response(raw).candidates[0])
+    return ground_answer(decode_any_response(raw).candidates[0])
 
 
 def block_reason(response: GenerateContentResponse) -> str | None:

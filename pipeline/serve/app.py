@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pipeline.results.report import page
 from pipeline.serve import overview, views
 from pipeline.serve.context import CONTEXT, ENGINE, HERE, TEMPLATES, DeskContext, templates
-from pipeline.serve.security import TOKEN_PARAMETER, security_headers, session_gate
+from pipeline.serve.security import SERVER_LOG, TOKEN_PARAMETER, security_headers, session_gate
 
 __all__ = [
     "build_app",
@@ -67,7 +67,7 @@ def build_app(engine: AsyncEngine, context: DeskContext) -> web.Application:
 
 async def serve_desk(engine: AsyncEngine, context: DeskContext, host: str, port: int) -> None:
     """Serve the desk on ``host:port`` until cancelled (Ctrl-C)."""
-    runner = web.AppRunner(build_app(engine, context), access_log=None)
+    runner = web.AppRunner(build_app(engine, context), access_log=None, logger=SERVER_LOG)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)

@@ -17,16 +17,19 @@ a ``srcdoc`` iframe (which inherits this policy), carry their own ``<style>``.
 from __future__ import annotations
 
 import hmac
+import logging
 import secrets
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.typedefs import Middleware
 
 from pipeline.errors import GroundError
 
 __all__ = [
     "MIN_TOKEN_LENGTH",
+    "SERVER_LOG",
     "new_token",
 ]
 
@@ -52,6 +55,41 @@ UNAUTHORIZED = (
     "<!doctype html><title>401</title><p>This desk needs the link <code>ground serve</code>"
     " printed when it started: it carries the session token.</p>"
 )
+
+
+LOGGED_CHARS = 200  # of an error's message, in the desk's one log line
+
+
+class OneLine(logging.Filter):
+    """The desk server's log records as one line each, without a traceback and without what
+    the client sent: aiohttp's refusal of an oversized request line or header (its message
+    quotes the start of the line, where the session token may be) logs the error's class and
+    status only; any other error its class and the first line of its message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is None:
+            return True
+        if isinstance(exc, HttpProcessingError):
+            record.msg, record.args = (
+                "refused a request: %s (HTTP %s)",
+                (
+                    type(exc).__name__,
+                    exc.code,
+                ),
+            )
+        else:
+            lines = str(exc).strip().splitlines()
+            first = lines[0][:LOGGED_CHARS] if lines else ""
+            record.msg, record.args = "a request failed: %s: %s", (type(exc).__name__, first)
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        return True
+
+
+# The logger the desk's server writes to (its access log is off: a request line may carry
+# the token): every record one line (:class:`OneLine`).
+SERVER_LOG = logging.getLogger("pipeline.serve.server")
+SERVER_LOG.addFilter(OneLine())
 
 
 class CsrfRefused(GroundError, ValueError):

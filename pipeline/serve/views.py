@@ -23,6 +23,16 @@ from pipeline.results.report.header import render_legend
 from pipeline.results.report.verification import answer_marks
 from pipeline.serve.context import CONTEXT, ENGINE, render
 from pipeline.serve.diff import text_diff
+from pipeline.serve.inputs import (
+    NOTE_CHARS,
+    REVIEWER_CHARS,
+    SEARCH_CHARS,
+    InputRefused,
+    cursor,
+    desk_path,
+    question_path_id,
+    text_input,
+)
 from pipeline.serve.security import CsrfRefused, check_csrf
 from pipeline.store import reviews
 from pipeline.store.citation_verdicts import verdicts_by_answer
@@ -41,34 +51,38 @@ def _choice(value: str | None, choices: tuple[str, ...]) -> str | None:
 
 
 def filters_of(query: Any) -> reviews.DeskFilters:
-    """The list's filters from a request's query string."""
+    """The list's filters from a request's query string (:class:`InputRefused` for a free-text
+    filter with a NUL or past its length)."""
     grounded = {"yes": True, "no": False}.get(query.get("grounded", ""))
     return reviews.DeskFilters(
         state=_choice(query.get("state"), STATES),
-        qclass=query.get("class") or None,
+        qclass=text_input(query.get("class"), "class", SEARCH_CHARS) or None,
         grounded=grounded,
         route=_choice(query.get("route"), ROUTES),
-        domain=query.get("domain") or None,
+        domain=text_input(query.get("domain"), "domain", SEARCH_CHARS) or None,
         verdict=_choice(query.get("verdict"), VERDICTS),
         review=_choice(query.get("review"), reviews.REVIEW_STATUSES),
-        search=query.get("q") or None,
+        search=text_input(query.get("q"), "search", SEARCH_CHARS) or None,
     )
 
 
-def _after(query: Any) -> int:
-    try:
-        return max(0, int(query.get("after", "0")))
-    except ValueError:
-        return 0
+def refused(request: web.Request, exc: InputRefused) -> web.HTTPBadRequest:
+    """A 400 whose page says what was refused (escaped by the template)."""
+    page = render(request, "refused.html", message=str(exc))
+    return web.HTTPBadRequest(text=page.text, content_type="text/html")
 
 
 async def answers_page(request: web.Request) -> web.Response:
     """``/answers``: one page of the job's questions, filtered."""
     context = request.app[CONTEXT]
-    filters = filters_of(request.query)
+    try:
+        filters = filters_of(request.query)
+        after = cursor(request.query.get("after"))
+    except InputRefused as exc:
+        raise refused(request, exc) from None
     async with request.app[ENGINE].connect() as connection:
         rows, following = await reviews.list_page(
-            connection, context.job_id, filters, after=_after(request.query), size=PAGE_SIZE
+            connection, context.job_id, filters, after=after, size=PAGE_SIZE
         )
     kept = {k: v for k in FILTER_NAMES if (v := request.query.get(k))}
     next_url = None if following is None else "/answers?" + urlencode({**kept, "after": following})
@@ -114,7 +128,10 @@ async def answer_page(request: web.Request) -> web.Response:
     """``/answers/{qid}``: the answer, its sources, verdicts, versions and reviews."""
     context = request.app[CONTEXT]
     engine = request.app[ENGINE]
-    qid = request.match_info["qid"]
+    try:
+        qid = question_path_id(request.match_info["qid"])
+    except InputRefused as exc:
+        raise refused(request, exc) from None
     versions = await read_versions(engine, context.job_id, qid, all_versions=True)
     if not versions:
         raise web.HTTPNotFound(text="no such question in this job")
@@ -149,6 +166,22 @@ async def answer_page(request: web.Request) -> web.Response:
         legend=Markup(render_legend()),  # noqa: S704 (our own text)
         before=before,
         after=after,
+        note_chars=NOTE_CHARS,
+        index_note=_index_note(engine.dialect.name, versions[-1].row["text"], drawn),
+    )
+
+
+def _index_note(dialect: str, question: str, drawn: list[dict[str, Any]]) -> str | None:
+    """What the page says when the search index holds only a prefix of this question's or
+    its answer's text (PostgreSQL's ``tsvector`` is bounded; SQLite's index is whole)."""
+    if dialect != "postgresql":
+        return None
+    answer = (drawn[-1]["record"]["answer"] or "") if drawn else ""
+    if max(len(question or ""), len(answer)) <= reviews.DESK_INDEX_CHARS:
+        return None
+    return (
+        f"The desk's search indexes the first {reviews.DESK_INDEX_CHARS:,} characters of this"
+        " question and of its answer: words past them are not found by the search."
     )
 
 
@@ -169,10 +202,15 @@ async def review_post(request: web.Request) -> web.StreamResponse:
     except CsrfRefused as exc:
         raise web.HTTPForbidden(text=str(exc)) from None
     verdict = form.get("verdict")
-    reviewer = str(form.get("reviewer") or context.reviewer or "").strip()[:200]
+    try:
+        qid = question_path_id(request.match_info["qid"])
+        reviewer = text_input(form.get("reviewer") or context.reviewer, "reviewer", REVIEWER_CHARS)
+        note = text_input(form.get("note"), "note", NOTE_CHARS)
+        target = _next_path(form.get("next"), qid)
+    except InputRefused as exc:
+        raise refused(request, exc) from None
     if verdict not in reviews.REVIEW_VERDICTS or not reviewer:
         raise web.HTTPBadRequest(text="a review needs a verdict and the reviewer's name")
-    qid = request.match_info["qid"]
     async with request.app[ENGINE].begin() as connection:
         question_id = await reviews.question_id_of(connection, context.job_id, qid)
         if question_id is None:
@@ -182,10 +220,20 @@ async def review_post(request: web.Request) -> web.StreamResponse:
             question_id,
             verdict=str(verdict),
             reviewer=reviewer,
-            note=str(form.get("note") or "").strip()[:4000] or None,
+            note=note or None,
             now=dt.datetime.now(dt.UTC),
         )
-    target = str(form.get("next") or "") or qid
-    response = web.HTTPSeeOther(location="/answers/" + quote(target, safe=""))
+    response = web.HTTPSeeOther(location=target)
     response.set_cookie("ground_reviewer", reviewer, httponly=True, samesite="Strict")
     raise response
+
+
+def _next_path(value: object, qid: str) -> str:
+    """Where a stored review sends the browser: ``next`` when it is a path on the desk
+    (:func:`desk_path`), the answer itself when none is given; refused otherwise."""
+    if value is None or value == "":
+        return "/answers/" + quote(qid, safe="")
+    path = desk_path(value)
+    if path is None:
+        raise InputRefused("next must be a path on this desk, such as /answers/q1")
+    return path

@@ -57,7 +57,7 @@ Own retrieval's routing, as stored: which path answered and which path comes nex
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -66,6 +66,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.grounding.hosts import without_userinfo
 from pipeline.grounding.mapping import GroundedAnswer, Source
+from pipeline.grounding.policy import registrable_domain
 from pipeline.grounding.version_diff import SourceFacts, compare
 from pipeline.job.states import QuestionState, SourceState, Verdict
 from pipeline.rows import ROUTE_OWN, AnswerRecord, CallRecord, StateChange, StructuredRecord
@@ -81,6 +82,8 @@ __all__ = [
     "StoredAnswers",
     "StoredOwnAnswer",
     "VerdictOf",
+    "handed_over",
+    "keys_ungrounded_before",
     "own_passages",
     "requeue_via_own",
     "reusable_answer",
@@ -274,6 +277,7 @@ def _source_row(answer_id: int, s: Source, verdict: Verdict) -> dict[str, Any]:
         "answer_id": answer_id,
         **row,
         "destination": verdict.destination,
+        "destination_domain": registrable_domain(verdict.destination),
         "resolve_status": verdict.status,
         "resolve_error": verdict.reason,
         "resolve_attempts": 0,
@@ -517,6 +521,42 @@ async def requeue_via_own(
         .values(requeued(next_route=ROUTE_OWN, reask=False, last_error=None))
     )
     return result.rowcount
+
+
+async def keys_ungrounded_before(
+    connection: AsyncConnection, keys: Collection[str], before: dt.datetime
+) -> set[str]:
+    """Those of the request ``keys`` (``answers.reuse_key``) under which an ungrounded answer
+    was stored before ``before``, in any job: questions that came back ungrounded before."""
+    a = answers.c
+    wanted = sorted(set(keys))
+    found: set[str] = set()
+    for start in range(0, len(wanted), _KEY_CHUNK):
+        rows = await connection.scalars(
+            sa.select(a.reuse_key)
+            .where(
+                a.reuse_key.in_(wanted[start : start + _KEY_CHUNK]),
+                a.grounded.is_(False),
+                a.created_at < before,
+            )
+            .distinct()
+        )
+        found.update(rows)
+    return found
+
+
+_KEY_CHUNK = 500  # keys per look-up: well inside SQLite's bound-parameter limit
+
+
+async def handed_over(connection: AsyncConnection, job_id: int) -> bool:
+    """Whether any of the job's questions is to be asked through own retrieval next
+    (``next_route = "own"``: handed over after a miss, or requeued by ``ground retry --via
+    own_retrieval``), whatever the job's routing."""
+    q = questions.c
+    found = await connection.execute(
+        sa.select(q.id).where(q.job_id == job_id, q.next_route == ROUTE_OWN).limit(1)
+    )
+    return found.first() is not None
 
 
 @dataclass(frozen=True, slots=True)

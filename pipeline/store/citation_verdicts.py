@@ -44,6 +44,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from pipeline.rows import CallRecord, Checked, PairVerdict, StoredSource, StoredSupport
 from pipeline.store.engine import insert_ignoring_conflicts
 from pipeline.store.tables import answers, calls, citation_verdicts, questions, sources, supports
+from pipeline.verify.precision import READABLE
 
 __all__ = [
     "StoredVerdict",
@@ -340,7 +341,7 @@ async def verify_basis(
 # -- verdict reads -------------------------------------------------------------------------
 
 
-READABLE_VERDICTS = ("supported", "partly", "not_supported", "contradicted")
+READABLE_VERDICTS = tuple(sorted(READABLE))  # pipeline.verify.precision's, in SQL
 
 VerdictRow = Mapping[str, Any]
 
@@ -377,7 +378,8 @@ async def verdict_counts(
 async def answer_counts(
     connection: AsyncConnection, job_id: int, model: str
 ) -> dict[str, tuple[int, int]]:
-    """class -> (latest answers checked, those whose checked citations all hold)."""
+    """class -> (latest answers checked, those verified): the SQL mirror of
+    :func:`pipeline.verify.precision.answer_verified`, the one definition."""
     v, q = citation_verdicts.c, questions.c
     readable = sa.func.sum(sa.case((v.verdict.in_(READABLE_VERDICTS), 1), else_=0))
     supported = sa.func.sum(sa.case((v.verdict == "supported", 1), else_=0))

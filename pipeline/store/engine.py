@@ -36,6 +36,7 @@ import fcntl
 import functools
 import os
 import re
+import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -347,6 +348,9 @@ def _is_read_only(exc: BaseException) -> bool:
     )
 
 
+_ALEMBIC_LOCK = threading.Lock()  # one migration at a time in this process (see _migrate)
+
+
 async def _migrate(engine: AsyncEngine) -> None:
     url = engine.url.render_as_string(hide_password=False)
     from alembic import command
@@ -355,13 +359,23 @@ async def _migrate(engine: AsyncEngine) -> None:
 
     def upgrade(connection: Any) -> None:
         config.attributes["connection"] = connection
-        command.upgrade(config, "head")
+        # Alembic's ``context`` is one module-level proxy per process: two threads migrating
+        # at once (run_job from an orchestrator's threads) remove each other's ("KeyError:
+        # 'config'"). Held inside the database's own lock, so the order is always the same.
+        with _ALEMBIC_LOCK:
+            command.upgrade(config, "head")
 
     async with engine.begin() as connection:
         if connection.dialect.name == "postgresql":
             await connection.execute(
                 text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY}
             )
+        else:
+            # SQLite's driver opens a transaction only before a row is written, so each CREATE
+            # TABLE committed on its own: a migration stopped part-way left tables and no
+            # alembic_version, which no later run could use. One explicit transaction: the
+            # whole migration lands, or none of it (and the next run does it again).
+            await connection.exec_driver_sql("BEGIN IMMEDIATE")
         # Checked again under the lock: another process may have migrated it meanwhile (this
         # look is final: a schema this ground cannot use raises DatabaseSchemaError here).
         if is_current(await read_schema(connection)):

@@ -1,4 +1,5 @@
-"""``calls``: the ledger, the spend, per-version totals, models used, the estimate's basis.
+"""``calls``: the ledger, the spend, per-version totals, models used, the estimate's basis;
+``reconciliations`` and ``billing_factors``: the ledger against Google's bill.
 
 The call ledger: one row per request to the model, and the sums read from it.
 
@@ -13,10 +14,12 @@ answer versions record when they were stored (``answers.created_at``). The two t
 joined per question, and the join partitions the question's calls, so the versions' totals
 add up to the question's:
 
-* a call 1 (``step = 'ground'``) belongs to the first version stored at or after it started:
-  the answer it produced, or the one that the attempts before it (failed, retried, ungrounded
-  and asked again) led to. Calls started after the latest version was stored (a refresh whose
-  attempts all failed) belong to the latest version: the spend of keeping it current;
+* a call 1 (``step = 'ground'``, or own retrieval's ``'own'``) belongs to the first version
+  stored at or after it started: the answer it produced, or the one that the attempts before
+  it (failed, retried, ungrounded and asked again) led to. So after a managed miss, the own
+  retrieval call that answered pays for the fallback's version, and the miss for its own.
+  Calls started after the latest version was stored (a refresh whose attempts all failed)
+  belong to the latest version: the spend of keeping it current;
 * any other call (call 2, ``step = 'structure'``, and its repair retry) belongs to the
   version that was the latest when it started: call 2 reshapes the stored answer, so it starts
   after that answer's ``created_at`` and before a newer version is stored. One that started
@@ -51,25 +54,45 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.job.states import TERMINAL_STATES
 from pipeline.rows import CallRecord
-from pipeline.store.tables import answers, calls, questions, structured
+from pipeline.store.tables import (
+    answers,
+    billing_factors,
+    calls,
+    questions,
+    reconciliations,
+    structured,
+)
 
 if TYPE_CHECKING:
     pass
 
 __all__ = [
+    "BilledFactor",
     "LedgerTotals",
+    "ModelUsage",
+    "Reconciled",
     "grounded_calls_since",
+    "grounded_listing",
     "job_call_stored",
     "job_spend",
     "job_totals",
+    "latest_reconciliation",
+    "learned_factors",
     "micro_to_usd",
+    "model_usage",
     "other_models",
     "persist_calls",
     "question_spend",
     "read_estimate_basis",
+    "reconciled_gap_micro",
+    "save_factor",
+    "save_reconciliation",
 ]
 
 GROUND_STEP = "ground"  # the step whose requests count against the daily grounding bucket
+# The steps whose calls make an answer version (call 1: managed, or own retrieval's
+# pipeline.job.calls.OWN_STEP): each pays for the next version stored.
+ANSWER_STEPS = frozenset({GROUND_STEP, "own"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +249,7 @@ def version_of(call: LedgerCall, stored_at: Sequence[dt.datetime]) -> int:
     """The position in ``stored_at`` (the versions' ``created_at``, oldest first, not empty)
     of the version ``call`` paid for (see the module docstring)."""
     last = len(stored_at) - 1
-    if call.step == GROUND_STEP:
+    if call.step in ANSWER_STEPS:
         return min(bisect_left(stored_at, call.started_at), last)
     return max(bisect_right(stored_at, call.started_at) - 1, 0)
 
@@ -236,7 +259,7 @@ def totals(found: Sequence[LedgerCall]) -> dict[str, Any]:
     them) over ``found``; all None when there is no call, as for a question never asked."""
     if not found:
         return dict.fromkeys(LEDGER_COLUMNS)
-    ground_models = [c.model for c in found if c.step == GROUND_STEP]
+    ground_models = [c.model for c in found if c.step in ANSWER_STEPS]
     return {
         "l_calls": len(found),
         "l_input_tokens": sum(c.input_tokens for c in found),
@@ -411,3 +434,140 @@ async def read_estimate_basis(connection: AsyncConnection, job_id: int) -> Estim
         spent=await job_spend(connection, job_id),
         mean_question_chars=float(mean_chars or 0),
     )
+
+
+# --- the ledger against the bill (ground reconcile) ---------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ModelUsage:
+    """One model's calls in a job's ledger: what the responses showed."""
+
+    model: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    grounding_units: int
+    cost_micro: int
+    first_call: dt.datetime | None  # aware UTC on every backend (UtcDateTime)
+    last_call: dt.datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciled:
+    """A job's latest reconciliation (see ``0022_billing``)."""
+
+    reconciled_at: dt.datetime
+    source: str
+    matched_by: str
+    period_start: dt.datetime | None
+    period_end: dt.datetime | None
+    ledger_micro: int
+    billed_micro: int
+    unattributed_micro: int
+    families: Any
+
+
+@dataclass(frozen=True, slots=True)
+class BilledFactor:
+    """Billed search queries per grounded request of a model on a backend, and its basis."""
+
+    model: str
+    backend: str
+    queries_per_request: float
+    grounded_requests: int
+    billed_queries: float
+    period_start: dt.datetime | None
+    period_end: dt.datetime | None
+    learned_at: dt.datetime
+
+
+def _of_job(job_id: int) -> sa.ColumnElement[bool]:
+    c = calls.c
+    of_job = sa.select(questions.c.id).where(questions.c.job_id == job_id).scalar_subquery()
+    return sa.or_(c.question_id.in_(of_job), c.job_id == job_id)
+
+
+async def model_usage(connection: AsyncConnection, job_id: int) -> list[ModelUsage]:
+    """The job's calls per model: tokens, grounding units, cost and time span."""
+    c = calls.c
+    rows = await connection.execute(
+        sa.select(
+            c.model,
+            sa.func.count(),
+            sa.func.coalesce(sa.func.sum(c.input_tokens), 0),
+            sa.func.coalesce(sa.func.sum(c.output_tokens), 0),
+            sa.func.coalesce(sa.func.sum(c.grounding_units), 0),
+            sa.func.coalesce(
+                sa.func.sum(sa.case((c.cost_micro_usd > 0, c.cost_micro_usd), else_=0)), 0
+            ),
+            sa.func.min(c.started_at),
+            sa.func.max(c.started_at),
+        )
+        .where(_of_job(job_id))
+        .group_by(c.model)
+        .order_by(c.model)
+    )
+    return [
+        ModelUsage(model, int(n), int(tin), int(tout), int(units), int(micro), first, last)
+        for model, n, tin, tout, units, micro, first, last in rows
+    ]
+
+
+async def grounded_listing(connection: AsyncConnection, job_id: int) -> tuple[int, int]:
+    """``(grounded, listing_none)``: the job's grounded managed responses (every stored
+    version), and how many of them listed no search query."""
+    a = answers.c
+    empty = sa.func.json_array_length(a.web_search_queries) == 0
+    grounded, listing_none = (
+        await connection.execute(
+            sa.select(sa.func.count(), sa.func.count().filter(empty))
+            .select_from(answers.join(questions, questions.c.id == a.question_id))
+            .where(questions.c.job_id == job_id, a.grounded.is_(True), a.route == "managed")
+        )
+    ).one()
+    return int(grounded), int(listing_none)
+
+
+async def save_reconciliation(
+    connection: AsyncConnection, job_id: int, reconciled: Reconciled
+) -> None:
+    values = {name: getattr(reconciled, name) for name in Reconciled.__dataclass_fields__}
+    await connection.execute(reconciliations.insert().values(job_id=job_id, **values))
+
+
+async def latest_reconciliation(connection: AsyncConnection, job_id: int) -> Reconciled | None:
+    r = reconciliations.c
+    fields = [getattr(r, name) for name in Reconciled.__dataclass_fields__]
+    query = sa.select(*fields).where(r.job_id == job_id).order_by(r.id.desc()).limit(1)
+    row = (await connection.execute(query)).first()
+    return None if row is None else Reconciled(*row)
+
+
+async def reconciled_gap_micro(connection: AsyncConnection, job_id: int) -> int:
+    """What the latest reconciliation found billed beyond the ledger (0 when none, or when
+    the bill was below): the budget counts it as spent."""
+    latest = await latest_reconciliation(connection, job_id)
+    return 0 if latest is None else max(latest.billed_micro - latest.ledger_micro, 0)
+
+
+async def save_factor(connection: AsyncConnection, job_id: int, factor: BilledFactor) -> None:
+    """Keep ``factor`` as the model's on its backend (replacing the one before)."""
+    f = billing_factors.c
+    await connection.execute(
+        billing_factors.delete().where(f.model == factor.model, f.backend == factor.backend)
+    )
+    values = {name: getattr(factor, name) for name in BilledFactor.__dataclass_fields__}
+    await connection.execute(billing_factors.insert().values(job_id=job_id, **values))
+
+
+async def learned_factors(
+    connection: AsyncConnection, backend: str | None = None
+) -> list[BilledFactor]:
+    """The learned factors (of ``backend``, or all), by model."""
+    f = billing_factors.c
+    fields = [getattr(f, name) for name in BilledFactor.__dataclass_fields__]
+    query = sa.select(*fields).order_by(f.model, f.backend)
+    if backend is not None:
+        query = query.where(f.backend == backend)
+    return [BilledFactor(*row) for row in await connection.execute(query)]

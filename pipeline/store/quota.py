@@ -339,11 +339,14 @@ async def extend_hold(
 
 async def recount_budget(connection: AsyncConnection, job_id: int) -> None:
     """Raise the budget row's ``used`` to the ledger's sum, under the row's lock (writers that
-    count lock it first, so none is half counted). Runs without a budget do not count. It is
+    count lock it first, so none is half counted), plus the gap the latest reconciliation
+    found between the ledger and the bill. Runs without a budget do not count. It is
     never lowered: the ledger is only appended to, so a sum below ``used`` would be rows that
     must not refund the budget (negative costs a former version stored)."""
     await _lock_budget_row(connection, job_id)
     spent = int(await ledger.job_spend(connection, job_id) * 1_000_000)
+    # What the bill showed beyond the ledger (ground reconcile) is spent too.
+    spent += await ledger.reconciled_gap_micro(connection, job_id)
     await connection.execute(
         shared_limits.update().where(_key(job_id, BUDGET), _s.used < spent).values(used=spent)
     )

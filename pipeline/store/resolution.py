@@ -99,6 +99,7 @@ _UPDATE = (
     .values(
         resolve_status=sa.bindparam("b_status"),
         destination=sa.bindparam("b_destination"),
+        destination_domain=sa.bindparam("b_destination_domain"),
         resolve_http_status=sa.bindparam("b_http"),
         resolve_error=sa.bindparam("b_error"),
         resolve_attempts=sa.bindparam("b_attempts"),
@@ -122,6 +123,7 @@ async def store_resolutions(connection: AsyncConnection, updates: Sequence[Sourc
                 "b_chunk": u.chunk_index,
                 "b_status": u.verdict.status,
                 "b_destination": u.verdict.destination,
+                "b_destination_domain": registrable_domain(u.verdict.destination),
                 "b_http": u.http_status,
                 "b_error": u.verdict.reason,
                 "b_attempts": u.attempts,
@@ -209,6 +211,7 @@ async def judge_again(connection: AsyncConnection, verdicts: Sequence[tuple[int,
         .values(
             resolve_status=sa.bindparam("b_status"),
             destination=sa.bindparam("b_destination"),
+            destination_domain=sa.bindparam("b_destination_domain"),
             resolve_error=sa.bindparam("b_error"),
             resolve_http_status=None,
             resolve_attempts=0,
@@ -220,6 +223,7 @@ async def judge_again(connection: AsyncConnection, verdicts: Sequence[tuple[int,
                 "b_id": source_id,
                 "b_status": v.status,
                 "b_destination": v.destination,
+                "b_destination_domain": registrable_domain(v.destination),
                 "b_error": v.reason,
             }
             for source_id, v in verdicts

@@ -27,16 +27,19 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from pipeline.grounding.policy import registrable_domain
 from pipeline.store.tables import answers, citation_verdicts, questions, reviews, sources
 from pipeline.store.versions import LATEST_ANSWER
 
 __all__ = [
+    "DESK_INDEX_CHARS",
     "PENDING",
     "REVIEW_STATUSES",
     "REVIEW_VERDICTS",
     "DeskFilters",
     "Review",
     "StagedDecision",
+    "decisions_on",
     "first_unknown_decision",
     "has_reviews",
     "list_page",
@@ -127,6 +130,30 @@ async def review_history(connection: AsyncConnection, question_id: int) -> list[
         .order_by(r.id.desc())
     )
     return [Review(*row) for row in rows]
+
+
+async def decisions_on(
+    connection: AsyncConnection, keys: Collection[tuple[int, int]]
+) -> dict[tuple[int, int], Review]:
+    """The newest decision on each ``(question id, answer version)`` of ``keys`` (the
+    review status of that version, as :func:`review_status` reads it); a key with none is
+    absent (pending)."""
+    r = reviews.c
+    wanted = set(keys)
+    found: dict[tuple[int, int], Review] = {}
+    ids = sorted({question for question, _ in wanted})
+    for start in range(0, len(ids), _ID_CHUNK):
+        rows = await connection.execute(
+            sa.select(r.question_id, r.verdict, r.reviewer, r.note, r.answer_version, r.created_at)
+            .where(r.question_id.in_(ids[start : start + _ID_CHUNK]))
+            .order_by(r.id)
+        )
+        for question, *decision in rows:
+            review = Review(*decision)
+            version = review.answer_version
+            if version is not None and (question, version) in wanted:
+                found[(question, version)] = review  # the newest wins
+    return found
 
 
 async def review_counts(connection: AsyncConnection, job_id: int) -> dict[str, int]:
@@ -294,6 +321,9 @@ async def store_staged_decisions(connection: AsyncConnection, job_id: int, now: 
 
 
 SNIPPET_CHARS = 240  # of the answer, shown in the list
+# PostgreSQL's search index holds this many characters of a question's text and as many of its
+# answer's (migration 0024's ``desk_tsv_of``): a tsvector is at most 1 MB.
+DESK_INDEX_CHARS = 100_000
 # A search is planned for its own words. asyncpg prepares each statement, and after five runs
 # PostgreSQL may keep a generic plan, which cannot see how rare the words are: it walks the
 # primary key in id order, hoping for early matches, and a rare word reads the whole job
@@ -351,7 +381,13 @@ def _conditions(
         found.append(a.route == f.route)
     if f.domain:
         s = sources.c
-        found.append(sa.exists().where(s.answer_id == a.id, s.domain == f.domain))
+        # The API's domain, or (the Developer API sends none) the destination's registrable
+        # domain, read as the source policy reads it.
+        site = registrable_domain(f.domain)
+        named = s.domain == f.domain
+        if site is not None:
+            named = sa.or_(named, s.destination_domain == site)
+        found.append(sa.exists().where(s.answer_id == a.id, named))
     if f.verdict:
         v = citation_verdicts.c
         found.append(sa.exists().where(v.answer_id == a.id, v.verdict == f.verdict))

@@ -204,6 +204,8 @@ sources = Table(
     Column("first_page", Integer),  # RAG Engine ragChunk.pageSpan, 1-indexed, inclusive
     Column("last_page", Integer),
     Column("destination", Text),
+    # 0024: the destination's registrable domain (the desk's domain where ``domain`` is empty)
+    Column("destination_domain", Text),
     # job.states.SourceState: pending resolved direct expired forbidden failed rejected no_uri
     Column("resolve_status", String(20), nullable=False),
     Column("resolve_http_status", Integer),
@@ -513,4 +515,40 @@ notify_deliveries = Table(
     Column("next_at", UtcDateTime(), nullable=False),  # the next attempt, not before
     Column("sent_at", UtcDateTime()),
     Index("ix_notify_deliveries_job_id", "job_id", "state"),
+)
+
+
+# 0022_billing: what `ground reconcile` found (pipeline.store.ledger): the ledger against the
+# Cloud Billing export for one job, per SKU family (``families``: JSON), and the gap.
+reconciliations = Table(
+    "reconciliations",
+    metadata,
+    Column("id", Id, primary_key=True),
+    Column("job_id", Id, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("reconciled_at", UtcDateTime(), nullable=False),
+    Column("source", Text, nullable=False),  # the export file's name (no credential)
+    Column("matched_by", String(20), nullable=False),  # labels | project
+    Column("period_start", UtcDateTime()),  # the matched rows' first usage start
+    Column("period_end", UtcDateTime()),  # ... and last usage end
+    Column("ledger_micro", BigInteger, nullable=False),  # the ledger's spend, micro-dollars
+    Column("billed_micro", BigInteger, nullable=False),  # the export's, credits applied
+    Column("unattributed_micro", BigInteger, nullable=False),  # rows of no known family
+    Column("families", JSON, nullable=False),
+    Index("ix_reconciliations_job_id", "job_id", "id"),
+)
+
+# 0022_billing: billed search queries per grounded request, per model and backend, as the
+# latest reconciliation that saw grounded requests of it taught (one row each).
+billing_factors = Table(
+    "billing_factors",
+    metadata,
+    Column("model", String(100), primary_key=True),
+    Column("backend", String(20), primary_key=True),
+    Column("queries_per_request", Float, nullable=False),
+    Column("grounded_requests", Integer, nullable=False),
+    Column("billed_queries", Float, nullable=False),
+    Column("period_start", UtcDateTime()),
+    Column("period_end", UtcDateTime()),
+    Column("learned_at", UtcDateTime(), nullable=False),
+    Column("job_id", Id, ForeignKey("jobs.id", ondelete="SET NULL")),  # where it was learned
 )

@@ -11,7 +11,8 @@ call):
   job, whatever the load order.
 
 The run then claims only inside the trial's :class:`TrialScope` (an SQL condition the claim
-adds to its own).
+adds to its own). A forecast's pilot (``ground estimate --pilot N``) is a trial per class:
+:func:`class_counts` sizes it, :func:`finished_calls` reads back what its questions cost.
 """
 
 from __future__ import annotations
@@ -25,13 +26,16 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.job.states import TERMINAL_STATES
-from pipeline.store.tables import questions
+from pipeline.store.tables import calls, questions
 
 __all__ = [
     "MAX_SAMPLE",
+    "PilotCall",
     "Trial",
     "TrialScope",
     "Waiting",
+    "class_counts",
+    "finished_calls",
     "first_unfinished",
     "sample_key",
     "select_trial",
@@ -169,3 +173,48 @@ async def first_unfinished(
         .limit(n)
     )
     return [Waiting(row.qid, row.text, row.qclass, row.meta, row.id) for row in rows]
+
+
+async def class_counts(connection: AsyncConnection, job_id: int) -> dict[str | None, list[int]]:
+    """Each class's ``[questions, finished]`` (None: questions of no class)."""
+    q = questions.c
+    finished = sa.func.count().filter(q.state.in_(sorted(TERMINAL_STATES)))
+    rows = await connection.execute(
+        sa.select(q.qclass, sa.func.count(), finished).where(q.job_id == job_id).group_by(q.qclass)
+    )
+    return {qclass: [int(n), int(done)] for qclass, n, done in rows}
+
+
+@dataclass(frozen=True, slots=True)
+class PilotCall:
+    """One call of a finished question, as the forecast reprices it."""
+
+    question_id: int
+    qclass: str | None
+    model: str
+    input_tokens: int
+    output_tokens: int
+    grounding_units: int
+    latency_ms: float
+    cost_micro: int
+
+
+async def finished_calls(connection: AsyncConnection, job_id: int) -> list[PilotCall]:
+    """The calls of the job's finished questions, by question."""
+    q, c = questions.c, calls.c
+    rows = await connection.execute(
+        sa.select(
+            c.question_id,
+            q.qclass,
+            c.model,
+            c.input_tokens,
+            c.output_tokens,
+            c.grounding_units,
+            c.latency_ms,
+            c.cost_micro_usd,
+        )
+        .join(questions, q.id == c.question_id)
+        .where(q.job_id == job_id, q.state.in_(sorted(TERMINAL_STATES)))
+        .order_by(c.question_id, c.id)
+    )
+    return [PilotCall(*row) for row in rows]

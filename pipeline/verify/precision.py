@@ -13,8 +13,18 @@ The gate (``[verify] fail_below``) fails a class when the **upper** bound of its
 below the threshold: the class's precision is then below it with 95 % confidence, and a small
 sample's noise alone never fails a job. A class with no readable pair is not judged.
 
-Per answer, ``verified_fraction`` = the share of its claims with at least one readable pair
-whose readable pairs include a ``supported`` one (None when no claim had a readable pair).
+Per answer, the one definition of **verified** (:func:`answer_verified`): at least one
+readable pair was checked, and *every* readable pair is ``supported``. ``ground verify``'s
+count, ``ground status`` (``answers_verified``), the report, the desk and ``ground export
+--verified`` all count this (the SQL of :func:`pipeline.store.citation_verdicts.answer_counts`
+is its mirror, and a test holds the two equal).
+
+A second, looser notion is kept under its own name, never "verified": an answer is
+**claim-backed** when each of its claims with a readable pair has a ``supported`` one
+(a claim citing two sources, one ``supported`` and one ``not_supported``, is backed, but the
+answer is not verified). ``verified_fraction`` = the share of its claims with at least one
+readable pair whose readable pairs include a ``supported`` one (None when no claim had a
+readable pair): an answer is claim-backed when it is 1.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ __all__ = [
     "Checked",
     "Precision",
     "Tally",
+    "answer_verified",
     "failing_classes",
     "measure",
     "verified_fractions",
@@ -104,6 +115,13 @@ def measure(
             result.job.add("unresolved", n)
             result.by_class.setdefault(qclass, Tally()).add("unresolved", n)
     return result
+
+
+def answer_verified(verdicts: Iterable[str]) -> bool:
+    """Whether an answer checked with these pair ``verdicts`` is **verified** (the module
+    docstring): a readable pair, and every readable pair ``supported``."""
+    readable = [v for v in verdicts if v in READABLE]
+    return bool(readable) and all(v == "supported" for v in readable)
 
 
 def verified_fractions(checked: Iterable[Checked]) -> dict[int, float | None]:

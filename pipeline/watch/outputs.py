@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -60,7 +61,7 @@ def first_problem(outputs: Iterable[tuple[str, str | None]]) -> str | None:
 def _cannot_create_in(directory: Path) -> str | None:
     """Whether a file can be created in ``directory``: tried, since permission bits do not
     tell (root, read-only mounts, ACLs)."""
-    probe = directory / f".ground-probe.{os.getpid()}"
+    probe = directory / f".ground-probe.{os.getpid()}-{threading.get_ident()}"
     try:
         with open(probe, "xb"):
             pass
@@ -77,7 +78,7 @@ def write_atomically(path: str | Path, data: bytes) -> None:
     """``data`` to a temporary file beside ``path``, then renamed over it: a reader sees the
     old file or the new one, never half of one. Raises :class:`OSError` (no file is left)."""
     target = Path(path)
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    temporary = target.with_name(f".{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     try:
         temporary.write_bytes(data)
         temporary.replace(target)

@@ -199,15 +199,18 @@ class ProgressBar:
             auto_refresh=False,
         )
         self._gone = False  # the terminal hung up: nothing more is drawn
+        self._logs: list[tuple[logging.StreamHandler[Any], Any]] = []  # swapped while drawn
         self._task = self._progress.add_task(
             "grounding", total=total, completed=finished, rate="- q/s", spend="$0", throttled=0
         )
 
     def __enter__(self) -> ProgressBar:
         self._progress.start()
+        self._logs = _clear_bar_before_logs()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        _restore(self._logs)
         self._drawing(self._progress.stop)
 
     def update(self, snap: Snapshot) -> None:
@@ -232,6 +235,56 @@ class ProgressBar:
                 raise
             self._gone = True
             let_go(sys.stdout)
+
+
+CLEAR_LINE = "\r\x1b[2K"  # to the line's start, then erase it: the bar's line made blank
+
+
+class _LineClearing:
+    """A terminal stream a log handler writes to while the bar is drawn: each line written
+    starts by clearing the bar's line, so a log record (a Ctrl-C's "stopping") gets a line
+    of its own instead of being drawn into the bar; the bar is redrawn below it."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self._at_start = True
+
+    def write(self, text: str) -> int:
+        if self._at_start and text:
+            text = CLEAR_LINE + text
+        if text:
+            self._at_start = text.endswith("\n")
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+def _clear_bar_before_logs() -> list[tuple[logging.StreamHandler[Any], Any]]:
+    """Each of the root logger's handlers that writes to a terminal, now writing through
+    :class:`_LineClearing`; the handlers and their streams, to put back."""
+    swapped: list[tuple[logging.StreamHandler[Any], Any]] = []
+    for handler in logging.getLogger().handlers:
+        if not isinstance(handler, logging.StreamHandler) or isinstance(
+            handler, logging.FileHandler
+        ):
+            continue
+        stream = handler.stream
+        try:
+            on_terminal = bool(stream.isatty())
+        except (AttributeError, ValueError, OSError):
+            on_terminal = False
+        if on_terminal:
+            swapped.append((handler, handler.setStream(_LineClearing(stream))))
+    return swapped
+
+
+def _restore(swapped: list[tuple[logging.StreamHandler[Any], Any]]) -> None:
+    for handler, stream in swapped:
+        handler.setStream(stream)
 
 
 def log_progress(snap: Snapshot) -> None:

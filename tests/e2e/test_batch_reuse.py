@@ -6,6 +6,7 @@ against the emulator's own counts and the ledger, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -293,3 +294,35 @@ async def test_a_kill_mid_batch_resumes_and_fills_the_identical_questions(
     assert len(stored) == 300 and {state for state, _ in stored} == {"done"}
     assert sum(origin is None for _, origin in stored) == 100
     assert await _by_job(spec, calls, calls.c.question_id) == 100
+
+
+async def test_reuse_batching_only_what_came_back_ungrounded_before_is_not_blamed_on_batch(
+    tmp_path: Path,
+    emulator_key: str,
+    database: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Every question grounded but the Eiffel tower's (#4, #9), which never are.
+    config = EmulatorConfig(
+        seed=11,
+        ungrounded_share=0.0,
+        batch_delay_s=0.05,
+        miss_words=frozenset({"eiffel"}),
+        miss_ungrounded_share=1.0,
+    )
+    with running_emulator(config) as emu:
+        first = _job(tmp_path / "first", emu.base_url, database, "first", n=10)
+        assert await run_command(first) == 0
+        second = _job(tmp_path / "second", emu.base_url, database, "second", n=10)
+        with caplog.at_level(logging.INFO):
+            assert await run_command(second) == 0
+        assert emu.stats()["batch"]["batch_requests"] >= 10 + 2
+    actions = [getattr(r, "action", None) for r in caplog.records]
+    # The second job batched only the two that came back ungrounded before: not a sign that
+    # Google Search did not run in batch mode, and said as what it is.
+    assert "batch_ungrounded" not in actions
+    assert not [r for r in caplog.records if "may not run in batch" in r.getMessage()]
+    (again,) = [r for r in caplog.records if getattr(r, "action", None) == "batch_ungrounded_again"]
+    assert "all 2 answers came back without grounding, as each of them had before" in (
+        again.getMessage()
+    )

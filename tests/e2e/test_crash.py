@@ -55,9 +55,10 @@ async def _ledger_ground_calls(url: str) -> int:
         await engine.dispose()
 
 
+@pytest.mark.parametrize("api", ["generate_content", "interactions"])
 @pytest.mark.parametrize("structure", [False, True], ids=["ground", "ground+structure"])
 async def test_five_sigkills_then_completion_pay_for_each_answer_once(
-    tmp_path: Path, structure: bool
+    tmp_path: Path, structure: bool, api: str
 ) -> None:
     rng = random.Random(1234)
     config = EmulatorConfig(seed=31, latency_p50_ms=40, latency_p99_ms=200)
@@ -67,6 +68,7 @@ async def test_five_sigkills_then_completion_pay_for_each_answer_once(
             f"limits.concurrency={CONCURRENCY}",
             "limits.requests_per_minute=30000",
             *(STRUCTURE if structure else []),
+            f'model.api="{api}"',  # the crash safety is the same over both APIs
         ]
         spec = make_job(
             tmp_path, base_url=emu.base_url, n_questions=N_QUESTIONS, overrides=overrides

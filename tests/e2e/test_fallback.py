@@ -167,6 +167,10 @@ async def test_a_fallback_class_and_missed_answers_end_answered_by_own_retrieval
         assert not managed["grounded"] or not managed["sources"]
         assert fallback["route"] == "own" and fallback["answer_latest"]
         assert fallback["answer_version"] == managed["answer_version"] + 1
+        # Each version's own calls and cost: the miss its managed call, the fallback its own.
+        assert managed["calls"] >= 1 and fallback["calls"] >= 1
+        assert managed["cost_usd"] > 0 and fallback["cost_usd"] > 0
+        assert managed["calls"] + fallback["calls"] == record["calls"]
         # ... and the missed answer is the one the managed path gave without the fallback.
         assert _managed(managed) == managed_before[record["id"]]
     # Managed answers of the other class are unchanged.
@@ -350,3 +354,38 @@ async def test_a_plain_retry_keeps_a_failed_own_call_on_own_retrieval(tmp_path: 
         async with engine.connect() as connection:
             after = (await connection.execute(sa.select(questions.c.next_route))).scalars()
             assert set(after) == {"own"}
+
+
+async def test_retry_via_own_retrieval_indexes_a_job_never_indexed_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = EmulatorConfig(
+        seed=4,
+        ungrounded_share=0.0,
+        miss_words=frozenset({"airport"}),
+        miss_ungrounded_share=1.0,
+    )
+    with running_emulator(config) as emu:
+        monkeypatch.setenv("GEMINI_API_KEY", emu.api_key)
+        # No `ground index`, and nothing routes a class to own retrieval.
+        spec = fallback_job(
+            tmp_path,
+            base_url=emu.base_url,
+            n_airports=4,
+            n_cities=2,
+            grounding='fallback = "own_retrieval"\nfallback_below = 0.5',
+        )
+        assert await run_command(spec) == 0
+        via = "own_retrieval"
+        assert await retry_command(spec, states=["ungrounded"], error_class=None, via=via) == 0
+        assert "requeued 4 questions" in capsys.readouterr().out
+        assert await run_command(spec) == 0
+    # The run indexed first, as the other routes to own retrieval do.
+    assert "the job's own index was empty: indexed 50 documents" in capsys.readouterr().out
+    got = await fetch_rows(
+        spec.database_url,
+        sa.select(questions.c.state, questions.c.error_class, answers.c.route)
+        .join(answers, answers.c.question_id == questions.c.id)
+        .where(questions.c.qclass == AIRPORTS, answers.c.superseded_at.is_(None)),
+    )
+    assert sorted(got) == [("done", None, "own")] * 4

@@ -35,7 +35,7 @@ async def test_a_question_over_max_question_chars_is_refused_at_load_with_its_li
         tmp_path, base_url="http://127.0.0.1:9", overrides=["limits.max_question_chars=100"]
     )
     _write(tmp_path, ["short?", "also short?", "x" * 101, "fine?"])
-    assert await load_command(spec) == 1
+    assert await load_command(spec) == 2
     err = capsys.readouterr().err
     assert "questions.jsonl:3:" in err
     assert "101 characters long, over [limits] max_question_chars = 100" in err
@@ -50,7 +50,7 @@ async def test_the_default_limit_refuses_a_5_mb_question_before_any_call(
         spec = make_job(tmp_path, base_url=emu.base_url, n_questions=1)
         assert spec.limits.max_question_chars == DEFAULT_MAX_QUESTION_CHARS == 1_000_000
         _write(tmp_path, ["a fine question?", "y" * 5_000_000])
-        assert await run_command(spec) == 1
+        assert await run_command(spec) == 2
         assert emu.stats()["requests"]["total"] == 0
     assert "questions.jsonl:2:" in capsys.readouterr().err
 

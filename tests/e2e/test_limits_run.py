@@ -41,6 +41,13 @@ pytestmark = pytest.mark.anyio
 WINDOW_S = 6.0
 PER_WINDOW = 600
 PER_MINUTE = int(PER_WINDOW * 60 / WINDOW_S)
+# The quota and budget tests run over both APIs ([model] api): the limits are the same.
+APIS = pytest.mark.parametrize("api", ["generate_content", "interactions"])
+
+
+def _answered(stats: dict, api: str) -> int:
+    """Model requests the emulator saw over ``api`` (each API is its own path kind)."""
+    return stats["requests"]["by_kind"].get("developer" if api == "generate_content" else api, 0)
 
 
 @pytest.fixture(autouse=True)
@@ -93,8 +100,9 @@ async def test_at_the_quota_rate_no_request_is_rejected(
     assert runner.summary.outcomes == {"done": 1_500}
 
 
+@APIS
 async def test_above_the_quota_the_adaptive_rate_converges_and_all_finish(
-    tmp_path: Path, fast_backoff: Backoff
+    tmp_path: Path, fast_backoff: Backoff, api: str
 ) -> None:
     # A job configured at 1,000 RPM against a 600 RPM quota. 600 RPM is
     # 10 calls/s, under a third of what this test's run sends beside stress-ng --cpu 8 on 2
@@ -112,11 +120,14 @@ async def test_above_the_quota_the_adaptive_rate_converges_and_all_finish(
                 f"limits.requests_per_minute={quota_per_minute * 10 // 6}",
                 "limits.concurrency=32",
                 "limits.max_attempts=10",
+                f'model.api="{api}"',
             ],
         )
         runner = await _run(spec, fast_backoff)
         stats = emu.stats()
     rejected = stats["quota_rejections"]["total"]
+    other = "interactions" if api == "generate_content" else "generate_content"
+    assert _answered(stats, api) > 0 and _answered(stats, other) == 0  # calls over that API
     assert rejected > 0  # the configured rate was too high, and the server said so
     assert runner.summary.outcomes["done"] == n_questions  # every question finished
     # The adaptive rate is the job's, kept in its database (pipeline.limits.job_limits).
@@ -177,11 +188,15 @@ async def test_fault_mix_every_question_terminal_and_retries_bounded(
     assert len(outcomes) - waited == sum(a for _, a, _ in rows)
 
 
+@APIS
 async def test_a_budget_is_a_limit_not_a_report(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], api: str
 ) -> None:
+    chosen = [f'model.api="{api}"']
     with running_emulator(EmulatorConfig(seed=53, ungrounded_share=0.0)) as emu:
-        probe = make_job(tmp_path / "probe", base_url=emu.base_url, n_questions=20)
+        probe = make_job(
+            tmp_path / "probe", base_url=emu.base_url, n_questions=20, overrides=chosen
+        )
         assert await run_command(probe) == 0
         per_question = (
             sum(
@@ -197,7 +212,7 @@ async def test_a_budget_is_a_limit_not_a_report(
             tmp_path,
             base_url=emu.base_url,
             n_questions=300,
-            overrides=[f"limits.budget_usd={budget}", "limits.concurrency=8"],
+            overrides=[f"limits.budget_usd={budget}", "limits.concurrency=8", *chosen],
         )
         capsys.readouterr()
         assert await run_command(spec) == 1
@@ -218,7 +233,7 @@ async def test_a_budget_is_a_limit_not_a_report(
         # Later runs keep to the same budget (the ledger is where it starts from): they use
         # what the worst cases left over, then make no call at all.
         for _ in range(6):  # each can make the calls whose worst case still fits
-            calls_before = emu.stats()["requests"]["by_kind"]["developer"]
+            calls_before = _answered(emu.stats(), api)
             assert await run_command(spec) == 1
             spent = (
                 Decimal(
@@ -232,7 +247,7 @@ async def test_a_budget_is_a_limit_not_a_report(
                 / 1_000_000
             )
             assert spent <= budget
-            if emu.stats()["requests"]["by_kind"]["developer"] == calls_before:
+            if _answered(emu.stats(), api) == calls_before:
                 break
         else:
             pytest.fail("every run found budget left for another call")

@@ -12,9 +12,16 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from alembic import command
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pipeline.store.engine import alembic_config, create_engine, migrate
+from pipeline.store.engine import (
+    alembic_config,
+    create_engine,
+    is_current,
+    migrate,
+    read_schema,
+)
 from tests.support.databases import postgres_database
 
 pytestmark = pytest.mark.anyio
@@ -177,3 +184,30 @@ async def test_answers_become_version_1_and_the_view_reads_the_latest(
             ).all()
             assert [tuple(r) for r in view] == [("a", "newer"), ("b", None)]
         await migrate(engine)  # and up again
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+async def test_a_migration_stopped_part_way_leaves_nothing_and_is_done_again(
+    backend: str, tmp_path: Path
+) -> None:
+    """A fresh database whose migration stops part-way (here, at migration
+    0019's ``reviews`` table) is left as it was, never with tables and no
+    ``alembic_version``; the next ``migrate`` makes the whole schema."""
+    async with _engine(backend, tmp_path) as engine:
+
+        def stop_at_reviews(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+            if "CREATE TABLE reviews" in statement:
+                raise RuntimeError("stopped part-way")
+
+        event.listen(engine.sync_engine, "before_cursor_execute", stop_at_reviews)
+        with pytest.raises(RuntimeError, match="stopped part-way"):
+            await migrate(engine)
+        event.remove(engine.sync_engine, "before_cursor_execute", stop_at_reviews)
+        async with engine.connect() as connection:
+            state = await read_schema(connection)
+        assert state.revisions == () and not state.versioned and not state.has_tables
+        await migrate(engine)
+        async with engine.connect() as connection:
+            assert is_current(await read_schema(connection))

@@ -194,3 +194,56 @@ def test_twenty_answers_reviewed_by_keyboard_from_a_filtered_search(
     subprocess.run([*export, "--review", "approved", "--out", str(out)], check=True)
     exported = {json.loads(line)["id"] for line in out.read_text(encoding="utf-8").splitlines()}
     assert exported == {qid for qid, verdict in wanted.items() if verdict == "approved"}
+
+
+@contextmanager
+def other_origin() -> Iterator[tuple[int, list[str]]]:
+    """An HTTP server on another port of the same host: the origin a hostile ``next`` aims
+    at (cookies are scoped by host, not port). Yields its port and the requests it got."""
+    import http.server
+    import threading
+
+    seen: list[str] = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(f"{self.path} cookie={self.headers.get('Cookie')}")
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1], seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_hostile_next_never_leaves_the_desk(desk: Desk, chromium: webdriver.Chrome) -> None:
+    """The review form's ``next`` rewritten to forms a browser follows to another origin:
+    the desk refuses each with a page of its own, and the other origin gets no request."""
+    wait = WebDriverWait(chromium, 15)
+    chromium.get(desk.link)
+    with other_origin() as (port, seen):
+        for target in (
+            f"////127.0.0.1:{port}/stolen",
+            f"/\\127.0.0.1:{port}/stolen",
+            f"/%2F127.0.0.1:{port}/stolen",
+            f"http://127.0.0.1:{port}/stolen",
+        ):
+            chromium.get(f"{desk.base}/answers/q0001")
+            chromium.find_element(By.NAME, "reviewer").send_keys("eve")
+            box = chromium.find_element(By.NAME, "next")
+            chromium.execute_script("arguments[0].value = arguments[1]", box, target)
+            chromium.find_element(By.CSS_SELECTOR, 'button[value="approved"]').click()
+            wait.until(lambda d: d.find_elements(By.ID, "refused"))
+            assert chromium.current_url.startswith(desk.base + "/"), target
+            assert (
+                "next must be a path on this desk" in chromium.find_element(By.ID, "refused").text
+            )
+        assert seen == []

@@ -121,7 +121,7 @@ def test_the_command_line(tmp_path: Path) -> None:
     good.write_text("id,verdict\nq0000,approved\n", encoding="utf-8")
     done = subprocess.run([*cli, str(good), "--reviewer", "kim"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert "imported 1 decisions" in done.stdout
+    assert "imported 1 decision from" in done.stdout
     refused = subprocess.run([*cli, str(good)], capture_output=True, text=True)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert refused.stderr.splitlines() == [

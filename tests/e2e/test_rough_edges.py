@@ -99,7 +99,7 @@ def test_nul_in_a_question_is_refused_at_load_with_file_and_line(
     lines = questions.read_text().splitlines()
     lines[1] = '{"id": "q1", "question": "what\\u0000is this?"}'
     questions.write_text("\n".join(lines) + "\n")
-    assert cli.main(["load", str(job)]) == 1
+    assert cli.main(["load", str(job)]) == 2
     assert _one_line(capsys.readouterr().err) == (
         f"ground: {questions}:2: a NUL character (\\u0000) in the id, text or class"
         " (nothing was loaded)"
@@ -109,7 +109,7 @@ def test_nul_in_a_question_is_refused_at_load_with_file_and_line(
 def test_an_empty_question_file_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     job = _job(tmp_path)
     (tmp_path / "questions.jsonl").write_text("\n")
-    assert cli.main(["run", str(job)]) == 1
+    assert cli.main(["run", str(job)]) == 2
     assert _one_line(capsys.readouterr().err) == (
         f"ground: {tmp_path / 'questions.jsonl'}: the file has no questions (nothing was loaded)"
     )

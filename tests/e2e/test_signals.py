@@ -8,6 +8,7 @@ import pty
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import orjson
@@ -159,3 +160,49 @@ async def test_a_closed_terminal_stops_the_run_and_its_summary_is_still_written(
     assert len(stored) == sum(outcome == "ok" for (outcome,) in ledger)
     rows = await fetch_rows(spec.database_url, sa.select(questions.c.state))
     assert "running" not in {s for (s,) in rows}  # leases given back
+
+
+async def test_a_second_sigint_aborts_and_the_summary_still_tells_the_time(tmp_path: Path) -> None:
+    """Ctrl-C twice: the first stops claiming, the second aborts the drain. The summary says
+    how long the run took, not "in 0.0 s"."""
+    config = EmulatorConfig(seed=74, latency_p50_ms=300, latency_p99_ms=900)
+    with running_emulator(config) as emu:
+        overrides = ["limits.concurrency=16", f"limits.requests_per_minute={RATE_PER_MINUTE}"]
+        spec = make_job(
+            tmp_path, base_url=emu.base_url, n_questions=N_QUESTIONS, overrides=overrides
+        )
+        command = [sys.executable, "-m", "pipeline.cli", "run", str(spec.path)]
+        command += [arg for override in overrides for arg in ("--set", override)]
+        env = {**os.environ, "GEMINI_API_KEY": emu.api_key}
+        child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        said: list[bytes] = []  # stderr, read as it comes
+        assert child.stderr is not None
+        reader = threading.Thread(target=lambda: said.extend(child.stderr or ()), daemon=True)
+        reader.start()
+        try:
+            wait_until(
+                lambda: generate_calls(emu.stats()) >= SIGNAL_AFTER_CALLS,
+                f"{SIGNAL_AFTER_CALLS} answered calls",
+                abort=process_exited(child),
+            )
+            child.send_signal(signal.SIGINT)
+            # The second once the first is taken (two at once are one signal), mid-drain.
+            wait_until(
+                lambda: any(b"stopping: SIGINT received" in line for line in said),
+                "the first SIGINT taken",
+                abort=process_exited(child),
+            )
+            child.send_signal(signal.SIGINT)
+            out, _ = child.communicate(timeout=60)
+            reader.join(timeout=60)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.communicate()
+    err = b"".join(said).decode()
+    assert child.returncode == 1, err
+    assert "Traceback" not in err
+    (summary,) = [line for line in out.decode().splitlines() if line.startswith("run: ")]
+    # 30 calls paced at 100 a second came before the signals: at least 0.3 s.
+    seconds = float(summary.split(" finished in ", 1)[1].split(" s", 1)[0])
+    assert seconds >= 0.3, summary

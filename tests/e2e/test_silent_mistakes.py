@@ -155,7 +155,7 @@ def test_a_class_longer_than_its_column_is_refused_with_its_row_on_every_backend
     rows.append({"id": "c", "question": "s?", "topic": too_long})
     (tmp_path / "q.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
     job = job_file(tmp_path, 'file = "q.jsonl"\nclass_field = "topic"', database)
-    assert cli.main(["load", str(job)]) == 1
+    assert cli.main(["load", str(job)]) == 2  # needs an edit
     assert one_line(capsys.readouterr().err) == (
         f"ground: {tmp_path / 'q.jsonl'}:3: class field 'topic' is longer than"
         f" {MAX_CLASS_LENGTH} characters ({MAX_CLASS_LENGTH + 1}) (nothing was loaded)"

@@ -48,8 +48,11 @@ async def test_status_export_and_report_show_the_measured_precision(
         capsys.readouterr()
         textfile = tmp_path / "verify.prom"
         assert await verify_command(spec, metrics_textfile=str(textfile)) == 0
-        measured, low, high = _measured(capsys.readouterr().out)
+        said = capsys.readouterr().out
+        measured, low, high = _measured(said)
     job = str(spec.path)
+    verified_line = next(x for x in said.splitlines() if x.startswith("verified answers: "))
+    verified_of = verified_line.split(": ", 1)[1].split(" checked", 1)[0]
 
     assert await _ground("status", job, "--json") == 0
     document = orjson.loads(capsys.readouterr().out)
@@ -74,6 +77,8 @@ async def test_status_export_and_report_show_the_measured_precision(
     )
     assert 0 < len(kept) < len(records)
     assert len(kept) == shown["answers_verified"]
+    # ground verify's count is the same figure, by the same definition.
+    assert verified_of == f"{shown['answers_verified']} of {shown['answers_checked']}"
     assert {r["id"] for r in kept} == {r["id"] for r in records if r["verified"] is True}
     for r in kept:
         checked = [v["verdict"] for v in r["citation_verdicts"]]

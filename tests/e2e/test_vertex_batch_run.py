@@ -406,7 +406,7 @@ async def test_status_lists_what_stored_batches_left_and_batch_clean_removes_it(
         assert "ground batch clean" in text and f"  {row.output_dir}/" in text
         assert emu.stats()["storage"]["objects"] == 2  # the input and predictions.jsonl
         assert await anyio.to_thread.run_sync(_ground, spec, overrides, "batch", "clean") == 0
-        assert "cleaned 1 batches: 2 objects removed" in capsys.readouterr().out
+        assert "cleaned 1 batch: 2 objects removed" in capsys.readouterr().out
         storage = emu.stats()["storage"]
         assert storage["objects"] == 0 and storage["objects_deleted"] == 2
         ((row),) = await fetch_rows(spec.database_url, sa.select(batches))

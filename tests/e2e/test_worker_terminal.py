@@ -140,3 +140,28 @@ def test_a_ctrl_c_is_one_line_and_the_worst_childs_exit_status(tmp_path: Path) -
 def _finished_on_the_line(screen: str) -> int:
     found = re.search(r"^grounding \(\d+ processes\).*?(\d+)/\d+", screen, re.M)
     return int(found.group(1)) if found else 0
+
+
+def test_a_ctrl_c_log_line_is_not_drawn_into_the_progress_bar(tmp_path: Path) -> None:
+    # 300 requests a minute (set on the command line): 60 questions take 12 s at least, so
+    # the Ctrl-C comes mid-run, while the bar is drawn.
+    with running_emulator(EmulatorConfig(seed=7, latency_p50_ms=20)) as emu:
+        make_job(tmp_path, base_url=emu.base_url, n_questions=N_QUESTIONS)
+        command = (
+            f"cd {tmp_path} && GEMINI_API_KEY={TEST_API_KEY} {GROUND} run job.toml"
+            " --set limits.requests_per_minute=300; echo GROUND-EXIT=$?; sleep 600"
+        )
+        with _terminal(command) as terminal:
+            _wait_for(terminal, "question finished", lambda s: _run_bar_finished(s) > 0)
+            terminal.press("C-c")
+            text = _wait_for(terminal, "exit status", lambda s: "GROUND-EXIT=" in s)
+    assert "GROUND-EXIT=1" in text
+    (stopping,) = [line for line in text.splitlines() if "stopping: SIGINT received" in line]
+    # The log record has a line of its own: the bar's line was cleared before it.
+    assert "grounding" not in stopping and "q/s" not in stopping, text
+    assert any(line.startswith("grounding") for line in text.splitlines()), text
+
+
+def _run_bar_finished(screen: str) -> int:
+    found = re.search(r"^grounding .*?(\d+)/\d+", screen, re.M)
+    return int(found.group(1)) if found else 0

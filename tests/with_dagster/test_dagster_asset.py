@@ -125,6 +125,25 @@ def test_exit_2_fails_once_whatever_the_retry_policy(
     assert "GEMINI_API_KEY" in (info.description or "")
 
 
+@pytest.mark.parametrize(
+    "database", ["postgresql://u:s3cret@127.0.0.1:notaport/db", "postgresql://u:s3cret@[::1/db"]
+)
+def test_a_database_url_that_cannot_be_read_fails_once_in_one_line(
+    tmp_path: Path, emulator: RunningEmulator, database: str
+) -> None:
+    make_job(tmp_path, base_url=emulator.base_url, n_questions=N)
+    asset = ground_asset(tmp_path / "job.toml", retry_policy=NO_RETRY_DELAY)
+    env = GroundResource(database=database)
+    result = dg.materialize([asset], resources={"ground": env}, raise_on_error=False)
+    assert not result.success
+    assert _step_events(result, dg.DagsterEventType.STEP_UP_FOR_RETRY) == 0
+    [failure] = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    info = failure.step_failure_data.user_failure_data
+    assert info is not None and info.metadata["exit_status"].value == 2
+    assert "job.database" in (info.description or "")
+    assert "s3cret" not in (info.description or "")
+
+
 def test_the_resource_s_database_and_limit_are_the_environment_s(
     tmp_path: Path, emulator: RunningEmulator, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pipeline.results.export.records import to_record
 from pipeline.store.citation_verdicts import VerdictRow, verdicts_by_answer
 from pipeline.store.records import BATCH_QUESTIONS, Filters, StoredQuestion, read_batches
+from pipeline.store.reviews import Review, decisions_on
 
 FORMATS = ("jsonl", "csv", "parquet")
 
@@ -61,8 +62,15 @@ async def record_batches(
     versions = filters.all_versions
     async for batch in read_batches(engine, job_id, filters, batch_size=batch_size):
         checked = await _verdicts(engine, batch, verification)
+        decided = await _decisions(engine, batch)
         records = [
-            to_record(stored, versions=versions, verdicts=checked.get(stored.row["a_id"]))
+            to_record(
+                stored,
+                versions=versions,
+                verdicts=checked.get(stored.row["a_id"]),
+                review=decided.get((stored.row["id"], stored.row["a_version"])),
+                reviews_read=True,
+            )
             for stored in batch
         ]
         if verification is not None and verification.verified_only:
@@ -90,6 +98,17 @@ async def _verdicts(
         return {}
     async with engine.connect() as connection:
         return await verdicts_by_answer(connection, ids, verification.model)
+
+
+async def _decisions(
+    engine: AsyncEngine, batch: Sequence[StoredQuestion]
+) -> dict[tuple[int, int], Review]:
+    """The newest review decision on each of the batch's answer versions."""
+    keys = [(s.row["id"], s.row["a_version"]) for s in batch if s.row["a_version"] is not None]
+    if not keys:
+        return {}
+    async with engine.connect() as connection:
+        return await decisions_on(connection, keys)
 
 
 async def export_job(

@@ -19,7 +19,8 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from pipeline.gemini.wire import MalformedResponse, decode_response
+from pipeline.gemini.interactions_map import decode_any_response
+from pipeline.gemini.wire import MalformedResponse
 from pipeline.grounding.mapping import Citation, GroundedAnswer, Source
 from pipeline.grounding.render import safe_http_url
 from pipeline.job.states import QuestionState, SourceState
@@ -29,9 +30,11 @@ from pipeline.results.export.fields import Kind as Kind
 from pipeline.results.export.fields import ListOf as ListOf
 from pipeline.results.export.fields import Struct as Struct
 from pipeline.results.export.fields import list_of as _list
+from pipeline.results.export.review import REVIEW_RECORD, review_fields
 from pipeline.results.export.verdicts import VERIFY_RECORD
 from pipeline.results.precision import answer_fields
 from pipeline.store.records import Row, StoredQuestion
+from pipeline.store.reviews import Review
 
 __all__ = [
     "FIELDS",
@@ -253,6 +256,7 @@ RECORD: tuple[Field, ...] = (
     Field("provenance", _list(PROVENANCE), "each structured leaf's support", required=True),
     Field("warnings", _list(Kind.STRING), "what mapping the citations corrected", required=True),
     *VERIFY_RECORD,
+    *REVIEW_RECORD,
 )
 # With --all-versions (one record per stored answer version), after RECORD.
 VERSION_RECORD: tuple[Field, ...] = (
@@ -408,7 +412,7 @@ def tool_part_kinds(raw_response: str | None) -> list[str]:
     if not raw_response:
         return []
     try:
-        response = decode_response(raw_response.encode())
+        response = decode_any_response(raw_response.encode())
     except MalformedResponse:  # it decoded when it was stored; never fail an export on it
         return []
     if not response.candidates:
@@ -439,14 +443,23 @@ def version_fields(stored: StoredQuestion) -> dict[str, Any]:
 
 
 def to_record(
-    stored: StoredQuestion, *, versions: bool = False, verdicts: Sequence[Row] | None = None
+    stored: StoredQuestion,
+    *,
+    versions: bool = False,
+    verdicts: Sequence[Row] | None = None,
+    review: Review | None = None,
+    reviews_read: bool = False,
 ) -> dict[str, Any]:
     """The export record of one question (see the module docstring); ``versions``: with the
     :data:`VERSION_RECORD` fields too (and the ledger columns of that version alone, as
     :mod:`pipeline.store.records` reads them). ``verdicts``: the answer's stored citation
-    verdicts (:mod:`pipeline.store.citation_verdicts`; None: never checked)."""
+    verdicts (:mod:`pipeline.store.citation_verdicts`; None: never checked). ``review``:
+    the newest review decision on the record's answer version (None: pending), where
+    ``reviews_read`` (the exports read them; without, the review fields are null)."""
     record = _record(stored)
-    record.update(answer_fields(verdicts))  # RECORD's last fields: VERIFY_RECORD
+    record.update(answer_fields(verdicts))  # then VERIFY_RECORD and REVIEW_RECORD
+    answered = reviews_read and stored.row["a_id"] is not None
+    record.update(review_fields(review, answered=answered))
     if versions:
         record.update(version_fields(stored))
     return record

@@ -19,6 +19,7 @@ import anyio
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.job.states import QuestionState
+from pipeline.results.billing import billing_status
 from pipeline.results.precision import job_precision
 from pipeline.results.report import page
 from pipeline.results.report.figures import class_figures
@@ -103,6 +104,9 @@ async def write_report(
         routes = await class_routes(connection, job_id)
         total, chosen, tally = await _choose(connection, job_id, selection)
         precision = await job_precision(connection, job_id, verify_model) if verify_model else None
+        bill = await billing_status(
+            connection, job_id, model=context.model, backend=context.backend
+        )
     shown = min(selection.size, total)
     examples = tally.example_ids()
     fill = TableFill(shown, chosen, examples)
@@ -111,6 +115,7 @@ async def write_report(
         await handle.write(page.head(f"ground report: {job_name}"))
         await handle.write(render_header(context, job_name, status.spend_usd))
         await handle.write(page.summary(status, coverage, latency))
+        await handle.write(page.billing(bill))
         await handle.write(page.source_policy(status.source_policy))
         await handle.write(precision_section(precision))
         await handle.write(render_problems(tally.problems(), _scope_words(selection)))

@@ -19,6 +19,7 @@ from urllib.parse import quote
 import orjson
 
 from pipeline.grounding.render import render_html
+from pipeline.results.billing import BillingStatus
 from pipeline.results.export.records import destinations, grounded_answer, to_record
 from pipeline.results.report.figures import ClassFigures, chart_groups, percent
 from pipeline.results.report.svg import bar_chart, paired_bar_chart
@@ -129,6 +130,23 @@ def anchor_id(qid: str) -> str:
 
 def _card(label: str, value: str) -> str:
     return f'<div class="card"><b>{esc(value)}</b>{esc(label)}</div>'
+
+
+def billing(status: BillingStatus) -> str:
+    """The ledger against the bill: what ``ground reconcile`` found, or the sign before it."""
+    cards = [_card("ledger (USD, what the responses showed)", f"${status.ledger_usd:.4f}")]
+    if status.billed_usd is not None and status.reconciled_at is not None:
+        cards.append(_card("reconciled bill (USD)", f"${status.billed_usd:.4f}"))
+        cards.append(_card("last reconciled (UTC)", f"{status.reconciled_at:%Y-%m-%d %H:%M}"))
+    if status.factor is not None:
+        cards.append(_card("billed queries per grounded request", f"{status.factor:.2f}"))
+    share = status.listing_none_share
+    if status.billed_usd is None and share is not None:
+        cards.append(_card("grounded responses listing no query", percent(share)))
+    return (
+        '<section id="billing">\n<h2>The ledger and the bill</h2>\n'
+        f'<div class="cards">{"".join(cards)}</div>\n</section>\n'
+    )
 
 
 def source_policy(counts: dict[str, int]) -> str:

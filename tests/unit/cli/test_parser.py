@@ -52,3 +52,15 @@ def test_init_takes_a_directory_and_two_flags() -> None:
     )
     defaults = build_parser().parse_args(["init"])
     assert (defaults.directory, defaults.vertex, defaults.structure) == (".", False, True)
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "two"])
+def test_worker_processes_below_one_is_a_usage_error_at_parse_time(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(["worker", "job.toml", "--processes", value])
+    assert exit_.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("ground worker: error: argument --processes") and "Traceback" not in line
+    assert build_parser().parse_args(["worker", "job.toml", "--processes", "2"]).processes == 2

@@ -285,6 +285,16 @@ def test_per_prompt_fee_once_however_many_queries() -> None:
     assert call_cost(PER_PROMPT, usage, GroundingMetadata()).grounding_usd == D("0.035")
 
 
+def test_the_interactions_search_count_is_billed_when_it_is_the_larger() -> None:
+    usage = UsageMetadata(prompt_token_count=10)
+    # usage.grounding_tool_count (Interactions API), kept beside the queries by the mapper
+    more = GroundingMetadata(web_search_queries=("a", "a"), grounding_tool_count=3)
+    assert call_cost(PER_QUERY, usage, more).grounding_units == 3
+    fewer = GroundingMetadata(web_search_queries=("a", "b"), grounding_tool_count=1)
+    assert call_cost(PER_QUERY, usage, fewer).grounding_units == 2
+    assert call_cost(PER_PROMPT, usage, more).grounding_units == 1
+
+
 def test_per_query_fee_counts_non_empty_queries_only() -> None:
     usage = UsageMetadata(prompt_token_count=10)
     grounded = GroundingMetadata(web_search_queries=("weather paris", "", "  ", "tokyo"))

@@ -63,8 +63,9 @@ def test_allow_list_breaks_everything_outside_it() -> None:
     assert not policy.breaks("https://docs.example.com/")
     assert policy.breaks("https://example.org/")
     assert policy.breaks("http://10.0.0.1/")  # no registrable domain: not on the list
-    # "gov.uk" is a public suffix: kept as written, it matches no registrable domain under it
-    assert policy.breaks("https://www.hmrc.gov.uk/")
+    # "gov.uk" is a public suffix: it stands for every host under it
+    assert not policy.breaks("https://www.hmrc.gov.uk/")
+    assert policy.breaks("https://gov.uk.example.org/")
 
 
 def test_no_destination_is_never_judged() -> None:
@@ -111,3 +112,42 @@ def test_a_reask_names_the_deny_list_and_the_domains_found() -> None:
     asked = avoiding("Why?", domains)
     assert asked == "Why?\n\nDo not use or cite sources from these domains: junk.net, spam.com."
     assert avoiding("Why?", []) == "Why?"
+
+
+# Every spelling of one host, as a destination and as an entry: each action must read them as
+# the one name (drop and reask once let through some that flag caught).
+SPELLINGS = [
+    # (entry, destination, broken?)
+    ("spam.co.uk", "https://news.spam.co.uk/a", True),  # a multi-label public suffix
+    ("spam.co.uk", "https://deep.news.spam.co.uk:8443/a", True),
+    ("spam.co.uk", "https://notspam.co.uk/", False),
+    ("spam.com", "https://spam.com:8443/x", True),  # a destination with a port
+    ("spam.com:8443", "https://spam.com/x", True),  # an entry with a port
+    ("https://spam.com:8443/path", "http://a.spam.com/", True),  # an entry as a URL
+    ("SPAM.com.", "https://WWW.spam.COM./", True),  # case, trailing dot
+    ("spam。com", "https://spam．com/", True),  # ideographic and fullwidth dots
+    ("ｓｐａｍ．ｃｏｍ", "https://spam.com/", True),  # fullwidth letters
+    ("bücher.de", "https://shop.xn--bcher-kva.de/", True),  # IDN and Punycode
+    ("xn--bcher-kva.de", "https://BÜCHER.de:443/", True),
+    ("blogspot.com", "https://evil.blogspot.com/", True),  # a private suffix entry: all under it
+    ("github.io", "https://alice.github.io/", True),
+    ("alice.github.io", "https://alice.github.io/x", True),  # one site under a private suffix
+    ("alice.github.io", "https://bob.github.io/", False),
+    ("co.uk", "https://anything.co.uk/", True),  # an ICANN suffix entry: all under it
+    ("example.com", "https://example.com.evil.org/", False),
+    ("10.0.0.1", "http://10.0.0.1:8080/", True),  # an address stands for itself
+    ("10.0.0.1", "http://10.0.0.2/", False),
+]
+
+
+@pytest.mark.parametrize(("entry", "destination", "broken"), SPELLINGS)
+@pytest.mark.parametrize("action", ["flag", "drop", "reask"])
+def test_every_action_reads_every_spelling_alike(
+    action: str, entry: str, destination: str, broken: bool
+) -> None:
+    marks = {"flag": POLICY_FLAGGED, "drop": POLICY_DROPPED, "reask": POLICY_REASKED}
+    deny = SourcePolicy.of([entry], [], action)  # type: ignore[arg-type]
+    assert deny.mark(destination) == (marks[action] if broken else POLICY_OK)
+    # allow is the mirror: what an entry stands for passes, the rest breaks
+    allow = SourcePolicy.of([], [entry], action)  # type: ignore[arg-type]
+    assert allow.mark(destination) == (POLICY_OK if broken else marks[action])

@@ -33,7 +33,15 @@ def test_line_numbers_skip_blank_lines_and_a_byte_order_mark(tmp_path: Path) -> 
     [
         ("b.jsonl", b'{"id": 1}\n{"id": \n', "b.jsonl:2: not valid JSON"),
         ("b.jsonl", b"[1, 2]\n", "b.jsonl:1: expected a JSON object per line"),
-        ("b.jsonl", b'{"id": "\xff"}\n', "b.jsonl:1: not valid JSON: .*UTF-8"),
+        ("b.jsonl", b'{"id": "\xff"}\n', "b.jsonl:1: not UTF-8 text .*at byte 9 of the line"),
+        # on its own line, not orjson's "line 1"
+        (
+            "b.jsonl",
+            b'{"id": 1}\n{"id": "\xff"}\n',
+            r"^\S*b.jsonl:2: not UTF-8 text \(invalid start byte at byte 9 of the line\)$",
+        ),
+        ("b.jsonl", b'{"id": 1}\n\n{"id": ]\n', r"b.jsonl:3: not valid JSON: .* of the line\)$"),
+        ("b.csv", b"id,text\n1,a\n2,\xff\n", r"b.csv:3: not UTF-8 text \(invalid start byte"),
         ("b.csv", b"name,text\nx,y\n", "b.csv:1: the header has no column 'id'"),
         ("b.csv", b"id,text\n1,a,b\n", "b.csv:2: more fields than the header"),
     ],

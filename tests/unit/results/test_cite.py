@@ -115,8 +115,8 @@ def test_blocked(
         (b"\x89PNG\r\n\x1a\n garbage", "not JSON"),
         (b"", "not JSON"),
         (b'{"candidates": [', "not JSON"),
-        (b"[1, 2]", "not a generateContent response"),
-        (b'{"candidates": "nope"}', "not a generateContent response"),
+        (b"[1, 2]", "not a generateContent or Interactions response"),
+        (b'{"candidates": "nope"}', "not a generateContent or Interactions response"),
         (b"{}", "no candidates"),
     ],
 )

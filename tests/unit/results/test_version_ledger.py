@@ -55,3 +55,13 @@ def test_a_question_never_answered_keeps_every_call_and_one_without_calls_none()
     assert only["l_calls"] == 2
     (none,) = per_version([at(10)], [])
     assert none["l_calls"] is None and none["l_cost_micro_usd"] is None
+
+
+def test_a_fallback_pays_for_its_own_version_and_the_miss_for_its_own() -> None:
+    # The managed call misses (version 1 stored at 10 s); own retrieval answers at 20 s.
+    stored = [at(10), at(20)]
+    calls = [call("ground", 1, cost=30, model="g"), call("own", 12, cost=7, model="o")]
+    assert version_of(calls[1], stored) == 1
+    miss, fallback = per_version(stored, calls)
+    assert (miss["l_calls"], miss["l_cost_micro_usd"], miss["l_model"]) == (1, 30, "g")
+    assert (fallback["l_calls"], fallback["l_cost_micro_usd"], fallback["l_model"]) == (1, 7, "o")
