@@ -57,6 +57,7 @@ __all__ = [
     "read_verdicts",
     "spend_by_question",
     "store_call",
+    "store_checked",
     "store_verdicts",
     "verdict_counts",
     "verdicts_by_answer",
@@ -186,6 +187,31 @@ async def store_verdicts(
             for v in verdicts
         ],
     )
+
+
+async def store_checked(
+    connection: AsyncConnection,
+    *,
+    answer_id: int,
+    question_id: int,
+    model: str,
+    record: CallRecord,
+    verdicts: Sequence[PairVerdict],
+    now: dt.datetime,
+) -> int:
+    """The call's ledger row, then its verdicts, in the caller's one transaction; the row's
+    id (``ground verify`` itself stores the row first, in a transaction of its own)."""
+    call_id = await store_call(connection, record)
+    await store_verdicts(
+        connection,
+        answer_id=answer_id,
+        question_id=question_id,
+        model=model,
+        call_id=call_id,
+        verdicts=verdicts,
+        now=now,
+    )
+    return call_id
 
 
 async def checked_answers(
