@@ -51,7 +51,7 @@ PG_ROWS = (
     " prompt_tokens, candidates_tokens, tool_use_prompt_tokens, thoughts_tokens, total_tokens,"
     " coverage, warnings, latency_ms, created_at, raw_response)"
     " SELECT i, i, 'Kraków hat etwa 800 000 Einwohner.[1] Die Stadt liegt an der Weichsel.',"
-    " true, 'STOP', 'gemini-2.5-flash', 'r' || i, '[\"Kraków Einwohner\"]', '[]', '', 10, 60,"
+    " true, 'STOP', 'gemini-3.8-flash', 'r' || i, '[\"Kraków Einwohner\"]', '[]', '', 10, 60,"
     " 120, 0, 190, 0.93, '[]', 1800.0, now(), '{}' FROM generate_series(1, :n) AS i",
     "INSERT INTO sources (answer_id, chunk_index, kind, title, uri, domain, destination,"
     " resolve_status, resolve_attempts, resolved_at)"
@@ -99,7 +99,7 @@ def pages(n: int, rng: random.Random) -> dict[str, list[str]]:
 async def measure(engine: AsyncEngine, n: int, repeat: int) -> dict[str, tuple[float, float]]:
     """p50 and p95 in ms of each kind of request."""
     context = DeskContext(
-        job_id=1, job_name="bench", model="gemini-2.5-flash", backend="developer", base_url=""
+        job_id=1, job_name="bench", model="gemini-3.8-flash", backend="developer", base_url=""
     )
     client = TestClient(TestServer(build_app(engine, context)))
     await client.start_server()

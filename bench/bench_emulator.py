@@ -29,7 +29,7 @@ import orjson
 REPO = Path(__file__).resolve().parent.parent
 TARGET_RPS = 3000  # requests per second
 API_KEY = "emulator-key"
-MODEL = "gemini-2.5-flash"
+MODEL = "gemini-3.8-flash"
 
 
 def cpu_seconds(pid: int) -> float:

@@ -80,7 +80,7 @@ def generate(db: Path, n: int) -> None:
             " response_id, web_search_queries, retrieval_queries, search_entry_point_html,"
             " prompt_tokens, candidates_tokens, tool_use_prompt_tokens, thoughts_tokens,"
             " total_tokens, coverage, warnings, latency_ms, created_at, raw_response)"
-            " VALUES (?, ?, ?, 1, 'STOP', 'gemini-2.5-flash', ?, '[\"Kraków Einwohner\"]', '[]',"
+            " VALUES (?, ?, ?, 1, 'STOP', 'gemini-3.8-flash', ?, '[\"Kraków Einwohner\"]', '[]',"
             " '<style>.chip{}</style><div class=\"chip\">Kraków</div>', 10, 60, 120, 0, 190,"
             " 0.93, '[]', 1800.0, ?, '{}')",
             [(i, i, ANSWER, f"r{i}", now) for i in ids],
@@ -103,7 +103,7 @@ def generate(db: Path, n: int) -> None:
         con.executemany(
             "INSERT INTO calls (question_id, step, model, started_at, latency_ms, http_status,"
             " outcome, input_tokens, output_tokens, grounding_units, cost_micro_usd,"
-            " cost_complete) VALUES (?, 'ground', 'gemini-2.5-flash', ?, 1800.0, 200, 'ok',"
+            " cost_complete) VALUES (?, 'ground', 'gemini-3.8-flash', ?, 1800.0, 200, 'ok',"
             " 130, 60, 1, 35000, 1)",
             [(i, now) for i in ids],
         )

@@ -72,7 +72,7 @@ database = "{database}"
 [source]
 file = "questions.jsonl"
 [model]
-name = "gemini-2.5-flash"
+name = "gemini-3.8-flash"
 base_url = "{base_url}"
 request_timeout_s = 30.0
 [limits]

@@ -49,7 +49,7 @@ database = "sqlite:///quota.sqlite"
 [source]
 file = "questions.jsonl"
 [model]
-name = "gemini-2.5-flash"
+name = "gemini-3.8-flash"
 base_url = "{base_url}"
 [limits]
 requests_per_minute = {rpm}

@@ -133,7 +133,7 @@ def render(m: dict[str, float], rpm: int) -> str:
             f" of {rpm} requests a minute enforced over {QUOTA_WINDOW_S} s windows, and paced"
             f" by the job at the same rate); `ground run`, then `ground verify` with"
             f' `sample = "all"` ({UNSUPPORTED:.0%} of pairs unsupported). Tokens and dollars'
-            " from the ledger at the bundled prices (gemini-2.5-flash, Developer API); the"
+            " from the ledger at the bundled prices (gemini-3.8-flash, Developer API); the"
             " emulator's pages are short, so real pages cost more input per claim.",
             "",
             "| | calls (all) | wall s (all) | input tokens each | output tokens each | USD each |",

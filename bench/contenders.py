@@ -50,7 +50,7 @@ from tests.support.paths import DEMO_SCHEMA
 
 CONTENDERS = ("A", "B", "B2", "sdk", "sdk2", "sdk+aiolimiter", "sdk2+aiolimiter", "floor")
 API_KEY = "emulator-key"
-MODEL = "gemini-2.5-flash"
+MODEL = "gemini-3.8-flash"
 FLOOR_COMMIT_EVERY = 100  # answers per transaction in the floor loop
 
 JOB = """

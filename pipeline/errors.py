@@ -91,6 +91,8 @@ class ErrorClass(StrEnum):
     INTERNAL_ERROR = "internal_error"  # a bug of ours, confined to one question
     LEASE_LOST = "lease_lost"  # the lease ran out before the request left: given back unsent
     MALFORMED_RESPONSE = "malformed_response"
+    # 404 for the model itself (not found, or no longer available): the run stops, exit 2
+    MODEL_NOT_FOUND = "model_not_found"
     NOT_SENT = "not_sent"  # the run stopped before the request was sent: given back untouched
     # own retrieval: no chunk of the job's index scored min_score; no call was made
     NOTHING_RELEVANT = "nothing_relevant"
@@ -142,6 +144,18 @@ class PermanentCallError(CallError):
 
 class RunFatalError(CallError):
     """The run, not the question, is at fault (credentials, budget): stop rather than burn."""
+
+
+class ModelGone(RunFatalError):
+    """The API answered 404 for the model itself (an unknown id, or a model switched off):
+    every question would fail the same way, so the run stops at once, its questions left
+    pending, with exit status 2 (an edit of ``[model] name`` cures it)."""
+
+    error_class = ErrorClass.MODEL_NOT_FOUND
+
+
+# The prefix of a run's stop line when the model is gone (pipeline.exit_codes.run_status).
+MODEL_GONE_STOP = "the model is not available"
 
 
 class GroundingPaused(RetryableError):

@@ -11,8 +11,9 @@
         (:data:`NEEDS_AN_EDIT`), refused before the database is opened (no database file
         is made); also a data error found while loading the question file (a malformed,
         ragged or non-UTF-8 line, a NUL, an id twice with different texts, a question over
-        ``max_question_chars``, an empty file: named ``file:line``, nothing loaded): fix
-        it, retrying will not help
+        ``max_question_chars``, an empty file: named ``file:line``, nothing loaded), and a
+        run the API's 404 for its model stopped (the questions not answered stay pending):
+        fix it, retrying will not help
 ``3``   finished, but some questions ended in a state listed in ``[job] fail_on``
         (default ``failed`` and ``invalid``), or more than ``fail_on_sources_lost`` of the
         links were lost (``sources_expired``, ``sources_rejected`` in ``fail_on``): alert,
@@ -28,6 +29,8 @@ from __future__ import annotations
 
 import signal
 from enum import IntEnum
+
+from pipeline.errors import MODEL_GONE_STOP
 
 
 class ExitStatus(IntEnum):
@@ -48,6 +51,8 @@ NEEDS_AN_EDIT = (
     "no project for Vertex AI (`GOOGLE_CLOUD_PROJECT` unset, no `[model] project`)",
     "a `GOOGLE_APPLICATION_CREDENTIALS` file that cannot be read (Vertex AI)",
     "the variable `[grounding] elasticsearch_api_key_env` names, unset",
+    "a model the model table says Google has shut down (`[model] name`, `[structure] model`,"
+    " `[verify] model`; `ground models` names its replacement)",
 )
 
 # The signals that stop a run early (exit 1): a Ctrl-C, a scheduler's stop, a closing
@@ -106,7 +111,8 @@ def failures(
 def run_status(*, stopped: str | None, failed: dict[str, int]) -> ExitStatus:
     """The exit status of a ``ground run``: stopped early beats some failed beats ok."""
     if stopped is not None:
-        return ExitStatus.FAILED
+        # The model itself is gone (404): only an edit of [model] name cures it.
+        return ExitStatus.USAGE if stopped.startswith(MODEL_GONE_STOP) else ExitStatus.FAILED
     return ExitStatus.SOME_FAILED if failed else ExitStatus.OK
 
 

@@ -207,6 +207,19 @@ def _main(argv: Sequence[str] | None) -> int:
             from pipeline.commands.cite import cite_command
 
             return cite_command(args)
+        case "models":
+            from pipeline.commands.models import models_command
+
+            return models_command(as_json=args.json)
+        case "canary":
+            from pipeline.commands.canary import canary_command
+
+            return _job_command(
+                args,
+                lambda spec: canary_command(
+                    spec, args.model, sample=args.sample, as_json=args.json
+                ),
+            )
         case "init":
             from pipeline.commands.init import init_command
 

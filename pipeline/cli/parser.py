@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeAlias
 
 from pipeline.cli.cost_commands import add_cost_commands
+from pipeline.cli.model_parsers import add_model_commands
 from pipeline.exit_codes import EPILOG, EXIT_USAGE
 from pipeline.job.sections import MAX_SECONDS
 from pipeline.job.states import QuestionState
@@ -114,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_results_commands(commands, job)
     _add_serve_command(commands, job)
-
+    add_model_commands(commands, job)
     _add_cite_arguments(
         commands.add_parser("cite", help="render a saved generateContent response's citations")
     )

@@ -3,8 +3,9 @@
 A job whose question file is missing, whose CSV header or first JSONL record lacks the id or
 text field, or whose backend's credentials are not in the environment would fail the same way
 on every retry: it is refused here in one line naming the file, the column or the variable,
-with exit status 2 (:mod:`pipeline.exit_codes`), and no database file is made. What a retry
-may cure (an outage, a refusal, a quota) is left to the run, which exits 1.
+with exit status 2 (:mod:`pipeline.exit_codes`), and no database file is made. So is a model
+that Google has shut down (:mod:`pipeline.job.model_rules`), for a command that calls it.
+What a retry may cure (an outage, a refusal, a quota) is left to the run, which exits 1.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 
 from pipeline.gemini.endpoint import credentials_file_problem
 from pipeline.intake.files import fields_problem
+from pipeline.job.model_rules import model_refusal
 from pipeline.job.spec import JobSpec
 
 __all__ = [
@@ -35,6 +37,8 @@ def problem_before_database(
     environment cures, in one line; None when there is none. ``questions``: the command loads
     the job's question file; ``calls``: it calls the model."""
     if questions and (problem := question_file_problem(spec)) is not None:
+        return problem
+    if calls and (problem := model_refusal(spec)) is not None:
         return problem
     if calls:
         return credentials_problem(spec, os.environ if env is None else env)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.exit_codes import EXIT_OK, EXIT_USAGE, ExitStatus
+from pipeline.job.sections import DEFAULT_MODEL
 from pipeline.watch.terminal import printable
 
 __all__ = [
@@ -88,6 +89,7 @@ def job_file(name: str, *, vertex: bool, structure: bool) -> str:
     """A minimal job file, valid as it is; every key it leaves out has its default."""
     lines = [
         f"# A ground job: the questions in {QUESTIONS_FILE}, grounded with Google Search.",
+        f"# The model: [model] name, left out = {DEFAULT_MODEL}, a GA model (`ground models`).",
         '# Every key with its default: the docs site\'s "Job file keys" page.',
         "",
         "[job]",

@@ -52,6 +52,7 @@ from pipeline.exit_codes import (
 )
 from pipeline.gemini.endpoint import ConfigurationError
 from pipeline.job.calls import CallPlan, plan_calls
+from pipeline.job.model_rules import days_to_shutdown, model_gone_line
 from pipeline.job.spec import JobSpec
 from pipeline.job.states import QuestionState, SourceState
 from pipeline.limits.job_limits import JobLimits
@@ -179,6 +180,7 @@ def _run_settings(spec: JobSpec, watch: WatchOptions) -> RunSettings:
         budget_usd=spec.budget,
         progress_interval_s=watch.interval_s,
         verify_model=spec.verify.model or spec.model.name,
+        days_to_shutdown=days_to_shutdown(spec.model.name, spec.model.backend),
     )
 
 
@@ -473,7 +475,7 @@ def _closing_status(spec: JobSpec, stopped: str | None, job: JobCounts | None) -
     failed = job_failures(spec, job) if job is not None else {}
     status = run_status(stopped=stopped, failed=failed)
     if stopped is not None:
-        complain(f"run stopped early: {stopped}")
+        complain(model_gone_line(spec.model, stopped) or f"run stopped early: {stopped}")
     if failed:
         lost = f"; job.fail_on_sources_lost = {spec.job.fail_on_sources_lost:g}"
         complain(

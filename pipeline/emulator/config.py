@@ -14,7 +14,7 @@ The TOML file mirrors the field names one to one (see ``jobs/emulator.toml``)::
     [quotas."*"]                 # every model without its own table
     rpm = 600
 
-    [quotas."gemini-2.5-flash"]
+    [quotas."gemini-3.8-flash"]
     rpm = 1000
     tpm = 1_000_000
     grounded_rpd = 1500
@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
+
+from pipeline.emulator.models import SHUTDOWNS
 
 __all__ = [
     "EmulatorConfig",
@@ -88,6 +90,10 @@ class EmulatorConfig:
     # "The input token count (N) exceeds the maximum number of tokens allowed (1048576)."
     # (the input limit of the Gemini 2.x models), before any quota is counted.
     input_token_limit: int = 1_048_576
+    # Models Google has switched off, "PREFIX@YYYY-MM-DD" (pipeline.emulator.models): from
+    # that day on the emulator's clock a model answers Google's 404 for a model it does not
+    # serve. Default: the emulator's own list; [] = a Google from before the shutdowns.
+    shutdowns: frozenset[str] = SHUTDOWNS
 
     # Grounding content (decided from seed + request text: the same question, same outcome).
     ungrounded_share: float = 0.1  # grounding tool declared, no groundingMetadata at all

@@ -14,14 +14,30 @@ output):
 * JSON output + a search tool: 400 up to 2.x; from 3 a 200 with the search silently skipped.
 * ``""`` entries in ``webSearchQueries`` and ``serviceTier`` in usage: 3 and later.
 * ``toolCall``/``toolResponse`` parts before the answer, supports without ``partIndex``: 3+.
+
+Which models Google has switched off is the emulator's own knowledge (:data:`SHUTDOWNS`), not
+the client's table (``pipeline/costs/models.toml``): the two may disagree, and a test can see
+it. A model past its date gets the 404 Google sends for a model it does not serve; the
+emulator's config (``shutdowns``) replaces the list, so a test can shut a model down at a date
+or bring back a Google from before the shutdowns (to exercise a 2.x generation's behaviour).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+# "MODEL-ID-PREFIX@YYYY-MM-DD": from that day (UTC, on the emulator's clock) the model is gone.
+# A prefix matches at the end of the id or before "-" or "@" (gemini-2.5 covers 2.5-flash-lite).
+SHUTDOWNS = frozenset(
+    {
+        "gemini-2.0-flash@2026-06-01",  # Gemini API changelog: 2.0 Flash and Flash-Lite
+        "gemini-3.1-flash-lite-preview@2026-05-25",  # changelog
+        "gemini-2.5@2026-10-16",  # "Gemini 2.5 models will shut down in October 2026"
+    }
+)
 _VERSION = re.compile(r"^gemini-(\d+)(?:\.(\d+))?(?:-|$)")
 _NEWEST = (3, 0)
 
@@ -60,3 +76,14 @@ def traits(model: str) -> ModelTraits | None:
     m = _VERSION.match(model)
     version = (int(m.group(1)), int(m.group(2) or 0)) if m else _NEWEST
     return ModelTraits(model, version)
+
+
+def shut_down(model: str, shutdowns: frozenset[str], now: float) -> bool:
+    """Whether ``model`` is switched off at ``now`` (epoch seconds) under ``shutdowns``."""
+    day = dt.datetime.fromtimestamp(now, dt.UTC).date().isoformat()
+    for entry in shutdowns:
+        prefix, _, when = entry.partition("@")
+        at_boundary = model[len(prefix) : len(prefix) + 1] in ("", "-", "@")
+        if model.startswith(prefix) and at_boundary and when <= day:
+            return True
+    return False

@@ -259,6 +259,12 @@ def _connector_name(source: str, settings: dict[str, Any]) -> str | None:
     return index if isinstance(index, str) else None
 
 
+THINKING_BOTH = (
+    "* GenerateContentRequest.generation_config.thinking_config: thinking_level and"
+    " thinking_budget cannot both be set. Use thinking_level for Gemini 3 models.\n"
+)
+
+
 def _generation_config(data: dict[str, Any]) -> tuple[Any, Any, Any, bool]:
     """(responseMimeType, responseSchema, responseJsonSchema, includeThoughts), checked."""
     gen = _get(data, "generationConfig") or {}
@@ -287,5 +293,13 @@ def _generation_config(data: dict[str, Any]) -> tuple[Any, Any, Any, bool]:
             kind="schema_without_mime",
         )
     thinking = _get(gen, "thinkingConfig") or {}
+    if (
+        isinstance(thinking, dict)
+        and _get(thinking, "thinkingLevel") is not None
+        and _get(thinking, "thinkingBudget") is not None
+    ):
+        # Sending both is reported to return 400 (Gemini 3 migration: thinkingLevel replaces
+        # thinkingBudget); Google's exact text is unconfirmed.
+        raise error_bodies.invalid_argument(THINKING_BOTH, kind="thinking_both")
     include_thoughts = bool(isinstance(thinking, dict) and _get(thinking, "includeThoughts"))
     return mime, schema, json_schema, include_thoughts

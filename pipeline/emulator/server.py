@@ -379,6 +379,9 @@ class Emulator:
         """The model's traits, or the 404 the real API sends for an unknown model or method."""
         traits = models.traits(model)
         publisher = request.match_info.get("publisher", "google")
+        if traits is not None and models.shut_down(model, self.config.shutdowns, self.clock.time()):
+            self.stats.responses["model_shut_down"] += 1
+            traits = None
         if traits is None or publisher != "google":
             if vertex:
                 raise error_bodies.publisher_model_not_found(

@@ -6,7 +6,7 @@ Shape (every leaf an int; keys of the ``by_*`` maps appear once counted)::
       "requests": {
         "total": 12,
         "by_kind": {"developer": 9, "vertex": 1, "redirect": 2},   # path kind
-        "by_model": {"gemini-2.5-flash": 10},                      # generateContent only
+        "by_model": {"gemini-3.8-flash": 10},                      # generateContent only
         "by_status": {"200": 9, "429": 1, "302": 2},               # every counted request
         "by_tool": {"googleSearch": 8, "none": 2}                  # generateContent only
       },

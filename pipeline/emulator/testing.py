@@ -3,7 +3,7 @@
 ::
 
     with running_emulator(EmulatorConfig(seed=7)) as emu:
-        url = f"{emu.base_url}/v1beta/models/gemini-2.5-flash:generateContent"
+        url = f"{emu.base_url}/v1beta/models/gemini-3.8-flash:generateContent"
         ...  # any client, sync or async, on any event loop
         assert emu.stats()["requests"]["by_status"]["200"] == 1
 

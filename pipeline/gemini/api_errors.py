@@ -14,6 +14,7 @@ class                  branch     when
 ``PermanentError``     permanent  400 INVALID_ARGUMENT, 404 model, other 4xx
 ``FatalError``         run-fatal  401/403: the credentials or project are wrong; stop the
                                   run rather than burn every question
+``ModelNotFound``      run-fatal  404 for the model itself: stop the run at once (exit 2)
 =====================  =========  =====================================================
 
 Messages never contain credentials: they are built from the status, Google's ``status`` and
@@ -33,6 +34,7 @@ from typing import Literal
 from pipeline.errors import (
     CallError,
     ErrorClass,
+    ModelGone,
     PermanentCallError,
     RetryableError,
     RunFatalError,
@@ -43,6 +45,7 @@ from pipeline.redaction import redact
 __all__ = [
     "GeminiError",
     "InvalidUsage",
+    "ModelNotFound",
     "PermanentError",
     "QuotaKind",
     "TransientError",
@@ -125,6 +128,19 @@ class FatalError(GeminiError, RunFatalError):
     error_class = ErrorClass.AUTH
 
 
+class ModelNotFound(GeminiError, ModelGone):
+    """404 for the model itself: the Developer API's ``models/X is not found for API
+    version ...``, Vertex's ``Publisher Model `...` was not found``, or a model that is ``no
+    longer available``. Not a 404 for anything else (a batch, a file, a method)."""
+
+
+# The messages of a 404 for the model itself (pipeline/emulator/error_bodies.py has both).
+_MODEL_GONE = re.compile(
+    r"models/\S+ is not found for API version|Publisher Model `[^`]*` was not found"
+    r"|models/\S+ is no longer available",
+)
+
+
 def parse_duration(value: str | None) -> float | None:
     """A protobuf Duration in JSON ("34.4s") -> seconds; None when absent or malformed."""
     if value is None:
@@ -159,6 +175,8 @@ def classify_http_error(
         result = TransientError(
             text, error_class=error_class, http_status=status, retry_delay=delay
         )
+    elif status == 404 and error is not None and _MODEL_GONE.search(error.message or ""):
+        result = ModelNotFound(text, http_status=status)
     elif status in FATAL_HTTP or (
         error is not None and any(d.reason in FATAL_REASONS for d in error.details)
     ):

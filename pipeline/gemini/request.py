@@ -19,6 +19,7 @@ __all__ = [
     "GroundedRequestBuilder",
     "PassagesRequestBuilder",
     "RagStoreTool",
+    "generation_config",
     "grounding_tool",
     "maps_tool_config",
 ]
@@ -151,6 +152,19 @@ NUDGE_PREFIX = "As of today, according to current published information: "
 NUDGE_SUFFIX = "\n\nSearch for current sources and cite the source of each claim."
 
 
+def generation_config(
+    max_output_tokens: int, temperature: float | None, generation: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """``generationConfig``: the output limit, then only what the job sets (``generation``:
+    sampling parameters, ``thinkingConfig``; ``temperature`` the one-key shorthand). Gemini 3
+    deprecates sampling parameters, so none is sent by default."""
+    config: dict[str, Any] = {"maxOutputTokens": max_output_tokens}
+    if temperature is not None:
+        config["temperature"] = temperature
+    config.update(generation or {})
+    return config
+
+
 class GroundedRequestBuilder:
     """Builds call-1 bodies: the question in the prompt template, grounding declared.
 
@@ -168,13 +182,14 @@ class GroundedRequestBuilder:
         tools: Sequence[Mapping[str, Any]] = (),
         tool_config: Mapping[str, Any] | None = None,
         prompt_template: str,
-        temperature: float,
         max_output_tokens: int,
+        temperature: float | None = None,
+        generation: Mapping[str, Any] | None = None,
         system_instruction: str = "",
         response_schema: tuple[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self._template = prompt_template
-        config: dict[str, Any] = {"temperature": temperature, "maxOutputTokens": max_output_tokens}
+        config = generation_config(max_output_tokens, temperature, generation)
         if response_schema is not None:
             wire_field, schema = response_schema
             config["responseMimeType"] = "application/json"
@@ -215,13 +230,14 @@ class PassagesRequestBuilder:
         self,
         *,
         prompt_template: str,
-        temperature: float,
         max_output_tokens: int,
+        temperature: float | None = None,
+        generation: Mapping[str, Any] | None = None,
         system_instruction: str = "",
     ) -> None:
         self._template = prompt_template
         head: dict[str, Any] = {
-            "generationConfig": {"temperature": temperature, "maxOutputTokens": max_output_tokens}
+            "generationConfig": generation_config(max_output_tokens, temperature, generation)
         }
         if system_instruction:
             head["systemInstruction"] = {"parts": [{"text": system_instruction}]}

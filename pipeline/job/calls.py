@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.costs.charges import WorstCase
@@ -21,7 +21,8 @@ from pipeline.costs.prices import Price
 from pipeline.gemini.endpoint import TOKEN_TIMEOUT_S, Endpoint, endpoint_for
 from pipeline.gemini.request import GroundedRequestBuilder, PassagesRequestBuilder
 from pipeline.grounding.mapping import GroundedAnswer
-from pipeline.job.grounded_request import grounded_request_builder
+from pipeline.job.grounded_request import grounded_request_builder, model_generation
+from pipeline.job.model_rules import thinking_config
 from pipeline.job.spec import JobSpec
 from pipeline.structure.fingerprint import schema_hash
 from pipeline.structure.prompt import build_structure_body
@@ -102,8 +103,9 @@ class StructureCall:
     schema: PreparedSchema
     schema_hash: str
     instructions: str
-    temperature: float
+    temperature: float | None  # sent only when the job sets it
     require_supported: bool  # flag objects with a value found in no supported span
+    generation: Mapping[str, Any] = field(default_factory=dict)  # e.g. thinkingConfig
 
     def body(
         self, question: str, answer: GroundedAnswer, previous_errors: Sequence[str] = ()
@@ -115,6 +117,7 @@ class StructureCall:
             schema=self.schema,
             instructions=self.instructions,
             temperature=self.temperature,
+            generation=self.generation,
             previous_errors=previous_errors,
         )
 
@@ -266,7 +269,7 @@ def own_retrieval_call(spec: JobSpec) -> OwnRetrievalCall | None:
         model=spec.model.name,
         builder=PassagesRequestBuilder(
             prompt_template=spec.model.prompt_template,
-            temperature=spec.model.temperature,
+            generation=model_generation(spec.model),
             max_output_tokens=spec.limits.max_output_tokens,
             system_instruction=spec.model.system_instruction,
         ),
@@ -282,13 +285,16 @@ def structure_call(spec: JobSpec) -> StructureCall | None:
     schema = spec.schema
     if schema is None:
         return None
+    model = spec.structure.model or spec.model.name
+    thinking = thinking_config(model, spec.model.backend, spec.model.thinking)
     return StructureCall(
-        model=spec.structure.model or spec.model.name,
+        model=model,
         schema=schema,
         schema_hash=schema_hash(schema),
         instructions=spec.structure.instructions,
         temperature=spec.structure.temperature,
         require_supported=spec.structure.require_supported,
+        generation={} if thinking is None else {"thinkingConfig": thinking},
     )
 
 

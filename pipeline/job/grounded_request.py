@@ -20,6 +20,7 @@ from pipeline.gemini.request import (
     maps_tool_config,
 )
 from pipeline.gemini.tokens import estimate_tokens
+from pipeline.job.model_rules import generation_settings
 from pipeline.job.refusal import KeyRefused
 from pipeline.job.sections import GroundingSection, LimitsSection, ModelSection
 from pipeline.redaction import remember
@@ -42,7 +43,7 @@ def grounded_request_builder(
         tools=grounding_tools(grounding),
         tool_config=maps_tool_config(*lat_lng) if lat_lng is not None else None,
         prompt_template=model.prompt_template,
-        temperature=model.temperature,
+        generation=model_generation(model),
         max_output_tokens=limits.max_output_tokens,
         system_instruction=model.system_instruction,
         response_schema=(schema.wire_field, schema.wire_schema) if schema is not None else None,
@@ -97,6 +98,19 @@ def rag_store_tool(g: GroundingSection) -> RagStoreTool:
         rag_file_ids=g.rag_file_ids,
         top_k=g.rag_top_k,
         vector_distance_threshold=g.rag_vector_distance_threshold,
+    )
+
+
+def model_generation(model: ModelSection) -> dict[str, object]:
+    """Call 1's ``generationConfig`` keys from ``[model]``: sampling only when set, thinking
+    as the model's generation takes it (:func:`pipeline.job.model_rules.generation_settings`)."""
+    return generation_settings(
+        model.name,
+        model.backend,
+        temperature=model.temperature,
+        top_p=model.top_p,
+        top_k=model.top_k,
+        thinking=model.thinking,
     )
 
 

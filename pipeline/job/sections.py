@@ -16,8 +16,10 @@ import msgspec
 from pipeline.job.states import TERMINAL_STATES, QuestionState
 
 __all__ = [
+    "DEFAULT_MODEL",
     "MAX_SECONDS",
     "BatchSection",
+    "CanarySection",
     "NotifySection",
     "RawJob",
     "ResolverSection",
@@ -28,6 +30,9 @@ __all__ = [
 ]
 
 DEFAULT_REDIRECT_HOSTS = ("vertexaisearch.cloud.google.com",)
+# [model] name's default: a GA Flash model priced on both backends (pipeline/costs/models.toml,
+# prices.toml), not a preview; docs/guides/changing-models.md says why.
+DEFAULT_MODEL = "gemini-3.8-flash"
 DEFAULT_MAX_QUESTION_CHARS = 1_000_000  # see LimitsSection.max_question_chars
 
 # The largest value each kind of key takes. A number past these is a typo or a unit mistake,
@@ -130,12 +135,23 @@ class ModelSection(_Section):
     # Left out: GOOGLE_GENAI_USE_VERTEXAI (or GOOGLE_GENAI_USE_ENTERPRISE) = true / 1 chooses
     # "vertex", as Google's SDK does (pipeline.gemini.endpoint.backend_from_env); else developer.
     backend: Literal["developer", "vertex"] = "developer"
-    # Stored with every call (the ledger's model column is 100 characters wide).
-    name: Annotated[str, msgspec.Meta(min_length=1, max_length=100)] = "gemini-2.5-flash"
+    # The model id, stored with every call (the ledger's model column is 100 characters
+    # wide). The default is a current GA Flash model on both backends (`ground models` lists
+    # the table: status, shutdown, replacement, prices). A shut-down model is refused at load
+    # (exit 2), a preview or a model within 60 days of its shutdown is loaded with a warning.
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=100)] = DEFAULT_MODEL
     # Empty = Google's endpoint for the backend; set it to point at the emulator.
     base_url: str = ""
-    # Call 1's generationConfig.temperature.
-    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 1.0
+    # Sampling: sent only when set. Gemini 3 deprecates temperature, top_p and top_k (Google's
+    # Gemini 3 migration guide: leave them out); setting one for such a model warns at load.
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None
+    top_p: Annotated[float, msgspec.Meta(ge=0, le=1)] | None = None
+    top_k: Annotated[int, msgspec.Meta(ge=1, le=1000)] | None = None
+    # How hard the model thinks, for call 1 and call 2 alike; "" = the model's default. Gemini
+    # 3 and later take it as generationConfig.thinkingConfig.thinkingLevel; Gemini 2.5 as a
+    # thinkingBudget in tokens (minimal 0, or 128 on Pro; low 1024; medium 8192; high 24576);
+    # never both.
+    thinking: Literal["", "minimal", "low", "medium", "high"] = ""
     # Sent as call 1's systemInstruction; "" = none.
     system_instruction: str = ""
     # Must contain "{question}"; other placeholders are not expanded.
@@ -339,8 +355,8 @@ class StructureSection(_Section):
     model: Annotated[str, msgspec.Meta(max_length=100)] = ""
     # Call 2's instructions for this job, after its own rules in systemInstruction; "" = none.
     instructions: str = ""
-    # Call 2's generationConfig.temperature.
-    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] = 0.0
+    # Sent only when set (Gemini 3 deprecates sampling parameters; see [model] temperature).
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None
     # responseJsonSchema (JSON Schema) or responseSchema (the OpenAPI subset).
     wire_field: Literal["responseJsonSchema", "responseSchema"] = "responseJsonSchema"
     # true: records with a value found in no supported span of the answer are flagged.
@@ -476,6 +492,21 @@ class NotifySection(_Section):
         return bool(self.url) and event in self.events
 
 
+class CanarySection(_Section):
+    """``[canary]``: ``ground canary JOB --model NEW`` asks a sample of the job's answered
+    questions on a new model, beside the job's answers, and compares the two."""
+
+    # Answered questions asked again on the new model (stratified by class), and the seed
+    # that picks them (the same questions on a rerun).
+    sample: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 20
+    seed: int = 0
+    # The gate (exit 3 when it fails; 0 = off): the new model's grounded rate over the old
+    # one's must reach min_grounded_rate_ratio; its cost per answer over the old one's must
+    # stay at or below max_cost_ratio.
+    min_grounded_rate_ratio: Annotated[float, msgspec.Meta(ge=0, le=10)] = 0.0
+    max_cost_ratio: Annotated[float, msgspec.Meta(ge=0, le=1000)] = 0.0
+
+
 class RawJob(_Section):
     job: JobSection
     source: SourceSection
@@ -490,3 +521,4 @@ class RawJob(_Section):
     verify: VerifySection = VerifySection()
     sources: SourcesSection = SourcesSection()
     notify: NotifySection = NotifySection()
+    canary: CanarySection = CanarySection()

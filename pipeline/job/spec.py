@@ -44,6 +44,7 @@ from pipeline.job.capacity import check_concurrency, sized
 from pipeline.job.decode_errors import describe
 from pipeline.job.durations import check_durations, parse_duration
 from pipeline.job.grounded_request import check_token_limit
+from pipeline.job.model_rules import model_warnings
 from pipeline.job.notify_rules import check_notify
 from pipeline.job.paths import (
     checked_prices,
@@ -57,6 +58,7 @@ from pipeline.job.sections import (
     FAIL_ON_SOURCES,
     FAIL_ON_STATES,
     BatchSection,
+    CanarySection,
     GroundingSection,
     JobSection,
     LimitsSection,
@@ -114,6 +116,7 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     # already in grounding.exclude_domains on Vertex (pipeline.job.source_policy)
     sources: SourcesSection = SourcesSection()
     notify: NotifySection = NotifySection()  # [notify] (pipeline.notify)
+    canary: CanarySection = CanarySection()  # [canary] (ground canary)
 
     @property
     def name(self) -> str:
@@ -246,11 +249,12 @@ def _finish(path: Path, parsed: RawJob) -> JobSpec:
         budget=Decimal(str(budget)) if budget else None,
         refresh=parsed.refresh,
         batch=parsed.batch,
-        warnings=(*ignored, *search_warnings(parsed.grounding)),
+        warnings=(*ignored, *search_warnings(parsed.grounding), *model_warnings(parsed)),
         retrieval=resolved_retrieval(parsed.retrieval, base),
         verify=parsed.verify,
         sources=parsed.sources,
         notify=parsed.notify,
+        canary=parsed.canary,
     )
 
 

@@ -12,6 +12,7 @@ error                      decision
 =========================  =================================================================
 ``BudgetExhausted``        give the question back untouched (``state`` None); stop the run
 ``CredentialsUnavailable`` give the question back untouched; stop the run (exit 1)
+``ModelGone`` (404 model)  give the question back untouched; stop the run at once (exit 2)
 ``NotSent``                give the question back untouched, no attempt spent (the run is
                            already stopping)
 ``GroundingPaused``        wait until the reset (or the next daily probe), no attempt
@@ -45,12 +46,14 @@ from dataclasses import dataclass
 
 from pipeline.clock import utcnow
 from pipeline.errors import (
+    MODEL_GONE_STOP,
     BudgetExhausted,
     CallError,
     CapacityRefused,
     CredentialsUnavailable,
     ErrorClass,
     GroundingPaused,
+    ModelGone,
     NotSent,
     RunFatalError,
 )
@@ -158,6 +161,9 @@ class RetryPolicy:
             return Decision(True, None, kind, spend_attempt=False)
         if isinstance(error, BudgetExhausted):
             return Decision(True, None, kind, spend_attempt=False, stop=f"budget: {error}")
+        if isinstance(error, ModelGone):
+            stop = f"{MODEL_GONE_STOP}: {error.message}"
+            return Decision(True, None, kind, spend_attempt=False, stop=stop)
         if isinstance(error, CredentialsUnavailable):
             return Decision(True, None, kind, spend_attempt=False, stop=f"credentials: {error}")
         if isinstance(error, GroundingPaused):

@@ -58,7 +58,7 @@ class GroundResource(dg.ConfigurableResource):
     # job file's.
     database: str | None = None
     # Further job-file settings, as `ground run --set` takes them: "section.key=value", the
-    # value a TOML literal ("limits.budget_usd=20", 'model.name="gemini-2.5-flash"').
+    # value a TOML literal ("limits.budget_usd=20", 'model.name="gemini-3.8-flash"').
     overrides: list[str] = []  # noqa: RUF012 (a pydantic field: copied per instance)
     # A trial of the job's first N questions in this environment (`--limit N`); None: all.
     limit: int | None = None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from pipeline.reference import commands, exit_status, exports, job_keys, metrics
+from pipeline.reference import commands, exit_status, exports, job_keys, metrics, models
 from pipeline.reference.job_keys import keys as job_file_keys
 
 __all__ = [
@@ -23,6 +23,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "reference/export-fields.md": exports.page,
     "reference/metrics.md": metrics.page,
     "reference/exit-status.md": exit_status.page,
+    "reference/models.md": models.page,
 }
 
 

@@ -26,14 +26,17 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.job.states import TERMINAL_STATES
-from pipeline.store.tables import calls, questions
+from pipeline.store.tables import answers, calls, jobs, questions, sources
 
 __all__ = [
     "MAX_SAMPLE",
+    "AnswerFigures",
     "PilotCall",
     "Trial",
     "TrialScope",
     "Waiting",
+    "answer_figures",
+    "answered_sample",
     "class_counts",
     "finished_calls",
     "first_unfinished",
@@ -173,6 +176,93 @@ async def first_unfinished(
         .limit(n)
     )
     return [Waiting(row.qid, row.text, row.qclass, row.meta, row.id) for row in rows]
+
+
+# --- the migration canary (ground canary): a stratified sample, and its answers' figures ----
+
+
+async def answered_sample(
+    connection: AsyncConnection, job_id: int, n: int, seed: int
+) -> list[tuple[str, str, str | None]]:
+    """``(qid, text, class)`` of ``n`` of the job's done questions, stratified by class: each
+    class gets its share of ``n`` (at least one while ``n`` allows), its questions taken by
+    smallest :func:`sample_key`, the same on every rerun."""
+    q = questions.c
+    rows = (
+        await connection.execute(
+            sa.select(q.qid, q.text, q.qclass).where(q.job_id == job_id, q.state == "done")
+        )
+    ).all()
+    by_class: dict[str | None, list[tuple[str, str, str | None]]] = {}
+    for qid, text, qclass in rows:
+        by_class.setdefault(qclass, []).append((qid, text, qclass))
+    total = len(rows)
+    chosen: list[tuple[str, str, str | None]] = []
+    for members in sorted(by_class.values(), key=lambda m: (-len(m), str(m[0][2]))):
+        share = max(1, round(n * len(members) / total)) if total else 0
+        share = min(share, n - len(chosen), len(members))
+        members.sort(key=lambda row: sample_key(seed, row[0]))
+        chosen.extend(members[:share])
+    return chosen
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerFigures:
+    """One model's figures over a canary's questions (their latest answers)."""
+
+    answered: int
+    grounded: int
+    sources: int
+    coverage_sum: float
+    latency_ms_sum: float
+    tokens: int
+    cost_micro_usd: int
+    texts: dict[str, str]  # qid -> the answer's text
+    destinations: dict[str, frozenset[str]]  # qid -> its resolved destinations
+
+
+async def answer_figures(
+    connection: AsyncConnection, job_name: str, qids: list[str]
+) -> AnswerFigures:
+    """The latest answers of ``qids`` in job ``job_name``, and the ledger's ground calls for
+    them (cost, tokens)."""
+    q, a = questions.c, answers.c
+    job_id = await connection.scalar(sa.select(jobs.c.id).where(jobs.c.name == job_name))
+    picked = sa.and_(q.job_id == job_id, q.qid.in_(qids))
+    rows = (
+        await connection.execute(
+            sa.select(q.qid, a.id, a.text, a.grounded, a.coverage, a.latency_ms, a.total_tokens)
+            .join(answers, a.question_id == q.id)
+            .where(picked, a.superseded_at.is_(None))
+        )
+    ).all()
+    by_answer = {row[1]: row[0] for row in rows}
+    destinations: dict[str, set[str]] = {row[0]: set() for row in rows}
+    if by_answer:
+        found = await connection.execute(
+            sa.select(sources.c.answer_id, sources.c.destination).where(
+                sources.c.answer_id.in_(list(by_answer))
+            )
+        )
+        for answer_id, destination in found:
+            if destination:
+                destinations[by_answer[answer_id]].add(destination)
+    cost = await connection.scalar(
+        sa.select(sa.func.coalesce(sa.func.sum(calls.c.cost_micro_usd), 0))
+        .join(questions, calls.c.question_id == questions.c.id)
+        .where(picked, calls.c.step == "ground")
+    )
+    return AnswerFigures(
+        answered=len(rows),
+        grounded=sum(1 for r in rows if r.grounded),
+        sources=sum(len(d) for d in destinations.values()),
+        coverage_sum=sum(float(r.coverage) for r in rows),
+        latency_ms_sum=sum(float(r.latency_ms) for r in rows),
+        tokens=sum(int(r.total_tokens) for r in rows),
+        cost_micro_usd=int(cost or 0),
+        texts={r.qid: r.text for r in rows},
+        destinations={k: frozenset(v) for k, v in destinations.items()},
+    )
 
 
 async def class_counts(connection: AsyncConnection, job_id: int) -> dict[str | None, list[int]]:

@@ -13,7 +13,8 @@ usually resolved anything, so there are no destinations to pass.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import orjson
 
@@ -71,7 +72,8 @@ def build_structure_body(
     answer: GroundedAnswer,
     schema: PreparedSchema,
     instructions: str,
-    temperature: float,
+    temperature: float | None = None,
+    generation: Mapping[str, Any] | None = None,
     previous_errors: Sequence[str] = (),
 ) -> bytes:
     """The call-2 ``generateContent`` body (orjson bytes): no tools, JSON output, the schema.
@@ -79,7 +81,8 @@ def build_structure_body(
     The rules and the job's ``instructions`` go in ``systemInstruction``; the question, the
     answer with ``[n]`` markers and the numbered source list (title and the chunk's uri) go
     in the user turn, each between tags, as data. ``previous_errors`` (the one repair retry)
-    are listed after them.
+    are listed after them. Sampling (``temperature``) and ``generation`` (``thinkingConfig``)
+    are sent only when given.
     """
     system = _RULES
     if instructions.strip():
@@ -107,7 +110,8 @@ def build_structure_body(
         "generationConfig": {
             "responseMimeType": "application/json",
             schema.wire_field: schema.wire_schema,
-            "temperature": temperature,
+            **({} if temperature is None else {"temperature": temperature}),
+            **(generation or {}),
         },
     }
     return orjson.dumps(body)

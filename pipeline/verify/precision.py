@@ -45,6 +45,7 @@ __all__ = [
     "failing_classes",
     "measure",
     "verified_fractions",
+    "wilson_interval",
 ]
 
 Z95 = 1.959963984540054  # the standard normal's 97.5th percentile

@@ -100,7 +100,8 @@ def json_with_url_context(model: str) -> bool:
 
 
 def _body(prompt: str, *, tools: bool, json_output: bool, max_output_tokens: int) -> bytes:
-    config: dict[str, Any] = {"temperature": 0.0, "maxOutputTokens": max_output_tokens}
+    # No sampling parameter: Gemini 3 deprecates them (its migration guide: leave them out).
+    config: dict[str, Any] = {"maxOutputTokens": max_output_tokens}
     if json_output:
         config["responseMimeType"] = "application/json"
         config["responseJsonSchema"] = VERDICT_SCHEMA

@@ -13,6 +13,8 @@ metric                                       what                               
 ``ground_budget_usd``                        ``[limits] budget_usd`` (0: no budget)  the start
 ``ground_progress_interval_seconds``         seconds between two progress ticks      the start
 ``ground_run_started_timestamp_seconds``     when the run started (Unix time)        the start
+``ground_model_days_to_shutdown{model}``     days to the model's announced shutdown  the start
+                                             (absent: none announced)
 ``ground_questions{state}``                  the job's questions by state            start, tick,
                                                                                      each move
 ``ground_queue_depth``                       questions waiting (pending,             start, tick,
@@ -251,6 +253,13 @@ class RunMetrics(Exposition):
             registry=r,
         ).labels(job)
         self._started.set(time.time())
+        self._days_to_shutdown = Gauge(
+            "ground_model_days_to_shutdown",
+            "Days until the job's model is switched off, as announced (models.toml); absent:"
+            " no shutdown announced",
+            ["ground_job", "model"],
+            registry=r,
+        )
 
     def _register_interval_series(self, job: str, r: CollectorRegistry) -> None:
         """Set at the start, then each progress interval: the job's questions by state, its
@@ -368,6 +377,8 @@ class RunMetrics(Exposition):
         self._quota.set(settings.requests_per_minute)
         self._budget.set(float(settings.budget_usd or 0))
         self._interval.set(settings.progress_interval_s)
+        if settings.days_to_shutdown is not None:
+            self._days_to_shutdown.labels(self.job, settings.model).set(settings.days_to_shutdown)
 
     # -- hooks -------------------------------------------------------------------------------
 

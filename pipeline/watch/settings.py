@@ -26,3 +26,6 @@ class RunSettings:
     budget_usd: Decimal | None = None  # [limits] budget_usd; None: no budget
     progress_interval_s: float = 60.0  # seconds between two progress ticks
     verify_model: str = ""  # whose stored citation verdicts the end of the run reads
+    # Days until [model] name's announced shutdown (pipeline/costs/models.toml); None: none
+    # announced, or the model is unknown to the table.
+    days_to_shutdown: int | None = None

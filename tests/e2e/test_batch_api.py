@@ -20,7 +20,7 @@ from tests.support.batch_parts import write_parts
 
 pytestmark = pytest.mark.anyio
 
-MODEL = "gemini-2.5-flash"
+MODEL = "gemini-3.8-flash"
 
 
 def _builder() -> GroundedRequestBuilder:

@@ -93,8 +93,8 @@ async def test_5000_questions_in_batch_mode_match_online(tmp_path: Path, emulato
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnconfirmedPriceWarning)
         table = load_prices()
-    batch_price = table.for_batch("gemini-2.5-flash", "developer")
-    online_price = table.for_model("gemini-2.5-flash", "developer")
+    batch_price = table.for_batch("gemini-3.8-flash", "developer")
+    online_price = table.for_model("gemini-3.8-flash", "developer")
     assert batch_price is not None and online_price is not None
     batch_total = online_total = 0
     for cost, raw in by_batch["ledger"]:

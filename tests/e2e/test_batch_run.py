@@ -51,7 +51,7 @@ async def _rows(url: str, query: sa.Select) -> list[sa.Row]:
 def _batch_price():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnconfirmedPriceWarning)
-        return load_prices().for_batch("gemini-2.5-flash", "developer")
+        return load_prices().for_batch("gemini-3.8-flash", "developer")
 
 
 async def test_a_batch_run_stores_answers_at_batch_prices(
@@ -117,7 +117,7 @@ async def test_estimate_prices_batch_mode_at_batch_rates(
     spec = make_job(tmp_path, base_url="http://127.0.0.1:1", n_questions=10, overrides=BATCH)
     assert await estimate_command(spec) == 0
     batch_out = capsys.readouterr().out
-    assert "gemini-2.5-flash [batch]" in batch_out
+    assert "gemini-3.8-flash [batch]" in batch_out
     online = make_job(tmp_path / "online", base_url="http://127.0.0.1:1", n_questions=10)
     assert await estimate_command(online) == 0
     online_out = capsys.readouterr().out

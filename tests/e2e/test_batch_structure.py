@@ -34,7 +34,7 @@ STRUCTURE_ON = ["structure.enabled=true", f'structure.schema="{DEMO_SCHEMA}"']
 def _batch_price():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnconfirmedPriceWarning)
-        return load_prices().for_batch("gemini-2.5-flash", "developer")
+        return load_prices().for_batch("gemini-3.8-flash", "developer")
 
 
 async def test_call_2_goes_as_a_second_batch(tmp_path: Path) -> None:

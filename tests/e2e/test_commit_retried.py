@@ -96,7 +96,7 @@ def _outcomes(ids: list[int], started: dt.datetime) -> list[Outcome]:
                 CallRecord(
                     question_id,
                     "ground",
-                    "gemini-2.5-flash",
+                    "gemini-3.8-flash",
                     started + dt.timedelta(microseconds=question_id),
                     10.0,
                     200,

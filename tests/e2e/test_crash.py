@@ -33,13 +33,13 @@ KILLS = 5
 # kill (drawn per kill): progress, not a guess at how fast the child starts. Five kills of at
 # most 150 leave well over a third of the questions to the final run.
 KILL_AFTER_CALLS = (20, 150)
-GROUND_MODEL = "gemini-2.5-flash"
+GROUND_MODEL = "gemini-3.8-flash"
 
 
 STRUCTURE = [
     "structure.enabled=true",
     f'structure.schema="{DEMO_SCHEMA}"',
-    'structure.model="gemini-2.5-flash-lite"',  # call 2 counted apart from call 1
+    'structure.model="gemini-3.5-flash-lite"',  # call 2 counted apart from call 1
 ]
 
 

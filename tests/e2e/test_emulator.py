@@ -27,11 +27,15 @@ from tests.support.credentials import service_account_info
 from tests.support.paths import REPO
 from tests.support.shapes import offset_bytes
 
+# A Google from before the shutdowns: these tests exercise each generation, 1.5 to 3.
+LEGACY: frozenset[str] = frozenset()
+
 pytestmark = pytest.mark.anyio
 
 SEARCH = [{"google_search": {}}]
 CAMEL = re.compile(r"^(@type|[a-z][a-zA-Z0-9]*)$")
 CLEAN = EmulatorConfig(
+    shutdowns=LEGACY,
     ungrounded_share=0.0,
     thought_share=0.0,
     multipart_share=0.0,
@@ -161,6 +165,7 @@ def check_grounded_body(d: dict[str, Any]) -> int:
 
 async def test_byte_offsets_over_1000_grounded_responses() -> None:
     cfg = EmulatorConfig(
+        shutdowns=LEGACY,
         seed=5,
         ungrounded_share=0.0,
         thought_share=0.3,
@@ -258,7 +263,7 @@ async def test_no_tool_means_no_grounding_and_same_question_same_answer(
 
 
 async def test_ungrounded_share_and_determinism_across_servers() -> None:
-    cfg = EmulatorConfig(seed=3, ungrounded_share=0.5)
+    cfg = EmulatorConfig(shutdowns=LEGACY, seed=3, ungrounded_share=0.5)
     outcomes = []
     for _ in range(2):
         with running_emulator(cfg) as e:
@@ -784,7 +789,7 @@ async def test_vertex_service_account_flow(emu: RunningEmulator, tmp_path: Path)
 
 def test_config_file_and_errors(tmp_path: Path) -> None:
     cfg = load_config(REPO / "jobs" / "emulator.toml")
-    assert cfg.seed == 7 and cfg.quota_for("gemini-2.5-flash").rpm == 1000
+    assert cfg.seed == 7 and cfg.quota_for("gemini-3.8-flash").rpm == 1000
     bad = tmp_path / "bad.toml"
     bad.write_text("seeed = 1\n")
     with pytest.raises(ConfigError, match=r"bad\.toml: unknown key 'seeed'"):

@@ -27,7 +27,7 @@ from pipeline.emulator.testing import RunningEmulator, running_emulator
 from pipeline.gemini.interactions_map import decode_interaction
 from pipeline.grounding.mapping import ground_answer
 
-MODEL = "gemini-2.5-flash"
+MODEL = "gemini-3.8-flash"
 
 
 @pytest.fixture(scope="module")

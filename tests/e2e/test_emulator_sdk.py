@@ -20,12 +20,15 @@ from tests.support.credentials import service_account_info
 genai = pytest.importorskip("google.genai")  # a dev dependency; skips only if not installed
 from google.genai import errors, types  # noqa: E402
 
+# A Google from before the shutdowns: these tests exercise each generation, 1.5 to 3.
+LEGACY: frozenset[str] = frozenset()
+
 SEARCH = types.GenerateContentConfig(tools=[types.Tool(google_search=types.GoogleSearch())])
 
 
 @pytest.fixture(scope="module")
 def emu() -> Iterator[RunningEmulator]:
-    with running_emulator(EmulatorConfig(seed=4, ungrounded_share=0.0)) as e:
+    with running_emulator(EmulatorConfig(shutdowns=LEGACY, seed=4, ungrounded_share=0.0)) as e:
         yield e
 
 
@@ -100,7 +103,7 @@ def test_schema_with_search_is_a_client_error_on_2x(emu: RunningEmulator) -> Non
 def test_sdk_sees_quota_error_with_retry_info() -> None:
     from pipeline.emulator.config import ModelQuota
 
-    cfg = EmulatorConfig(quotas={"*": ModelQuota(rpm=1)})
+    cfg = EmulatorConfig(shutdowns=LEGACY, quotas={"*": ModelQuota(rpm=1)})
     with running_emulator(cfg) as e:
         client = developer_client(e)
         client.models.generate_content(model="gemini-2.5-flash", contents="x")
@@ -239,7 +242,7 @@ def test_sdk_parses_every_new_shape(emu: RunningEmulator) -> None:
 def test_the_sdk_runs_a_file_batch_on_the_emulator(tmp_path: Path) -> None:
     """google-genai's files.upload (resumable), batches.create/get/list/cancel and
     files.download speak to the emulator's Batch API."""
-    with running_emulator(EmulatorConfig(seed=4, batch_delay_s=0.0)) as emu:
+    with running_emulator(EmulatorConfig(shutdowns=LEGACY, seed=4, batch_delay_s=0.0)) as emu:
         client = developer_client(emu)
         path = tmp_path / "requests.jsonl"
         lines = [

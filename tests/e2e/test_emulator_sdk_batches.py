@@ -30,6 +30,9 @@ from pipeline.emulator.testing import RunningEmulator, running_emulator
 genai = pytest.importorskip("google.genai")  # a dev dependency; skips only if not installed
 from google.genai import errors, types  # noqa: E402
 
+# A Google from before the shutdowns: these tests exercise each generation, 1.5 to 3.
+LEGACY: frozenset[str] = frozenset()
+
 SEARCH = {"tools": [{"google_search": {}}]}
 
 
@@ -37,7 +40,7 @@ SEARCH = {"tools": [{"google_search": {}}]}
 def clocked() -> Iterator[tuple[RunningEmulator, FakeClock]]:
     """Rows take 100 s (50 pending, 50 running) and half of them fail."""
     clock = FakeClock()
-    cfg = EmulatorConfig(seed=4, batch_delay_s=100.0, batch_failed_row_share=0.5)
+    cfg = EmulatorConfig(shutdowns=LEGACY, seed=4, batch_delay_s=100.0, batch_failed_row_share=0.5)
     with running_emulator(cfg, clock=clock) as emu:
         yield emu, clock
 
@@ -79,7 +82,7 @@ def inline_requests(n: int) -> list[dict[str, Any]]:
 
 
 def test_an_inline_batch_answers_inlined_responses_and_is_deleted() -> None:
-    with running_emulator(EmulatorConfig(seed=4, batch_delay_s=0.0)) as emu:
+    with running_emulator(EmulatorConfig(shutdowns=LEGACY, seed=4, batch_delay_s=0.0)) as emu:
         client = developer_client(emu)
         job = client.batches.create(
             model="gemini-2.5-flash", src=inline_requests(3), config={"display_name": "inline"}
@@ -114,7 +117,7 @@ def test_an_inline_batch_answers_inlined_responses_and_is_deleted() -> None:
 
 
 def test_an_upload_keeps_the_snake_case_display_name(tmp_path: Path) -> None:
-    with running_emulator(EmulatorConfig(seed=4)) as emu:
+    with running_emulator(EmulatorConfig(shutdowns=LEGACY, seed=4)) as emu:
         client = developer_client(emu)
         path = tmp_path / "requests.jsonl"
         path.write_text('{"key": "a", "request": {"contents": [{"parts": [{"text": "x"}]}]}}\n')
@@ -260,7 +263,9 @@ def test_the_developer_api_through_the_sdk_inline_file_list_cancel_delete(
     tmp_path: Path,
 ) -> None:
     clock = FakeClock()
-    with running_emulator(EmulatorConfig(seed=4, batch_delay_s=100.0), clock=clock) as emu:
+    with running_emulator(
+        EmulatorConfig(shutdowns=LEGACY, seed=4, batch_delay_s=100.0), clock=clock
+    ) as emu:
         client = developer_client(emu)
         uploaded = client.files.upload(
             file=jsonl_file(tmp_path, 4),
@@ -328,7 +333,9 @@ def read_object(emu: RunningEmulator, bucket: str, name: str) -> bytes:
 
 def test_vertex_through_the_sdk_create_poll_read_cancel_list_delete() -> None:
     clock = FakeClock()
-    with running_emulator(EmulatorConfig(seed=4, batch_delay_s=100.0), clock=clock) as emu:
+    with running_emulator(
+        EmulatorConfig(shutdowns=LEGACY, seed=4, batch_delay_s=100.0), clock=clock
+    ) as emu:
         rows = [
             {
                 "request": {
@@ -395,7 +402,9 @@ def test_vertex_through_the_sdk_create_poll_read_cancel_list_delete() -> None:
 
 def test_dropped_rows_are_counted_failed_and_absent_from_the_output(tmp_path: Path) -> None:
     """``batch_drop_failed_rows``: the stats count the failed rows, the output lacks them."""
-    cfg = EmulatorConfig(seed=4, batch_failed_row_share=0.5, batch_drop_failed_rows=True)
+    cfg = EmulatorConfig(
+        shutdowns=LEGACY, seed=4, batch_failed_row_share=0.5, batch_drop_failed_rows=True
+    )
     with running_emulator(cfg) as emu:
         client = developer_client(emu)
         uploaded = client.files.upload(

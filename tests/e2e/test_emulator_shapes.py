@@ -18,13 +18,16 @@ from pipeline.emulator.testing import RunningEmulator, running_emulator
 from pipeline.gemini.wire import decode_response
 from pipeline.grounding.mapping import GroundedAnswer, ground_answer
 
+# A Google from before the shutdowns: these tests exercise each generation, 1.5 to 3.
+LEGACY: frozenset[str] = frozenset()
+
 SEARCH = {"googleSearch": {}}
 QUESTIONS = [f"Who designed landmark number {i}?" for i in range(12)]
 
 
 @pytest.fixture(scope="module")
 def emu() -> Iterator[RunningEmulator]:
-    with running_emulator(EmulatorConfig(seed=13, ungrounded_share=0.0)) as e:
+    with running_emulator(EmulatorConfig(shutdowns=LEGACY, seed=13, ungrounded_share=0.0)) as e:
         yield e
 
 

@@ -40,8 +40,10 @@ def test_0_every_question_finished_and_none_failed(
 def test_3_finished_but_some_failed_names_the_counts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # An unknown model fails every question (not_found, permanent).
-    with running_emulator(EmulatorConfig(seed=2)) as emu:
+    # Every answer blocked, and blocked a failure state (an unknown model is no longer a
+    # failure of each question: its 404 stops the run, exit 2, test_model_lifecycle).
+    strict = ("--set", 'job.fail_on=["failed", "blocked"]')
+    with running_emulator(EmulatorConfig(seed=2, block_share=1.0)) as emu:
         make_job(
             tmp_path,
             base_url=emu.base_url,
@@ -51,21 +53,20 @@ def test_3_finished_but_some_failed_names_the_counts(
         summary = tmp_path / "summary.json"
         status = _run(
             tmp_path / "job.toml",
-            "--set",
-            'model.name="no-such-model"',
+            *strict,
             "--summary-json",
             str(summary),
         )
     assert status == ExitStatus.SOME_FAILED == 3
     err = capsys.readouterr().err
-    assert "ground: questions in a failure state: failed 6" in err
+    assert "ground: questions in a failure state: blocked 6" in err
     assert "exit status 3" in err
     document = orjson.loads(summary.read_bytes())
-    assert document["exit_status"] == 3 and document["failures"] == {"failed": 6}
+    assert document["exit_status"] == 3 and document["failures"] == {"blocked": 6}
 
     # The next run has nothing to do, and still tells the truth about the job.
-    with running_emulator(EmulatorConfig(seed=2)) as emu:
-        status = _run(tmp_path / "job.toml", "--set", 'model.name="no-such-model"')
+    with running_emulator(EmulatorConfig(seed=2, block_share=1.0)) as emu:
+        status = _run(tmp_path / "job.toml", *strict)
     assert status == 3
 
 

@@ -68,7 +68,7 @@ def test_jsonl_has_one_complete_record_per_question(job: JobSpec, tmp_path: Path
     assert grounded and len(grounded) < N_QUESTIONS  # the emulator leaves a share ungrounded
     for r in grounded:
         assert r["sources"] and r["citations"] and r["web_search_queries"]
-        assert r["cost_usd"] > 0 and r["model"] == "gemini-2.5-flash"
+        assert r["cost_usd"] > 0 and r["model"] == "gemini-3.8-flash"
         by_index = {s["index"]: s for s in r["sources"]}
         assert all(set(s) == set(SOURCE_FIELDS) for s in r["sources"])
         for c in r["citations"]:

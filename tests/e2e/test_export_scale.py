@@ -81,7 +81,7 @@ async def build_large_job(directory: Path, pool: list[bytes]) -> JobSpec:
                 records.append(AnswerRecord(question_id, answer, response, finish, body, 900.0))
                 ledger.append(
                     CallRecord(
-                        *(question_id, "ground", "gemini-2.5-flash", now, 900.0, 200, "ok"),
+                        *(question_id, "ground", "gemini-3.8-flash", now, 900.0, 200, "ok"),
                         input_tokens=100,
                         output_tokens=50,
                         cost_micro_usd=35_000,

@@ -150,7 +150,7 @@ async def test_a_fallback_class_and_missed_answers_end_answered_by_own_retrieval
             assert c["links"] == [record["sources"][i]["uri"] for i in c["chunk_indices"]]
         assert "[" not in record["answer"] and "【" not in record["answer"]
         assert record["retrieval_queries"] and not record["web_search_queries"]
-        assert record["model"] == "gemini-2.5-flash"
+        assert record["model"] == "gemini-3.8-flash"
     # The question's own documents are among its passages.
     for record in own:
         city_docs = {s["doc_id"] for s in record["sources"]}

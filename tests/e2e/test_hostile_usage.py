@@ -34,7 +34,7 @@ from tests.support.jobs import generate_calls, make_job
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(180)]
 
-MODEL = "gemini-2.5-flash"
+MODEL = "gemini-3.8-flash"
 N_QUESTIONS = 16
 BUDGET_USD = 1  # binding: the worst cases of every call would not fit
 NEGATIVE_SHARE = 0.4

@@ -23,14 +23,14 @@ BODY = orjson.dumps(
     }
 )
 CASES: dict[str, tuple[dict[str, Any], str]] = {
-    "rate_limited": ({"fault_429_share": 1.0, "fault_429_retry_delay_s": 7.0}, "gemini-2.5-flash"),
-    "internal": ({"fault_500_share": 1.0}, "gemini-2.5-flash"),
-    "overloaded": ({"fault_503_share": 1.0}, "gemini-2.5-flash"),
-    "deadline": ({"fault_504_share": 1.0}, "gemini-2.5-flash"),
-    "html_502": ({"fault_502_html_share": 1.0}, "gemini-2.5-flash"),
-    "truncated": ({"fault_truncate_share": 1.0}, "gemini-2.5-flash"),
+    "rate_limited": ({"fault_429_share": 1.0, "fault_429_retry_delay_s": 7.0}, "gemini-3.8-flash"),
+    "internal": ({"fault_500_share": 1.0}, "gemini-3.8-flash"),
+    "overloaded": ({"fault_503_share": 1.0}, "gemini-3.8-flash"),
+    "deadline": ({"fault_504_share": 1.0}, "gemini-3.8-flash"),
+    "html_502": ({"fault_502_html_share": 1.0}, "gemini-3.8-flash"),
+    "truncated": ({"fault_truncate_share": 1.0}, "gemini-3.8-flash"),
     "unknown_model": ({}, "no-such-model"),
-    "quota": ({"quotas": {"*": ModelQuota(rpm=1)}}, "gemini-2.5-flash"),
+    "quota": ({"quotas": {"*": ModelQuota(rpm=1)}}, "gemini-3.8-flash"),
 }
 
 
@@ -78,6 +78,6 @@ def test_a_bad_key_is_the_same_class_over_both_apis() -> None:
     found = {}
     for api in ("generate_content", "interactions"):
         with running_emulator(EmulatorConfig(seed=3)) as emu:
-            found[api] = _outcome(_call(emu.base_url, "not-a-key", "gemini-2.5-flash", api, 1))
+            found[api] = _outcome(_call(emu.base_url, "not-a-key", "gemini-3.8-flash", api, 1))
     assert found["interactions"] == found["generate_content"]
     assert found["interactions"][0] == "FatalError"

@@ -42,7 +42,7 @@ def test_a_passages_prompt_is_answered_citing_them_deterministically() -> None:
     )
     seen = set()
     with running_emulator(EmulatorConfig(seed=5)) as emu:
-        url = f"{emu.base_url}/v1beta/models/gemini-2.5-flash:generateContent"
+        url = f"{emu.base_url}/v1beta/models/gemini-3.8-flash:generateContent"
         headers = {"x-goog-api-key": emu.api_key, "content-type": "application/json"}
         for i in range(12):
             question = f"Which airports serve Kraków? ({i})"
@@ -160,13 +160,13 @@ def test_connector_chunks_come_back_with_their_own_fields(connector: str) -> Non
     with running_emulator(EmulatorConfig(seed=2, ungrounded_share=0.0)) as emu:
         url = (
             f"{emu.base_url}/v1/projects/p/locations/us-central1/publishers/google/models/"
-            "gemini-2.5-flash:generateContent"
+            "gemini-3.8-flash:generateContent"
         )
         headers = {"Authorization": f"Bearer {emu.bearer_token}"}
         raw = orjson.dumps(_post(url, builder.body("What is the population of Kraków?"), headers))
         # The Developer API has no retrieval tool: refused as Google's parser refuses it.
         dev = requests.post(
-            f"{emu.base_url}/v1beta/models/gemini-2.5-flash:generateContent",
+            f"{emu.base_url}/v1beta/models/gemini-3.8-flash:generateContent",
             data=builder.body("x"),
             headers={"x-goog-api-key": emu.api_key},
             timeout=10,
@@ -205,7 +205,7 @@ def test_a_chosen_class_misses_on_the_managed_path_and_others_do_not() -> None:
     )
     outcomes = {"ungrounded": 0, "chunkless": 0, "grounded": 0}
     with running_emulator(config) as emu:
-        url = f"{emu.base_url}/v1beta/models/gemini-2.5-flash:generateContent"
+        url = f"{emu.base_url}/v1beta/models/gemini-3.8-flash:generateContent"
         headers = {"x-goog-api-key": emu.api_key}
         for i in range(20):
             raw = _post(url, builder.body(f"Which airports serve city {i}?"), headers)

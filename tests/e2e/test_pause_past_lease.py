@@ -36,7 +36,7 @@ N_QUESTIONS = 120
 CONCURRENCY = 8
 LEASE_S = 10  # seconds: short, yet a busy machine's stalls stay well inside it
 CALLS_BEFORE_PAUSE = 24  # answered calls before the pause: the run is well under way
-GROUND_MODEL = "gemini-2.5-flash"
+GROUND_MODEL = "gemini-3.8-flash"
 PROCESS_TIMEOUT_S = 180  # seconds each run may take to finish after the pause
 PAUSE_TRIES = 20  # pauses that landed inside a transaction, undone and tried again
 

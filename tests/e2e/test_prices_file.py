@@ -13,7 +13,7 @@ from tests.support.jobs import make_job
 
 PRICE_ROW = """
 [[price]]
-match = "gemini-2.5-flash"
+match = "gemini-3.8-flash"
 backend = "developer"
 input_per_1m = 0.30
 output_per_1m = 2.50

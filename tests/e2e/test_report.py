@@ -195,7 +195,7 @@ def test_report_header_problems_chart_and_anchors_in_chromium(
         return chromium.find_element(By.CSS_SELECTOR, f'dd[data-fact="{name}"]').text
 
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", fact("generated"))
-    assert fact("model") == "gemini-2.5-flash"
+    assert fact("model") == "gemini-3.8-flash"
     assert fact("backend") == "Gemini Developer API"
     assert re.fullmatch(r"local emulator at http://127\.0\.0\.1:\d+", fact("endpoint"))
     caveat = chromium.find_element(By.CSS_SELECTOR, "#about .caveat").text

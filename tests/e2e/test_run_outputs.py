@@ -23,7 +23,7 @@ from tests.support.waiting import process_exited, wait_until
 
 GROUND = Path(sys.executable).parent / "ground"
 RUN_TIMEOUT_S = 120.0
-MODEL = "gemini-2.5-flash"  # make_job's
+MODEL = "gemini-3.8-flash"  # make_job's
 UNWRITABLE_DIR = "/sys"  # sysfs: no file can be created there, even by root
 
 

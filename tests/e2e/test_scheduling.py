@@ -96,7 +96,7 @@ CRON_TIMEOUT_S = 120.0  # seconds for one wrapper run, retries included
         ("wrong_key", 1, 2, "stopped early 2 times"),  # retried once (GROUND_RETRIES=1)
         ("bad_job_file", 2, 1, "limits.no_such_key"),  # the log's last line, no retry
         ("no_key", 2, 1, "no API key: set GEMINI_API_KEY"),  # an env file without the key
-        ("unknown_model", 3, 1, '"failed": 6'),  # every question failed: alert with counts
+        ("all_blocked", 3, 1, '"blocked": 6'),  # every question failed: alert with counts
     ],
 )
 def test_the_cron_wrapper_runs_nightly_toml_as_written(
@@ -106,7 +106,8 @@ def test_the_cron_wrapper_runs_nightly_toml_as_written(
     questions.write_text(
         "".join(f'{{"id": "q{i}", "question": "Who built bridge {i}?"}}\n' for i in range(6))
     )
-    with running_emulator(EmulatorConfig(seed=11)) as emu:
+    blocked = 1.0 if case == "all_blocked" else 0.0
+    with running_emulator(EmulatorConfig(seed=11, block_share=blocked)) as emu:
         host = emu.base_url.split("://", 1)[1]
         flags = [
             "--set",
@@ -121,13 +122,8 @@ def test_the_cron_wrapper_runs_nightly_toml_as_written(
             "limits.requests_per_minute=60000",
             *{
                 "bad_job_file": ["--set", "limits.no_such_key=1"],
-                # no price is known for it, so no budget either
-                "unknown_model": [
-                    "--set",
-                    'model.name="no-such-model"',
-                    "--set",
-                    "limits.budget_usd=0",
-                ],
+                # every answer blocked, and blocked a failure state
+                "all_blocked": ["--set", 'job.fail_on=["failed", "blocked"]'],
             }.get(case, []),
         ]
         env_file = tmp_path / "env"

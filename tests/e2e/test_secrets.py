@@ -163,7 +163,7 @@ def test_a_refused_key_echoed_back_is_not_in_the_closing_line(
     summary = tmp_path / "summary.json"
     config = EmulatorConfig(seed=36, echo_request_in_errors=True, api_keys=frozenset({"other"}))
     with running_emulator(config) as emu:
-        url = f"{emu.base_url}/v1beta/models/gemini-2.5-flash:generateContent"
+        url = f"{emu.base_url}/v1beta/models/gemini-3.8-flash:generateContent"
         request = urllib.request.Request(
             url, data=b"{}", headers={"x-goog-api-key": TEST_API_KEY}, method="POST"
         )

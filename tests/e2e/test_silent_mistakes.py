@@ -183,8 +183,8 @@ def test_status_names_answers_made_with_another_model(
     assert cli.main(["status", job, "--set", 'model.name="gemini-3-flash-preview"']) == 0
     assert (
         "  answers made with another model than the job's gemini-3-flash-preview:"
-        " gemini-2.5-flash 4 (`ground refresh` asks them again)"
+        " gemini-3.8-flash 4 (`ground refresh` asks them again)"
     ) in capsys.readouterr().out.splitlines()
     assert cli.main(["status", job, "--json", "--set", 'model.name="gemini-3-flash-preview"']) == 0
     document = orjson.loads(capsys.readouterr().out)
-    assert document["other_models"] == {"ground": {"gemini-2.5-flash": 4}, "structure": {}}
+    assert document["other_models"] == {"ground": {"gemini-3.8-flash": 4}, "structure": {}}

@@ -106,7 +106,7 @@ def test_drop_leaves_denied_citations_out_of_every_export(
 
 
 def _calls(stats: dict) -> int:
-    return stats["requests"]["by_model"]["gemini-2.5-flash"]
+    return stats["requests"]["by_model"]["gemini-3.8-flash"]
 
 
 def test_reask_asks_each_affected_question_exactly_once_more(tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ pytestmark = pytest.mark.anyio
 
 TRIALS = 20
 SEED = 28  # the trials' moments and limits; a failure names its trial's settings
-MODEL = "gemini-2.5-flash"
+MODEL = "gemini-3.8-flash"
 N_QUESTIONS = 40
 CONCURRENCY = 16
 POLL_S = 0.003  # seconds between two looks at the emulator's count

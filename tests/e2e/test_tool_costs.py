@@ -19,7 +19,14 @@ from tests.support.jobs import make_job
 
 pytestmark = pytest.mark.anyio
 
-BUDGET = ["limits.budget_usd=5.0", "limits.max_search_queries=3"]
+# The fees under test are those of the 2.5 rows (a per-prompt Search fee, confirmed Vertex
+# prices): a 2.5 model, on a Google from before its shutdown (the run is not the command line,
+# so no load-time refusal).
+BUDGET = [
+    "limits.budget_usd=5.0",
+    "limits.max_search_queries=3",
+    'model.name="gemini-2.5-flash"',
+]
 VERTEX = ['model.backend="vertex"', 'model.project="proj-1"', 'model.location="us-central1"']
 
 
@@ -45,7 +52,9 @@ VERTEX = ['model.backend="vertex"', 'model.project="proj-1"', 'model.location="u
 async def test_budgeted_developer_tools_cost_complete(
     tmp_path: Path, emulator_key: str, overrides: list[str], units: int
 ) -> None:
-    with running_emulator(EmulatorConfig(seed=91, ungrounded_share=0.0)) as emu:
+    with running_emulator(
+        EmulatorConfig(shutdowns=frozenset(), seed=91, ungrounded_share=0.0)
+    ) as emu:
         spec = make_job(
             tmp_path, base_url=emu.base_url, n_questions=4, overrides=BUDGET + overrides
         )
@@ -56,7 +65,9 @@ async def test_budgeted_developer_tools_cost_complete(
 async def test_budgeted_enterprise_web_search_cost_complete_and_placeholder_warned(
     tmp_path: Path, vertex_credentials, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with running_emulator(EmulatorConfig(seed=92, ungrounded_share=0.0)) as emu:
+    with running_emulator(
+        EmulatorConfig(shutdowns=frozenset(), seed=92, ungrounded_share=0.0)
+    ) as emu:
         vertex_credentials(f"{emu.base_url}/token")
         spec = make_job(
             tmp_path,
@@ -74,7 +85,9 @@ async def test_budgeted_enterprise_web_search_cost_complete_and_placeholder_warn
 async def test_vertex_search_alone_does_not_warn_about_another_tools_placeholder(
     tmp_path: Path, vertex_credentials, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with running_emulator(EmulatorConfig(seed=93, ungrounded_share=0.0)) as emu:
+    with running_emulator(
+        EmulatorConfig(shutdowns=frozenset(), seed=93, ungrounded_share=0.0)
+    ) as emu:
         vertex_credentials(f"{emu.base_url}/token")
         spec = make_job(tmp_path, base_url=emu.base_url, n_questions=2, overrides=BUDGET + VERTEX)
         with caplog.at_level(logging.WARNING):

@@ -101,7 +101,7 @@ async def test_verify_measures_the_emulators_truth_and_gates(
                 "verify.enabled=true",
                 "verify.sample=0.1",
                 "verify.seed=3",
-                'verify.model="gemini-2.5-flash-lite"',
+                'verify.model="gemini-3.5-flash-lite"',
             ],
         )
         capsys.readouterr()

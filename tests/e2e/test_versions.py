@@ -36,10 +36,10 @@ STRUCTURE_ON = [
     "structure.enabled=true",
     f'structure.schema="{DEMO_SCHEMA}"',
     # call 2 on its own model, so the emulator counts the two calls apart
-    'structure.model="gemini-2.5-flash-lite"',
+    'structure.model="gemini-3.5-flash-lite"',
 ]
-GROUND_MODEL = "gemini-2.5-flash"
-STRUCTURE_MODEL = "gemini-2.5-flash-lite"
+GROUND_MODEL = "gemini-3.8-flash"
+STRUCTURE_MODEL = "gemini-3.5-flash-lite"
 
 
 async def _exported(spec: JobSpec, *, all_versions: bool = False) -> list[dict[str, Any]]:

@@ -26,7 +26,7 @@ from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.anyio
 
-MODEL = "gemini-2.5-flash"
+MODEL = "gemini-3.8-flash"
 PROJECT, LOCATION = "proj-1", "us-central1"
 GCS_IN, GCS_OUT = "gs://ground-test/in", "gs://ground-test/out"
 

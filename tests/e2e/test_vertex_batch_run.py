@@ -50,7 +50,7 @@ from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.anyio
 
-MODEL = "gemini-2.5-flash"
+MODEL = "gemini-3.8-flash"
 
 
 class _Bearer:

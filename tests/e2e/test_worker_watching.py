@@ -21,7 +21,7 @@ from tests.support.metrics import Samples, free_port, read_textfile, scrape, val
 from tests.support.waiting import process_exited, wait_until
 
 GROUND = Path(sys.executable).parent / "ground"
-MODEL = "gemini-2.5-flash"  # make_job's
+MODEL = "gemini-3.8-flash"  # make_job's
 N_QUESTIONS = 60
 PROCESSES = 2
 RUN_TIMEOUT_S = 120.0

@@ -36,7 +36,7 @@ HOSTILE_TEXT = (
 UNANSWERED_ID = "q0005"
 REVISED_ID = "q0002"
 SUGGESTIONS = '<style>.chip{color:red}</style><div class="chip">everest height</div>'
-VERIFY_MODEL = "gemini-2.5-flash"
+VERIFY_MODEL = "gemini-3.8-flash"
 
 
 def response_body(text: str, *, domain: str, grounded: bool = True) -> bytes:
@@ -69,7 +69,7 @@ def response_body(text: str, *, domain: str, grounded: bool = True) -> bytes:
     body = {
         "candidates": [candidate],
         "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 9, "totalTokenCount": 14},
-        "modelVersion": "gemini-2.5-flash",
+        "modelVersion": "gemini-3.8-flash",
     }
     return json.dumps(body).encode()
 
@@ -162,7 +162,7 @@ async def desk_client(job: DeskJob) -> AsyncIterator[tuple[TestClient, DeskConte
     context = DeskContext(
         job_id=job.job_id,
         job_name="desk",
-        model="gemini-2.5-flash",
+        model="gemini-3.8-flash",
         backend="developer",
         base_url="http://127.0.0.1:1",
         verify_model=VERIFY_MODEL,
@@ -186,7 +186,7 @@ def desk_job(directory: Path, engine: AsyncEngine) -> JobSpec:
     path = directory / "job.toml"
     path.write_text(
         f'[job]\nname = "desk"\ndatabase = "{url}"\n[source]\nfile = "questions.jsonl"\n'
-        '[model]\nname = "gemini-2.5-flash"\nbase_url = "http://127.0.0.1:1"\n',
+        '[model]\nname = "gemini-3.8-flash"\nbase_url = "http://127.0.0.1:1"\n',
         encoding="utf-8",
     )
     return load_jobspec(path)

@@ -131,7 +131,7 @@ file = "questions.jsonl"
 class_field = "topic"
 
 [model]
-name = "gemini-2.5-flash"
+name = "gemini-3.8-flash"
 base_url = "{base_url}"
 request_timeout_s = 5.0
 

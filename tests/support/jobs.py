@@ -48,7 +48,7 @@ database = "{database}"
 file = "questions.jsonl"
 
 [model]
-name = "gemini-2.5-flash"
+name = "gemini-3.8-flash"
 base_url = "{base_url}"
 request_timeout_s = 5.0
 

@@ -24,6 +24,7 @@ from pipeline.emulator.testing import RunningEmulator, running_emulator
 from pipeline.orchestrate.dagster import GroundResource, ground_asset, ground_assets
 from tests.support.databases import postgres_job_database
 from tests.support.jobs import make_job
+from tests.support.paths import DEMO_SCHEMA
 
 N = 6
 NO_RETRY_DELAY = dg.RetryPolicy(max_retries=1, delay=0)
@@ -77,18 +78,21 @@ def test_a_finished_job_materializes_with_its_outcome_and_passing_checks(
 
 
 def test_some_failed_materializes_and_fails_the_check_of_that_state(
-    tmp_path: Path, emulator: RunningEmulator, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, emulator_key: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # An unknown model fails every question (not_found, permanent): exit status 3.
-    make_job(tmp_path, base_url=emulator.base_url, n_questions=N)
-    asset = ground_asset(tmp_path / "job.toml", overrides={"model.name": "no-such-model"})
-    result = dg.materialize([asset], resources={"ground": GroundResource()})
+    # Call 2 answers no JSON, twice, for every question: all invalid, exit status 3. (An
+    # unknown model is no longer a failure of each question: its 404 stops the run, exit 2.)
+    structure = {"structure.enabled": True, "structure.schema": str(DEMO_SCHEMA)}
+    with running_emulator(EmulatorConfig(seed=5, structured_garbage_share=1.0)) as emulator:
+        make_job(tmp_path, base_url=emulator.base_url, n_questions=N)
+        asset = ground_asset(tmp_path / "job.toml", overrides=structure)
+        result = dg.materialize([asset], resources={"ground": GroundResource()})
     assert result.success  # materialized: exit 3 is a finished run
     meta = _materialized(result, asset.key)
     assert meta["exit_status"] == 3 and meta["outcome"] == "some_failed"
-    failed = _status(tmp_path / "job.toml", capsys)["states"]["failed"]
-    assert failed == N
-    assert _checks(result) == {"no_failed": (False, N), "no_invalid": (True, 0)}
+    invalid = _status(tmp_path / "job.toml", capsys)["states"]["invalid"]
+    assert invalid == N
+    assert _checks(result) == {"no_failed": (True, 0), "no_invalid": (False, N)}
     [failing] = [e for e in result.get_asset_check_evaluations() if not e.passed]
     assert failing.severity == dg.AssetCheckSeverity.ERROR
 

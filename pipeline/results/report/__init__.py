@@ -13,9 +13,11 @@ the job is. Public surface: :func:`write_report`.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
+from anyio import AsyncFile
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pipeline.job.states import QuestionState
@@ -125,24 +127,35 @@ async def write_report(
         await handle.write(page.table_start(states, description))
         wanted = None if chosen is None else chosen | examples
         filters = Filters(states=selection.states, qclass=selection.qclass, ids=wanted)
-        batch_size = min(max(shown, 1), MAX_BATCH)
         if not fill.done:
-            async for batch in read_batches(engine, job_id, filters, batch_size=batch_size):
-                rows = [(stored, fill.place(stored.row["qid"])) for stored in batch]
-                checked = await _verdicts(engine, rows, verify_model)
-                await handle.write(
-                    "".join(
-                        page.row(
-                            stored,
-                            example=placed == "example",
-                            verdicts=checked.get(stored.row["a_id"]),
-                        )
-                        for stored, placed in rows
-                        if placed is not None
-                    )
-                )
-                if fill.done:
-                    break
+            batches = read_batches(
+                engine, job_id, filters, batch_size=min(max(shown, 1), MAX_BATCH)
+            )
+            await _write_rows(handle, engine, batches, fill, verify_model)
         await handle.write(page.table_end(fill.extras))
         await handle.write(page.tail())
     return fill.rows
+
+
+async def _write_rows(
+    handle: AsyncFile[str],
+    engine: AsyncEngine,
+    batches: AsyncIterator[list[StoredQuestion]],
+    fill: TableFill,
+    verify_model: str | None,
+) -> None:
+    """The table's rows, a batch at a time, until ``fill`` has what it was asked for."""
+    async for batch in batches:
+        rows = [(stored, fill.place(stored.row["qid"])) for stored in batch]
+        checked = await _verdicts(engine, rows, verify_model)
+        await handle.write(
+            "".join(
+                page.row(
+                    stored, example=placed == "example", verdicts=checked.get(stored.row["a_id"])
+                )
+                for stored, placed in rows
+                if placed is not None
+            )
+        )
+        if fill.done:
+            return

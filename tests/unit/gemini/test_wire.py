@@ -10,6 +10,7 @@ import pytest
 from pipeline.emulator.error_bodies import quota_exceeded, vertex_quota_exceeded
 from pipeline.gemini.api_errors import (
     FatalError,
+    ModelNotFound,
     PermanentError,
     TransientError,
     classify_429,
@@ -127,7 +128,8 @@ def test_429_with_fractional_retry_delay(real_fixtures: Path) -> None:
 def test_error_classes(real_fixtures: Path) -> None:
     base = real_fixtures / "vertexai-sdk-test-data/vertexai"
     not_found = classify_http_error(404, (base / "unary-failure-unknown-model.json").read_bytes())
-    assert isinstance(not_found, PermanentError) and not_found.error_class == "not_found"
+    # a 404 for the model itself stops the run (exit 2), not each question
+    assert isinstance(not_found, ModelNotFound) and not_found.error_class == "model_not_found"
     quota = classify_http_error(429, (base / "unary-failure-quota-exceeded.json").read_bytes())
     assert isinstance(quota, TransientError) and quota.retry_delay is None
     assert isinstance(classify_http_error(401, b"{}"), FatalError)

@@ -53,9 +53,9 @@ def test_call_2_is_priced_at_the_batch_rate_only_when_it_goes_as_a_batch(tmp_pat
     call_2_online = _prices(tmp_path / "c", [*STRUCTURE, *BATCH, "batch.structure=false"])
     plain = _prices(tmp_path / "d", [])
     assert online.structures
-    assert online.structure == table.for_model("gemini-2.5-flash", "developer")
+    assert online.structure == table.for_model("gemini-3.8-flash", "developer")
     assert (
-        batched.grounding == batched.structure == table.for_batch("gemini-2.5-flash", "developer")
+        batched.grounding == batched.structure == table.for_batch("gemini-3.8-flash", "developer")
     )
     assert call_2_online.grounding == batched.grounding
     assert call_2_online.structure == online.structure

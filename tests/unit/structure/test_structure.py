@@ -1024,7 +1024,7 @@ def test_round_trip_through_the_emulator(krakow: GroundedAnswer) -> None:
         )
         with running_emulator() as emu:
             req = urllib.request.Request(
-                f"{emu.base_url}/v1beta/models/gemini-2.5-flash:generateContent",
+                f"{emu.base_url}/v1beta/models/gemini-3.8-flash:generateContent",
                 data=body,
                 headers={"content-type": "application/json", "x-goog-api-key": emu.api_key},
             )

@@ -44,6 +44,14 @@ def test_the_settings_are_exported_from_the_start() -> None:
     assert value(samples, "ground_last_progress_timestamp_seconds") >= before
 
 
+def test_days_to_the_models_shutdown_only_when_one_is_announced() -> None:
+    settings = RunSettings(model="gemini-3.5-flash", days_to_shutdown=30)
+    samples = _samples(RunMetrics("nightly", settings=settings))
+    assert value(samples, "ground_model_days_to_shutdown", model="gemini-3.5-flash") == 30
+    samples = _samples(RunMetrics("nightly", settings=RunSettings(model="gemini-3.8-flash")))
+    assert "ground_model_days_to_shutdown" not in names(samples)
+
+
 def test_no_state_or_queue_series_until_the_job_is_read_so_nothing_reads_a_false_0() -> None:
     metrics = RunMetrics("nightly")
     assert not {"ground_questions", "ground_queue_depth"} & names(_samples(metrics))
