@@ -29,11 +29,11 @@ async def _check(tmp_path: Path, database: str | None, capsys: pytest.CaptureFix
     config = EmulatorConfig(seed=5, ungrounded_share=0.0, hostile_judge_share=0.6)
     with running_emulator(config) as emu:
         make_job(tmp_path, base_url=emu.base_url, n_questions=40, database=database)
-        for model in ("gemini-2.5-flash", "gemini-3-flash-preview"):  # lines, then JSON
+        for model in ("gemini-3.8-flash", "gemini-3.5-flash-lite"):  # the job's, then another
             spec = load_jobspec(
                 tmp_path / "job.toml", ["verify.enabled=true", f'verify.model="{model}"']
             )
-            if model == "gemini-2.5-flash":
+            if model == "gemini-3.8-flash":
                 assert await run_command(spec) == 0
             capsys.readouterr()
             assert await verify_command(spec) == 0
