@@ -301,7 +301,7 @@ class LimitsSection(_Section):
     # Lower the sending rate on 429s and recover slowly (AIMD), for quotas with no fixed number.
     adaptive: bool = True
     # How far below requests_per_minute to pace, as a share of it: the slack that network
-    # jitter and late wake-ups (at most 0.1 s a send) may use. Google counts a minute, so
+    # jitter and late wake-ups (at most 0.04 s a send) may use. Google counts a minute, so
     # 0.005 is 0.3 s of it. Raise it against a server that counts over a shorter window.
     pacing_headroom: Annotated[float, msgspec.Meta(ge=0, lt=0.5)] = 0.005
     # Calls on the wire at once in one process (the claimer keeps twice as many questions

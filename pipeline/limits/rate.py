@@ -23,8 +23,9 @@ Sleep = Callable[[float], Awaitable[None]]
 
 # Pace below the quota by this share (``[limits] pacing_headroom``): the server counts *arrival*
 # times over a sliding window, so with requests spaced exactly 60/rpm apart any network jitter
-# puts rpm+1 requests into some window. A send is at most 0.1 s late (the shared rate's
-# LATE_WAKE_S) plus the network's jitter; 0.5 % of a 60 s window is 0.3 s of slack.
+# puts rpm+1 requests into some window. A send is at most 0.04 s late (the shared rate's
+# LATE_WAKE_S) plus the network's jitter; 0.5 % of a 60 s window is 0.3 s of slack, and of a
+# 10 s window 0.05 s.
 PACING_HEADROOM = 0.005
 # How far the schedule may lag the real clock before it is re-based on it. Within it, an
 # acquirer that comes (or wakes) a little late keeps the schedule's spacing, so the rate is

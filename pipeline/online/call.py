@@ -16,7 +16,9 @@ that stops while the call waits for any of these sends nothing:
 :class:`~pipeline.errors.NotSent`, with the reservation, the tokens and the day's prompt given
 back (:mod:`pipeline.limits.interrupt`); nor does a call whose question's lease is no longer
 this process's, checked against the clock as the call starts and again just before the
-request leaves (:class:`~pipeline.errors.LeaseLost`, :mod:`pipeline.online.fence`). After it:
+request leaves (:class:`~pipeline.errors.LeaseLost`, :mod:`pipeline.online.fence`), and in
+the database by the call's wire mark, made before the rate slot, which keeps the question this
+process's until the call can no longer be answered (:mod:`pipeline.online.wire`). After it:
 the token estimate is corrected from ``usageMetadata``, the cost computed from the price
 table, and a :class:`~pipeline.rows.CallRecord` made for the ledger (failed calls
 too, at cost 0; an answer whose usage cannot be priced,
@@ -62,6 +64,7 @@ from pipeline.limits.overload import Storms
 from pipeline.limits.probe import DailyProbe, ProbeSettings
 from pipeline.limits.retry_after import server_delay
 from pipeline.online.fence import LeaseFence
+from pipeline.online.wire import WireMark
 from pipeline.rows import CallRecord
 from pipeline.run.context import RunPrices
 from pipeline.store.database import DatabaseOutage
@@ -139,6 +142,7 @@ class MeteredCaller:
     ``worst_case``: the bounds a call's budget reservation is computed under; ``adaptive``:
     whether 429s lower (and successes raise) the job's shared rate; ``backend``: what a 429's
     body is read as; ``fence``: the leases this process holds (None: calls are not fenced);
+    ``wire``: marks each call's question as on the wire in the database before it is sent;
     ``daily_probe``: how long bare 429s on grounded calls must persist before grounding pauses
     for the day.
     """
@@ -153,6 +157,7 @@ class MeteredCaller:
         adaptive: bool,
         backend: str,
         fence: LeaseFence | None = None,
+        wire: WireMark | None = None,
         daily_probe: ProbeSettings | None = None,
         labels: Mapping[str, str] | None = None,
         billed_queries: Mapping[str, float] | None = None,
@@ -164,6 +169,7 @@ class MeteredCaller:
         # (store.ledger.billing_factors): a grounded response costs at least that many.
         self._billed_queries = dict(billed_queries or {})
         self.fence = fence
+        self.wire = wire
         self.limits = limits
         self.prices = prices
         self.pause = GroundingPause()
@@ -235,6 +241,8 @@ class MeteredCaller:
             if held.tool is not None:
                 held.probe = await self._waiting_for("daily", self._pass_daily(limits))
                 held.counted = limits.daily is not None
+            if self.wire is not None:  # on the wire from here: nobody asks it again meanwhile
+                await self.wire.mark(question_id)
             await self._waiting_for("rate", limits.requests.acquire())
             if limits.tokens is not None:
                 held.taken = await self._waiting_for("tokens", limits.tokens.acquire(held.estimate))
@@ -243,7 +251,11 @@ class MeteredCaller:
             limits.interrupt.check()  # the run stopped while this call waited: it is not sent
             if self.fence is not None:  # ... or the process slept past the question's lease
                 self.fence.check(question_id)
+            if self.wire is not None:  # in memory, unless the mark is old: the slot is now
+                await self.wire.ready(question_id)
         except BaseException:  # not sent: the reservation, tokens and prompt go back at once
+            if self.wire is not None:
+                self.wire.over(question_id)
             self.probe.abandoned(held.probe)
             if held.taken and limits.tokens is not None:
                 limits.tokens.reconcile(held.taken, 0)
@@ -291,6 +303,8 @@ class MeteredCaller:
             raise
         finally:
             self.on_wire -= 1
+            if self.wire is not None:
+                self.wire.over(head.question_id)
             self.probe.abandoned(held.probe)  # no verdict on the day (a 503, say): the next probes
 
     async def _answered(self, result: CallResult, head: _Head, held: _Held) -> Metered:

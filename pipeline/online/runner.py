@@ -37,9 +37,12 @@
   that was paused past its leases (SIGSTOP, a paused VM, a suspended laptop) wakes to find
   them run out, sends none of the calls it had claimed but not sent, and gives those
   questions back at once (another run may hold them by now). The heartbeat notices such a
-  pause too (its tick came that late) and says so once. An outcome of a call that was on the
-  wire during the pause is stored all the same (it is paid); its question's state is written
-  only if no other run took the question over.
+  pause too (its tick came that late) and says so once. A call that is sent is first marked
+  on the wire in the database (:mod:`pipeline.online.wire`): its question stays this
+  process's until the call can no longer be answered, however long the process is stopped or
+  its loop starved, and the process never gives back a question it has sent
+  (:mod:`pipeline.online.holdings`). An answer that comes after its lease lapsed all the same
+  is stored (it is paid), and finishes its question unless another answer was stored first.
 * A stop (signal, or the retry policy's verdict: budget spent, too many auth failures, the
   endpoint unreachable, a long daily pause) stops claiming and stops spending: a caller still
   waiting for a permit (rate, tokens, budget) sends nothing (:mod:`pipeline.limits.interrupt`)
@@ -77,6 +80,8 @@ from pipeline.online.call import MeteredCaller
 from pipeline.online.fence import LeaseFence
 from pipeline.online.flow import QuestionFlow
 from pipeline.online.heartbeat import Heartbeat
+from pipeline.online.holdings import Holdings
+from pipeline.online.wire import WireMark
 from pipeline.online.writer import GroupCommitWriter
 from pipeline.redaction import redact
 from pipeline.retrieval.query_vectors import QueryEmbedder
@@ -185,12 +190,11 @@ class OnlineRunner:
         self._adaptive = adaptive
         self._flow: QuestionFlow | None = None  # routes each question (once calls can be made)
         self.caller: MeteredCaller | None = None
-        self._in_flight: set[int] = set()
-        self._qids: dict[int, str] = {}  # the input's own id of each question in flight
+        self._held = Holdings(ctx.db, limits.owner)  # the questions in hand, and those sent
+        self._wire = WireMark(ctx.db, limits.owner, request_timeout_s, self._held)
         self._fault: str | None = None  # why the database stopped taking what the run stores
         self._writer_used: GroupCommitWriter | None = None
         self._storing = 0  # callers waiting for the writer (the database) to take an outcome
-        self._unstarted: list[int] = []
         self._progress = anyio.Event()
         self._strikes = Strikes()  # the failures that stop the run
         self.resolver = resolver
@@ -310,6 +314,7 @@ class OnlineRunner:
                 adaptive=self._adaptive,
                 backend=self._plan.backend,
                 fence=self._fence,
+                wire=self._wire,
                 daily_probe=self.ctx.policy.daily_probe,
                 labels={**self.ctx.labels, "ground_run": label_value(self.owner)},
                 billed_queries={f.model: f.queries_per_request for f in taught},
@@ -332,7 +337,7 @@ class OnlineRunner:
                 await self._run_pipeline()
             finally:
                 with anyio.CancelScope(shield=True):
-                    for closing in (self._release_leftovers, self.limits.close):
+                    for closing in (self._held.release_leftovers, self.limits.close):
                         try:
                             await closing()
                         except DatabaseOutage as fault:  # the leases expire on their own
@@ -398,7 +403,7 @@ class OnlineRunner:
         refill = refill_batch(self._concurrency)
         async with work:
             while not self._stopping:
-                free = high_water - len(self._in_flight)
+                free = high_water - len(self._held)
                 if free < refill:  # above the low-water mark: wait for a batch's worth to go
                     await self._wait_for_progress(IDLE_POLL_S)
                     continue
@@ -412,18 +417,17 @@ class OnlineRunner:
                         c, self.ctx.job_id, self.owner, n, self._lease, self.ctx.scope
                     ),
                 )
-                batch = await self._not_held(batch)
+                batch = await self._held.not_held(batch, self._wire.cover)
                 self._fence.granted((q.id for q in batch), at)
                 if batch:
                     self.summary.claimed += len(batch)
-                    self._in_flight.update(q.id for q in batch)
-                    self._qids.update((q.id, q.qid) for q in batch)
+                    self._held.took(batch)
                     if self.metrics is not None:
                         self.metrics.on_claimed(map(_claimed_from, batch))
                     for question in batch:
                         await work.send(question)
                     continue
-                if self._in_flight:
+                if self._held:
                     await self._wait_for_progress(IDLE_POLL_S)
                     continue
                 wake_at = await self.ctx.db.transaction(
@@ -443,22 +447,6 @@ class OnlineRunner:
                 wait = (wake_at - utcnow()).total_seconds()
                 await self._wait_for_progress(min(max(wait, 0.05), IDLE_POLL_S))
 
-    async def _not_held(self, batch: list[ClaimedQuestion]) -> list[ClaimedQuestion]:
-        """``batch`` without the questions this process still holds: one whose lease ran out
-        here, that another run took over and gave back since, may come back in a claim
-        while its old holder has yet to give it back. It goes back to the queue at once,
-        so that it is never in two of this process's hands."""
-        held = {q.id for q in batch if q.id in self._in_flight}
-        if not held:
-            return batch
-        await self.ctx.db.transaction(
-            "giving back questions still held", lambda c: queue.release(c, self.owner, held)
-        )
-        # Those given back, not those still held now: the writer may have let go of one
-        # meanwhile (its outcome was committed just before this claim), and that one is in
-        # the queue again, no longer ours to ask.
-        return [q for q in batch if q.id not in held]
-
     async def _wait_for_progress(self, at_most_s: float) -> None:
         with anyio.move_on_after(at_most_s):
             await self._progress.wait()
@@ -469,7 +457,7 @@ class OnlineRunner:
         async with work, outcomes:
             async for question in work:
                 if self._stopping:
-                    self._unstarted.append(question.id)
+                    self._held.unstarted.append(question.id)
                     continue
                 try:
                     if not self._fence.holds(question.id):  # its lease ran out while it waited
@@ -479,7 +467,7 @@ class OnlineRunner:
                     await self._flow.handle(question, _CallerOutcomes(self, outcomes))
                 except DatabaseOutage as fault:  # a limit's row could not be written
                     self._database_failed(str(fault))
-                    self._unstarted.append(question.id)
+                    self._held.unstarted.append(question.id)
                 except Exception as exc:  # a bug of ours must cost one question, not the run
                     log.exception("question %s", question.qid, extra={"action": "internal_error"})
                     change = StateChange(
@@ -507,7 +495,7 @@ class OnlineRunner:
         waits = dict(caller.waiting) if caller is not None else {}
         waits["on_wire"] = caller.on_wire if caller is not None else 0
         waits["database"] = self._storing
-        waits["in_hand"] = len(self._in_flight)
+        waits["in_hand"] = len(self._held)
         if caller is not None and caller.pause.paused_until is not None:
             waits["paused"] = 1
         return waits
@@ -519,7 +507,7 @@ class OnlineRunner:
 
     def hold_back(self, question_id: int) -> None:
         """A claimed question goes back unasked, released with the leftovers."""
-        self._unstarted.append(question_id)
+        self._held.unstarted.append(question_id)
 
     async def send(
         self, question: ClaimedQuestion, outcome: Outcome, outcomes: ObjectSendStream[Outcome]
@@ -540,7 +528,7 @@ class OnlineRunner:
             if decision is not None and decision.error_class == ErrorClass.LEASE_LOST:
                 await self._give_back(question.id)  # not ours any more: at once
             else:
-                self._unstarted.append(question.id)
+                self._held.unstarted.append(question.id)
             if not outcome.calls:
                 return
         elif outcome.change.keep_lease:
@@ -563,7 +551,7 @@ class OnlineRunner:
             on_finished=self._finished,
             on_committed=self._notify,
             spill=self.ctx.spill,
-            qid_of=self._qids.get,
+            qid_of=self._held.qid,
             on_fault=self._database_failed,
             window_items=refill_batch(self._concurrency),
         )
@@ -571,8 +559,7 @@ class OnlineRunner:
 
     def _finished(self, change: StateChange) -> None:
         """A question's final change in this run is stored: it leaves the pool."""
-        self._in_flight.discard(change.question_id)
-        self._qids.pop(change.question_id, None)
+        self._held.left(change.question_id)
         self._fence.drop(change.question_id)
         self.summary.count(change.state)
         if change.error_class == ErrorClass.COST_CAP:
@@ -589,7 +576,7 @@ class OnlineRunner:
     async def _heartbeat(self) -> None:
         try:
             await Heartbeat(
-                self.ctx.db, self.limits, self._fence, self._lease, self._in_flight
+                self.ctx.db, self.limits, self._fence, self._lease, self._held.in_hand
             ).run()
         except DatabaseOutage as fault:
             self._database_failed(str(fault))
@@ -597,18 +584,6 @@ class OnlineRunner:
     async def _give_back(self, question_id: int) -> None:
         """A question whose lease is no longer this process's leaves the pool unasked, and
         goes back to the queue unless another run holds it now."""
-        self._in_flight.discard(question_id)
-        self._qids.pop(question_id, None)
         self._fence.drop(question_id)
         self._notify()  # the claimer may refill
-        await self.ctx.db.transaction(
-            "giving back a lapsed lease", lambda c: queue.release(c, self.owner, [question_id])
-        )
-
-    async def _release_leftovers(self) -> None:
-        leftovers = set(self._unstarted) | self._in_flight
-        if leftovers:
-            await self.ctx.db.transaction(
-                "releasing leftovers", lambda c: queue.release(c, self.owner, leftovers)
-            )
-            self._in_flight.clear()
+        await self._held.give_back(question_id)

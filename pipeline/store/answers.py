@@ -371,10 +371,9 @@ async def store_outcomes(
 
     Every paid outcome is kept: its ledger rows always, its answer unless that version of the
     question's answer is stored already. With ``owner`` (the online run's writer), a state
-    change is written only while the question is still leased to ``owner``: a call that was
-    on the wire while the process was paused past its lease answers a question another run
-    holds now, whose state is that run's to write. Without it (a batch's lines, kept
-    outcomes) every change is written."""
+    change is written only while the question is still leased to ``owner``, or when its
+    answer, late, is the one stored here (it finishes the question). Without it (a batch's
+    lines, kept outcomes) every change is written."""
     stored = await persist_answers(
         connection, [o.answer for o in batch if o.answer is not None], now, verdict_of
     )
@@ -382,7 +381,8 @@ async def store_outcomes(
         connection, [o.structured for o in batch if o.structured is not None], now
     )
     await persist_calls(connection, [c for o in batch for c in o.calls])
-    await apply_state_changes(connection, [o.change for o in batch if o.change is not None], owner)
+    changes = [o.change for o in batch if o.change is not None]
+    await apply_state_changes(connection, changes, owner, finishing=stored.answer_ids.keys())
     return stored
 
 

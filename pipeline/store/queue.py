@@ -1,7 +1,5 @@
 """``jobs``, ``questions`` and ``source_loads``: the questions as a work queue, and loading.
 
-The questions table as a work queue: claim under a lease, heartbeat, finish, release.
-
 A question moves through these states (:class:`~pipeline.job.states.QuestionState`)::
 
     pending --claim--> running --answer--> done | ungrounded
@@ -20,22 +18,20 @@ stored; that answer stays the latest version until the new one is stored
 (:mod:`pipeline.store.versions`), so a re-ask that fails loses nothing.
 
 A ``running`` row carries ``lease_owner`` and ``lease_expires_at``; the owner extends the lease
-while it works (heartbeat). A row whose lease has expired is claimable again: that is how a
+while it works (heartbeat), and to cover a call while it is on the wire
+(:mod:`pipeline.online.wire`). A row whose lease has expired is claimable again: that is how a
 killed run's questions come back. On PostgreSQL, claims use ``FOR UPDATE SKIP LOCKED`` so many
 worker processes share one queue without blocking each other; on SQLite the database's single
 writer lock serialises claims.
 
-The fingerprint of the question file a job last loaded (``source_loads``, one row per job).
-
-The loader compares it before reading the file (:mod:`pipeline.intake.loader`): size and
-mtime equal, or else the content digest equal, and the settings equal, means the file is
-unchanged and is not read again.
+The fingerprint of the question file a job last loaded (``source_loads``, one row per job):
+the loader (:mod:`pipeline.intake.loader`) does not read an unchanged file again.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,11 +140,9 @@ async def claim(
     scope: sa.ColumnElement[bool] | None = None,
 ) -> list[ClaimedQuestion]:
     """Lease up to ``limit`` claimable questions to ``owner``, oldest first; ``scope``: only
-    questions matching it (a trial run's, :mod:`pipeline.store.trial`).
-
-    A lease of ``owner``'s own that ran out is not taken again here: that question may still be
-    in one of ``owner``'s calls (sent before the process paused); it comes back when its
-    outcome is stored, or when ``owner`` gives it back (:func:`release`)."""
+    questions matching it (a trial run's, :mod:`pipeline.store.trial`). A lease of ``owner``'s
+    own that ran out is not taken again here: that question may still be in one of its calls;
+    it comes back when its outcome is stored, or when ``owner`` gives it back (:func:`release`)."""
     now = utcnow()
     q = questions.c
     condition = sa.and_(
@@ -236,17 +230,22 @@ def _waiting_state() -> sa.Case[str]:
 async def extend_leases(
     connection: AsyncConnection, owner: str, ids: Iterable[int], lease: dt.timedelta
 ) -> list[int]:
-    """Heartbeat: push the lease of ``owner``'s running questions forward; the ids extended
-    (one not among them is no longer ``owner``'s: finished, or taken over by another run)."""
+    """Heartbeat, or a call's wire mark (:mod:`pipeline.online.wire`): push the lease of
+    ``owner``'s running questions to ``lease`` from now, never back (a wire mark stands); the
+    ids extended (one not among them is ``owner``'s no more: finished, or taken over)."""
     ids = list(ids)
     if not ids:
         return []
-    now = utcnow()
+    until = utcnow() + lease
     q = questions.c
     result = await connection.execute(
         questions.update()
         .where(q.id.in_(ids), q.lease_owner == owner, q.state == QuestionState.RUNNING)
-        .values(lease_expires_at=now + lease)
+        .values(
+            lease_expires_at=sa.case(
+                (q.lease_expires_at > until, q.lease_expires_at), else_=sa.literal(until)
+            )
+        )
         .returning(q.id)
     )
     return list(result.scalars())
@@ -254,11 +253,9 @@ async def extend_leases(
 
 async def release(connection: AsyncConnection, owner: str, ids: Iterable[int]) -> None:
     """Give back questions that were claimed but not called (a shutdown): no attempt is spent."""
-    ids = list(ids)
-    if not ids:
-        return
-    q = questions.c
-    await connection.execute(_released(q.id.in_(ids), q.lease_owner == owner))
+    if ids := list(ids):
+        q = questions.c
+        await connection.execute(_released(q.id.in_(ids), q.lease_owner == owner))
 
 
 async def release_noting(
@@ -269,9 +266,8 @@ async def release_noting(
     error_class: str,
     last_error: str,
 ) -> None:
-    """Give back questions as :func:`release` does (no attempt spent, due at once), noting
-    why in ``error_class`` and ``last_error`` (a batch row asked again: the class tells the
-    next batch it is the second time)."""
+    """Give back questions as :func:`release` does, noting why in ``error_class`` and
+    ``last_error`` (a batch row asked again: the class tells the next batch it is the second)."""
     ids = list(ids)
     if not ids:
         return
@@ -328,20 +324,26 @@ async def release_dead_owners(
 
 
 async def apply_state_changes(
-    connection: AsyncConnection, changes: Sequence[StateChange], owner: str | None = None
+    connection: AsyncConnection,
+    changes: Sequence[StateChange],
+    owner: str | None = None,
+    finishing: Collection[int] = (),
 ) -> None:
     """Write many state changes in one statement (executemany).
 
     A question already terminal is never moved back (a late duplicate outcome is a no-op).
     With ``owner`` (a run's writer), a change is written only while the question is still
     leased to ``owner``: an outcome that arrives after another run took the question over
-    leaves its state to that run (its answer and ledger rows are stored all the same).
+    leaves its state to that run (its ledger rows are stored all the same). But a final change
+    of a question in ``finishing`` (a paid answer, late, that this transaction stored as its
+    answer) is written whoever holds the lease: a run holding it unsent then sends nothing.
     """
     if not changes:
         return
     q = questions.c
     now = utcnow()
-    fenced = () if owner is None else (q.lease_owner == owner,)
+    finishing_ = sa.bindparam("b_finishing", type_=sa.Boolean)  # a late answer, stored here
+    fenced = () if owner is None else (sa.or_(q.lease_owner == owner, finishing_),)
     statement = (
         questions.update()
         # Spelled out rather than NOT IN (...): an expanding IN cannot go into executemany.
@@ -366,20 +368,24 @@ async def apply_state_changes(
             updated_at=now,
         )
     )
-    params: list[dict[str, Any]] = [
-        {
-            "b_id": c.question_id,
-            "b_state": c.state,
-            "b_attempts": c.attempts,
-            "b_error_class": c.error_class,
-            "b_last_error": c.last_error,
-            "b_next": c.next_attempt_at,
-            "b_structure_attempts": c.structure_attempts,
-            "b_keep": c.keep_lease,
-        }
-        for c in changes
-    ]
-    await connection.execute(statement, params)
+    await connection.execute(statement, [_change_params(c, owner, finishing) for c in changes])
+
+
+def _change_params(c: StateChange, owner: str | None, finishing: Collection[int]) -> dict[str, Any]:
+    """One change's bound values for :func:`apply_state_changes`."""
+    params: dict[str, Any] = {
+        "b_id": c.question_id,
+        "b_state": c.state,
+        "b_attempts": c.attempts,
+        "b_error_class": c.error_class,
+        "b_last_error": c.last_error,
+        "b_next": c.next_attempt_at,
+        "b_structure_attempts": c.structure_attempts,
+        "b_keep": c.keep_lease,
+    }
+    if owner is not None:  # only a fenced statement has the parameter
+        params["b_finishing"] = c.question_id in finishing and not c.keep_lease
+    return params
 
 
 async def next_wakeup(
