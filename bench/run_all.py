@@ -33,6 +33,9 @@ BENCHES = (
     # The review desk at 1,000,000 answers: list, search and answer pages, p50/p95, SQLite and
     # PostgreSQL (a few minutes, most of them generating the job).
     "bench_desk.py",
+    # `ground review import` of 1,000,000 decisions, SQLite and PostgreSQL (a few minutes,
+    # most of them generating the job); writes its own section into BENCHMARKS.md.
+    "bench_review_import.py",
     # N separate `ground run` processes of one job on one PostgreSQL (8-48; --private for 32
     # and 48): quota use, 429s, the most sends in a minute, and the last send to the last
     # exit; writes its own section into BENCHMARKS.md (about 20 minutes).

@@ -204,6 +204,7 @@ class Pair:
     url: str | None = None
     chunk_index: int | None = None
     text: str | None = None  # a text source's own text (the quote is looked for in it)
+    claim_text: str = ""  # the claim's own words (the quote must cover its key terms)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +213,7 @@ class PairVerdict:
     verdict: str
     quote: str | None
     retrieval_status: str | None
+    reason: str | None = None  # why the judge's verdict was not taken, or was flagged
 
 
 @dataclass(frozen=True, slots=True)

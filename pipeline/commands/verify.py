@@ -77,10 +77,18 @@ async def verify_command(spec: JobSpec, *, metrics_textfile: str | None = None) 
 
 
 async def _sampled(
-    db: Database, spec: JobSpec, job_id: int, sample: int | float | None
+    db: Database, spec: JobSpec, job_id: int, sample: int | float | None, model: str
 ) -> list[AnswerClaims]:
+    """The sampled answers' claims: the answers ``model`` checked before stay in the sample
+    (:func:`~pipeline.verify.sampling.choose`), so a grown job only adds to it."""
     refs = await db.read("reading the answers", lambda c: store.answers_to_check(c, job_id))
-    keys = set(choose([Candidate(r.qid, r.qclass) for r in refs], sample, spec.verify.seed))
+    ref_ids = [r.answer_id for r in refs]
+    checked = await db.read(
+        "reading the verdicts", lambda c: store.checked_answers(c, ref_ids, model)
+    )
+    kept = {r.qid for r in refs if r.answer_id in checked}
+    candidates = [Candidate(r.qid, r.qclass) for r in refs]
+    keys = set(choose(candidates, sample, spec.verify.seed, kept))
     chosen = [r for r in refs if r.qid in keys]
     ids = [r.answer_id for r in chosen]
     parts = await db.read("reading the citations", lambda c: store.answer_parts(c, ids))
@@ -105,7 +113,7 @@ async def check_sample(
     """Sample the job's answers and make the verification calls of those not yet checked by
     ``model``, online under the job's limits and budget. Raises
     :class:`~pipeline.gemini.endpoint.ConfigurationError` without credentials."""
-    answers = await _sampled(db, spec, job_id, sample)
+    answers = await _sampled(db, spec, job_id, sample, model)
     ids = [a.answer_id for a in answers]
     done = await db.read("reading the verdicts", lambda c: store.checked_answers(c, ids, model))
     limit = spec.limits.max_output_tokens
@@ -142,6 +150,8 @@ async def _verify(
     checked = store.as_checked(stored, classes)
     precision = measure(checked, unresolved)
     say(_summary(len(answers), len(done), result))
+    if reasons := _reasons_line(stored):
+        say(reasons)
     if result.capped:
         say(_capped_line(spec, len(result.capped)))
     say(render_precision(precision))
@@ -176,6 +186,20 @@ async def _question_spends(
     ids = sorted(question_ids)
     spent = await db.read("reading the questions' spend", lambda c: store.spend_by_question(c, ids))
     return {q: QuestionSpend(cap, spent.get(q, 0)) for q in ids}
+
+
+def _reasons_line(stored: list[store.StoredVerdict]) -> str | None:
+    """How many verdicts the quote rules or the value checks did not take, and how many kept
+    ones are flagged (their reasons: citation_verdicts.reason, the export's ``reason``)."""
+    flagged = sum(1 for s in stored if s.reason and s.reason.startswith("flagged:"))
+    refused = sum(1 for s in stored if s.reason) - flagged
+    if not refused and not flagged:
+        return None
+    return (
+        f"verify: {refused} verdicts not taken (a quote that does not decide, or a value that"
+        f" cannot be stored: no_verdict) and {flagged} flagged (a trivially short quote on a"
+        " page); each reason is in the export's citation_verdicts.reason"
+    )
 
 
 def _capped_line(spec: JobSpec, questions: int) -> str:

@@ -53,6 +53,7 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--negative-usage-share", "negative_usage_share", float, "share of negative usage"),
     ("--unsupported-share", "unsupported_share", float, "verification: unsupported pairs"),
     ("--unreadable-share", "unreadable_share", float, "verification: unreadable pages"),
+    ("--hostile-judge-share", "hostile_judge_share", float, "verification: hostile answers"),
     ("--token-hang-s", "token_hang_s", float, "seconds POST /token hangs before answering"),
     ("--storm-503-requests", "storm_503_requests", int, "first N requests answer 503"),
     ("--storm-503-s", "storm_503_s", float, "503 for every request this long after start"),

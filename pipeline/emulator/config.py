@@ -191,6 +191,11 @@ class EmulatorConfig:
     # page) pairs judged unsupported, and the share of its own pages it cannot read.
     unsupported_share: float = 0.0
     unreadable_share: float = 0.0
+    # A hostile judge: this share of verification answers (by a keyed hash of the request)
+    # hold values no column takes or that prove nothing, in turn: a quote with a NUL, a
+    # retrieval status of 60 characters, a 5,000-digit claim number, "supported" on the
+    # quote "e", a quote with a lone surrogate. Every one of them is still a paid call.
+    hostile_judge_share: float = 0.0
 
     def quota_for(self, model: str) -> ModelQuota:
         """The limits for ``model``: its own table, else ``"*"``, else unlimited."""

@@ -15,6 +15,10 @@ one verdict per (claim, source) pair, in the real wire format:
   ``not_supported`` (a quarter of those ``contradicted``); the rest ``supported``, quoting
   the claim where the page holds it, else the page's first words.
 
+With ``hostile_judge_share``, that share of answers (by a keyed hash of the prompt) is hostile
+instead, each in one of :data:`HOSTILE` ways (counted as ``hostile``): what a judge misled
+by a page, or a broken one, could send.
+
 JSON output (``responseMimeType: application/json``) gets ``{"verdicts": [...]}``; otherwise
 one ``VERDICT <claim> <source> <verdict> <quote>`` line a pair. The truth (each verdict
 given, per pair) is returned for the stats, so a test can compare a client's measure to it.
@@ -41,6 +45,8 @@ ERROR = "URL_RETRIEVAL_STATUS_ERROR"
 _UNREADABLE = b"verify-unread"
 _UNSUPPORTED = b"verify-unsup"
 _CONTRADICTED = b"verify-contra"
+_HOSTILE = b"verify-hostile"
+HOSTILE = ("nul", "long_status", "huge_claim", "short_quote", "surrogate")
 CONTRADICTED_SHARE = 0.25  # of the unsupported pairs
 QUOTE_CHARS = 120
 REDIRECT_MARKS = ("grounding-api-redirect", "vertexaisearch.cloud.google.com")
@@ -132,18 +138,46 @@ def _verdicts(ctx: Context, data: dict[str, Any], truth: Counter[str]) -> tuple[
     return out, metadata, tool_use
 
 
+def _hostile(ctx: Context, verdicts: list, metadata: list, truth: Counter[str]) -> str | None:
+    """Spoil the answer in one of :data:`HOSTILE` ways (by the prompt's hash), or None."""
+    prompt = ctx.request.prompt.encode()
+    if draws.unit(ctx.seed_key, _HOSTILE, prompt) >= ctx.config.hostile_judge_share:
+        return None
+    way = HOSTILE[int(draws.unit(ctx.seed_key, _HOSTILE + b"-way", prompt) * len(HOSTILE))]
+    truth["hostile"] += 1
+    for v in verdicts:
+        if way == "nul":
+            v["verdict"], v["quote"] = "supported", "the\x00 quote"
+        elif way == "short_quote":
+            v["verdict"], v["quote"] = "supported", "e"
+        elif way == "surrogate":
+            v["verdict"], v["quote"] = "supported", "?SURROGATE?"
+    for m in metadata:
+        if way == "long_status":
+            m["urlRetrievalStatus"] = "URL_RETRIEVAL_STATUS_" + "X" * 40
+    return way
+
+
+def _text(verdicts: list, json_output: bool, way: str | None) -> str:
+    if json_output:
+        text = orjson.dumps({"verdicts": verdicts}).decode()
+        if way == "huge_claim":
+            text = text.replace('"claim":', '"claim":' + "9" * 5_000 + ',"was":', 1)
+    else:
+        text = "".join(
+            f"VERDICT {'9' * 5_000 if way == 'huge_claim' else v['claim']} {v['source']}"
+            f" {v['verdict']} {orjson.dumps(v['quote']).decode()}\n"
+            for v in verdicts
+        )
+    return text.replace('"?SURROGATE?"', '"\\ud800 quote"')
+
+
 def build(ctx: Context, usage: Usage, envelope: Envelope) -> tuple[dict[str, Any], dict[str, int]]:
     """The response body, and the truth to add to the stats."""
     truth: Counter[str] = Counter(requests=1)
     verdicts, metadata, tool_use = _verdicts(ctx, _data(ctx.request.prompt), truth)
-    if ctx.request.json_output:
-        text = orjson.dumps({"verdicts": verdicts}).decode()
-    else:
-        text = "".join(
-            f"VERDICT {v['claim']} {v['source']} {v['verdict']}"
-            f" {orjson.dumps(v['quote']).decode()}\n"
-            for v in verdicts
-        )
+    way = _hostile(ctx, verdicts, metadata, truth)
+    text = _text(verdicts, ctx.request.json_output, way)
     cand: dict[str, Any] = {
         "content": {"parts": [{"text": text}], "role": "model"},
         "finishReason": "STOP",

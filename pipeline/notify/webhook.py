@@ -5,7 +5,8 @@ a receiver can drop a repeat), ``webhook-timestamp`` (the attempt's time) and
 
 * **One attempt at a time.** :func:`attempt` POSTs once within ``[notify] timeout_s`` and
   says whether it landed (a 2xx), may be tried again (a connection error, a timeout, 408,
-  429 or 5xx) or was refused for good (another answer). No redirect is followed.
+  429 or 5xx) or was refused for good (another answer). No redirect is followed, and at
+  most :data:`BODY_READ_MAX` bytes of the answer's body are read (none of it is needed).
 * **The secret stays secret.** :func:`signer_from_env` reads it from the variable
   ``[notify] secret_env`` names; it is in no message, log line, error, row or file (it is
   also handed to :func:`pipeline.redaction.remember`). A URL is logged by its host only (a
@@ -37,6 +38,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _RETRIED = frozenset({408, 429})
+BODY_READ_MAX = 4_096  # the most of a receiver's answer read: nothing of it is needed
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +89,7 @@ async def attempt(
     try:
         async with session.post(url, data=body, headers=headers, allow_redirects=False) as answer:
             status = answer.status
-            await answer.read()
+            await _drain(answer)
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         return Attempt(False, False, None, _why(exc, url))
     except Exception as exc:  # never the run's failure
@@ -96,6 +98,20 @@ async def attempt(
         return Attempt(True, True, status)
     final = status < 500 and status not in _RETRIED
     return Attempt(False, final, status, f"HTTP {status}")
+
+
+async def _drain(answer: aiohttp.ClientResponse) -> int:
+    """Read at most :data:`BODY_READ_MAX` bytes of the answer (a small body is read whole,
+    so the connection can be reused; a bigger one is left unread and the connection closed
+    when the response is released). How many bytes were read."""
+    got = 0
+    while got < BODY_READ_MAX:
+        chunk = await answer.content.read(BODY_READ_MAX - got)
+        if not chunk:
+            return got
+        got += len(chunk)
+    answer.close()  # more is coming: drop the connection rather than read it
+    return got
 
 
 def _why(exc: BaseException, url: str) -> str:

@@ -2,8 +2,12 @@
 ``verify``.
 
 Every call goes through the run's :class:`~pipeline.online.call.MeteredCaller` (the job's
-shared rate, token grant and budget, held by the job's database for every process), and its
-ledger row is stored with its verdicts in one transaction that settles the budget's hold.
+shared rate, token grant and budget, held by the job's database for every process). Its
+ledger row comes first, alone in the transaction that settles the budget's hold: a paid call
+is in the ledger before anything of its answer is read. Then its answer is read (never
+raising: an unreadable one is ``no_verdict`` for every pair, with the reason) and its verdicts
+stored, naming that row; verdicts the database still refuses are logged in one line and the
+call counted failed, the ledger row staying.
 A refused call is asked again (up to ``[limits] max_attempts``, waiting at least what the
 server asked); a budget that runs out, or credentials that fail, stop the check: what was
 stored stays, and a rerun goes on from there.
@@ -20,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import anyio
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pipeline.clock import utcnow
@@ -114,7 +119,7 @@ class Checker:
             except CallError as error:
                 if (row := ledger_row(error)) is not None:
                     self.result.calls += 1
-                    await self._store(call, row, None)
+                    await self._store(call, row)
                 if isinstance(error, RunFatalError):
                     self.result.stopped = error.message
                     return
@@ -126,35 +131,53 @@ class Checker:
                 wait = min(wait * 2, BACKOFF_MAX_S)
                 continue
             self.result.calls += 1
+            call_id = await self._store(call, metered.record)
             verdicts = read_verdicts(call, metered.result.response)
-            await self._store(call, metered.record, verdicts)
-            self.result.checked += 1
+            if await self._store_verdicts(call, call_id, verdicts):
+                self.result.checked += 1
+            else:
+                self.result.failed += 1
             return
 
-    async def _store(
-        self, call: VerificationCall, record: CallRecord, verdicts: list[PairVerdict] | None
-    ) -> None:
-        limits = self.caller.limits
+    async def _store_verdicts(
+        self, call: VerificationCall, call_id: int, verdicts: list[PairVerdict]
+    ) -> bool:
+        """The call's verdicts, after its ledger row; False when the database refused them."""
         now = utcnow()
+
+        async def write(connection: AsyncConnection) -> None:
+            await store.store_verdicts(
+                connection,
+                answer_id=call.answer_id,
+                question_id=call.question_id,
+                model=self.model,
+                call_id=call_id,
+                verdicts=verdicts,
+                now=now,
+            )
+
+        try:
+            await self.db.transaction("storing citation verdicts", write)
+        except DBAPIError as exc:  # its ledger row is stored: the pairs stay unchecked
+            log.warning(
+                "the verdicts of a verification call were not stored: %s",
+                type(exc.orig).__name__ if exc.orig is not None else type(exc).__name__,
+            )
+            return False
+        return True
+
+    async def _store(self, call: VerificationCall, record: CallRecord) -> int:
+        """The call's ledger row, with the budget settled: its id."""
+        limits = self.caller.limits
         self.result.spend_micro += max(record.cost_micro_usd, 0)
         if (spend := self.spends.get(call.question_id)) is not None:
             spend.add((record,))
 
-        async def write(connection: AsyncConnection) -> None:
-            if verdicts is None:
-                await store.store_failed_call(connection, record)
-            else:
-                await store.store_checked(
-                    connection,
-                    answer_id=call.answer_id,
-                    question_id=call.question_id,
-                    model=self.model,
-                    record=record,
-                    verdicts=verdicts,
-                    now=now,
-                )
+        async def write(connection: AsyncConnection) -> int:
+            call_id = await store.store_call(connection, record)
             await limits.settle(
                 connection, released=record.reserved_micro, spent=record.cost_micro_usd
             )
+            return call_id
 
-        await self.db.transaction("storing citation verdicts", write)
+        return await self.db.transaction("storing a verification call", write)

@@ -3,12 +3,14 @@ export (CSV with a header) or JSON lines, one decision per row.
 
 Columns: ``id`` (the question's input id), ``verdict`` (approved, rejected or needs edit;
 case, spaces and hyphens as people type them), and optionally ``note`` and ``reviewer`` (else
-the command's ``--reviewer``). The whole file is read and checked before anything is stored:
-a bad row is named ``path:line`` in one line, and nothing is imported.
+the command's ``--reviewer``). The rows are streamed (:func:`iter_decisions`); a bad row
+(a missing id, an unknown verdict, a NUL character, text that is not UTF-8, a field over its
+limit) is named ``path:line`` in one line, and the command imports nothing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from pipeline.store import reviews
 __all__ = [
     "Decision",
     "DecisionsError",
+    "iter_decisions",
     "read_decisions",
 ]
 
@@ -57,15 +60,31 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value).strip()
 
 
+_STORED = ("id", "verdict", "reviewer", "note")  # the fields a decision keeps
+
+
+def _no_nul(place: str, record: dict[str, Any]) -> None:
+    for key in _STORED:
+        value = record.get(key)
+        if isinstance(value, str) and "\x00" in value:
+            raise DecisionsError(f"{place}: a NUL character in the {key!r} field")
+
+
 def read_decisions(path: Path, *, reviewer: str | None, fmt: str = "auto") -> list[Decision]:
     """Every decision of ``path`` (CSV or JSONL, ``auto``: by its suffix), checked; raises
     :class:`DecisionsError` at the first row that cannot be imported."""
-    decisions: list[Decision] = []
+    return list(iter_decisions(path, reviewer=reviewer, fmt=fmt))
+
+
+def iter_decisions(path: Path, *, reviewer: str | None, fmt: str = "auto") -> Iterator[Decision]:
+    """The decisions of ``path``, streamed, each checked as it is read; raises
+    :class:`DecisionsError` at the first row that cannot be imported."""
     records = file_records(
         path, fmt, required=("id", "verdict"), error=DecisionsError, what="decisions file"
     )
     for line, record in records:
         place = f"{path}:{line}"
+        _no_nul(place, record)
         qid = _text(record.get("id"))
         if not qid:
             raise DecisionsError(f"{place}: no id")
@@ -83,5 +102,4 @@ def read_decisions(path: Path, *, reviewer: str | None, fmt: str = "auto") -> li
         note = _text(record.get("note"))
         if len(note) > MAX_NOTE:
             raise DecisionsError(f"{place}: the note is over {MAX_NOTE} characters")
-        decisions.append(Decision(line, qid, verdict, who, note or None))
-    return decisions
+        yield Decision(line, qid, verdict, who, note or None)

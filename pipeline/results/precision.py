@@ -193,6 +193,7 @@ def verdict_dicts(rows: Sequence[VerdictRow]) -> list[dict[str, Any]]:
             "verdict": r["verdict"],
             "quote": r["quote"],
             "retrieval_status": r["retrieval_status"],
+            "reason": r.get("reason"),
             "model": r["model"],
             "checked_at": _utc(r["created_at"]),
         }

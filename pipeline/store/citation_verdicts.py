@@ -6,9 +6,10 @@ Citation verdicts: what ``ground verify`` read of stored answers, and what it fo
   the population a sample is drawn from;
 * :func:`answer_parts`: the supports and sources of chosen answers, as
   :mod:`pipeline.verify.claims` reads them;
-* :func:`store_checked`: one verification call's ledger row and its verdicts, in one
-  transaction (with the budget settled by the caller in the same one); a pair already stored
-  is kept as it was;
+* :func:`store_call` then :func:`store_verdicts`: a verification call's ledger row first (with
+  the budget settled by the caller in the same transaction), so a paid call is in the ledger
+  whatever its answer holds; then its verdicts, naming that row; a pair already stored is
+  kept as it was;
 * :func:`checked_answers` / :func:`read_checked`: what is stored, for a rerun to skip and for
   precision to be measured from;
 * :func:`spend_by_question`: what the questions have cost, for ``max_cost_per_question_usd``.
@@ -46,6 +47,7 @@ from pipeline.store.tables import answers, calls, citation_verdicts, questions, 
 from pipeline.verify.precision import READABLE
 
 __all__ = [
+    "StoredVerdict",
     "VerdictRow",
     "answer_counts",
     "answer_parts",
@@ -54,8 +56,9 @@ __all__ = [
     "checked_answers",
     "read_verdicts",
     "spend_by_question",
+    "store_call",
     "store_checked",
-    "store_failed_call",
+    "store_verdicts",
     "verdict_counts",
     "verdicts_by_answer",
     "verify_basis",
@@ -145,6 +148,47 @@ async def _insert_call(connection: AsyncConnection, record: CallRecord) -> int:
     return int(inserted.scalar_one())
 
 
+async def store_call(connection: AsyncConnection, record: CallRecord) -> int:
+    """A verification call's ledger row (answered or failed, at its cost); its id."""
+    return await _insert_call(connection, record)
+
+
+async def store_verdicts(
+    connection: AsyncConnection,
+    *,
+    answer_id: int,
+    question_id: int,
+    model: str,
+    call_id: int,
+    verdicts: Sequence[PairVerdict],
+    now: dt.datetime,
+) -> None:
+    """The verdicts of the call whose ledger row is ``call_id``."""
+    if not verdicts:
+        return
+    await connection.execute(
+        insert_ignoring_conflicts(connection, citation_verdicts),
+        [
+            {
+                "answer_id": answer_id,
+                "question_id": question_id,
+                "claim_index": v.pair.claim,
+                "target": v.pair.target,
+                "url": v.pair.url,
+                "chunk_index": v.pair.chunk_index,
+                "verdict": v.verdict,
+                "quote": v.quote,
+                "retrieval_status": v.retrieval_status,
+                "model": model,
+                "call_id": call_id,
+                "created_at": now,
+                "reason": v.reason,
+            }
+            for v in verdicts
+        ],
+    )
+
+
 async def store_checked(
     connection: AsyncConnection,
     *,
@@ -155,35 +199,19 @@ async def store_checked(
     verdicts: Sequence[PairVerdict],
     now: dt.datetime,
 ) -> int:
-    """The call's ledger row and its verdicts; the row's id."""
-    call_id = await _insert_call(connection, record)
-    if verdicts:
-        await connection.execute(
-            insert_ignoring_conflicts(connection, citation_verdicts),
-            [
-                {
-                    "answer_id": answer_id,
-                    "question_id": question_id,
-                    "claim_index": v.pair.claim,
-                    "target": v.pair.target,
-                    "url": v.pair.url,
-                    "chunk_index": v.pair.chunk_index,
-                    "verdict": v.verdict,
-                    "quote": v.quote,
-                    "retrieval_status": v.retrieval_status,
-                    "model": model,
-                    "call_id": call_id,
-                    "created_at": now,
-                }
-                for v in verdicts
-            ],
-        )
+    """The call's ledger row, then its verdicts, in the caller's one transaction; the row's
+    id (``ground verify`` itself stores the row first, in a transaction of its own)."""
+    call_id = await store_call(connection, record)
+    await store_verdicts(
+        connection,
+        answer_id=answer_id,
+        question_id=question_id,
+        model=model,
+        call_id=call_id,
+        verdicts=verdicts,
+        now=now,
+    )
     return call_id
-
-
-async def store_failed_call(connection: AsyncConnection, record: CallRecord) -> int:
-    """A verification call that failed (its ledger row only, at its cost)."""
-    return await _insert_call(connection, record)
 
 
 async def checked_answers(
@@ -227,6 +255,7 @@ class StoredVerdict:
     retrieval_status: str | None
     model: str
     call_id: int | None
+    reason: str | None = None  # why the verdict was not taken, or the flag on it
 
 
 async def read_verdicts(
@@ -246,6 +275,7 @@ async def read_verdicts(
             v.retrieval_status,
             v.model,
             v.call_id,
+            v.reason,
         ).where(v.answer_id.in_(chunk))
         if model is not None:
             query = query.where(v.model == model)
@@ -424,6 +454,7 @@ async def verdicts_by_answer(
                 v.retrieval_status,
                 v.model,
                 v.created_at,
+                v.reason,
             )
             .where(v.answer_id.in_(ids[start : start + _IN_CHUNK]), v.model == model)
             .order_by(v.answer_id, v.claim_index, v.id)

@@ -474,6 +474,8 @@ citation_verdicts = Table(
     Column("model", String(100), nullable=False),
     Column("call_id", Id, ForeignKey("calls.id", ondelete="SET NULL")),  # its ledger row
     Column("created_at", UtcDateTime(), nullable=False),
+    # 0023: why the judge's verdict was not taken (no_verdict), or the flag on a kept one.
+    Column("reason", String(200)),
     UniqueConstraint("answer_id", "claim_index", "target", "model"),
     Index("ix_citation_verdicts_question_id", "question_id"),
 )

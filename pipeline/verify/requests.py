@@ -141,7 +141,12 @@ def _url_calls(answer: AnswerClaims, model: str, max_output_tokens: int) -> list
     for start in range(0, len(urls), URL_LIMIT):
         group = urls[start : start + URL_LIMIT]
         ids = {u: f"u{n}" for n, u in enumerate(group, 1)}
-        pairs = [Pair(c.index, ids[u], u, url=u) for c in answer.claims for u in c.urls if u in ids]
+        pairs = [
+            Pair(c.index, ids[u], u, url=u, claim_text=c.text)
+            for c in answer.claims
+            for u in c.urls
+            if u in ids
+        ]
         claims = [c for c in answer.claims if any(u in ids for u in c.urls)]
         prompt = _prompt(claims, {i: u for u, i in ids.items()}, pairs, json_output)
         body = _body(
@@ -178,6 +183,7 @@ def _text_calls(answer: AnswerClaims, max_output_tokens: int) -> list[Verificati
                 f"chunk:{t.chunk_index}",
                 chunk_index=t.chunk_index,
                 text=t.text,
+                claim_text=c.text,
             )
             for c in answer.claims
             for t in c.texts

@@ -5,9 +5,13 @@ one answer of a class that has any) or a count (an integer >= 1: that many answe
 out among the classes in proportion to their size by largest remainder, at least one per
 class while the count allows).
 
-Within a class, answers are ranked by a keyed BLAKE2b hash of (seed, question key); the
-first ones are taken. The same answers are chosen on every rerun with the same seed, and
-adding questions to a job keeps the earlier choices in the sample wherever the quota allows.
+**Stable as a job grows.** A class's sample is a prefix of one order of its answers: those
+already checked (``kept``: verdicts stored by the verifying model) first, then the rest, each
+part ranked by a keyed BLAKE2b hash of (seed, question key). A class's quota is never below
+what it has kept. So the same answers are chosen on every rerun with the same seed, and a job
+that grows keeps every answer verified before and adds to it, never reshuffling: a class's
+quota is never paid for twice (the sample can then be a little above a count asked for, when
+the classes' shares moved).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -87,16 +91,26 @@ def sample_size(sizes: Mapping[str, int], sample: int | float | None) -> int:
     return sum(_quotas({c: n for c, n in sizes.items() if n > 0}, sample).values())
 
 
-def choose(candidates: Sequence[Candidate], sample: int | float | None, seed: int) -> list[str]:
-    """The keys of the sampled answers, by class then rank (deterministic)."""
+def choose(
+    candidates: Sequence[Candidate],
+    sample: int | float | None,
+    seed: int,
+    kept: Collection[str] = (),
+) -> list[str]:
+    """The keys of the sampled answers, by class then order (deterministic); ``kept``: the
+    keys already checked, which stay in the sample."""
     if sample is None:
         return [c.key for c in candidates]
+    kept = frozenset(kept)
     by_class: dict[str, list[Candidate]] = defaultdict(list)
     for c in candidates:
         by_class[c.qclass].append(c)
     quotas = _quotas({c: len(group) for c, group in by_class.items()}, sample)
     chosen: list[str] = []
     for qclass in sorted(by_class):
-        ranked = sorted(by_class[qclass], key=lambda c: (_rank(seed, c.key), c.key))
-        chosen.extend(c.key for c in ranked[: quotas.get(qclass, 0)])
+        ranked = sorted(
+            by_class[qclass], key=lambda c: (c.key not in kept, _rank(seed, c.key), c.key)
+        )
+        quota = max(quotas.get(qclass, 0), sum(1 for c in ranked if c.key in kept))
+        chosen.extend(c.key for c in ranked[:quota])
     return chosen

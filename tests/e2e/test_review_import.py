@@ -127,3 +127,70 @@ def test_the_command_line(tmp_path: Path) -> None:
     assert refused.stderr.splitlines() == [
         f"ground: {good}:2: no reviewer: give --reviewer or a reviewer column; nothing was imported"
     ]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_nul_or_bytes_not_utf8_are_file_line_and_exit_2(
+    backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with desk_engine(backend, tmp_path) as engine:
+        await fill(engine, 4)
+        spec = desk_job(tmp_path, engine)
+        cases = {
+            "nul.csv": (b"id,verdict,note\nq0001,approved,ok\nq0002,rejected,a\x00b\n", 3),
+            "nul.jsonl": (
+                b'{"id": "q0001", "verdict": "approved"}\n'
+                b'{"id": "q0002", "verdict": "approved", "reviewer": "a\\u0000b"}\n',
+                2,
+            ),
+            "latin1.csv": (b"id,verdict,note\nq0001,approved,ok\nq0002,rejected,caf\xe9\n", 3),
+            "latin1.jsonl": (
+                b'{"id": "q0001", "verdict": "approved"}\n'
+                b'{"id": "q0002", "verdict": "approved", "note": "caf\xe9"}\n',
+                2,
+            ),
+        }
+        for name, (content, line) in cases.items():
+            path = tmp_path / name
+            path.write_bytes(content)
+            assert await review_import_command(spec, path, reviewer="kim") == EXIT_USAGE, name
+            (said,) = capsys.readouterr().err.splitlines()
+            assert said.startswith(f"ground: {path}:{line}: "), said
+            assert said.endswith("nothing was imported") and "Traceback" not in said
+        assert await stored(engine) == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_large_file_streams_with_progress_lines(
+    backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with desk_engine(backend, tmp_path) as engine:
+        await fill(engine, 5)
+        spec = desk_job(tmp_path, engine)
+        path = tmp_path / "many.csv"
+        verdicts = ("approved", "rejected", "needs edit")
+        rows = [f"q{i % 5:04d},{verdicts[i % 3]}" for i in range(200_001)]
+        path.write_text("id,verdict\n" + "\n".join(rows) + "\n", encoding="utf-8")
+        assert await review_import_command(spec, path, reviewer="kim") == EXIT_OK
+        captured = capsys.readouterr()
+        assert "review import: 200,000 decisions read" in captured.err.splitlines()
+        assert "imported 200001 decisions" in captured.out
+        async with engine.connect() as connection:
+            r = reviews.c
+            count = await connection.scalar(sa.select(sa.func.count()).select_from(reviews))
+            last = (
+                await connection.execute(sa.select(r.verdict).order_by(r.id.desc()).limit(1))
+            ).scalar_one()
+        assert count == 200_001 and last == "needs_edit"  # the file's last row: the newest
+        if backend == "postgresql":  # a bulk import checks its keys at once: they are back
+            async with engine.connect() as connection:
+                keys = await connection.scalars(
+                    sa.text(
+                        "SELECT conname FROM pg_constraint WHERE conrelid = 'reviews'::regclass"
+                        " AND contype = 'f' AND convalidated ORDER BY conname"
+                    )
+                )
+                assert list(keys) == [
+                    "fk_reviews_answer_id_answers",
+                    "fk_reviews_question_id_questions",
+                ]

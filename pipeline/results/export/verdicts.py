@@ -32,6 +32,12 @@ VERDICT = Struct(
             Kind.ENUM,
             "urlContextMetadata's urlRetrievalStatus, or own_text (checked against its text)",
         ),
+        Field(
+            "reason",
+            Kind.STRING,
+            "why the judge's verdict was not taken (no_verdict: a quote that does not decide,"
+            " a value that cannot be stored), or the flag on a kept one; null: none",
+        ),
         Field("model", Kind.ENUM, "the model that checked it", required=True),
         Field("checked_at", Kind.TIMESTAMP, "when the verdict was stored", required=True),
     )

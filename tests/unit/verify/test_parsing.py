@@ -74,16 +74,39 @@ def test_line_format_on_models_without_json_and_unknown_verdicts_ignored() -> No
     assert b.verdict == NO_VERDICT
 
 
-def test_own_text_quote_not_found_is_never_supported() -> None:
+def test_own_text_quote_that_does_not_decide_is_no_verdict_with_its_reason() -> None:
     text_call = _calls()[1]
-    for quote, expected in (
-        ("330 metres TALL", "supported"),
-        ("331 metres", "not_supported"),
-        ("", "not_supported"),
+    for quote, expected, reason in (
+        ("330 metres TALL", "supported", None),
+        ("tower is  330 metres", "supported", None),
+        ("331 metres tall", NO_VERDICT, "supported: quote not found in the passage"),
+        ("", NO_VERDICT, "supported: no quote"),
+        ("e", NO_VERDICT, "supported: quote too short (1 characters) to decide"),
+        ("The tower is", NO_VERDICT, "supported: quote misses the claim's number 330"),
     ):
         said = {"verdicts": [{"claim": 0, "source": "t1", "verdict": "supported", "quote": quote}]}
         (v,) = read_verdicts(text_call, _response(orjson.dumps(said).decode()))
-        assert v.verdict == expected and v.retrieval_status == "own_text"
+        assert (v.verdict, v.reason) == (expected, reason), quote
+        assert v.retrieval_status == "own_text"
+
+
+def test_a_url_verdict_keeps_google_reading_but_a_trivial_quote_is_flagged() -> None:
+    url_call = _calls()[0]
+    ok = "URL_RETRIEVAL_STATUS_SUCCESS"
+    said = {
+        "verdicts": [
+            {"claim": 0, "source": "u1", "verdict": "supported", "quote": "e"},
+            {"claim": 0, "source": "u2", "verdict": "supported", "quote": "The tower is 330 m"},
+        ]
+    }
+    a, b = read_verdicts(
+        url_call,
+        _response(
+            orjson.dumps(said).decode(), {"https://a.example/": ok, "https://b.example/": ok}
+        ),
+    )
+    assert (a.verdict, a.reason) == ("supported", "flagged: quote too short (1 characters)")
+    assert (b.verdict, b.reason) == ("supported", None)
 
 
 def test_quote_found_ignores_whitespace_and_case() -> None:

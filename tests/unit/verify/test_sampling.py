@@ -45,3 +45,25 @@ def test_all_takes_everything_and_a_large_count_too() -> None:
     population = _population()
     assert len(choose(population, None, seed=0)) == 1000
     assert len(choose(population, 5000, seed=0)) == 1000
+
+
+@pytest.mark.parametrize("sample", [44, 0.4])
+def test_a_job_grown_twice_keeps_its_sample_and_adds_to_it(sample: int | float) -> None:
+    classes = ("a", "b", "c")
+    grown = [40, 60, 100]  # answers; the job grows twice
+    kept: list[str] = []
+    for n in grown:
+        population = [Candidate(f"q{i}", classes[(i * 7) % 3 if i < 40 else 0]) for i in range(n)]
+        chosen = choose(population, sample, seed=3, kept=kept)
+        assert set(kept) <= set(chosen), "a verified answer left the sample"
+        # each class's sample is a prefix of its seeded order (kept first): a rerun agrees
+        assert chosen == choose(list(reversed(population)), sample, seed=3, kept=kept)
+        kept = chosen
+
+
+def test_without_kept_answers_a_grown_job_could_reshuffle() -> None:
+    """The reason for ``kept``: the hash order alone lets new answers push verified ones out."""
+    first = choose([Candidate(f"q{i}", "a") for i in range(40)], 20, seed=1)
+    grown = [Candidate(f"q{i}", "a") for i in range(60)]
+    assert not set(first) <= set(choose(grown, 20, seed=1))
+    assert set(first) <= set(choose(grown, 20, seed=1, kept=first))

@@ -109,23 +109,25 @@ async def test_verdicts_round_trip_with_their_ledger_row(kind: str, tmp_path: Pa
         record = CallRecord(question, "verify", "gemini-x", NOW, 5.0, 200, "ok", cost_micro_usd=7)
         pair = Pair(0, "u1", "https://a.example/", url="https://a.example/")
         verdict = PairVerdict(pair, "supported", "tall", "URL_RETRIEVAL_STATUS_SUCCESS")
-        call_id = await store.store_checked(
+        call_id = await store.store_call(connection, record)
+        await store.store_verdicts(
             connection,
             answer_id=answer,
             question_id=question,
             model="gemini-x",
-            record=record,
+            call_id=call_id,
             verdicts=[verdict],
             now=NOW,
         )
         # the same pair again (a rerun): kept as it was
-        await store.store_checked(
+        again = await store.store_call(connection, record)
+        await store.store_verdicts(
             connection,
             answer_id=answer,
             question_id=question,
             model="gemini-x",
-            record=record,
-            verdicts=[PairVerdict(pair, "not_supported", None, None)],
+            call_id=again,
+            verdicts=[PairVerdict(pair, "not_supported", None, None, "a reason")],
             now=NOW,
         )
         assert await store.checked_answers(connection, [answer], "gemini-x") == {answer}
