@@ -6,7 +6,7 @@
   could not be read), or, for a URL source's verdict kept, the flag on its quote.
 
 Revision ID: 0023
-Revises: 0024
+Revises: 0022
 Create Date: 2026-12-06
 """
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0023"
-down_revision = "0024"
+down_revision = "0022"
 branch_labels = None
 depends_on = None
 

@@ -10,7 +10,7 @@
   with "string is too long for tsvector"). SQLite's FTS5 has no such bound.
 
 Revision ID: 0024
-Revises: 0022
+Revises: 0023
 Create Date: 2026-12-06
 """
 
@@ -22,7 +22,7 @@ from alembic import op
 from pipeline.grounding.policy import registrable_domain
 
 revision = "0024"
-down_revision = "0022"
+down_revision = "0023"
 branch_labels = None
 depends_on = None
 

@@ -22,6 +22,8 @@ INTERNAL = {
     " by its caller, which falls back to JSON text",
     "pipeline.costs.prices.UnconfirmedPriceWarning": "a warning category, issued with"
     " warnings.warn and never raised",
+    "pipeline.commands.review._Refused": "control flow inside review import: caught by the"
+    " command, which prints its one line and exits 2",
 }
 
 # Modules that import an extra's package at their top: scanned only where it is installed
