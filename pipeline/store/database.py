@@ -303,12 +303,15 @@ class Database:
         self, what: str, statement: Callable[[AsyncConnection], Awaitable[T]]
     ) -> T:
         """``statement`` in one transaction, committed; run again whole after a lost
-        connection (it rolled back with the connection)."""
+        connection (it rolled back with the connection). A cancellation (a second Ctrl-C)
+        waits for the transaction's end: cut mid-way, its connection would keep the write
+        lock, and SQLite would refuse every later write of the run (the paid answers)."""
 
         async def once() -> T:
-            async with self.engine.begin() as connection:
-                await _bounded_lock_wait(connection)
-                return await statement(connection)
+            with anyio.CancelScope(shield=True):
+                async with self.engine.begin() as connection:
+                    await _bounded_lock_wait(connection)
+                    return await statement(connection)
 
         return await retrying(
             once, outage_s=self.outage_s, what=what, given_up=self._event(), file=self.file
