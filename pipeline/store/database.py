@@ -312,6 +312,7 @@ class Database:
                 async with self.engine.begin() as connection:
                     await _bounded_lock_wait(connection)
                     return await statement(connection)
+            raise AssertionError("unreachable: nothing outside can cancel this scope")
 
         return await retrying(
             once, outage_s=self.outage_s, what=what, given_up=self._event(), file=self.file
